@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install the Debian packages the local Slurm testbed needs, only when some are missing.
+# Idempotent: a machine that has them all returns at once without touching apt.
+set -euo pipefail
+
+PACKAGES=(slurm-wlm slurmdbd slurm-client munge mariadb-server mariadb-client lua5.1)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "The testbed needs these Debian packages: ${missing[*]}" >&2
+  echo "Run as root:  apt-get update && apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "Installing Debian packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,75 @@
+"""The ``slurm-fair`` command line: a thin click group.
+
+Each command lives in ``slurm_fair/commands/<name>.py`` and exposes ``command``. A command whose
+issue has not landed is registered all the same and says so with exit code 2 (never pretends).
+:func:`main` is the one place that turns :class:`SlurmFairError` into a message and exit code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from . import __version__
+from .errors import NotYetImplemented, SlurmFairError
+
+#: command name -> (module under slurm_fair.commands, or None while not built; the issue)
+COMMANDS: dict[str, tuple[str | None, str]] = {
+    "solve": (None, "issue 4, the allocation engine"),
+    "simulate": (None, "issue 5, the simulator"),
+    "run": (None, "issue 6, the controller"),
+    "report": (None, "issue 7, fairness reports"),
+    "metrics": (None, "issue 7, fairness reports"),
+    "explain": (None, "issue 6, the controller"),
+    "snapshot": (None, "issue 3, the Slurm adapter"),
+    "testbed": (None, "issue 2, the local testbed"),
+    "render-config": (None, "issue 8, deployment"),
+    "revert": (None, "issue 6, the controller"),
+}
+
+
+def _placeholder(name: str, issue: str) -> click.Command:
+    @click.command(name, context_settings={"ignore_unknown_options": True}, add_help_option=False)
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+    def command(args: tuple[str, ...]) -> None:
+        raise NotYetImplemented(name, issue)
+
+    command.help = f"Not available yet ({issue})."
+    return command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="slurm-fair")
+def cli() -> None:
+    """Heterogeneity-aware fair GPU sharing for Slurm."""
+
+
+for _name, (_module, _issue) in COMMANDS.items():
+    if _module is None:
+        cli.add_command(_placeholder(_name, _issue))
+    else:
+        cli.add_command(importlib.import_module(f"slurm_fair.commands.{_module}").command, _name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI, map errors to messages and exit codes (1 operational, 2 user)."""
+    try:
+        cli.main(args=argv, prog_name="slurm-fair", standalone_mode=False)
+    except SlurmFairError as exc:
+        click.echo(f"slurm-fair: {exc.message()}", err=True)
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""Configuration: ``conf/slurm-fair.toml``, read with ``tomllib`` and validated completely.
+
+Validation collects *every* problem of the file (unknown keys with a "did you mean" suggestion,
+wrong types, out-of-range values) and raises one :class:`ConfigError`, so an admin fixes the file
+in one go (Kueue's ``validation.go``, pip-tools' ``_validate_config``).
+
+The schema below is the single place that knows the keys: adding a setting means adding one
+:class:`Key` line; defaults, types and documentation come from it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .errors import ConfigError, Finding
+
+#: environment variable naming the config file (beats the search path)
+CONFIG_ENV = "SLURM_FAIR_CONFIG"
+
+
+@dataclass(frozen=True)
+class Key:
+    """One setting: its type(s), default, an optional check returning an error text, and help."""
+
+    types: tuple[type, ...]
+    default: Any
+    help: str
+    check: Callable[[Any], str | None] | None = None
+
+
+def _positive(v: Any) -> str | None:
+    return None if v > 0 else "must be > 0"
+
+
+def _non_negative(v: Any) -> str | None:
+    return None if v >= 0 else "must be >= 0"
+
+
+def _one_of(*choices: str) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        return None if v in choices else f"must be one of {', '.join(choices)}"
+
+    return check
+
+
+def _fraction(v: Any) -> str | None:
+    return None if 0 <= v <= 1 else "must be between 0 and 1"
+
+
+NUM = (int, float)
+
+#: section -> key -> Key. ``tenants`` is special: a table of tenant names (see _TENANT_KEYS).
+SCHEMA: dict[str, dict[str, Key]] = {
+    "cluster": {
+        "name": Key((str,), "", "Slurm cluster name (empty: whatever slurm.conf says)"),
+    },
+    "controller": {
+        "policy": Key((str,), "oef", "allocation policy run each cycle"),
+        "solver": Key((str,), "cbc", "LP solver: cbc or highs", _one_of("cbc", "highs")),
+        "time_limit_s": Key(NUM, 30.0, "solver time limit per cycle", _positive),
+        "interval_s": Key(NUM, 60.0, "seconds between cycles with run --loop", _positive),
+        "round_s": Key(NUM, 360.0, "round length for time-sharing (Gavel: 360 s)", _positive),
+        "state_dir": Key((str,), "/var/lib/slurm-fair", "state store, plan file, lock"),
+        "audit_log": Key((str,), "/var/log/slurm-fair/audit.jsonl", "JSONL audit log"),
+        "slack": Key(NUM, 0.0, "work-conserving slack added to QOS limits (fraction)", _fraction),
+        "order": Key((str,), "nice", "how job order is enforced", _one_of("nice", "priority")),
+    },
+    "throughput": {
+        "class_table": Key((str,), "", "CSV of class x GPU type throughputs (empty: embedded)"),
+        "default_class": Key((str,), "", "class of jobs without a tag or rule (empty: flat)"),
+        "ewma_alpha": Key(NUM, 0.3, "weight of a new fair:tput observation", _fraction),
+    },
+    "slurm": {
+        "backend": Key((str,), "cli", "cli (Slurm commands) or pyslurm", _one_of("cli", "pyslurm")),
+        "bin_dir": Key((str,), "", "directory of the Slurm commands (empty: PATH)"),
+        "command_timeout_s": Key(NUM, 30.0, "timeout of one Slurm command", _positive),
+        "retries": Key((int,), 2, "bounded retries of a failed transient command", _non_negative),
+    },
+    "report": {
+        "window_days": Key(NUM, 7.0, "default report window", _positive),
+    },
+}
+
+_TENANT_KEYS: dict[str, Key] = {
+    "weight": Key(NUM, 1.0, "tenant weight w_u (overrides Slurm shares)", _positive),
+    "classes": Key((list,), [], "workload classes assumed for this tenant's jobs"),
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Validated configuration: ``values[section][key]`` with defaults filled in."""
+
+    values: Mapping[str, Mapping[str, Any]]
+    tenants: Mapping[str, Mapping[str, Any]]
+    source: str = "<defaults>"
+
+    def get(self, section: str, key: str) -> Any:
+        return self.values[section][key]
+
+    def __getitem__(self, section: str) -> Mapping[str, Any]:
+        return self.values[section]
+
+
+def _suggest(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _type_ok(value: Any, types: tuple[type, ...]) -> bool:
+    if isinstance(value, bool) and bool not in types:
+        return False  # TOML true is not a number
+    return isinstance(value, types)
+
+
+def _type_name(types: tuple[type, ...]) -> str:
+    names = {int: "integer", float: "number", str: "string", list: "list", bool: "boolean"}
+    return " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types))
+
+
+def _check_table(
+    table: Mapping[str, Any], keys: dict[str, Key], prefix: str, problems: list[Finding]
+) -> dict[str, Any]:
+    out = {name: k.default for name, k in keys.items()}
+    for name, value in table.items():
+        where = f"{prefix}.{name}"
+        if name not in keys:
+            problems.append(Finding(where, "unknown key" + _suggest(name, list(keys))))
+            continue
+        spec = keys[name]
+        if not _type_ok(value, spec.types):
+            problems.append(Finding(where, f"must be a {_type_name(spec.types)}, got {value!r}"))
+            continue
+        if spec.check and (msg := spec.check(value)):
+            problems.append(Finding(where, f"{msg}, got {value!r}"))
+            continue
+        out[name] = value
+    return out
+
+
+def validate(data: Mapping[str, Any], source: str = "<config>") -> Config:
+    """Validate a parsed TOML document; raise one ConfigError listing every problem."""
+    problems: list[Finding] = []
+    values: dict[str, dict[str, Any]] = {}
+    for section, keys in SCHEMA.items():
+        raw = data.get(section, {})
+        if not isinstance(raw, dict):
+            problems.append(Finding(section, "must be a table ([section])"))
+            raw = {}
+        values[section] = _check_table(raw, keys, section, problems)
+    tenants: dict[str, dict[str, Any]] = {}
+    raw_tenants = data.get("tenants", {})
+    if not isinstance(raw_tenants, dict):
+        problems.append(Finding("tenants", "must be a table of tenants ([tenants.NAME])"))
+        raw_tenants = {}
+    for name, table in raw_tenants.items():
+        if not isinstance(table, dict):
+            problems.append(Finding(f"tenants.{name}", "must be a table ([tenants.NAME])"))
+            continue
+        tenants[name] = _check_table(table, _TENANT_KEYS, f"tenants.{name}", problems)
+    known = list(SCHEMA) + ["tenants"]
+    for section in data:
+        if section not in known:
+            problems.append(Finding(section, "unknown section" + _suggest(section, known)))
+    if problems:
+        raise ConfigError(source, problems)
+    return Config(values=values, tenants=tenants, source=source)
+
+
+def default_path() -> Path | None:
+    """Where the configuration is looked for: $SLURM_FAIR_CONFIG, ./conf, /etc/slurm-fair."""
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        return Path(env)
+    for candidate in (Path("conf/slurm-fair.toml"), Path("/etc/slurm-fair/slurm-fair.toml")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load(path: str | os.PathLike[str] | None = None) -> Config:
+    """Load and validate a configuration file (defaults only when there is none)."""
+    p = Path(path) if path is not None else default_path()
+    if p is None:
+        return validate({}, "<defaults>")
+    try:
+        with open(p, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(str(p), ["file not found"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(p), [f"not valid TOML: {exc}"]) from None
+    except OSError as exc:
+        raise ConfigError(str(p), [f"cannot read: {exc.strerror}"]) from None
+    return validate(data, str(p))

@@ -1,0 +1,97 @@
+"""Allocation policies, registered by name in one place.
+
+Every policy is a pure function ``allocate(problem, options) -> Allocation``: no Slurm, no clock,
+no files. A module in this package registers its policies with :func:`register`; this package
+imports every module in it on first use, so adding a policy is adding a file (ReFrame's
+scheduler registry). Nothing outside this module looks a policy up by anything but its name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any, Callable, MutableMapping
+
+from ..errors import UserError
+from ..model import Allocation, Problem
+
+
+@dataclass(frozen=True)
+class PolicyOptions:
+    """What a policy may be told besides the problem.
+
+    ``state`` belongs to the caller (simulator or controller) and survives between rounds:
+    dynamic policies (FFT's compensation, Hadar's prices, ...) keep their memory there and must
+    not keep any elsewhere, so a policy stays a function of its inputs.
+    """
+
+    solver: str = "cbc"
+    time_limit_s: float = 30.0
+    #: where to keep the model file when a solve fails (None: a temporary directory)
+    keep_lp_dir: str | None = None
+    round_s: float = 360.0
+    state: MutableMapping[str, Any] = field(default_factory=dict)
+
+
+AllocateFn = Callable[[Problem, PolicyOptions], Allocation]
+
+
+@dataclass(frozen=True)
+class PolicyInfo:
+    name: str
+    allocate: AllocateFn
+    description: str
+    #: True when the policy uses history (options.state, job attained/prev_type)
+    dynamic: bool = False
+
+
+_REGISTRY: dict[str, PolicyInfo] = {}
+_loaded = False
+
+
+def register(name: str, description: str, dynamic: bool = False) -> Callable[[AllocateFn], AllocateFn]:
+    """Decorator: register ``fn`` under ``name`` (names are unique)."""
+
+    def deco(fn: AllocateFn) -> AllocateFn:
+        if name in _REGISTRY and _REGISTRY[name].allocate is not fn:
+            raise RuntimeError(f"policy {name!r} registered twice")
+        _REGISTRY[name] = PolicyInfo(name, fn, description, dynamic)
+        return fn
+
+    return deco
+
+
+def _load_all() -> None:
+    global _loaded
+    if _loaded:
+        return
+    for mod in pkgutil.iter_modules(__path__):
+        if not mod.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{mod.name}")
+    _loaded = True
+
+
+def names() -> list[str]:
+    """Registered policy names, sorted."""
+    _load_all()
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> PolicyInfo:
+    """The policy called ``name``; a UserError with a suggestion when there is none."""
+    _load_all()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise UserError(
+            f"unknown policy {name!r}{hint}; known: {', '.join(sorted(_REGISTRY)) or 'none'}"
+        ) from None
+
+
+def allocate(name: str, problem: Problem, options: PolicyOptions | None = None) -> Allocation:
+    """Run the policy called ``name`` on ``problem``."""
+    return get(name).allocate(problem, options or PolicyOptions())
