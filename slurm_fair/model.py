@@ -283,3 +283,26 @@ class Snapshot:
     def gpu_jobs(self) -> list[SlurmJob]:
         """Pending and running GPU jobs: the jobs of the allocation problem."""
         return [j for j in self.jobs if j.is_gpu_job and (j.pending or j.running)]
+
+
+@dataclass(frozen=True)
+class AccountingRecord:
+    """One job (allocation) from Slurm accounting (sacct): the source of truth for reports."""
+
+    job_id: str
+    account: str
+    user: str
+    state: str
+    gpu_type: str | None
+    gpus: int
+    submit_time: datetime | None
+    start_time: datetime | None
+    end_time: datetime | None
+    elapsed_s: float
+    partition: str = ""
+    name: str = ""
+    comment: str = ""
+
+    @property
+    def gpu_seconds(self) -> float:
+        return self.gpus * self.elapsed_s

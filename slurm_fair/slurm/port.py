@@ -1,0 +1,80 @@
+"""The port: everything slurm-fair reads from or writes to Slurm goes through this Protocol.
+
+There is one real adapter (``cli.py``: Slurm's own commands, argv lists, timeouts, bounded
+retries) and one fake (``fake.py``: loaded from recorded real output, shared by unit tests and
+the simulator's dry runs). A contract suite (``tests/slurm/test_contract.py``) runs against both.
+Nothing outside ``slurm_fair/slurm/`` runs a Slurm command.
+
+Write methods act on *pending* jobs only (Slurm refuses most changes to running jobs). A job
+that ended or vanished between read and write raises :class:`slurm_fair.errors.JobGone`, which
+callers treat as "skip", never as a failure of the cycle.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Mapping, Protocol, Sequence, runtime_checkable
+
+from ..model import Account, AccountingRecord, Node, Qos, SlurmJob, Snapshot
+
+
+@runtime_checkable
+class SlurmPort(Protocol):
+    # --- read ---------------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """Nodes, pending+running jobs, accounts and QOS, read as one consistent view."""
+        ...
+
+    def nodes(self) -> list[Node]: ...
+
+    def jobs(self, states: Sequence[str] = ("PENDING", "RUNNING")) -> list[SlurmJob]: ...
+
+    def accounts(self) -> list[Account]: ...
+
+    def qos(self) -> list[Qos]: ...
+
+    def accounting(self, since: datetime, until: datetime | None = None) -> list[AccountingRecord]:
+        """Jobs that ran in ``[since, until)`` with their GPU type, count and elapsed time."""
+        ...
+
+    # --- write (pending jobs) -----------------------------------------------------------------
+    def set_gpu_type(self, job: SlurmJob, gpu_type: str | None) -> None:
+        """Pin (or with None: unpin) the GPU type of a pending job, keeping its GPU count and
+        the form of its request (TresPerNode for --gres/--gpus-per-node, TresPerJob for --gpus)."""
+        ...
+
+    def restore_gpu_request(self, job: SlurmJob, raw: str) -> None:
+        """Put back a GPU request exactly as recorded before the first rewrite (revert)."""
+        ...
+
+    def set_priority(self, job_id: str, priority: int | None) -> None:
+        """Fix a job's priority, or with None give it back to priority/multifactor."""
+        ...
+
+    def set_nice(self, job_id: str, nice: int) -> None: ...
+
+    def hold(self, job_id: str) -> None: ...
+
+    def release(self, job_id: str) -> None: ...
+
+    def requeue(self, job_id: str) -> None:
+        """Requeue a running job that opted in (``--requeue`` + ``fair:preemptible``)."""
+        ...
+
+    def update_job(self, job_id: str, fields: Mapping[str, str]) -> None:
+        """Other pending-job fields: Partition, QOS, ReqNodeList, Features."""
+        ...
+
+    # --- QOS ----------------------------------------------------------------------------------
+    def ensure_qos(self, name: str, grp_tres: Mapping[str, int | None]) -> None:
+        """Create the QOS when missing and set its GrpTRES (``{"gres/gpu:v100": 8}``; a value
+        of None removes that limit)."""
+        ...
+
+    def delete_qos(self, name: str) -> None: ...
+
+    def attach_qos(self, account: str, qos: str, default: bool = True) -> None:
+        """Allow ``qos`` on ``account`` (and make it the default QOS when ``default``)."""
+        ...
+
+    def detach_qos(self, account: str, qos: str) -> None: ...
