@@ -1,0 +1,332 @@
+"""FAIRNESS.md's measures as pure functions: the one definition policies, reports, the simulator
+and the tests agree on.
+
+An allocation is given as ``x[job_id][gpu_type]`` (a mapping, e.g. ``Allocation.x``). Every
+function takes the :class:`~slurm_fair.model.Problem` it belongs to. The bundle value
+``V_u(b)`` is a small LP; it is solved on job *classes* (identical jobs aggregated, see
+:mod:`slurm_fair.jobclasses`) with the fastest solver installed, so the checks stay cheap.
+
+Tolerance everywhere: ``eps(rhs) = 1e-6 * (1 + |rhs|)`` (FAIRNESS.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import pulp
+
+from .jobclasses import JobClass, classes_of
+from .model import Problem
+from .solver import duals, fastest_available, solve
+
+XMap = Mapping[str, Mapping[str, float]]
+
+
+def eps(rhs: float) -> float:
+    """FAIRNESS.md's tolerance for a comparison against ``rhs``."""
+    return 1e-6 * (1.0 + abs(rhs))
+
+
+# --- sums of an allocation -------------------------------------------------------------------
+
+
+def normalised_throughputs(problem: Problem) -> dict[str, dict[str, float]]:
+    """``n_jk = T_jk / max_k' T_jk'`` for every job and type it can run on."""
+    return {j.id: {k: j.normalised(k) for k in problem.types if j.normalised(k) > 0} for j in problem.jobs}
+
+
+def job_rates(problem: Problem, x: XMap) -> dict[str, float]:
+    """``r_j = sum_k n_jk x_jk``."""
+    return {
+        j.id: sum(j.normalised(k) * float(v) for k, v in x.get(j.id, {}).items())
+        for j in problem.jobs
+    }
+
+
+def tenant_utilities(problem: Problem, x: XMap) -> dict[str, float]:
+    """``U_u = sum_{j in u} r_j`` for every active tenant."""
+    out = {u: 0.0 for u in problem.active_tenants}
+    rates = job_rates(problem, x)
+    for j in problem.jobs:
+        out[j.tenant] += rates[j.id]
+    return out
+
+
+def tenant_bundles(problem: Problem, x: XMap) -> dict[str, dict[str, float]]:
+    """``y_uk = sum_{j in u} g_j x_jk`` (GPUs of each type the tenant holds on average)."""
+    out = {u: {k: 0.0 for k in problem.types} for u in problem.active_tenants}
+    for j in problem.jobs:
+        for k, v in x.get(j.id, {}).items():
+            out[j.tenant][k] = out[j.tenant].get(k, 0.0) + j.gpus * float(v)
+    return out
+
+
+def efficiency(problem: Problem, x: XMap) -> float:
+    """``E = sum_u U_u``."""
+    return sum(tenant_utilities(problem, x).values())
+
+
+def feasibility_violations(problem: Problem, x: XMap) -> list[str]:
+    """What makes ``x`` infeasible (empty when feasible): shares, capacity, impossible types."""
+    out: list[str] = []
+    ids = {j.id: j for j in problem.jobs}
+    for job_id in x:
+        if job_id not in ids:
+            out.append(f"job {job_id}: not in the problem")
+    for j in problem.jobs:
+        row = x.get(j.id, {})
+        total = 0.0
+        for k, v in row.items():
+            v = float(v)
+            if v < -1e-9:
+                out.append(f"job {j.id}: x[{k}] = {v} < 0")
+            if v > 1e-9 and j.throughput.get(k, 0.0) <= 0:
+                out.append(f"job {j.id}: time on {k}, where it cannot run")
+            total += v
+        if total > 1 + eps(1):
+            out.append(f"job {j.id}: sum_k x = {total} > 1")
+    used = {k: 0.0 for k in problem.types}
+    for j in problem.jobs:
+        for k, v in x.get(j.id, {}).items():
+            used[k] = used.get(k, 0.0) + j.gpus * float(v)
+    for k, u in used.items():
+        cap = float(problem.gpu_types.get(k, 0))
+        if u > cap + eps(cap):
+            out.append(f"type {k}: {u} GPUs used > capacity {cap}")
+    return out
+
+
+# --- the value of a bundle --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BestUse:
+    """``V_u(b)`` with a certificate.
+
+    ``z[class_key][k]``: the class's total time on ``k`` in an optimal best use;
+    ``p[k]`` and ``q[class_key]``: an exactly dual-feasible point of the LP
+    (``g_c p_k + q_c >= n_ck``, ``p, q >= 0``), so ``V_u(b') <= p.b' + sum_c m_c q_c`` for
+    *every* bundle ``b'`` (weak duality) with equality at ``b`` up to solver tolerance.
+    """
+
+    value: float
+    z: dict[int, dict[str, float]]
+    p: dict[str, float]
+    q: dict[int, float]
+
+    def bound(self, bundle: Mapping[str, float], classes: list[JobClass]) -> float:
+        """The dual upper bound ``p.b + sum m_c q_c`` on ``V_u(bundle)``."""
+        return sum(self.p.get(k, 0.0) * float(b) for k, b in bundle.items()) + sum(
+            c.count * self.q.get(c.key, 0.0) for c in classes
+        )
+
+
+def best_use(
+    classes: list[JobClass], bundle: Mapping[str, float], solver: str | None = None
+) -> BestUse:
+    """Solve ``V(b) = max sum n_ck z_ck`` s.t. ``sum_c g_c z_ck <= b_k``, ``sum_k z_ck <= m_c``.
+
+    ``classes`` are one tenant's job classes. The duals are repaired to be exactly feasible
+    (``p`` clipped at 0, ``q_c`` raised to ``max_k n_ck - g_c p_k``), because EF cuts built from
+    them must be valid upper bounds, not approximately valid ones.
+    """
+    solver = solver or fastest_available()
+    types = sorted({k for c in classes for k in c.n if float(bundle.get(k, 0.0)) > 1e-12})
+    if not classes or not types:
+        p0 = {k: 0.0 for k in bundle}
+        q0 = {c.key: max(c.n.values(), default=0.0) for c in classes}
+        return BestUse(0.0, {c.key: {} for c in classes}, p0, q0)
+    model = pulp.LpProblem("best_use", pulp.LpMaximize)
+    z: dict[tuple[int, str], pulp.LpVariable] = {}
+    for c in classes:
+        for k in types:
+            if c.can_run(k):
+                z[c.key, k] = pulp.LpVariable(f"z_{c.key}_{k}", lowBound=0)
+    model += pulp.LpAffineExpression({v: classes_n(classes)[ck] for ck, v in z.items()})
+    by_type: dict[str, dict] = {k: {} for k in types}
+    by_class: dict[int, dict] = {c.key: {} for c in classes}
+    gpus = {c.key: c.gpus for c in classes}
+    for (ck, k), v in z.items():
+        by_type[k][v] = gpus[ck]
+        by_class[ck][v] = 1.0
+    for k in types:
+        model += pulp.LpConstraint(pulp.LpAffineExpression(by_type[k]), pulp.LpConstraintLE, f"cap_{k}", float(bundle[k]))
+    for c in classes:
+        if by_class[c.key]:
+            model += pulp.LpConstraint(pulp.LpAffineExpression(by_class[c.key]), pulp.LpConstraintLE, f"dem_{c.key}", float(c.count))
+    solve(model, solver, time_limit_s=None)
+    d = duals(model, solver)
+    p = {k: max(0.0, d.get(f"cap_{k}", 0.0)) for k in types}
+    # types absent from the bundle (or useless to the tenant) get the price that makes the
+    # bound valid: nothing of them is held, so any price >= 0 works; use the largest needed
+    for k in bundle:
+        if k not in p:
+            p[k] = max((c.n.get(k, 0.0) / c.gpus for c in classes), default=0.0)
+    q = {c.key: max([0.0] + [c.n[k] - c.gpus * p.get(k, 0.0) for k in c.n]) for c in classes}
+    zval = {c.key: {} for c in classes}
+    for (ck, k), v in z.items():
+        val = float(v.varValue or 0.0)
+        if val > 1e-12:
+            zval[ck][k] = val
+    value = sum(classes_n(classes)[ck] * float(v.varValue or 0.0) for ck, v in z.items())
+    return BestUse(value, zval, p, q)
+
+
+def classes_n(classes: list[JobClass]) -> dict[tuple[int, str], float]:
+    """``n_ck`` keyed by (class key, type)."""
+    return {(c.key, k): v for c in classes for k, v in c.n.items()}
+
+
+def bundle_value(problem: Problem, tenant: str, bundle: Mapping[str, float]) -> float:
+    """``V_u(b)``: the best tenant ``u``'s own jobs can do with bundle ``b``."""
+    return best_use(classes_of(problem, problem.jobs_of(tenant)), bundle).value
+
+
+def equal_share(problem: Problem, tenant: str) -> dict[str, float]:
+    """The weighted equal share ``(w_u / W) * C`` of ``tenant`` (active tenants only in W)."""
+    total = sum(problem.weight(u) for u in problem.active_tenants)
+    share = problem.weight(tenant) / total if total > 0 else 0.0
+    return {k: share * float(c) for k, c in problem.gpu_types.items()}
+
+
+# --- the properties -------------------------------------------------------------------------
+
+
+def sharing_incentive_gaps(problem: Problem, x: XMap) -> dict[str, float]:
+    """``V_u(equal share) - U_u`` per tenant (SI holds where this is <= eps)."""
+    utilities = tenant_utilities(problem, x)
+    return {
+        u: bundle_value(problem, u, equal_share(problem, u)) - utilities[u]
+        for u in problem.active_tenants
+    }
+
+
+def is_sharing_incentive(problem: Problem, x: XMap) -> bool:
+    utilities = tenant_utilities(problem, x)
+    return all(gap <= eps(utilities[u] + gap) for u, gap in sharing_incentive_gaps(problem, x).items())
+
+
+def envy(problem: Problem, x: XMap) -> dict[tuple[str, str], float]:
+    """``V_u((w_u/w_v) y_v) - U_u`` for every ordered pair ``u != v`` (> eps means u envies v)."""
+    utilities = tenant_utilities(problem, x)
+    bundles = tenant_bundles(problem, x)
+    tenant_classes = {u: classes_of(problem, problem.jobs_of(u)) for u in problem.active_tenants}
+    out: dict[tuple[str, str], float] = {}
+    for u in problem.active_tenants:
+        for v in problem.active_tenants:
+            if u == v:
+                continue
+            scale = problem.weight(u) / problem.weight(v)
+            b = {k: scale * y for k, y in bundles[v].items()}
+            out[u, v] = best_use(tenant_classes[u], b).value - utilities[u]
+    return out
+
+
+def is_envy_free(problem: Problem, x: XMap) -> bool:
+    utilities = tenant_utilities(problem, x)
+    return all(e <= eps(utilities[u] + e) for (u, _), e in envy(problem, x).items())
+
+
+def pareto_gap(problem: Problem, x: XMap) -> float:
+    """How much more total utility a feasible allocation could reach while giving every tenant
+    at least its ``U_u``: ``max {E' : U'_u >= U_u} - E`` (0 when ``x`` is Pareto-efficient)."""
+    utilities = tenant_utilities(problem, x)
+    best = _max_efficiency(problem, floors=utilities)
+    return max(0.0, best - sum(utilities.values()))
+
+
+def is_pareto_efficient(problem: Problem, x: XMap) -> bool:
+    e = efficiency(problem, x)
+    return pareto_gap(problem, x) <= eps(e)
+
+
+def efficiency_bound(problem: Problem) -> float:
+    """``E*``: the maximum efficiency over all feasible allocations."""
+    return _max_efficiency(problem, floors=None)
+
+
+def _max_efficiency(problem: Problem, floors: Mapping[str, float] | None) -> float:
+    """max E over feasible allocations, optionally with ``U_u >= floors[u]`` (a class LP)."""
+    classes = classes_of(problem)
+    if not classes:
+        return 0.0
+    solver = fastest_available()
+    model = pulp.LpProblem("max_efficiency", pulp.LpMaximize)
+    caps = {k: float(c) for k, c in problem.gpu_types.items()}
+    X = {
+        (c.key, k): pulp.LpVariable(f"X_{c.key}_{i}", lowBound=0)
+        for c in classes
+        for i, k in enumerate(problem.types)
+        if c.can_run(k) and caps.get(k, 0) > 0
+    }
+    n = classes_n(classes)
+    model += pulp.LpAffineExpression({v: n[ck] for ck, v in X.items()})
+    by_type: dict[str, dict] = {k: {} for k in caps}
+    by_class: dict[int, dict] = {c.key: {} for c in classes}
+    by_tenant: dict[str, dict] = {}
+    owner = {c.key: c for c in classes}
+    for (ck, k), v in X.items():
+        by_type[k][v] = owner[ck].gpus
+        by_class[ck][v] = 1.0
+        by_tenant.setdefault(owner[ck].tenant, {})[v] = n[ck, k]
+    for k, terms in by_type.items():
+        if terms:
+            model += pulp.LpConstraint(pulp.LpAffineExpression(terms), pulp.LpConstraintLE, None, caps[k])
+    for c in classes:
+        if by_class[c.key]:
+            model += pulp.LpConstraint(pulp.LpAffineExpression(by_class[c.key]), pulp.LpConstraintLE, None, float(c.count))
+    if floors:
+        for u, floor in floors.items():
+            # the floor is relaxed by a hair so the allocation being checked stays feasible
+            model += pulp.LpConstraint(
+                pulp.LpAffineExpression(by_tenant.get(u, {})), pulp.LpConstraintGE, None, floor - 1e-9 * (1 + abs(floor))
+            )
+    solve(model, solver, time_limit_s=None)
+    return float(pulp.value(model.objective) or 0.0)
+
+
+# --- job-level and over-time measures ------------------------------------------------------
+
+
+def isolated_time_shares(problem: Problem) -> dict[str, dict[str, float]]:
+    """The finish-time-fairness baseline: job ``j`` of tenant ``u`` gets, on every type ``k``,
+    the time share ``(w_u/W) C_k / G_u`` where ``G_u`` is the GPUs its tenant's active jobs ask
+    for (the tenant's share of each type split equally by GPU among its own jobs), scaled down
+    so the shares sum to at most 1 and restricted to types the job can run on."""
+    total = sum(problem.weight(u) for u in problem.active_tenants)
+    demand = {u: sum(j.gpus for j in problem.jobs_of(u)) for u in problem.active_tenants}
+    out: dict[str, dict[str, float]] = {}
+    for j in problem.jobs:
+        w = problem.weight(j.tenant) / total
+        raw = {
+            k: w * float(c) / demand[j.tenant]
+            for k, c in problem.gpu_types.items()
+            if j.throughput.get(k, 0.0) > 0 and c > 0
+        }
+        s = sum(raw.values())
+        scale = 1.0 / s if s > 1 else 1.0
+        out[j.id] = {k: v * scale for k, v in raw.items()}
+    return out
+
+
+def isolated_throughputs(problem: Problem) -> dict[str, float]:
+    """``sum_k T_jk * share_jk`` under :func:`isolated_time_shares` (work units per second)."""
+    shares = isolated_time_shares(problem)
+    jobs = {j.id: j for j in problem.jobs}
+    return {jid: sum(jobs[jid].throughput.get(k, 0.0) * v for k, v in s.items()) for jid, s in shares.items()}
+
+
+def ftf_rho(jct_s: float, isolated_jct_s: float) -> float:
+    """Finish-time fairness ``rho = JCT / JCT_iso`` (< 1: better than its isolated share)."""
+    return jct_s / isolated_jct_s if isolated_jct_s > 0 else float("inf")
+
+
+def latency_ratio(wait_s: float, run_s: float, fastest_run_s: float) -> float:
+    """Hops' latency ratio: ``(wait + run) / run time on the job's fastest type alone``."""
+    return (wait_s + run_s) / fastest_run_s if fastest_run_s > 0 else float("inf")
+
+
+def efficiency_ratio(e: float, e_star: float) -> float:
+    """``E / E*`` (1.0 when nothing can run at all)."""
+    return e / e_star if e_star > 0 else 1.0

@@ -1,0 +1,221 @@
+"""The baselines OEF is measured against: max-throughput, Gavel's max-min fairness and
+finish-time fairness, the heterogeneity-agnostic max-min, and FIFO.
+
+Exact formulations (also in ``docs/policies/``):
+
+* ``max-throughput``: ``max E`` (the bound ``E*``).
+* ``gavel-mmf``: ``max t`` s.t. ``r_j >= t * w_j * r^eq_j`` for every job, where
+  ``w_j = w_u / (number of active jobs of u)`` and ``r^eq_j = sum_k n_jk e_k`` is the rate the job
+  gets from Gavel's equal time share ``e_k = C_k / max(sum_j g_j, sum_k C_k)`` on every type;
+  then, as a second stage, ``max E`` with ``t`` held at its optimum (Gavel leaves the tie open;
+  we take the most efficient max-min allocation).
+* ``agnostic``: the same two stages with ``n_jk = 1`` wherever the job can run (Slurm's view of
+  a GPU); the allocation is then judged with the true throughputs.
+* ``gavel-ftf``: ``min R`` s.t. ``rho_j(x) <= R`` by bisection, then ``max E`` at that ``R``;
+  ``rho_j(x) = (age_j + rem_j / thr_j(x)) / (age_j + rem_j / thr^iso_j)`` with
+  ``thr^iso`` from :func:`slurm_fair.fairness.isolated_throughputs`; missing ``age_s`` is 0, a
+  missing ``remaining_work`` makes the job count with age 0 (``rho = thr^iso / thr``).
+* ``fifo``: oldest first (``age_s`` descending, id), each job all the time on its fastest type
+  with enough free GPUs, or not at all this cycle (FIFO with backfill).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+import pulp
+
+from .. import fairness
+from ..errors import SolverError
+from ..jobclasses import JobClass, classes_of, normalised_vector
+from ..model import Allocation, Problem
+from . import PolicyOptions, register
+from ._lp import ClassModel, fallback_allocation, result
+
+_SLACK = 1e-7
+
+
+def _max_throughput_classes(problem: Problem, options: PolicyOptions) -> tuple[list[JobClass], dict]:
+    cm = ClassModel(problem, "max_throughput")
+    cm.model += cm.efficiency()
+    cm.solve(options)
+    return cm.classes, cm.values()
+
+
+@register("max-throughput", "maximum total normalised throughput E (the efficiency bound E*)")
+def max_throughput(problem: Problem, options: PolicyOptions) -> Allocation:
+    """``max E``: no fairness at all; the yardstick ``E*`` for every other policy."""
+    started = time.perf_counter()
+    try:
+        classes, X = _max_throughput_classes(problem, options)
+    except SolverError as exc:
+        return fallback_allocation(problem, "max-throughput", exc, started)
+    return result(problem, "max-throughput", classes, X, options, started)
+
+
+def _equal_share_rate(problem: Problem, n: dict[str, float]) -> float:
+    """Gavel's equal-share rate ``sum_k n_k e_k`` with ``e_k = C_k / max(sum g, sum C)``."""
+    demand = sum(j.gpus for j in problem.jobs)
+    total = sum(problem.gpu_types.values())
+    denom = max(demand, total, 1)
+    return sum(v * problem.gpu_types.get(k, 0) / denom for k, v in n.items())
+
+
+def _max_min(problem: Problem, options: PolicyOptions, name: str, agnostic: bool) -> tuple[list[JobClass], dict, float]:
+    """Two-stage weighted max-min over jobs (see the module docstring)."""
+    classes = classes_of(problem)
+    if agnostic:
+        n = {c.key: {k: 1.0 for k in c.n} for c in classes}
+    else:
+        n = {c.key: dict(c.n) for c in classes}
+    njobs = defaultdict(int)
+    for j in problem.jobs:
+        njobs[j.tenant] += 1
+    coef = {}
+    for c in classes:
+        w_job = problem.weight(c.tenant) / njobs[c.tenant]
+        coef[c.key] = c.count * w_job * _equal_share_rate(problem, n[c.key])
+
+    def build(stage: str) -> tuple[ClassModel, pulp.LpVariable]:
+        cm = ClassModel(problem, f"{name}_{stage}", classes, n_override=n)
+        t = pulp.LpVariable("t", lowBound=0)
+        for c in classes:
+            if coef[c.key] > 0:
+                cm.model += pulp.LpConstraint(cm.class_rate(c) - coef[c.key] * t, pulp.LpConstraintGE, f"mm_{c.key}", 0.0)
+        return cm, t
+
+    cm, t = build("maxmin")
+    cm.model += t
+    cm.solve(options)
+    t_star = float(t.varValue or 0.0)
+    cm2, t2 = build("efficiency")
+    cm2.model += pulp.LpConstraint(pulp.LpAffineExpression({t2: 1.0}), pulp.LpConstraintGE, "t_fixed", t_star * (1 - _SLACK))
+    cm2.model += cm2.efficiency()
+    cm2.solve(options)
+    return classes, cm2.values(), t_star
+
+
+@register("gavel-mmf", "Gavel's heterogeneity-aware weighted max-min fairness over jobs")
+def gavel_mmf(problem: Problem, options: PolicyOptions) -> Allocation:
+    started = time.perf_counter()
+    try:
+        classes, X, t = _max_min(problem, options, "gavel_mmf", agnostic=False)
+    except SolverError as exc:
+        return fallback_allocation(problem, "gavel-mmf", exc, started)
+    return result(problem, "gavel-mmf", classes, X, options, started, {"max_min_level": t})
+
+
+@register("agnostic", "max-min fairness seeing every GPU as equal (Slurm's view), judged on true throughputs")
+def agnostic(problem: Problem, options: PolicyOptions) -> Allocation:
+    started = time.perf_counter()
+    try:
+        classes, X, t = _max_min(problem, options, "agnostic", agnostic=True)
+    except SolverError as exc:
+        return fallback_allocation(problem, "agnostic", exc, started)
+    return result(problem, "agnostic", classes, X, options, started, {"max_min_level": t})
+
+
+# --- finish-time fairness ---------------------------------------------------------------------
+
+
+def _ftf_classes(problem: Problem) -> tuple[list[JobClass], dict[int, tuple[float, float, float]]]:
+    """Classes that also agree on remaining work and age; per class ``(rem, age, thr_iso/T_max)``
+    in normalised units (a job's throughput divided by its best one)."""
+    iso = fairness.isolated_throughputs(problem)
+    types = problem.types
+    groups: dict[tuple, list] = {}
+    for j in problem.jobs:
+        n = normalised_vector(j, types)
+        rem = j.remaining_work
+        age = float(j.age_s or 0.0) if rem is not None else 0.0
+        iso_n = iso[j.id] / j.best_throughput if j.best_throughput > 0 else 0.0
+        rem_n = (float(rem) / j.best_throughput) if rem is not None and j.best_throughput > 0 else 1.0
+        key = (j.tenant, j.gpus, tuple(round(n.get(k, 0.0), 12) for k in types), round(rem_n, 9), round(age, 6), round(iso_n, 12))
+        groups.setdefault(key, []).append(j)
+    classes, params = [], {}
+    for i, (key, members) in enumerate(groups.items()):
+        classes.append(JobClass(i, key[0], key[1], normalised_vector(members[0], types), tuple(m.id for m in members)))
+        params[i] = (key[3], key[4], key[5])
+    return classes, params
+
+
+@register("gavel-ftf", "Gavel's finish-time fairness: minimise the largest rho = JCT / isolated JCT", dynamic=True)
+def gavel_ftf(problem: Problem, options: PolicyOptions) -> Allocation:
+    started = time.perf_counter()
+    classes, params = _ftf_classes(problem)
+    runnable = [c for c in classes if params[c.key][2] > 0]
+
+    def bound(c: JobClass, r: float) -> float | None:
+        """Rate the class's jobs need (normalised units) for rho <= r; None if impossible."""
+        rem, age, thr_iso = params[c.key]
+        d = age + rem / thr_iso
+        slack = r * d - age
+        return None if slack <= 0 else rem / slack
+
+    def model_for(r: float, stage: str) -> ClassModel | None:
+        cm = ClassModel(problem, f"gavel_ftf_{stage}", classes)
+        for c in runnable:
+            need = bound(c, r)
+            if need is None or need > 1 + 1e-12:
+                return None
+            cm.model += pulp.LpConstraint(cm.class_rate(c), pulp.LpConstraintGE, f"ftf_{c.key}", c.count * need)
+        return cm
+
+    def feasible(r: float) -> bool:
+        cm = model_for(r, "probe")
+        if cm is None:
+            return False
+        cm.model += cm.efficiency()
+        try:
+            cm.solve(options)
+        except SolverError as exc:
+            if exc.status == "Infeasible":
+                return False
+            raise
+        return True
+
+    try:
+        lo = max([params[c.key][1] / (params[c.key][1] + params[c.key][0] / params[c.key][2]) for c in runnable] + [0.0])
+        hi = 1.0  # the isolated allocation itself reaches rho = 1 for every job
+        for _ in range(30):
+            if hi - lo <= 1e-6 * hi:
+                break
+            mid = (lo + hi) / 2
+            if feasible(mid):
+                hi = mid
+            else:
+                lo = mid
+        cm = model_for(hi * (1 + 1e-6), "efficiency")
+        if cm is None:  # pragma: no cover - hi is feasible by construction
+            raise SolverError("gavel-ftf: no feasible finish-time level", None, "Infeasible")
+        cm.model += cm.efficiency()
+        cm.solve(options)
+    except SolverError as exc:
+        return fallback_allocation(problem, "gavel-ftf", exc, started)
+    return result(problem, "gavel-ftf", classes, cm.values(), options, started, {"max_rho": hi})
+
+
+# --- FIFO -----------------------------------------------------------------------------------
+
+
+@register("fifo", "first in, first out: oldest job first, each on its fastest type with room")
+def fifo(problem: Problem, options: PolicyOptions) -> Allocation:
+    started = time.perf_counter()
+    free = {k: int(c) for k, c in problem.gpu_types.items()}
+    x: dict[str, dict[str, float]] = {}
+    for job in sorted(problem.jobs, key=lambda j: (-(j.age_s or 0.0), j.id)):
+        options_k = sorted(
+            (k for k in problem.types if job.throughput.get(k, 0.0) > 0),
+            key=lambda k: (-job.throughput[k], k),
+        )
+        for k in options_k:
+            if free.get(k, 0) >= job.gpus:
+                free[k] -= job.gpus
+                x[job.id] = {k: 1.0}
+                break
+        else:
+            x[job.id] = {}
+    e = fairness.efficiency(problem, x)
+    return Allocation(policy="fifo", x=x, status="heuristic", solver="none",
+                      solve_seconds=time.perf_counter() - started, info={"efficiency": e})

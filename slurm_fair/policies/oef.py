@@ -1,0 +1,281 @@
+"""OEF: maximum efficiency subject to fairness, cooperative (``oef``) and strategy-proof
+(``oef-noncoop``). The soundness argument is in ``docs/oef.md``; in short:
+
+``oef`` maximises ``E`` subject to capacity, demand (a job's rate <= 1), sharing incentive
+(``U_u >= V_u((w_u/W) C)``, a constant per tenant: linear) and envy-freeness. EF against the
+best-use valuation ``V_u`` is reverse-convex, so it is enforced by *sufficient* linear cuts:
+for any dual-feasible ``(p, q)`` of the ``V_u`` LP, ``V_u(b) <= p.b + sum_c m_c q_c`` (weak
+duality), hence ``U_u >= (w_u/w_v) p.y_v + sum_c m_c q_c`` implies ``U_u >= V_u((w_u/w_v) y_v)``.
+A convex-concave procedure linearises at the current bundles with the duals there (tight, so the
+current point stays feasible and ``E`` never decreases), starting from an SI+EF point: the equal
+split with best use, or gavel-mmf's answer when it is verified SI and EF and more efficient.
+Every iterate is exactly SI and EF. A last stage looks for a Pareto improvement among tenants
+(``max E`` with every ``U_u`` held at least at its fair value, then the bundles moved as little as
+possible); it is adopted only when it is verified envy-free, and ``info`` says whether the
+answer is Pareto-efficient and, if not, by how much (``pareto_gap``).
+
+``oef-noncoop``: every tenant's bundle is fixed *before* its throughput report is read: its
+weighted equal share, less what its own best use leaves unused, plus a weight-proportional part of
+the GPUs the *other* tenants leave unused after their own best use; the tenant then uses its
+bundle as well as its report says. A report changes only how the tenant uses a bundle whose
+useful part it cannot change (and which types it claims at all), so lying never raises its true
+utility (proof in docs/oef.md); the equal share's value inside the bundle gives SI.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Mapping
+
+import pulp
+
+from .. import fairness
+from ..errors import SolverError
+from ..jobclasses import JobClass, classes_of
+from ..model import Allocation, Problem
+from . import PolicyOptions, register
+from ._lp import ClassModel, equal_split_classes, fallback_allocation, result
+from .baselines import _max_min
+
+ClassX = Mapping[int, Mapping[str, float]]
+
+MAX_ROUNDS = 25
+MAX_REPAIRS = 4
+_REL_IMPROVEMENT = 1e-7
+
+
+def _utilities(classes: list[JobClass], X: ClassX) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for c in classes:
+        out[c.tenant] = out.get(c.tenant, 0.0) + sum(c.n.get(k, 0.0) * v for k, v in X.get(c.key, {}).items())
+    return out
+
+
+def _bundles(classes: list[JobClass], X: ClassX, types: list[str]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for c in classes:
+        row = out.setdefault(c.tenant, {k: 0.0 for k in types})
+        for k, v in X.get(c.key, {}).items():
+            row[k] += c.gpus * v
+    return out
+
+
+class _Tenants:
+    """Per-tenant class lists, weights and the SI constants of one problem."""
+
+    def __init__(self, problem: Problem, classes: list[JobClass]):
+        self.problem = problem
+        self.classes = classes
+        self.names = problem.active_tenants
+        self.mine = {u: [c for c in classes if c.tenant == u] for u in self.names}
+        self.weight = {u: problem.weight(u) for u in self.names}
+        self.si = {u: fairness.best_use(self.mine[u], fairness.equal_share(problem, u)).value for u in self.names}
+
+    def envy_certificates(self, X: ClassX) -> dict[tuple[str, str], fairness.BestUse]:
+        """``V_u((w_u/w_v) y_v)`` with its dual certificate, for every ordered pair."""
+        bundles = _bundles(self.classes, X, self.problem.types)
+        out = {}
+        for u in self.names:
+            for v in self.names:
+                if u != v:
+                    scale = self.weight[u] / self.weight[v]
+                    b = {k: scale * y for k, y in bundles.get(v, {}).items()}
+                    out[u, v] = fairness.best_use(self.mine[u], b)
+        return out
+
+    def fair(self, X: ClassX) -> bool:
+        """SI and EF of a class solution, exactly as FAIRNESS.md checks them."""
+        util = _utilities(self.classes, X)
+        for u in self.names:
+            if util.get(u, 0.0) < self.si[u] - fairness.eps(self.si[u]):
+                return False
+        for (u, _), cert in self.envy_certificates(X).items():
+            if util.get(u, 0.0) < cert.value - fairness.eps(cert.value):
+                return False
+        return True
+
+
+def _efficiency(classes: list[JobClass], X: ClassX) -> float:
+    return sum(_utilities(classes, X).values())
+
+
+def _ccp_step(problem: Problem, t: _Tenants, X: ClassX, options: PolicyOptions) -> dict[int, dict[str, float]]:
+    """One linearisation: max E s.t. capacity, demand, SI and the EF cuts taken at ``X``."""
+    cm = ClassModel(problem, "oef", t.classes)
+    cm.model += cm.efficiency()
+    util = _utilities(t.classes, X)
+    for u in t.names:
+        si = min(t.si[u], util.get(u, 0.0))  # X is SI: keep it feasible despite round-off
+        cm.model += pulp.LpConstraint(cm.utility(u), pulp.LpConstraintGE, f"si_{len(cm.model.constraints)}", si)
+    bundles = _bundles(t.classes, X, problem.types)
+    for (u, v), cert in t.envy_certificates(X).items():
+        scale = t.weight[u] / t.weight[v]
+        const = sum(c.count * cert.q.get(c.key, 0.0) for c in t.mine[u])
+        # the cut is tight at X up to solver round-off; never let round-off cut X itself off
+        # (X is verified SI+EF, so this moves the bound by round-off only)
+        at_x = util.get(u, 0.0) - scale * sum(cert.p.get(k, 0.0) * y for k, y in bundles[v].items())
+        const = min(const, at_x)
+        terms = dict(cm.utility(u))
+        for var, coef in cm.bundle_terms(v, cert.p, scale).items():
+            terms[var] = terms.get(var, 0.0) - coef
+        cm.model += pulp.LpConstraint(pulp.LpAffineExpression(terms), pulp.LpConstraintGE, f"ef_{len(cm.model.constraints)}", const)
+    cm.solve(options)
+    return cm.values()
+
+
+def _pareto_stage(problem: Problem, t: _Tenants, X: ClassX, options: PolicyOptions) -> tuple[dict | None, float]:
+    """A Pareto improvement of ``X`` (or None) and the gap ``max E' - E`` found.
+
+    Stage 1: ``max E`` with ``U_u >= U_u(X)``; stage 2: at that ``E``, move the bundles as
+    little as possible (L1) from ``X``'s, which keeps envy away when it can be kept away.
+    """
+    util = _utilities(t.classes, X)
+    e_now = sum(util.values())
+    cm = ClassModel(problem, "oef_pareto", t.classes)
+    cm.model += cm.efficiency()
+    for u in t.names:
+        floor = util.get(u, 0.0)
+        cm.model += pulp.LpConstraint(cm.utility(u), pulp.LpConstraintGE, f"floor_{len(cm.model.constraints)}", floor - 1e-9 * (1 + floor))
+    cm.solve(options)
+    e_max = float(pulp.value(cm.model.objective) or 0.0)
+    gap = max(0.0, e_max - e_now)
+    if gap <= fairness.eps(e_now):
+        return None, gap
+    # stage 2: stay close to X's bundles at the improved efficiency
+    cm2 = ClassModel(problem, "oef_pareto_near", t.classes)
+    for u in t.names:
+        floor = util.get(u, 0.0)
+        cm2.model += pulp.LpConstraint(cm2.utility(u), pulp.LpConstraintGE, f"floor_{len(cm2.model.constraints)}", floor - 1e-9 * (1 + floor))
+    cm2.model += pulp.LpConstraint(cm2.efficiency(), pulp.LpConstraintGE, "e_fixed", e_max - 1e-9 * (1 + e_max))
+    bundles = _bundles(t.classes, X, problem.types)
+    dev = []
+    for u in t.names:
+        for k in problem.types:
+            terms = {var: c.gpus for c in t.mine[u] for kk, var in cm2.by_class[c.key].items() if kk == k}
+            d = pulp.LpVariable(f"d_{len(dev)}", lowBound=0)
+            dev.append(d)
+            y = pulp.LpAffineExpression(terms)
+            cm2.model += pulp.LpConstraint(y - d, pulp.LpConstraintLE, None, bundles[u][k])
+            cm2.model += pulp.LpConstraint(y + d, pulp.LpConstraintGE, None, bundles[u][k])
+    cm2.model += pulp.lpSum(dev)
+    cm2.model.sense = pulp.LpMinimize
+    cm2.solve(options)
+    return cm2.values(), gap
+
+
+def _ccp(problem: Problem, t: _Tenants, X: ClassX, e: float, options: PolicyOptions) -> tuple[ClassX, float, int]:
+    """Iterate the linearised LP from the SI+EF point ``X`` until ``E`` stops improving."""
+    rounds = 0
+    for rounds in range(1, MAX_ROUNDS + 1):
+        X_new = _ccp_step(problem, t, X, options)
+        e_new = _efficiency(t.classes, X_new)
+        improved = e_new > e + _REL_IMPROVEMENT * (1 + e)
+        if not improved:
+            break
+        if not t.fair(X_new):  # round-off broke a property: keep the last verified point
+            break
+        X, e = X_new, e_new
+    return X, e, rounds
+
+
+def _mix(a: ClassX, b: ClassX, step: float) -> dict[int, dict[str, float]]:
+    """``(1 - step) a + step b``, class by class."""
+    keys = set(a) | set(b)
+    out: dict[int, dict[str, float]] = {}
+    for ck in keys:
+        ra, rb = a.get(ck, {}), b.get(ck, {})
+        out[ck] = {k: (1 - step) * ra.get(k, 0.0) + step * rb.get(k, 0.0) for k in set(ra) | set(rb)}
+    return out
+
+
+def _fair_step(t: _Tenants, a: ClassX, b: ClassX, probes: int = 8) -> float:
+    """The largest step in [0, 1] (by bisection) from ``a`` towards ``b`` that stays SI and EF.
+
+    Utilities are linear along the segment and envy ``V_u((w_u/w_v) y_v(s)) - U_u(s)`` is
+    concave in ``s`` (V is concave, its argument affine), so the fair steps form an interval
+    starting at 0 and bisection finds its end.
+    """
+    lo, hi = 0.0, 1.0
+    for _ in range(probes):
+        mid = (lo + hi) / 2
+        if t.fair(_mix(a, b, mid)):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+@register("oef", "OEF (cooperative): maximum efficiency subject to sharing incentive and envy-freeness")
+def oef(problem: Problem, options: PolicyOptions) -> Allocation:
+    started = time.perf_counter()
+    classes = classes_of(problem)
+    try:
+        t = _Tenants(problem, classes)
+        X: ClassX = equal_split_classes(problem, classes)
+        start = "equal-split"
+        e = _efficiency(classes, X)
+        try:
+            _, gm, _ = _max_min(problem, options, "oef_start", agnostic=False)
+            if _efficiency(classes, gm) > e and t.fair(gm):
+                X, e, start = gm, _efficiency(classes, gm), "gavel-mmf"
+        except SolverError:
+            pass  # the equal split is always a valid start
+        X, e, rounds = _ccp(problem, t, X, e, options)
+        pareto, gap, repairs = False, 0.0, 0
+        for repairs in range(1, MAX_REPAIRS + 1):
+            better, gap = _pareto_stage(problem, t, X, options)
+            if better is None:
+                pareto = True
+                break
+            if t.fair(better):
+                X, pareto, gap = better, True, 0.0
+                break
+            # walk from X towards the Pareto improvement while SI and EF hold (every point on
+            # the segment weakly improves every tenant), then climb again from there
+            step = _fair_step(t, X, better)
+            if step <= 1e-3:
+                break
+            X = _mix(X, better, step)
+            X, e, more = _ccp(problem, t, X, _efficiency(classes, X), options)
+            rounds += more
+        e = _efficiency(classes, X)
+    except SolverError as exc:
+        return fallback_allocation(problem, "oef", exc, started)
+    info = {"start": start, "ccp_rounds": rounds, "pareto_repairs": repairs,
+            "pareto_efficient": pareto, "pareto_gap": gap}
+    return result(problem, "oef", classes, X, options, started, info)
+
+
+# --- non-cooperative ------------------------------------------------------------------------
+
+
+@register("oef-noncoop", "OEF non-cooperative: strategy-proof, SI; bundles fixed before reports are used")
+def oef_noncoop(problem: Problem, options: PolicyOptions) -> Allocation:
+    started = time.perf_counter()
+    classes = classes_of(problem)
+    names = problem.active_tenants
+    mine = {u: [c for c in classes if c.tenant == u] for u in names}
+    types = problem.types
+    try:
+        share = {u: fairness.equal_share(problem, u) for u in names}
+        first = {u: fairness.best_use(mine[u], share[u]) for u in names}
+        used = _bundles(classes, {k: v for u in names for k, v in first[u].z.items()}, types)
+        left = {u: {k: max(0.0, share[u][k] - used.get(u, {}).get(k, 0.0)) for k in types} for u in names}
+        claims = {u: {k for c in mine[u] for k in c.n} for u in names}
+        # a tenant keeps what its own best use takes of its equal share (at least V_u(share): SI)
+        bundle = {u: {k: share[u][k] - left[u][k] for k in types} for u in names}
+        for v in names:  # v's unused GPUs go to the other tenants claiming the type, by weight
+            for k in types:
+                if left[v][k] <= 1e-12:
+                    continue
+                takers = [u for u in names if u != v and k in claims[u]]
+                wsum = sum(problem.weight(u) for u in takers)
+                for u in takers:
+                    bundle[u][k] += left[v][k] * problem.weight(u) / wsum
+        X: dict[int, dict[str, float]] = {}
+        for u in names:
+            X.update(fairness.best_use(mine[u], bundle[u]).z)
+    except SolverError as exc:
+        return fallback_allocation(problem, "oef-noncoop", exc, started)
+    info = {"bundles_granted": {u: {k: v for k, v in b.items() if v > 0} for u, b in bundle.items()}}
+    return result(problem, "oef-noncoop", classes, X, options, started, info)
