@@ -23,7 +23,7 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "report": (None, "issue 7, fairness reports"),
     "metrics": (None, "issue 7, fairness reports"),
     "explain": (None, "issue 6, the controller"),
-    "snapshot": (None, "issue 3, the Slurm adapter"),
+    "snapshot": ("snapshot", "issue 3, the Slurm adapter"),
     "testbed": (None, "issue 2, the local testbed"),
     "render-config": (None, "issue 8, deployment"),
     "revert": (None, "issue 6, the controller"),

@@ -189,10 +189,14 @@ class GpuRequest:
     per: str = "node"
     nodes: int = 1
     raw: str = ""
+    #: number of tasks (``-n``): ``--gpus-per-task`` jobs get ``count * tasks`` GPUs
+    tasks: int = 1
 
     @property
     def total(self) -> int:
         """GPUs of the whole job (the ``g_j`` of the problem)."""
+        if self.per == "task":
+            return self.count * self.tasks
         return self.count * self.nodes if self.per == "node" else self.count
 
 

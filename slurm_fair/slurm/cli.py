@@ -1,0 +1,267 @@
+"""The default SlurmPort: Slurm's own commands (squeue, sinfo, sacct, sacctmgr, scontrol).
+
+Why the command line and not ``--json`` or pyslurm: in Slurm 22.05 ``squeue --json`` ignores
+filters and its schema changes between releases; pyslurm must match Slurm's major version
+exactly. Pipe output with chosen columns is fast and stable, and every value is parsed by the
+pure functions of :mod:`.parse`.
+
+Free text (job names, comments) is user-controlled. Every read asks Slurm to separate fields
+with a random token chosen per call (``|<16 hex>|``), which no user can put into a comment in
+advance, so no byte of user text can shift a column or forge a record.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from datetime import datetime
+from typing import Callable, Mapping, Sequence
+
+from ..errors import JobGone, SlurmCommandError
+from ..model import Account, AccountingRecord, Node, Qos, SlurmJob, Snapshot
+from . import parse
+from .run import Runner
+
+#: pending-job fields update_job may change (anything else is a programming error)
+UPDATABLE_FIELDS = frozenset({"Partition", "QOS", "ReqNodeList", "ExcNodeList", "Features"})
+
+_NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,64}$")
+_TRES_KEY = re.compile(r"^(cpu|mem|node|billing|energy|gres/[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+)?)$")
+_JOB_ID = re.compile(r"^\d+(_\d+)?(\+\d+)?$")
+_VALUE = re.compile(r"^[^\s=]{0,4096}$")
+_NOTHING = re.compile(r"nothing (modified|deleted|new added)|already exists", re.IGNORECASE)
+_HELD = {"JobHeldUser": "uhold", "JobHeldAdmin": "hold"}
+
+
+def _new_fs() -> str:
+    return f"|{secrets.token_hex(8)}|"
+
+
+def _long_format(fields: Sequence[str], fs: str) -> str:
+    """``-O`` format: width 0 (no padding, no truncation) and ``fs`` as suffix between fields."""
+    return ",".join(f"{f}:0{fs}" for f in fields[:-1]) + f",{fields[-1]}:0"
+
+
+def _check_name(kind: str, value: str) -> str:
+    if not _NAME.match(value or ""):
+        raise ValueError(f"invalid {kind} name {value!r}")
+    return value
+
+
+def _check_job_id(job_id: str) -> str:
+    if not _JOB_ID.match(str(job_id)):
+        raise ValueError(f"invalid job id {job_id!r}")
+    return str(job_id)
+
+
+class SlurmCli:
+    """SlurmPort over Slurm's commands.
+
+    ``env`` (e.g. ``{"SLURM_CONF": ...}``), ``bin_dir``, ``timeout_s`` and ``retries`` are
+    constructor arguments so a process can talk to any cluster, not only the one its own
+    environment points at. ``cluster`` restricts accounting queries to one cluster.
+    """
+
+    def __init__(
+        self,
+        env: Mapping[str, str | None] | None = None,
+        bin_dir: str = "",
+        timeout_s: float = 30.0,
+        retries: int = 2,
+        cluster: str = "",
+        runner: Runner | None = None,
+        separator: Callable[[], str] = _new_fs,
+    ) -> None:
+        self.runner = runner or Runner(env=env, bin_dir=bin_dir, timeout_s=timeout_s, retries=retries)
+        self.cluster = cluster
+        self._separator = separator
+
+    @classmethod
+    def from_config(cls, config, env: Mapping[str, str | None] | None = None) -> "SlurmCli":
+        """Build from a validated :class:`slurm_fair.config.Config` ([slurm] and [cluster])."""
+        s = config["slurm"]
+        return cls(
+            env=env,
+            bin_dir=s["bin_dir"],
+            timeout_s=s["command_timeout_s"],
+            retries=s["retries"],
+            cluster=config["cluster"]["name"],
+        )
+
+    # --- read ---------------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """Jobs first, then nodes, accounts and QOS (each read is atomic on Slurm's side; a
+        job that starts between the two reads shows as running on a node still counted free,
+        which the next cycle corrects)."""
+        taken = datetime.now()
+        jobs = self.jobs()
+        nodes = self.nodes()
+        return Snapshot(
+            taken_at=taken,
+            nodes=tuple(nodes),
+            jobs=tuple(jobs),
+            accounts=tuple(self.accounts()),
+            qos=tuple(self.qos()),
+            cluster=self.cluster,
+        )
+
+    def nodes(self) -> list[Node]:
+        fs = self._separator()
+        out = self.runner.run(
+            ["sinfo", "-a", "-N", "--noheader", "-O", _long_format(parse.SINFO_FIELDS, fs)]
+        )
+        return parse.parse_sinfo(out, fs)
+
+    def jobs(self, states: Sequence[str] = ("PENDING", "RUNNING")) -> list[SlurmJob]:
+        fs = self._separator()
+        argv = ["squeue", "-a", "-r", "--noheader", "-O", _long_format(parse.SQUEUE_FIELDS, fs)]
+        if states:
+            argv += ["-t", ",".join(s.upper() for s in states)]
+        return parse.parse_squeue(self.runner.run(argv), fs)
+
+    def _sacctmgr_show(self, entity: str, fields: Sequence[str], where: Sequence[str] = ()) -> str:
+        argv = ["sacctmgr", "-n", "-P", "show", entity]
+        conds = list(where) + ([f"cluster={self.cluster}"] if self.cluster and entity == "assoc" else [])
+        if conds:
+            argv += ["where", *conds]
+        argv.append("format=" + ",".join(fields))
+        return self.runner.run(argv)
+
+    def accounts(self) -> list[Account]:
+        return parse.parse_assoc(self._sacctmgr_show("assoc", parse.ASSOC_FIELDS))
+
+    def qos(self) -> list[Qos]:
+        return parse.parse_qos(self._sacctmgr_show("qos", parse.QOS_FIELDS))
+
+    def accounting(self, since: datetime, until: datetime | None = None) -> list[AccountingRecord]:
+        fs = self._separator()
+        argv = [
+            "sacct", "-a", "-X", "-n", "-P", f"--delimiter={fs}",
+            "-S", since.strftime("%Y-%m-%dT%H:%M:%S"),
+            "-E", (until or datetime.now()).strftime("%Y-%m-%dT%H:%M:%S"),
+            "-o", ",".join(parse.SACCT_FIELDS),
+        ]
+        if self.cluster:
+            argv += ["-M", self.cluster]
+        return parse.parse_sacct(self.runner.run(argv), fs)
+
+    # --- write (pending jobs) -----------------------------------------------------------------
+    def _scontrol(self, job_id: str, *args: str) -> None:
+        self.runner.run(["scontrol", *args], job_id=job_id)
+
+    def _update(self, job_id: str, **fields: str) -> None:
+        job_id = _check_job_id(job_id)
+        for key, value in fields.items():
+            if not _VALUE.match(str(value)):
+                raise ValueError(f"invalid value for {key}: {value!r}")
+        self._scontrol(job_id, "update", f"JobId={job_id}", *(f"{k}={v}" for k, v in fields.items()))
+
+    def set_gpu_type(self, job: SlurmJob, gpu_type: str | None) -> None:
+        req = job.gpu_request
+        if req is None:
+            raise ValueError(f"job {job.job_id} has no GPU request")
+        if gpu_type is not None:
+            _check_name("GPU type", gpu_type)
+        field, spec = _split_raw(req.raw, req.per)
+        self._update(job.job_id, **{field: parse.retype_request(spec, gpu_type)})
+
+    def restore_gpu_request(self, job: SlurmJob, raw: str) -> None:
+        per = job.gpu_request.per if job.gpu_request else "node"
+        field, spec = _split_raw(raw, per)
+        self._update(job.job_id, **{field: spec})
+
+    def set_priority(self, job_id: str, priority: int | None) -> None:
+        """A number fixes the priority (multifactor stops updating it); None gives the job
+        back to priority/multifactor with hold+release, re-applying a hold it had before."""
+        job_id = _check_job_id(job_id)
+        if priority is not None:
+            self._update(job_id, Priority=str(int(priority)))
+            return
+        reason = self._reason(job_id)
+        self._scontrol(job_id, "hold", job_id)
+        self._scontrol(job_id, "release", job_id)
+        if reason in _HELD:
+            self._scontrol(job_id, _HELD[reason], job_id)
+
+    def _reason(self, job_id: str) -> str:
+        out = self.runner.run(["squeue", "-h", "-j", job_id, "-O", "Reason:0"], job_id=job_id)
+        lines = list(parse.iter_lines(out))
+        if not lines:
+            raise JobGone(f"job {job_id} is gone")
+        return lines[0].strip()
+
+    def set_nice(self, job_id: str, nice: int) -> None:
+        self._update(job_id, Nice=str(int(nice)))
+
+    def hold(self, job_id: str) -> None:
+        self._scontrol(job_id, "hold", _check_job_id(job_id))
+
+    def release(self, job_id: str) -> None:
+        self._scontrol(job_id, "release", _check_job_id(job_id))
+
+    def requeue(self, job_id: str) -> None:
+        self._scontrol(job_id, "requeue", _check_job_id(job_id))
+
+    def update_job(self, job_id: str, fields: Mapping[str, str]) -> None:
+        bad = set(fields) - UPDATABLE_FIELDS
+        if bad:
+            raise ValueError(f"cannot update {', '.join(sorted(bad))} (allowed: {sorted(UPDATABLE_FIELDS)})")
+        if fields:
+            self._update(job_id, **dict(fields))
+
+    # --- QOS ----------------------------------------------------------------------------------
+    def _sacctmgr(self, *args: str) -> None:
+        try:
+            self.runner.run(["sacctmgr", "-i", *args])
+        except SlurmCommandError as exc:
+            if not _NOTHING.search(exc.stderr):
+                raise
+
+    def ensure_qos(self, name: str, grp_tres: Mapping[str, int | None]) -> None:
+        _check_name("QOS", name)
+        items = []
+        for key, value in grp_tres.items():
+            key = key.replace("gres:", "gres/", 1)
+            if not _TRES_KEY.match(key):
+                raise ValueError(f"invalid TRES name {key!r}")
+            items.append(f"{key}={-1 if value is None else int(value)}")
+        exists = self._sacctmgr_show("qos", ["Name"], [f"name={name}"]).strip()
+        if not exists:
+            self._sacctmgr("add", "qos", name)
+        if items:
+            self._sacctmgr("modify", "qos", "where", f"name={name}", "set", "GrpTRES=" + ",".join(items))
+
+    def delete_qos(self, name: str) -> None:
+        self._sacctmgr("delete", "qos", "where", f"name={_check_name('QOS', name)}")
+
+    def _assoc_where(self, account: str) -> list[str]:
+        return [f"account={account}"] + ([f"cluster={self.cluster}"] if self.cluster else [])
+
+    def attach_qos(self, account: str, qos: str, default: bool = True) -> None:
+        """Add ``qos`` to the account's association *and* to every user association under it
+        (a user association's own QOS list does not follow later changes of its account)."""
+        _check_name("account", account)
+        _check_name("QOS", qos)
+        sets = [f"qos+={qos}"] + ([f"defaultqos={qos}"] if default else [])
+        where = self._assoc_where(account)
+        self._sacctmgr("modify", "account", "where", f"name={account}", *where[1:], "set", *sets)
+        self._sacctmgr("modify", "user", "where", *where, "set", *sets)
+
+    def detach_qos(self, account: str, qos: str) -> None:
+        _check_name("account", account)
+        _check_name("QOS", qos)
+        where = self._assoc_where(account)
+        for entity, cond in (("account", [f"name={account}", *where[1:]]), ("user", where)):
+            self._sacctmgr("modify", entity, "where", *cond, f"defaultqos={qos}", "set", "defaultqos=-1")
+            self._sacctmgr("modify", entity, "where", *cond, "set", f"qos-={qos}")
+
+
+def _split_raw(raw: str, per: str) -> tuple[str, str]:
+    """``TresPerNode=gres:gpu:2`` -> (field, spec); a bare spec gets the field of ``per``."""
+    default = {"job": "TresPerJob", "node": "TresPerNode", "task": "TresPerTask"}.get(per, "TresPerNode")
+    if "=" in raw:
+        field, spec = raw.split("=", 1)
+        if field not in ("TresPerJob", "TresPerNode", "TresPerTask", "Gres"):
+            raise ValueError(f"not a GPU request field: {field!r}")
+        return field, spec
+    return default, raw

@@ -1,0 +1,325 @@
+"""A fake SlurmPort: loaded from recorded real output, keeping state for writes.
+
+Unit tests, the controller's tests and dry runs use it instead of a cluster. It is *built from
+what Slurm really printed* (``recordings/<name>/``, parsed by the same :mod:`.parse` functions as
+the real adapter), and every write changes its state the way Slurm would, so a test writes,
+reads back and sees the effect. The contract suite (``tests/slurm/test_contract.py``) runs the
+same scenarios against this fake and the real testbed, which keeps the two honest.
+
+Recordings: ``meta.json`` (``fs``: the separator used, ``slurm_version``, ``constructed``: true
+for hand-written variants of formats the testbed cannot produce) and one file per read:
+``sinfo.txt``, ``squeue.txt``, ``assoc.txt``, ``qos.txt``, ``sacct.txt`` (each optional).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import replace
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from ..errors import JobGone
+from ..model import Account, AccountingRecord, GpuRequest, Node, Qos, SlurmJob, Snapshot
+from . import parse
+from .cli import UPDATABLE_FIELDS, _split_raw
+
+#: reasons Slurm gives a held job
+HELD_ADMIN, HELD_USER = "JobHeldAdmin", "JobHeldUser"
+
+
+def recordings_dir() -> Path:
+    """Where the recordings shipped with the package live."""
+    return Path(str(resources.files("slurm_fair.slurm").joinpath("recordings")))
+
+
+def list_recordings() -> list[str]:
+    return sorted(p.name for p in recordings_dir().iterdir() if (p / "meta.json").is_file())
+
+
+class FakeSlurm:
+    """In-memory Slurm. Reads return the current state; writes change it like Slurm would."""
+
+    def __init__(
+        self,
+        nodes: Sequence[Node] = (),
+        jobs: Sequence[SlurmJob] = (),
+        accounts: Sequence[Account] = (),
+        qos: Sequence[Qos] = (),
+        accounting_records: Sequence[AccountingRecord] = (),
+        cluster: str = "fake",
+        now: datetime | None = None,
+    ) -> None:
+        self._nodes = {n.name: n for n in nodes}
+        self._jobs = {j.job_id: j for j in jobs}
+        self._accounts = {a.name: a for a in accounts}
+        self._qos = {q.name: q for q in qos}
+        self._accounting = list(accounting_records)
+        self.cluster = cluster
+        self.now = now
+        #: priority multifactor would give each job (restored by set_priority(None) / release)
+        self._base_priority = {j.job_id: j.priority for j in jobs}
+        #: other pending-job fields set by update_job (ReqNodeList, Features...)
+        self.job_fields: dict[str, dict[str, str]] = {}
+        #: every write, in order: (method, args) — tests assert on it, dry runs print it
+        self.calls: list[tuple[str, tuple]] = []
+        self._next_id = max((_int_id(j) for j in jobs), default=1000) + 1
+
+    # --- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_recording(cls, name_or_path: str | Path) -> "FakeSlurm":
+        """Load ``recordings/<name>`` (or a directory path) through the real parsers."""
+        path = Path(name_or_path)
+        if not path.is_dir():
+            path = recordings_dir() / str(name_or_path)
+        meta = json.loads((path / "meta.json").read_text())
+        fs = meta.get("fs", "|")
+
+        def text(name: str) -> str:
+            f = path / name
+            return f.read_text() if f.is_file() else ""
+
+        taken = meta.get("taken_at")
+        return cls(
+            nodes=parse.parse_sinfo(text("sinfo.txt"), fs),
+            jobs=parse.parse_squeue(text("squeue.txt"), fs),
+            accounts=parse.parse_assoc(text("assoc.txt"), meta.get("sacctmgr_fs", "|")),
+            qos=parse.parse_qos(text("qos.txt"), meta.get("sacctmgr_fs", "|")),
+            accounting_records=parse.parse_sacct(text("sacct.txt"), fs),
+            cluster=meta.get("cluster", "fake"),
+            now=datetime.fromisoformat(taken) if taken else None,
+        )
+
+    # --- read ---------------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        return Snapshot(
+            taken_at=self.now or datetime.now(),
+            nodes=tuple(self.nodes()),
+            jobs=tuple(self.jobs()),
+            accounts=tuple(self.accounts()),
+            qos=tuple(self.qos()),
+            cluster=self.cluster,
+        )
+
+    def nodes(self) -> list[Node]:
+        return list(self._nodes.values())
+
+    def jobs(self, states: Sequence[str] = ("PENDING", "RUNNING")) -> list[SlurmJob]:
+        wanted = {s.upper() for s in states}
+        return [j for j in self._jobs.values() if not wanted or j.state.upper() in wanted]
+
+    def job(self, job_id: str) -> SlurmJob:
+        """One job as Slurm would show it now (JobGone when it is not there)."""
+        try:
+            return self._jobs[str(job_id)]
+        except KeyError:
+            raise JobGone(f"job {job_id} is gone") from None
+
+    def accounts(self) -> list[Account]:
+        return list(self._accounts.values())
+
+    def qos(self) -> list[Qos]:
+        return list(self._qos.values())
+
+    def accounting(self, since: datetime, until: datetime | None = None) -> list[AccountingRecord]:
+        """Records whose run overlaps ``[since, until)`` (sacct's window semantics)."""
+        out = []
+        for r in self._accounting:
+            start, end = r.start_time, r.end_time
+            if start is None:
+                continue
+            if (end is None or end >= since) and (until is None or start < until):
+                out.append(r)
+        return out
+
+    # --- write (pending jobs) -----------------------------------------------------------------
+    def _pending(self, job_id: str) -> SlurmJob:
+        job = self.job(job_id)
+        if not job.pending:
+            raise JobGone(f"job {job_id} is no longer pending ({job.state})")
+        return job
+
+    def _put(self, job: SlurmJob, **changes: object) -> None:
+        self._jobs[job.job_id] = replace(job, **changes)
+
+    def set_gpu_type(self, job: SlurmJob, gpu_type: str | None) -> None:
+        self.calls.append(("set_gpu_type", (job.job_id, gpu_type)))
+        current = self._pending(job.job_id)
+        req = current.gpu_request
+        if req is None:
+            raise ValueError(f"job {job.job_id} has no GPU request")
+        field, spec = _split_raw(req.raw, req.per)
+        new_spec = parse.retype_request(spec, gpu_type)
+        self._put(current, gpu_request=replace(req, gpu_type=gpu_type, raw=f"{field}={new_spec}"))
+
+    def restore_gpu_request(self, job: SlurmJob, raw: str) -> None:
+        self.calls.append(("restore_gpu_request", (job.job_id, raw)))
+        current = self._pending(job.job_id)
+        req = current.gpu_request or job.gpu_request
+        per = req.per if req else "node"
+        field, spec = _split_raw(raw, per)
+        per = {"TresPerJob": "job", "TresPerTask": "task"}.get(field, "node")
+        count, gpu_type = parse.gpu_request_of(spec)
+        nodes, tasks = (req.nodes, req.tasks) if req else (1, 1)
+        self._put(current, gpu_request=GpuRequest(count, gpu_type, per, nodes, f"{field}={spec}", tasks))
+
+    def set_priority(self, job_id: str, priority: int | None) -> None:
+        self.calls.append(("set_priority", (job_id, priority)))
+        job = self._pending(job_id)
+        if priority is None:
+            held = job.reason in (HELD_ADMIN, HELD_USER)
+            self._put(job, priority=0 if held else self._base_priority.get(job_id, 1))
+        else:
+            self._put(job, priority=int(priority), reason="None" if job.priority == 0 else job.reason)
+
+    def set_nice(self, job_id: str, nice: int) -> None:
+        self.calls.append(("set_nice", (job_id, nice)))
+        job = self._pending(job_id)
+        base = self._base_priority.get(job_id, job.priority)
+        self._put(job, nice=int(nice), priority=max(1, base - int(nice)) if job.priority else 0)
+
+    def hold(self, job_id: str) -> None:
+        self.calls.append(("hold", (job_id,)))
+        job = self._pending(job_id)
+        self._put(job, priority=0, reason=HELD_ADMIN)
+
+    def release(self, job_id: str) -> None:
+        self.calls.append(("release", (job_id,)))
+        job = self._pending(job_id)
+        self._put(job, priority=self._base_priority.get(job_id, 1) or 1, reason="None")
+
+    def requeue(self, job_id: str) -> None:
+        self.calls.append(("requeue", (job_id,)))
+        job = self.job(job_id)
+        if not job.running:
+            raise JobGone(f"job {job_id} is not running ({job.state})")
+        self._put(job, state="PENDING", reason="BeginTime", nodes=(), start_time=None, gpu_type_running=None)
+
+    def update_job(self, job_id: str, fields: Mapping[str, str]) -> None:
+        self.calls.append(("update_job", (job_id, dict(fields))))
+        bad = set(fields) - UPDATABLE_FIELDS
+        if bad:
+            raise ValueError(f"cannot update {', '.join(sorted(bad))}")
+        job = self._pending(job_id)
+        changes: dict[str, object] = {}
+        if "Partition" in fields:
+            changes["partition"] = fields["Partition"]
+        if "QOS" in fields:
+            changes["qos"] = fields["QOS"]
+        if changes:
+            self._put(job, **changes)
+        rest = {k: v for k, v in fields.items() if k not in ("Partition", "QOS")}
+        if rest:
+            self.job_fields.setdefault(job_id, {}).update(rest)
+
+    # --- QOS ----------------------------------------------------------------------------------
+    def ensure_qos(self, name: str, grp_tres: Mapping[str, int | None]) -> None:
+        self.calls.append(("ensure_qos", (name, dict(grp_tres))))
+        q = self._qos.get(name) or Qos(name)
+        limits = dict(q.grp_tres)
+        for key, value in grp_tres.items():
+            key = key.replace("gres:", "gres/", 1)
+            if value is None or value < 0:
+                limits.pop(key, None)
+            else:
+                limits[key] = int(value)
+        self._qos[name] = replace(q, grp_tres=limits)
+
+    def delete_qos(self, name: str) -> None:
+        self.calls.append(("delete_qos", (name,)))
+        self._qos.pop(name, None)
+        for a in list(self._accounts.values()):
+            if name in a.qos:
+                self.detach_qos(a.name, name)
+
+    def attach_qos(self, account: str, qos: str, default: bool = True) -> None:
+        self.calls.append(("attach_qos", (account, qos, default)))
+        if qos not in self._qos:
+            raise ValueError(f"no QOS {qos!r}")
+        a = self._accounts.get(account) or Account(account)
+        self._accounts[account] = replace(
+            a, qos=tuple(dict.fromkeys(a.qos + (qos,))), default_qos=qos if default else a.default_qos
+        )
+
+    def detach_qos(self, account: str, qos: str) -> None:
+        self.calls.append(("detach_qos", (account, qos)))
+        a = self._accounts.get(account)
+        if a is None:
+            return
+        self._accounts[account] = replace(
+            a, qos=tuple(q for q in a.qos if q != qos), default_qos="" if a.default_qos == qos else a.default_qos
+        )
+
+    # --- test helpers (not part of the port) --------------------------------------------------
+    def submit(
+        self,
+        account: str,
+        gpu_args: Sequence[str] | str = (),
+        *,
+        hold: bool = True,
+        name: str = "job",
+        comment: str = "",
+        user: str = "root",
+        partition: str = "",
+        qos: str = "normal",
+        priority: int = 1000,
+    ) -> str:
+        """Add a pending job as ``sbatch`` with these GPU options would (Slurm 22.05 forms)."""
+        args = shlex.split(gpu_args) if isinstance(gpu_args, str) else list(gpu_args)
+        per_job = per_node = per_task = ""
+        nodes = tasks = 1
+        pairs: list[tuple[str, str]] = []
+        it = iter(args)
+        for arg in it:
+            if arg.startswith("--") and "=" in arg:
+                key, _, value = arg.partition("=")
+            else:
+                key, value = arg, next(it, "")
+            pairs.append((key, value))
+        for key, value in pairs:
+            if key == "--gres":
+                per_node = f"gres:{value}"
+            elif key == "--gpus-per-node":
+                per_node = f"gres:gpu:{value}"
+            elif key == "--gpus":
+                per_job = f"gres:gpu:{value}"
+            elif key == "--gpus-per-task":
+                per_task = f"gres:gpu:{value}"
+            elif key in ("-N", "--nodes"):
+                nodes = int(value)
+            elif key in ("-n", "--ntasks"):
+                tasks = int(value)
+            else:
+                raise ValueError(f"fake sbatch does not know {key!r}")
+        job_id = str(self._next_id)
+        self._next_id += 1
+        part = partition or next(iter(sorted({p for n in self._nodes.values() for p in n.partitions})), "gpu")
+        fields = [
+            job_id, "PD", account, user, part, qos, HELD_ADMIN if hold else "Priority",
+            (self.now or datetime.now()).strftime("%Y-%m-%dT%H:%M:%S"), "N/A",
+            "0" if hold else str(priority), "0", str(nodes), str(tasks), per_job, per_node,
+            per_task, "", "", "0", name, comment,
+        ]
+        job = parse.job_from_record(fields)
+        self._jobs[job_id] = job
+        self._base_priority[job_id] = priority
+        return job_id
+
+    def finish(self, job_id: str) -> None:
+        """The job ends (it vanishes from the queue, as from squeue)."""
+        self._jobs.pop(str(job_id), None)
+
+    def start(self, job_id: str, node: str, gpu_type: str) -> None:
+        """The job starts on ``node`` with GPUs of ``gpu_type``."""
+        job = self.job(job_id)
+        self._put(job, state="RUNNING", reason="None", nodes=(node,), gpu_type_running=gpu_type,
+                  start_time=self.now or datetime.now())
+
+
+def _int_id(job: SlurmJob) -> int:
+    try:
+        return int(job.job_id.split("_")[0])
+    except ValueError:
+        return 0

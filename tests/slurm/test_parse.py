@@ -1,0 +1,177 @@
+"""The pure parsers: every format in use, plus round trips (format like Slurm, parse back)."""
+
+from __future__ import annotations
+
+import string
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slurm_fair.errors import SlurmOutputError
+from slurm_fair.slurm import parse
+
+FAST = settings(max_examples=60, deadline=None)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("gpu:v100:4(S:0-1)", {"v100": 4}),
+        ("gpu:v100:2(IDX:0-1)", {"v100": 2}),
+        ("gpu:v100:3(IDX:0,2-3)", {"v100": 3}),
+        ("gpu:a100:2,gpu:v100:2", {"a100": 2, "v100": 2}),
+        ("gpu:a100:2(S:0),gpu:v100:2(S:1)", {"a100": 2, "v100": 2}),
+        ("gpu:a100:0(IDX:N/A),gpu:v100:1(IDX:3)", {"a100": 0, "v100": 1}),
+        ("gpu:4", {parse.UNTYPED: 4}),
+        ("gpu:4,mps:400", {parse.UNTYPED: 4}),
+        ("(null)", {}),
+        ("", {}),
+    ],
+)
+def test_node_gres(text, expected):
+    assert parse.gpus_by_type(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("gres:gpu:v100:2", (2, "v100")),  # 22.05
+        ("gres/gpu:v100:2", (2, "v100")),  # 24.05+
+        ("gres:gpu:2", (2, None)),
+        ("gres/gpu:2", (2, None)),
+        ("gpu:a100:1", (1, "a100")),
+        ("gres:gpu", (1, None)),
+        ("gres:gpu:v100", (1, "v100")),
+        ("gres:gpu:2,gres:mps:100", (2, None)),
+        ("gres:mps:100", (0, None)),
+        ("N/A", (0, None)),
+    ],
+)
+def test_gpu_request_strings(text, expected):
+    assert parse.gpu_request_of(text) == expected
+
+
+@pytest.mark.parametrize(
+    "tres, expected",
+    [
+        ("cpu=2,mem=1G,node=1,billing=2,gres/gpu=2,gres/gpu:v100=2", (2, "v100")),
+        ("cpu=1,gres/gpu=4", (4, None)),
+        ("cpu=1,mem=100M", (0, None)),
+        ("billing=1,cpu=1,gres/gpu:k80=1,gres/gpu=1,mem=1M,node=1", (1, "k80")),
+        ("gres:gpu:v100=3", (3, "v100")),
+    ],
+)
+def test_allocated_tres(tres, expected):
+    assert parse.gpus_in_tres_map(parse.parse_tres_map(tres)) == expected
+
+
+def test_retype_keeps_count_form_and_other_gres():
+    assert parse.retype_request("gres:gpu:2,gres:mps:10", "v100") == "gres:gpu:v100:2,gres:mps:10"
+    assert parse.retype_request("gres/gpu:a100:3", None) == "gres/gpu:3"
+    assert parse.retype_request("gres/gpu:a100:3", "k80") == "gres/gpu:k80:3"
+
+
+@pytest.mark.parametrize(
+    "per_job, per_node, per_task, nodes, tasks, count, per, total",
+    [
+        ("gres:gpu:v100:4", "", "", 1, 1, 4, "job", 4),  # --gpus=v100:4
+        ("", "gres:gpu:2", "", 3, 3, 2, "node", 6),  # --gres=gpu:2 -N 3
+        ("", "", "gres:gpu:1", 2, 4, 1, "task", 4),  # --gpus-per-task=1 -n 4
+    ],
+)
+def test_gpu_request_forms(per_job, per_node, per_task, nodes, tasks, count, per, total):
+    r = parse.gpu_request(per_job, per_node, per_task, nodes, tasks)
+    assert (r.count, r.per, r.total) == (count, per, total)
+    assert r.raw.split("=", 1)[1] == (per_job or per_node or per_task)
+
+
+def test_cpu_only_job_has_no_request():
+    assert parse.gpu_request("", "", "", 1, 1) is None
+    assert parse.gpu_request("N/A", "gres:mps:10", "(null)", 1, 1) is None
+
+
+def test_times_and_elapsed():
+    assert parse.parse_time("2024-05-01T12:00:03").second == 3
+    assert parse.parse_time("Unknown") is None and parse.parse_time("N/A") is None
+    assert parse.parse_elapsed("1-02:03:04") == 86400 + 7384
+    assert parse.parse_elapsed("03:04") == 184
+    with pytest.raises(SlurmOutputError):
+        parse.parse_time("yesterday")
+
+
+def test_tags_defensive():
+    tags = parse.parse_tags("fair:class=resnet50 fair:tput=12.5,fair:preemptible; junk fair:class=x")
+    assert tags == {"class": "resnet50", "tput": "12.5", "preemptible": "true"}
+    assert parse.parse_tags("$(touch /tmp/x) `id` ; | 'fair:class=a") == {}
+    assert parse.parse_tags("unfair:class=a xfair:b") == {}
+    assert len(parse.parse_tags(" ".join(f"fair:k{i}=1" for i in range(100)))) == parse.MAX_TAGS
+
+
+def test_field_count_mismatch_is_a_typed_error():
+    with pytest.raises(SlurmOutputError):
+        parse.split_records("a|x|b\n", "|x|", 3)
+
+
+# --- round trips ------------------------------------------------------------------------------
+
+gpu_type = st.text(string.ascii_lowercase + string.digits, min_size=1, max_size=6).filter(
+    lambda s: not s.isdigit()
+)
+counts = st.integers(min_value=0, max_value=64)
+
+
+@st.composite
+def node_gres(draw):
+    """A node's GPUs as Slurm prints them (several types, sockets or index suffixes)."""
+    types = draw(st.dictionaries(gpu_type, counts, min_size=0, max_size=4))
+    items = []
+    for t, n in types.items():
+        suffix = draw(st.sampled_from(["", "(S:0)", "(S:0-1)", "(IDX:0-3)", "(IDX:0,2-3)", "(IDX:N/A)"]))
+        items.append(f"gpu:{t}:{n}{suffix}")
+    if draw(st.booleans()):
+        items.append("mps:100")
+    return types, ",".join(items) or "(null)"
+
+
+@FAST
+@given(node_gres())
+def test_node_gres_round_trip(case):
+    types, text = case
+    assert parse.gpus_by_type(text) == types
+
+
+@FAST
+@given(st.sampled_from(["gres:", "gres/", ""]), st.one_of(st.none(), gpu_type), st.integers(1, 64))
+def test_request_round_trip(prefix, t, n):
+    text = f"{prefix}gpu:{t}:{n}" if t else f"{prefix}gpu:{n}"
+    assert parse.gpu_request_of(text) == (n, t)
+    # pinning then unpinning gives back the untyped request, keeping count and form
+    pinned = parse.retype_request(text, "zz9")
+    assert parse.gpu_request_of(pinned) == (n, "zz9")
+    assert parse.retype_request(pinned, None) == f"{prefix}gpu:{n}"
+
+
+any_text = st.text(st.characters(blacklist_categories=["Cs"]), max_size=40)
+
+
+@FAST
+@given(st.lists(st.lists(any_text, min_size=4, max_size=4), max_size=6))
+def test_records_with_hostile_text_round_trip(rows):
+    """Fields 1 and 3 may hold anything (newlines, '|', the old delimiter...) except the
+    per-call separator; the first is an id that Slurm never leaves empty."""
+    fs = "|0123abcd|"
+    rows = [[f"{i}", r[1], r[2], r[3]] for i, r in enumerate(rows)]
+    rows = [[f.replace(fs, "") for f in r] for r in rows]
+    text = "".join(fs.join(r) + "\n" for r in rows)
+    assert parse.split_records(text, fs, 4) == rows
+
+
+@FAST
+@given(st.lists(st.sampled_from(["a100-[1-3]", "v100-1", "k80-[01-02]", "n[1-2,5]"]), min_size=1, max_size=3))
+def test_hostlist_round_trip(parts):
+    from ClusterShell.NodeSet import NodeSet
+
+    names = parse.expand_hostlist(",".join(parts))
+    assert parse.expand_hostlist(str(NodeSet.fromlist(names))) == tuple(NodeSet.fromlist(names))
+    assert set(names) == set(NodeSet(",".join(parts)))
