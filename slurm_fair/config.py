@@ -74,6 +74,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "class_table": Key((str,), "", "CSV of class x GPU type throughputs (empty: embedded)"),
         "default_class": Key((str,), "", "class of jobs without a tag or rule (empty: flat)"),
         "ewma_alpha": Key(NUM, 0.3, "weight of a new fair:tput observation", _fraction),
+        "account_classes": Key((dict,), {}, "site rule: account -> workload class"),
+        "name_classes": Key((dict,), {}, "site rule: job-name glob -> workload class (first match)"),
     },
     "slurm": {
         "backend": Key((str,), "cli", "cli (Slurm commands) or pyslurm", _one_of("cli", "pyslurm")),

@@ -1,0 +1,397 @@
+"""One controller cycle: numbered phases over one snapshot (Kueue's ``schedule()`` shape).
+
+1. lock          one controller per cluster (:mod:`.lock`; not taken for ``--dry-run``)
+2. snapshot      read Slurm through the port; unreadable -> no change, exit 1
+3. estimate      throughput per job (:mod:`.estimates`), service received, the problem
+4. policy        the configured policy, then the rounding step for this round
+5. plan          the desired state (:mod:`.plan`, pure)
+6. diff + apply  only the differences (:mod:`.diff`, :mod:`.apply`)
+7. record        audit log, state store, plan file
+
+Every phase is a plain function of its inputs; this module only sequences them, times them and
+turns failures into a :class:`CycleResult` with an exit code. When the policy fails (solver
+error, time limit) the last good plan is kept for the jobs that still exist, or Slurm is left as
+it is when there is none; the cycle then exits 1 so cron mail shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import policies, rounding
+from ..config import Config
+from ..errors import SlurmError, SlurmFairError, SolverError
+from ..model import Allocation, Problem, Snapshot
+from ..slurm.port import SlurmPort
+from . import planfile
+from .apply import ActionResult, apply, counts
+from .audit import AuditLog
+from .diff import Action, diff
+from .estimates import ClassTable, Estimate, Rules, estimate_job, load_class_table, observations
+from .lock import ControllerLock
+from .plan import Plan, PlanSettings, gres_key, make_plan, qos_name, tenant_limits
+from .problem import build_problem
+from .state import StateStore
+
+AllocateFn = Callable[[str, Problem, policies.PolicyOptions], Allocation]
+PlaceFn = Callable[..., rounding.Placement]
+
+
+@dataclass
+class CycleResult:
+    """What a cycle did; ``--json`` prints :meth:`to_dict`."""
+
+    cycle_id: str
+    status: str = "running"
+    exit_code: int = 0
+    message: str = ""
+    dry_run: bool = False
+    policy: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+    results: list[ActionResult] = field(default_factory=list)
+    planned: list[Action] = field(default_factory=list)
+    plan: Plan | None = None
+    warnings: list[str] = field(default_factory=list)
+    left_out: dict[str, str] = field(default_factory=dict)
+    estimates: dict[str, Estimate] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        actions = (
+            [r.to_dict() for r in self.results]
+            if self.results or not self.dry_run
+            else [{**a.to_dict(), "applied": False, "skipped": False, "error": ""} for a in self.planned]
+        )
+        return {
+            "cycle": self.cycle_id, "status": self.status, "exit_code": self.exit_code,
+            "message": self.message, "dry_run": self.dry_run, "policy": self.policy,
+            "timings_s": {k: round(v, 6) for k, v in self.timings.items()},
+            "counts": counts(self.results) if self.results else {"actions": len(self.planned), "applied": 0, "skipped": 0, "failed": 0},
+            "actions": actions, "warnings": self.warnings, "left_out": self.left_out,
+            "plan": self.plan.to_dict() if self.plan else None,
+        }
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The configuration keys a cycle uses, read once."""
+
+    policy: str
+    solver: str
+    time_limit_s: float
+    round_s: float
+    interval_s: float
+    slack: float
+    order: str
+    ewma_alpha: float
+    state_dir: Path
+    audit_log: Path
+    class_table: str
+    weights: dict[str, float]
+
+    @classmethod
+    def from_config(cls, config: Config) -> "Settings":
+        c, t = config["controller"], config["throughput"]
+        return cls(
+            c["policy"], c["solver"], float(c["time_limit_s"]), float(c["round_s"]),
+            float(c["interval_s"]), float(c["slack"]), c["order"], float(t["ewma_alpha"]),
+            Path(c["state_dir"]), Path(c["audit_log"]), t["class_table"],
+            {name: float(spec["weight"]) for name, spec in config.tenants.items()},
+        )
+
+
+def new_cycle_id(now: float) -> str:
+    stamp = datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+class _Timer:
+    def __init__(self, timings: dict[str, float]):
+        self.timings = timings
+
+    def phase(self, name: str) -> "_Phase":
+        return _Phase(self.timings, name)
+
+
+class _Phase:
+    def __init__(self, timings: dict[str, float], name: str):
+        self.timings, self.name = timings, name
+
+    def __enter__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.timings[self.name] = self.timings.get(self.name, 0.0) + time.perf_counter() - self.t0
+
+
+def estimate_all(
+    snapshot: Snapshot, table: ClassTable, rules: Rules, online: dict[str, dict[str, float]]
+) -> tuple[dict[str, Estimate], list[str]]:
+    """Phase 3 over every GPU job of the snapshot (pure)."""
+    types = sorted(k for k, c in snapshot.capacity().items() if c > 0)
+    warnings: set[str] = set()
+    est = {j.job_id: estimate_job(j, types, table, rules, online, warnings) for j in snapshot.gpu_jobs()}
+    return est, sorted(warnings)
+
+
+def service_since(snapshot: Snapshot, last_at: float | None) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """GPU-seconds per tenant/type and seconds per job/type run since the previous cycle (pure).
+
+    A job running now is counted from the later of its start and the previous snapshot; jobs
+    that started and ended between two cycles are not seen (reports use sacct for those).
+    """
+    now = snapshot.taken_at.timestamp()
+    tenants: dict[str, dict[str, float]] = {}
+    jobs: dict[str, dict[str, float]] = {}
+    for j in snapshot.gpu_jobs():
+        if not j.running or not j.gpu_type_running:
+            continue
+        start = j.start_time.timestamp() if j.start_time else now
+        since = max(start, last_at) if last_at is not None else start
+        secs = max(now - since, 0.0)
+        if secs <= 0:
+            continue
+        k = j.gpu_type_running
+        g = j.gpu_request.total if j.gpu_request else 0
+        jobs.setdefault(j.job_id, {})[k] = jobs.get(j.job_id, {}).get(k, 0.0) + secs
+        tenants.setdefault(j.account, {})[k] = tenants.get(j.account, {}).get(k, 0.0) + secs * g
+    return tenants, jobs
+
+
+def idle_tenant_limits(plan: Plan, idle: dict[str, float], capacity: dict[str, int], slack: float) -> dict[str, dict[str, int]]:
+    """Limits for tenants whose QOS we manage but who have no job now: the share they would
+    get by joining (``w / (W + w)`` of every type), so a returning tenant is neither locked out
+    by an old zero limit nor unlimited until the next cycle."""
+    total = sum(tp.weight for tp in plan.tenants.values())
+    out = {}
+    for t, w in idle.items():
+        share = {k: w / (total + w) * c for k, c in capacity.items()}
+        out[t] = tenant_limits(share, {}, capacity, slack)
+    return out
+
+
+def run_cycle(
+    port: SlurmPort,
+    config: Config,
+    *,
+    dry_run: bool = False,
+    clock: Callable[[], float] = time.time,
+    allocate: AllocateFn = policies.allocate,
+    place: PlaceFn = rounding.place,
+    take_lock: bool = True,
+) -> CycleResult:
+    """Run one cycle. Raises LockHeld (nothing done); every other failure is in the result."""
+    s = Settings.from_config(config)
+    lock = ControllerLock(s.state_dir) if take_lock and not dry_run else None
+    if lock:
+        lock.acquire()
+    try:
+        return _cycle(port, config, s, dry_run, clock, allocate, place)
+    finally:
+        if lock:
+            lock.release()
+
+
+def _cycle(
+    port: SlurmPort, config: Config, s: Settings, dry_run: bool, clock: Callable[[], float],
+    allocate: AllocateFn, place: PlaceFn,
+) -> CycleResult:
+    started = clock()
+    res = CycleResult(new_cycle_id(started), dry_run=dry_run, policy=s.policy)
+    timer = _Timer(res.timings)
+    store = StateStore.in_dir(s.state_dir)
+    audit = AuditLog(s.audit_log)
+    try:
+        if not dry_run:
+            store.start_cycle(res.cycle_id, started, s.policy, dry_run)
+        # 2. snapshot
+        with timer.phase("snapshot"):
+            try:
+                snapshot = port.snapshot()
+            except SlurmError as exc:
+                res.status, res.exit_code = "slurm-unavailable", 1
+                res.message = f"cannot read Slurm, nothing changed: {exc}"
+                return res
+        now = snapshot.taken_at.timestamp()
+        # 3. estimates, service, problem
+        with timer.phase("estimate"):
+            table = load_class_table(s.class_table or None)
+            rules = Rules.from_config(config)
+            est, _ = estimate_all(snapshot, table, rules, store.estimates())
+            if not dry_run:
+                for job_id, key, k, v in observations(snapshot.jobs, est):
+                    store.observe(job_id, key, k, v, s.ewma_alpha, now)
+            est, res.warnings = estimate_all(snapshot, table, rules, store.estimates())
+            res.estimates = est
+            last_at_raw = store.get_meta("last_snapshot_at")
+            t_service, j_service = service_since(snapshot, float(last_at_raw) if last_at_raw else None)
+            if not dry_run:
+                store.add_received(res.cycle_id, now, t_service)
+                store.add_job_service(j_service)
+                store.see_jobs({j.job_id: j.gpu_type_running for j in snapshot.gpu_jobs()}, now)
+                store.set_meta("last_snapshot_at", repr(now))
+            seen = store.jobs_seen()
+            originals = store.originals()
+            built = build_problem(
+                snapshot, est, originals, s.weights, store.job_service(),
+                {j: r["first_seen"] for j, r in seen.items()},
+                {j: r["last_type"] for j, r in seen.items()},
+            )
+            res.left_out = dict(built.left_out)
+        # 4. policy + rounding
+        plan: Plan | None = None
+        allocation: Allocation | None = None
+        placement = None
+        round_start = float(store.get_meta("round_started_at") or 0.0)
+        round_boundary = now - round_start >= s.round_s
+        with timer.phase("policy"):
+            try:
+                if built.problem.jobs:
+                    pstate = _load_policy_state(store, s.policy)
+                    options = policies.PolicyOptions(
+                        solver=s.solver, time_limit_s=s.time_limit_s, keep_lp_dir=str(s.state_dir),
+                        round_s=s.round_s, state=pstate,
+                    )
+                    allocation = allocate(s.policy, built.problem, options)
+                    if not dry_run:
+                        _save_policy_state(store, s.policy, pstate)
+                else:
+                    allocation = Allocation(policy=s.policy, x={}, status="empty")
+                with timer.phase("rounding"):
+                    placement = place(built.problem, allocation, built.received, built.prev)
+            except (SolverError, ArithmeticError, ValueError) as exc:
+                res.message = f"policy {s.policy!r} failed: {exc}"
+                allocation = None
+        # 5. plan
+        with timer.phase("plan"):
+            if allocation is not None and placement is not None:
+                base_nice = {j: o.nice for j, o in originals.items()}
+                plan = make_plan(
+                    snapshot, built.problem, allocation, placement.types, placement.priority,
+                    built.fixed_type, base_nice, PlanSettings(s.slack, s.order, s.round_s),
+                    round_boundary,
+                )
+                plan = _with_idle_tenants(plan, store, snapshot, s.slack)
+            else:
+                last = store.last_plan()
+                live = {j.job_id for j in snapshot.jobs}
+                if last is None:
+                    res.status, res.exit_code = "policy-failed", 1
+                    res.message += "; no earlier plan: Slurm left as it is"
+                    return res
+                plan = Plan.from_dict(last[1]).restricted_to(live)
+                res.message += f"; keeping the last good plan of cycle {last[0]}"
+            res.plan = plan
+        # 6. diff + apply
+        with timer.phase("diff"):
+            res.planned = diff(plan, snapshot)
+        if dry_run:
+            res.status = "dry-run" if allocation is not None else "dry-run-policy-failed"
+            res.exit_code = 0 if allocation is not None else 1
+            return res
+        with timer.phase("apply"):
+            res.results = apply(res.planned, port, snapshot, store, res.cycle_id, clock())
+        c = counts(res.results)
+        if c["failed"]:
+            res.status, res.exit_code = "partial", 1
+            res.message = (res.message + "; " if res.message else "") + (
+                f"{c['failed']} of {c['actions']} actions failed, {c['applied']} applied, "
+                f"{c['skipped']} skipped (see the actions)"
+            )
+        elif allocation is None:
+            res.status, res.exit_code = "policy-failed", 1
+        else:
+            res.status = "ok"
+        # 7. record
+        with timer.phase("record"):
+            audit.write([
+                {"ts": clock(), "cycle": res.cycle_id, "dry_run": False, **r.to_dict()} for r in res.results
+            ])
+            if allocation is not None and placement is not None:
+                _record_decisions(store, res, snapshot, built, allocation, placement.types, placement.priority, plan)
+                if round_boundary:
+                    store.set_meta("round_started_at", repr(now))
+            if res.status == "ok":
+                store.save_plan(res.cycle_id, now, plan.to_dict())
+                entries = planfile.plan_entries(plan, snapshot, table)
+                planfile.write(
+                    s.state_dir / planfile.PLAN_FILE,
+                    planfile.render(entries, now, max(3 * s.interval_s, 180.0), res.cycle_id),
+                )
+        return res
+    except SlurmFairError as exc:
+        res.status, res.exit_code = "error", exc.exit_code
+        res.message = exc.message()
+        if not dry_run and exc.exit_code == 2:
+            raise
+        return res
+    finally:
+        if not dry_run:
+            store.finish_cycle(res.cycle_id, clock(), res.status, counts(res.results), res.timings, res.message)
+        store.close()
+
+
+def _with_idle_tenants(plan: Plan, store: StateStore, snapshot: Snapshot, slack: float) -> Plan:
+    from .plan import TenantPlan
+
+    managed = {m.account for m in store.managed_qos().values()}
+    idle = {t: 1.0 for t in managed if t not in plan.tenants}
+    if not idle:
+        return plan
+    capacity = {k: int(c) for k, c in snapshot.capacity().items() if c > 0}
+    limits = idle_tenant_limits(plan, idle, capacity, slack)
+    tenants = dict(plan.tenants)
+    for t, lim in limits.items():
+        tenants[t] = TenantPlan(t, qos_name(t), lim, {}, {}, 1.0)
+    return Plan(tenants, plan.jobs, plan.requeue, plan.gpu_types, plan.policy, plan.status, plan.info)
+
+
+def _record_decisions(
+    store: StateStore, res: CycleResult, snapshot: Snapshot, built: Any, allocation: Allocation,
+    placed: Any, deficit: Any, plan: Plan,
+) -> None:
+    by_id = {j.job_id: j for j in snapshot.jobs}
+    rows = []
+    for j in built.problem.jobs:
+        e = res.estimates.get(j.id)
+        jp = plan.jobs.get(j.id)
+        rows.append({
+            "job_id": j.id, "tenant": j.tenant, "state": by_id[j.id].state, "gpus": j.gpus,
+            "class": e.klass if e else None,
+            "estimate": {"throughput": dict(j.throughput), "class_source": e.class_source if e else None},
+            "sources": dict(e.sources) if e else {},
+            "allocation": {k: float(v) for k, v in allocation.x.get(j.id, {}).items()},
+            "placed_type": placed.get(j.id), "deficit": float(deficit.get(j.id, 0.0)),
+            "planned_type": jp.gpu_type if jp else None, "rank": jp.rank if jp else None,
+        })
+    store.record_jobs(res.cycle_id, rows)
+    store.record_tenants(res.cycle_id, [
+        {"tenant": t, "weight": tp.weight, "fair_share": dict(tp.fair_share), "bundle": dict(tp.bundle),
+         "limits": dict(tp.limits)}
+        for t, tp in plan.tenants.items()
+    ])
+
+
+def _load_policy_state(store: StateStore, policy: str) -> dict[str, Any]:
+    raw = store.get_meta(f"policy_state:{policy}")
+    try:
+        value = json.loads(raw) if raw else {}
+    except json.JSONDecodeError:
+        value = {}
+    return value if isinstance(value, dict) else {}
+
+
+def _save_policy_state(store: StateStore, policy: str, state: dict[str, Any]) -> None:
+    """Dynamic policies keep memory in ``options.state``; persisted when it is plain JSON."""
+    try:
+        store.set_meta(f"policy_state:{policy}", json.dumps(state))
+    except (TypeError, ValueError):
+        pass
+
+
+__all__ = ["CycleResult", "Settings", "run_cycle", "estimate_all", "service_since", "gres_key"]

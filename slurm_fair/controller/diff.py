@@ -1,0 +1,86 @@
+"""Phase 6a (pure): the actions that take Slurm from what it has to what the plan wants.
+
+Only differences become actions, so a cycle on an unchanged cluster writes nothing, and a
+change Slurm lost (a slurmctld restart drops ``scontrol`` partition/job edits that were never
+persisted) shows up as a difference again and is re-applied next cycle.
+
+Actions come out in a safe order: QOS limits first, then attaching the QOS to accounts (a job
+may only be moved to a QOS its account allows), then per job QOS, type and order, and requeues
+last (they are the only action on running jobs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..model import Snapshot, frozen_map
+from .plan import Plan
+
+#: execution order of action kinds
+KIND_ORDER = ("ensure_qos", "attach_qos", "set_job_qos", "set_gpu_type", "set_nice", "set_priority", "requeue")
+
+
+@dataclass(frozen=True)
+class Action:
+    """One write to Slurm. ``before``/``after`` are what the audit log shows."""
+
+    kind: str
+    tenant: str
+    job: str = ""
+    before: Any = None
+    after: Any = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", frozen_map(self.params))
+
+    @property
+    def target(self) -> str:
+        return self.job or str(self.params.get("qos") or self.tenant)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "tenant": self.tenant, "job": self.job, "target": self.target,
+                "before": _plain(self.before), "after": _plain(self.after)}
+
+
+def _plain(v: Any) -> Any:
+    return dict(v) if isinstance(v, Mapping) else v
+
+
+def diff(plan: Plan, snapshot: Snapshot) -> list[Action]:
+    """Every difference between ``plan`` and ``snapshot``, in execution order."""
+    qos_now = {q.name: q for q in snapshot.qos}
+    accounts = {a.name: a for a in snapshot.accounts}
+    actions: list[Action] = []
+    for t, tp in sorted(plan.tenants.items()):
+        current = qos_now.get(tp.qos)
+        now_limits = {k: v for k, v in (current.grp_tres if current else {}).items() if k.startswith("gres/gpu:")}
+        if current is None or any(now_limits.get(k) != v for k, v in tp.limits.items()):
+            actions.append(Action("ensure_qos", t, before=now_limits if current else None,
+                                  after=dict(tp.limits), params={"qos": tp.qos}))
+        acct = accounts.get(t)
+        if acct is None or tp.qos not in acct.qos or acct.default_qos != tp.qos:
+            before = {"qos": list(acct.qos), "default": acct.default_qos} if acct else None
+            actions.append(Action("attach_qos", t, before=before, after={"default": tp.qos},
+                                  params={"qos": tp.qos, "account": t}))
+    jobs = {j.job_id: j for j in snapshot.jobs}
+    for job_id, jp in sorted(plan.jobs.items(), key=lambda kv: kv[1].rank):
+        sj = jobs.get(job_id)
+        if sj is None or not sj.pending:
+            continue
+        if sj.qos != jp.qos:
+            actions.append(Action("set_job_qos", jp.tenant, job_id, sj.qos, jp.qos, {"qos": jp.qos}))
+        current_type = sj.gpu_request.gpu_type if sj.gpu_request else None
+        if jp.gpu_type and current_type != jp.gpu_type:
+            raw = sj.gpu_request.raw if sj.gpu_request else ""
+            actions.append(Action("set_gpu_type", jp.tenant, job_id, raw or current_type, jp.gpu_type))
+        if jp.nice is not None and sj.nice != jp.nice:
+            actions.append(Action("set_nice", jp.tenant, job_id, sj.nice, jp.nice))
+        if jp.priority is not None and sj.priority != jp.priority:
+            actions.append(Action("set_priority", jp.tenant, job_id, sj.priority, jp.priority))
+    for job_id in plan.requeue:
+        sj = jobs.get(job_id)
+        if sj is not None and sj.running:
+            actions.append(Action("requeue", sj.account, job_id, sj.gpu_type_running, "PENDING"))
+    return sorted(actions, key=lambda a: KIND_ORDER.index(a.kind))

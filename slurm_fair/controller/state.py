@@ -1,0 +1,390 @@
+"""The controller's memory: one SQLite file in ``state_dir``.
+
+Why SQLite: the controller runs from cron as a fresh process each cycle, so everything it must
+remember between cycles (what a job looked like before we first touched it, what each tenant
+received, the online throughput estimates, the last plan that worked) has to live on disk, be
+written atomically and be readable by the reports and ``explain`` while a cycle runs. The
+standard library's ``sqlite3`` does all of that without a server.
+
+The schema is documented in ``docs/controller.md`` (the reports read it); keep both in step and
+bump :data:`SCHEMA_VERSION` on any change.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+SCHEMA_VERSION = 1
+DB_NAME = "state.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS original_requests (
+    job_id TEXT PRIMARY KEY, account TEXT NOT NULL, gres_raw TEXT NOT NULL,
+    gpu_type TEXT, gpu_count INTEGER NOT NULL, gpu_per TEXT NOT NULL,
+    priority INTEGER NOT NULL, nice INTEGER NOT NULL, partition TEXT NOT NULL, qos TEXT NOT NULL,
+    recorded_at REAL NOT NULL, cycle_id TEXT NOT NULL, reverted INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS cycles (
+    cycle_id TEXT PRIMARY KEY, started_at REAL NOT NULL, finished_at REAL,
+    status TEXT NOT NULL, policy TEXT NOT NULL, dry_run INTEGER NOT NULL,
+    actions INTEGER NOT NULL DEFAULT 0, applied INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0, skipped INTEGER NOT NULL DEFAULT 0,
+    timings_json TEXT NOT NULL DEFAULT '{}', error TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS received (
+    tenant TEXT NOT NULL, gpu_type TEXT NOT NULL, gpu_seconds REAL NOT NULL,
+    PRIMARY KEY (tenant, gpu_type));
+CREATE TABLE IF NOT EXISTS received_log (
+    cycle_id TEXT NOT NULL, tenant TEXT NOT NULL, gpu_type TEXT NOT NULL,
+    gpu_seconds REAL NOT NULL, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS job_service (
+    job_id TEXT NOT NULL, gpu_type TEXT NOT NULL, seconds REAL NOT NULL,
+    PRIMARY KEY (job_id, gpu_type));
+CREATE TABLE IF NOT EXISTS job_seen (
+    job_id TEXT PRIMARY KEY, first_seen REAL NOT NULL, last_seen REAL NOT NULL,
+    last_type TEXT);
+CREATE TABLE IF NOT EXISTS estimates (
+    key TEXT NOT NULL, gpu_type TEXT NOT NULL, value REAL NOT NULL,
+    observations INTEGER NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (key, gpu_type));
+CREATE TABLE IF NOT EXISTS tput_seen (
+    job_id TEXT NOT NULL, gpu_type TEXT NOT NULL, value REAL NOT NULL,
+    PRIMARY KEY (job_id, gpu_type));
+CREATE TABLE IF NOT EXISTS job_cycle (
+    cycle_id TEXT NOT NULL, job_id TEXT NOT NULL, tenant TEXT NOT NULL, state TEXT NOT NULL,
+    gpus INTEGER NOT NULL, class TEXT, estimate_json TEXT NOT NULL, sources_json TEXT NOT NULL,
+    allocation_json TEXT NOT NULL, placed_type TEXT, deficit REAL NOT NULL,
+    planned_type TEXT, rank INTEGER, PRIMARY KEY (cycle_id, job_id));
+CREATE TABLE IF NOT EXISTS tenant_cycle (
+    cycle_id TEXT NOT NULL, tenant TEXT NOT NULL, weight REAL NOT NULL,
+    fair_share_json TEXT NOT NULL, bundle_json TEXT NOT NULL, limits_json TEXT NOT NULL,
+    PRIMARY KEY (cycle_id, tenant));
+CREATE TABLE IF NOT EXISTS plans (
+    cycle_id TEXT PRIMARY KEY, created_at REAL NOT NULL, plan_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS managed_qos (
+    name TEXT PRIMARY KEY, account TEXT NOT NULL, created_at REAL NOT NULL,
+    existed_before INTEGER NOT NULL, account_had_qos INTEGER NOT NULL,
+    prev_default_qos TEXT NOT NULL, prev_grp_tres_json TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS job_cycle_job ON job_cycle (job_id);
+"""
+
+
+@dataclass(frozen=True)
+class OriginalRequest:
+    """A job as it was before slurm-fair first rewrote it: what ``revert`` puts back."""
+
+    job_id: str
+    account: str
+    gres_raw: str
+    gpu_type: str | None
+    gpu_count: int
+    gpu_per: str
+    priority: int
+    nice: int
+    partition: str
+    qos: str
+
+
+@dataclass(frozen=True)
+class ManagedQos:
+    """A QOS slurm-fair created or changed, and the account state before it did."""
+
+    name: str
+    account: str
+    existed_before: bool
+    account_had_qos: bool
+    prev_default_qos: str
+    prev_grp_tres: Mapping[str, int]
+
+
+class StateStore:
+    """Thin typed access to the SQLite file; one short transaction per call.
+
+    Every write commits at once: a cycle that dies half-way leaves a consistent store (the
+    original requests recorded before a write are never lost).
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(self.path), timeout=10.0, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(_SCHEMA)
+        self._db.execute(
+            "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+            (str(SCHEMA_VERSION),),
+        )
+
+    @classmethod
+    def in_dir(cls, state_dir: str | Path) -> "StateStore":
+        return cls(Path(state_dir) / DB_NAME)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "StateStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _exec(self, sql: str, args: Iterable[Any] = ()) -> sqlite3.Cursor:
+        return self._db.execute(sql, tuple(args))
+
+    def _many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        with self._db:  # one transaction
+            self._db.executemany(sql, [tuple(r) for r in rows])
+
+    # --- meta ---------------------------------------------------------------------------------
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self._exec("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row["value"] if row else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._exec("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    # --- original requests --------------------------------------------------------------------
+    def record_original(self, orig: OriginalRequest, cycle_id: str, at: float) -> bool:
+        """Remember ``orig`` unless this job already has a record; True when newly recorded.
+
+        Only the first record counts: it is the job as the user submitted it.
+        """
+        cur = self._exec(
+            "INSERT OR IGNORE INTO original_requests (job_id, account, gres_raw, gpu_type,"
+            " gpu_count, gpu_per, priority, nice, partition, qos, recorded_at, cycle_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (orig.job_id, orig.account, orig.gres_raw, orig.gpu_type, orig.gpu_count,
+             orig.gpu_per, orig.priority, orig.nice, orig.partition, orig.qos, at, cycle_id),
+        )
+        return cur.rowcount == 1
+
+    def originals(self, include_reverted: bool = False) -> dict[str, OriginalRequest]:
+        sql = "SELECT * FROM original_requests"
+        if not include_reverted:
+            sql += " WHERE reverted = 0"
+        return {r["job_id"]: _orig(r) for r in self._exec(sql)}
+
+    def original(self, job_id: str) -> OriginalRequest | None:
+        row = self._exec("SELECT * FROM original_requests WHERE job_id = ?", (job_id,)).fetchone()
+        return _orig(row) if row else None
+
+    def forget_original(self, job_id: str) -> None:
+        """After a revert (or when the job ended), the record is no longer needed."""
+        self._exec("DELETE FROM original_requests WHERE job_id = ?", (job_id,))
+
+    # --- cycles -------------------------------------------------------------------------------
+    def start_cycle(self, cycle_id: str, started_at: float, policy: str, dry_run: bool) -> None:
+        self._exec(
+            "INSERT INTO cycles (cycle_id, started_at, status, policy, dry_run)"
+            " VALUES (?, ?, 'running', ?, ?)",
+            (cycle_id, started_at, policy, int(dry_run)),
+        )
+
+    def finish_cycle(
+        self, cycle_id: str, finished_at: float, status: str, counts: Mapping[str, int],
+        timings: Mapping[str, float], error: str = "",
+    ) -> None:
+        self._exec(
+            "UPDATE cycles SET finished_at = ?, status = ?, actions = ?, applied = ?, failed = ?,"
+            " skipped = ?, timings_json = ?, error = ? WHERE cycle_id = ?",
+            (finished_at, status, counts.get("actions", 0), counts.get("applied", 0),
+             counts.get("failed", 0), counts.get("skipped", 0), json.dumps(dict(timings)),
+             error, cycle_id),
+        )
+
+    def cycles(self, limit: int = 20) -> list[dict[str, Any]]:
+        rows = self._exec("SELECT * FROM cycles ORDER BY started_at DESC LIMIT ?", (limit,))
+        return [dict(r) for r in rows]
+
+    # --- received service ---------------------------------------------------------------------
+    def add_received(self, cycle_id: str, at: float, service: Mapping[str, Mapping[str, float]]) -> None:
+        """Add GPU-seconds per tenant and GPU type (running jobs since the previous cycle)."""
+        rows = [(t, k, s) for t, per in service.items() for k, s in per.items() if s > 0]
+        with self._db:
+            for t, k, s in rows:
+                self._db.execute(
+                    "INSERT INTO received (tenant, gpu_type, gpu_seconds) VALUES (?, ?, ?)"
+                    " ON CONFLICT (tenant, gpu_type) DO UPDATE SET gpu_seconds = gpu_seconds + ?",
+                    (t, k, s, s),
+                )
+                self._db.execute(
+                    "INSERT INTO received_log VALUES (?, ?, ?, ?, ?)", (cycle_id, t, k, s, at)
+                )
+
+    def received(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for r in self._exec("SELECT * FROM received"):
+            out.setdefault(r["tenant"], {})[r["gpu_type"]] = r["gpu_seconds"]
+        return out
+
+    def add_job_service(self, seconds: Mapping[str, Mapping[str, float]]) -> None:
+        rows = [(j, k, s, s) for j, per in seconds.items() for k, s in per.items() if s > 0]
+        self._many(
+            "INSERT INTO job_service (job_id, gpu_type, seconds) VALUES (?, ?, ?)"
+            " ON CONFLICT (job_id, gpu_type) DO UPDATE SET seconds = seconds + ?",
+            rows,
+        )
+
+    def job_service(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for r in self._exec("SELECT * FROM job_service"):
+            out.setdefault(r["job_id"], {})[r["gpu_type"]] = r["seconds"]
+        return out
+
+    def see_jobs(self, seen: Mapping[str, str | None], at: float) -> None:
+        """Mark jobs seen in this snapshot (first sighting kept) with the type they run on."""
+        self._many(
+            "INSERT INTO job_seen (job_id, first_seen, last_seen, last_type) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (job_id) DO UPDATE SET last_seen = ?, last_type = ?",
+            [(j, at, at, k, at, k) for j, k in seen.items()],
+        )
+
+    def jobs_seen(self) -> dict[str, dict[str, Any]]:
+        return {r["job_id"]: dict(r) for r in self._exec("SELECT * FROM job_seen")}
+
+    # --- throughput estimates -----------------------------------------------------------------
+    def estimates(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for r in self._exec("SELECT key, gpu_type, value FROM estimates"):
+            out.setdefault(r["key"], {})[r["gpu_type"]] = r["value"]
+        return out
+
+    def observe(self, job_id: str, key: str, gpu_type: str, value: float, alpha: float, at: float) -> bool:
+        """Fold one reported ``fair:tput`` into the EWMA of (key, type); True when it counted.
+
+        A job reporting the same number cycle after cycle counts once: only a changed report is
+        a new observation, so long jobs do not drown the estimate.
+        """
+        row = self._exec(
+            "SELECT value FROM tput_seen WHERE job_id = ? AND gpu_type = ?", (job_id, gpu_type)
+        ).fetchone()
+        if row is not None and row["value"] == value:
+            return False
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO tput_seen (job_id, gpu_type, value) VALUES (?, ?, ?)",
+                (job_id, gpu_type, value),
+            )
+            old = self._db.execute(
+                "SELECT value, observations FROM estimates WHERE key = ? AND gpu_type = ?",
+                (key, gpu_type),
+            ).fetchone()
+            if old is None:
+                new, n = value, 1
+            else:
+                new, n = alpha * value + (1 - alpha) * old["value"], old["observations"] + 1
+            self._db.execute(
+                "INSERT OR REPLACE INTO estimates (key, gpu_type, value, observations, updated_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (key, gpu_type, new, n, at),
+            )
+        return True
+
+    # --- per-cycle decisions (for explain and reports) ----------------------------------------
+    def record_jobs(self, cycle_id: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        self._many(
+            "INSERT OR REPLACE INTO job_cycle (cycle_id, job_id, tenant, state, gpus, class,"
+            " estimate_json, sources_json, allocation_json, placed_type, deficit, planned_type,"
+            " rank) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (cycle_id, r["job_id"], r["tenant"], r["state"], r["gpus"], r.get("class"),
+                 json.dumps(r["estimate"]), json.dumps(r["sources"]),
+                 json.dumps(r["allocation"]), r.get("placed_type"), r.get("deficit", 0.0),
+                 r.get("planned_type"), r.get("rank"))
+                for r in rows
+            ],
+        )
+
+    def record_tenants(self, cycle_id: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        self._many(
+            "INSERT OR REPLACE INTO tenant_cycle VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (cycle_id, r["tenant"], r["weight"], json.dumps(r["fair_share"]),
+                 json.dumps(r["bundle"]), json.dumps(r["limits"]))
+                for r in rows
+            ],
+        )
+
+    def job_history(self, job_id: str, limit: int = 1) -> list[dict[str, Any]]:
+        """The latest decisions about ``job_id``, newest first, JSON columns decoded."""
+        rows = self._exec(
+            "SELECT jc.*, c.started_at, c.policy, c.status AS cycle_status FROM job_cycle jc"
+            " JOIN cycles c USING (cycle_id) WHERE jc.job_id = ? AND c.dry_run = 0"
+            " ORDER BY c.started_at DESC LIMIT ?",
+            (job_id, limit),
+        )
+        out = []
+        for r in rows:
+            d = dict(r)
+            for col in ("estimate_json", "sources_json", "allocation_json"):
+                d[col[:-5]] = json.loads(d.pop(col))
+            out.append(d)
+        return out
+
+    def tenant_cycle(self, cycle_id: str, tenant: str) -> dict[str, Any] | None:
+        row = self._exec(
+            "SELECT * FROM tenant_cycle WHERE cycle_id = ? AND tenant = ?", (cycle_id, tenant)
+        ).fetchone()
+        if row is None:
+            return None
+        d = dict(row)
+        for col in ("fair_share_json", "bundle_json", "limits_json"):
+            d[col[:-5]] = json.loads(d.pop(col))
+        return d
+
+    # --- plans --------------------------------------------------------------------------------
+    def save_plan(self, cycle_id: str, at: float, plan: Mapping[str, Any], keep: int = 50) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO plans VALUES (?, ?, ?)", (cycle_id, at, json.dumps(plan))
+            )
+            self._db.execute(
+                "DELETE FROM plans WHERE cycle_id NOT IN"
+                " (SELECT cycle_id FROM plans ORDER BY created_at DESC LIMIT ?)",
+                (keep,),
+            )
+
+    def last_plan(self) -> tuple[str, dict[str, Any]] | None:
+        """The newest plan that was applied without failure (saved only for good cycles)."""
+        row = self._exec("SELECT * FROM plans ORDER BY created_at DESC LIMIT 1").fetchone()
+        return (row["cycle_id"], json.loads(row["plan_json"])) if row else None
+
+    # --- QOS slurm-fair manages ---------------------------------------------------------------
+    def record_qos(self, q: ManagedQos, at: float) -> None:
+        """Remember a QOS before its first change (later calls keep the first record)."""
+        self._exec(
+            "INSERT OR IGNORE INTO managed_qos VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (q.name, q.account, at, int(q.existed_before), int(q.account_had_qos),
+             q.prev_default_qos, json.dumps(dict(q.prev_grp_tres))),
+        )
+
+    def managed_qos(self) -> dict[str, ManagedQos]:
+        return {
+            r["name"]: ManagedQos(
+                r["name"], r["account"], bool(r["existed_before"]), bool(r["account_had_qos"]),
+                r["prev_default_qos"], json.loads(r["prev_grp_tres_json"]),
+            )
+            for r in self._exec("SELECT * FROM managed_qos")
+        }
+
+    def forget_qos(self, name: str) -> None:
+        self._exec("DELETE FROM managed_qos WHERE name = ?", (name,))
+
+    def table(self, name: str) -> list[dict[str, Any]]:
+        """All rows of one table (reports, tests); ``name`` must be a known table."""
+        known = {r["name"] for r in self._exec("SELECT name FROM sqlite_master WHERE type='table'")}
+        if name not in known:
+            raise KeyError(name)
+        with closing(self._db.execute(f"SELECT * FROM {name}")) as cur:  # noqa: S608 (checked)
+            return [dict(r) for r in cur]
+
+
+def _orig(r: sqlite3.Row) -> OriginalRequest:
+    return OriginalRequest(
+        r["job_id"], r["account"], r["gres_raw"], r["gpu_type"], r["gpu_count"], r["gpu_per"],
+        r["priority"], r["nice"], r["partition"], r["qos"],
+    )

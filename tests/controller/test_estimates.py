@@ -1,0 +1,128 @@
+"""Phase 3: the order of precedence of throughput estimates, and hostile tags."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from hypothesis import given, settings, strategies as st
+
+from slurm_fair import throughput_table
+from slurm_fair.config import validate
+from slurm_fair.controller.estimates import (
+    ClassTable, Rules, estimate_job, gavel_class_name, load_class_table, parse_tags, tag_tput,
+)
+from slurm_fair.errors import ConfigError, InputError
+
+from .builders import job
+
+TYPES = ["k80", "p100", "v100"]
+TABLE = ClassTable({"resnet": {"k80": 1.0, "p100": 4.0, "v100": 8.0},
+                    "lm": {"k80": 20.0, "p100": 60.0, "v100": 65.0}}, "test")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def est(j, rules=Rules(), online=None, types=TYPES, table=TABLE):
+    warnings: set[str] = set()
+    return estimate_job(j, types, table, rules, online or {}, warnings), warnings
+
+
+def test_no_class_is_flat_on_every_type():
+    e, _ = est(job("1", "a"))
+    assert dict(e.throughput) == {"k80": 1.0, "p100": 1.0, "v100": 1.0}
+    assert e.source == "flat" and e.klass is None
+
+
+def test_tag_looks_up_class_table():
+    e, _ = est(job("1", "a", comment="fair:class=resnet"))
+    assert dict(e.throughput) == dict(TABLE.rows["resnet"])
+    assert (e.klass, e.class_source, e.source) == ("resnet", "tag", "class-table")
+
+
+def test_observed_beats_table_per_type_only():
+    online = {"resnet": {"v100": 10.0}}
+    e, _ = est(job("1", "a", comment="fair:class=resnet"), online=online)
+    assert e.throughput["v100"] == 10.0 and e.sources["v100"] == "observed"
+    assert e.throughput["k80"] == 1.0 and e.sources["k80"] == "class-table"
+    assert e.source == "observed"
+
+
+def test_tag_beats_rules_and_rules_beat_default():
+    rules = Rules(account_classes={"a": "lm"}, name_classes=(("bert*", "resnet"),), default_class="resnet")
+    assert est(job("1", "a", comment="fair:class=resnet"), rules)[0].klass == "resnet"
+    assert est(job("1", "a"), rules)[0].class_source == "rule:account"
+    e, _ = est(job("1", "b", name="bert-large"), rules)
+    assert (e.klass, e.class_source) == ("resnet", "rule:name=bert*")
+    assert est(job("1", "b", name="other"), rules)[0].class_source == "default_class"
+
+
+def test_unknown_class_warns_and_falls_through():
+    rules = Rules(account_classes={"a": "lm"})
+    e, warnings = est(job("1", "a", comment="fair:class=nosuch"), rules)
+    assert e.klass == "lm"
+    assert any("nosuch" in w for w in warnings)
+
+
+def test_type_missing_from_table_is_assumed_as_good_as_the_best():
+    e, _ = est(job("1", "a", comment="fair:class=resnet"), types=["v100", "a100"])
+    assert e.throughput["a100"] == 8.0 and e.sources["a100"] == "assumed"
+
+
+def test_unclassified_job_uses_its_own_observations():
+    e, _ = est(job("7", "a"), online={"job:7": {"v100": 3.0}})
+    assert e.throughput["v100"] == 3.0 and e.online_key == "job:7"
+
+
+HOSTILE = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200)
+
+
+@settings(max_examples=150, deadline=None)
+@given(HOSTILE)
+def test_any_comment_gives_a_finite_positive_estimate(comment):
+    e, _ = est(job("1", "a", comment=comment))
+    assert set(e.throughput) == set(TYPES)
+    assert all(math.isfinite(v) and v > 0 for v in e.throughput.values())
+
+
+def test_hostile_tags_are_ignored():
+    for bad in ["fair:tput=nan", "fair:tput=inf", "fair:tput=-3", "fair:tput=1e400", "fair:tput=$(rm)",
+                "fair:tput=1e12"]:
+        assert tag_tput(parse_tags(bad)) is None, bad
+    assert tag_tput(parse_tags("x fair:tput=2.5 y")) == 2.5
+    e, w = est(job("1", "a", comment="fair:class=../../etc;rm fair:class=lm"))
+    # the first class tag wins and is malformed: ignored, nothing else is believed
+    assert e.klass is None and w
+
+
+def test_rules_validation_names_the_key():
+    cfg = validate({"throughput": {"account_classes": {"phys": "bad name!"}}}, "x.toml")
+    try:
+        Rules.from_config(cfg)
+    except ConfigError as exc:
+        assert "throughput.account_classes.phys" in exc.message()
+    else:
+        raise AssertionError("bad class name accepted")
+
+
+def test_conf_classes_csv_matches_the_embedded_measurements():
+    """The shipped table is the Gavel 1-GPU measurements under tag-friendly names."""
+    shipped = load_class_table(REPO / "conf" / "classes.csv")
+    gavel = throughput_table.load(None)
+    for job_type in gavel.job_types:
+        name = gavel_class_name(job_type)
+        if name in shipped:
+            for k in ("k80", "p100", "v100"):
+                assert math.isclose(shipped.rows[name][k], gavel.lookup(job_type, 1, k), rel_tol=1e-5)
+    assert len(shipped.rows) == len(load_class_table(None).rows) >= 20
+
+
+def test_bad_class_table_lists_every_problem(tmp_path):
+    p = tmp_path / "c.csv"
+    p.write_text("class,v100,k80\nok,1,2\nbad name,1,1\nneg,-1,x\n")
+    try:
+        load_class_table(p)
+    except InputError as exc:
+        msg = exc.message()
+        assert "line 3.class" in msg and "line 4.v100" in msg and "line 4.k80" in msg
+    else:
+        raise AssertionError("bad table accepted")

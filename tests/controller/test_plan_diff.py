@@ -1,0 +1,124 @@
+"""Phases 5 and 6a: plan and diff on scenario tables."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+from hypothesis import given, settings, strategies as st
+
+from slurm_fair.model import Account, Allocation, Job, Problem, Qos
+from slurm_fair.controller.diff import diff
+from slurm_fair.controller.plan import NICE_BACK, PlanSettings, make_plan, qos_name, tenant_limits
+
+from .builders import T0, cluster, job, snapshot
+
+
+def problem_of(snap, tput=None):
+    cap = snap.capacity()
+    jobs = []
+    for j in snap.gpu_jobs():
+        t = (tput or {}).get(j.job_id, {k: 1.0 for k in cap})
+        if j.running:
+            t = {j.gpu_type_running: t[j.gpu_type_running]}
+        jobs.append(Job(j.job_id, j.account, j.gpu_request.total, t))
+    return Problem(cap, {}, tuple(jobs))
+
+
+def plan_for(snap, x, placed, deficit=None, fixed=None, s=PlanSettings(), boundary=False):
+    prob = problem_of(snap)
+    return make_plan(snap, prob, Allocation("test", x), placed, deficit or {}, fixed or {}, {}, s, boundary)
+
+
+def test_scenario_two_tenants_get_typed_ordered_and_limited():
+    snap = snapshot(cluster(v100=4, k80=4), [
+        job("1", "alice"), job("2", "alice"), job("3", "bob", gpus=2),
+    ])
+    x = {"1": {"v100": 1.0}, "2": {"k80": 0.5}, "3": {"v100": 0.5, "k80": 0.5}}
+    plan = plan_for(snap, x, {"1": "v100", "3": "k80"}, {"1": 2.0, "3": 1.0, "2": 0.5})
+    assert {j: p.gpu_type for j, p in plan.jobs.items()} == {"1": "v100", "2": "k80", "3": "k80"}
+    assert [plan.jobs[j].rank for j in ("1", "3", "2")] == [1, 2, 3]
+    assert plan.jobs["2"].nice == NICE_BACK and plan.jobs["1"].nice == 0
+    # alice: bundle v100 1.0, k80 0.5 -> ceil; bob: 1 GPU of each on average, 2 placed on k80
+    assert dict(plan.tenants["alice"].limits) == {"gres/gpu:v100": 1, "gres/gpu:k80": 1}
+    assert dict(plan.tenants["bob"].limits) == {"gres/gpu:v100": 1, "gres/gpu:k80": 2}
+    assert plan.tenants["alice"].qos == "fair_alice"
+
+
+def test_user_typed_job_is_never_retyped():
+    snap = snapshot(cluster(v100=4, k80=4), [job("1", "alice", gpu_type="k80")])
+    plan = plan_for(snap, {"1": {"k80": 1.0}}, {"1": "k80"}, fixed={"1": "k80"})
+    assert plan.jobs["1"].gpu_type is None
+    assert not [a for a in diff(plan, snap) if a.kind == "set_gpu_type"]
+
+
+def test_pending_job_keeps_its_current_type_while_allocated_there():
+    snap = snapshot(cluster(v100=4, k80=4), [job("1", "a", gpu_type="k80")])
+    plan = plan_for(snap, {"1": {"v100": 0.6, "k80": 0.4}}, {})
+    assert plan.jobs["1"].gpu_type == "k80"
+
+
+def test_priority_order_mode_sets_a_total_order():
+    snap = snapshot(cluster(v100=4), [job(str(i), "a") for i in range(1, 4)])
+    plan = plan_for(snap, {}, {"2": "v100"}, s=PlanSettings(order="priority"))
+    prios = {j: p.priority for j, p in plan.jobs.items()}
+    assert prios["2"] > prios["1"] > prios["3"] and all(p.nice is None for p in plan.jobs.values())
+
+
+def test_requeue_only_opted_in_jobs_at_round_boundaries():
+    old = T0 - timedelta(hours=1)
+    jobs = [
+        job("1", "a", state="RUNNING", running_on="v100", requeue=True, comment="fair:preemptible", started=old),
+        job("2", "a", state="RUNNING", running_on="v100", requeue=True, started=old),  # no tag
+        job("3", "a", state="RUNNING", running_on="v100", comment="fair:preemptible", started=old),  # no --requeue
+        job("4", "a", state="RUNNING", running_on="v100", requeue=True, comment="fair:preemptible",
+            started=T0 - timedelta(seconds=10)),  # too recent
+    ]
+    snap = snapshot(cluster(v100=4), jobs)
+    assert plan_for(snap, {}, {}, boundary=True).requeue == ("1",)
+    assert plan_for(snap, {}, {}, boundary=False).requeue == ()
+    assert plan_for(snap, {}, {"1": "v100"}, boundary=True).requeue == ()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    caps=st.dictionaries(st.sampled_from(["a100", "v100", "k80"]), st.integers(0, 64), min_size=1),
+    bundle=st.dictionaries(st.sampled_from(["a100", "v100", "k80"]), st.floats(0, 64)),
+    placed=st.dictionaries(st.sampled_from(["a100", "v100", "k80"]), st.integers(0, 64)),
+    slack=st.floats(0, 1),
+)
+def test_limits_never_exceed_capacity_and_cover_bundle_and_placement(caps, bundle, placed, slack):
+    lim = tenant_limits(bundle, placed, caps, slack)
+    assert set(lim) == {f"gres/gpu:{k}" for k in caps}
+    for k, c in caps.items():
+        n = lim[f"gres/gpu:{k}"]
+        assert 0 <= n <= c
+        want = max(math.ceil(bundle.get(k, 0.0) - 1e-6), placed.get(k, 0))
+        assert n >= min(c, want)
+
+
+def test_diff_is_empty_when_slurm_already_matches():
+    snap = snapshot(cluster(v100=4), [job("1", "a")])
+    plan = plan_for(snap, {"1": {"v100": 1.0}}, {"1": "v100"})
+    first = diff(plan, snap)
+    assert [a.kind for a in first] == ["ensure_qos", "attach_qos", "set_job_qos", "set_gpu_type"]
+    applied = snapshot(
+        cluster(v100=4),
+        [job("1", "a", gpu_type="v100", qos="fair_a")],
+        accounts=[Account("a", 1.0, ("normal", "fair_a"), "fair_a")],
+        qos=[Qos("normal"), Qos("fair_a", {"gres/gpu:v100": 1, "cpu": 8})],
+    )
+    assert diff(plan, applied) == []
+
+
+def test_diff_sees_a_lost_change_again():
+    plan_snap = snapshot(cluster(v100=4), [job("1", "a")])
+    plan = plan_for(plan_snap, {"1": {"v100": 1.0}}, {"1": "v100"})
+    lost = snapshot(cluster(v100=4), [job("1", "a", gpu_type=None, qos="fair_a")],
+                    accounts=[Account("a", 1.0, ("fair_a",), "fair_a")],
+                    qos=[Qos("fair_a", {"gres/gpu:v100": 1})])
+    assert [a.kind for a in diff(plan, lost)] == ["set_gpu_type"]
+
+
+def test_qos_name_is_safe():
+    assert qos_name("Phys ics;drop") == "fair_phys_ics_drop"
