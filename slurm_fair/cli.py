@@ -17,7 +17,7 @@ from .errors import NotYetImplemented, SlurmFairError
 
 #: command name -> (module under slurm_fair.commands, or None while not built; the issue)
 COMMANDS: dict[str, tuple[str | None, str]] = {
-    "solve": (None, "issue 4, the allocation engine"),
+    "solve": ("solve", "issue 4, the allocation engine"),
     "simulate": (None, "issue 5, the simulator"),
     "run": (None, "issue 6, the controller"),
     "report": (None, "issue 7, fairness reports"),

@@ -1,0 +1,65 @@
+"""``slurm-fair solve``: one cycle's allocation from a PROBLEM.json, as FAIRNESS.md's JSON.
+
+Thin on purpose: read and validate the problem, run the named policy, add the efficiency bound
+``E*`` and ``E / E*`` and this round's placement, write JSON. Bad input exits 2 through
+:class:`~slurm_fair.errors.InputError`; a solver failure that the policy replaced by its fallback
+is reported on stderr and in ``status``/``fallback_reason``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from .. import fairness, policies, rounding
+from ..errors import SolverError, UserError
+from ..policies import PolicyOptions
+from ..problem_io import allocation_to_dict, load_problem
+from ..solver import SOLVERS
+
+
+@click.command("solve")
+@click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False), help="PROBLEM.json to solve.")
+@click.option("--policy", required=True, help="Policy name (see --list-policies).")
+@click.option("--solver", type=click.Choice(SOLVERS), default="cbc", show_default=True, help="LP solver.")
+@click.option("--time-limit", "time_limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+              help="Seconds allowed per LP solve.")
+@click.option("--output", "output_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the JSON here instead of stdout.")
+@click.option("--keep-lp-dir", type=click.Path(file_okay=False), default=None,
+              help="Directory where a failed model's .lp file is kept (default: a temporary one).")
+def command(input_path: str, policy: str, solver: str, time_limit: float, output_path: str | None,
+            keep_lp_dir: str | None) -> None:
+    """Compute one cycle's allocation (FAIRNESS.md's output format)."""
+    started = time.perf_counter()
+    info = policies.get(policy)  # unknown policy: UserError before any work
+    problem = load_problem(input_path, source=input_path)
+    options = PolicyOptions(solver=solver, time_limit_s=time_limit, keep_lp_dir=keep_lp_dir)
+    allocation = info.allocate(problem, options)
+    out = allocation_to_dict(problem, allocation)
+    try:
+        bound = fairness.efficiency_bound(problem)
+    except SolverError:
+        bound = None
+    out["efficiency_bound"] = bound
+    out["efficiency_ratio"] = None if bound is None else fairness.efficiency_ratio(out["efficiency"], bound)
+    placement = rounding.place(problem, allocation)
+    out["placement"] = {"types": dict(placement.types), "priority": dict(placement.priority)}
+    out["total_seconds"] = round(time.perf_counter() - started, 6)
+    if allocation.status == "fallback":
+        click.echo(
+            f"slurm-fair: warning: the {policy} model could not be solved; using the equal split "
+            f"with best use instead ({allocation.info.get('fallback_reason')})",
+            err=True,
+        )
+    text = json.dumps(out, indent=2, sort_keys=False)
+    if output_path:
+        try:
+            with open(output_path, "w", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+        except OSError as exc:
+            raise UserError(f"{output_path}: cannot write: {exc.strerror or exc}") from None
+    else:
+        click.echo(text)
