@@ -1,0 +1,306 @@
+"""The metrics of FAIRNESS.md as pure functions over job records and round samples.
+
+Two inputs, both plain data, so the same code scores a simulation and a real cluster (where the
+records come from Slurm accounting):
+
+* :class:`JobRecord` - one job: tenant, arrival/start/end, GPU type and count; optionally its
+  total work and throughput per type (needed for finish-time fairness and latency ratios) and
+  its GPU-seconds per type (for shares; default: ``gpus * (end - start)`` on ``gpu_type``).
+* :class:`RoundSample` - one scheduling round: busy GPUs per type, normalised throughput,
+  fragmented GPUs, fairness checks. :func:`samples_from_records` derives the time-based part
+  from job records when no simulator log exists.
+
+Definitions that are our own choices (FAIRNESS.md leaves them open) are written at each function
+and in ``docs/simulator.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ..model import frozen_map
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One job's life. ``end_s`` is None for a job that did not finish."""
+
+    job_id: str
+    tenant: str
+    arrival_s: float
+    start_s: float | None
+    end_s: float | None
+    gpu_type: str | None
+    gpus: int
+    weight: float = 1.0
+    #: total work (steps) of the job, when known
+    work: float | None = None
+    #: isolated throughput T_jk (steps/s) per GPU type, when known
+    throughput: Mapping[str, float] = field(default_factory=dict)
+    #: GPU-seconds per type actually used (default: gpus * run time on gpu_type)
+    gpu_seconds: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "throughput", frozen_map(self.throughput))
+        object.__setattr__(self, "gpu_seconds", frozen_map(self.gpu_seconds))
+
+    @property
+    def finished(self) -> bool:
+        return self.end_s is not None
+
+    @property
+    def jct_s(self) -> float | None:
+        return None if self.end_s is None else self.end_s - self.arrival_s
+
+    def used_gpu_seconds(self) -> dict[str, float]:
+        if self.gpu_seconds:
+            return dict(self.gpu_seconds)
+        if self.start_s is None or self.end_s is None or not self.gpu_type:
+            return {}
+        return {self.gpu_type: self.gpus * max(0.0, self.end_s - self.start_s)}
+
+
+@dataclass(frozen=True)
+class RoundSample:
+    """One round of ``duration_s`` seconds starting at ``start_s``."""
+
+    start_s: float
+    duration_s: float
+    capacity: Mapping[str, int]
+    busy: Mapping[str, int]
+    #: GPU-seconds actually held by running jobs (None: ``busy`` GPUs for the whole round)
+    busy_gpu_s: float | None = None
+    #: sum over running jobs of their normalised throughput (n_jk of the speed realised)
+    effective_throughput: float = 0.0
+    fragmented_gpus: int = 0
+    #: None when not checked
+    si_ok: bool | None = None
+    ef_ok: bool | None = None
+    #: GPUs per tenant in this round (for shares over time)
+    tenant_gpus: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "capacity", frozen_map(self.capacity))
+        object.__setattr__(self, "busy", frozen_map(self.busy))
+        object.__setattr__(self, "tenant_gpus", frozen_map(self.tenant_gpus))
+
+
+# --------------------------------------------------------------------------------------------
+# job-level measures
+# --------------------------------------------------------------------------------------------
+
+
+def _stats(values: Sequence[float]) -> tuple[float | None, float | None, float | None, float | None]:
+    """(mean, p50, p99, max) with numpy's linear percentiles; Nones for an empty list."""
+    if not values:
+        return None, None, None, None
+    arr = np.asarray(values, dtype=float)
+    return float(arr.mean()), float(np.percentile(arr, 50)), float(np.percentile(arr, 99)), float(arr.max())
+
+
+def jct_stats(records: Iterable[JobRecord]) -> dict[str, float | None]:
+    """Average, median and 99th percentile JCT of the finished jobs."""
+    mean, p50, p99, _ = _stats([r.jct_s for r in records if r.jct_s is not None])
+    return {"avg_jct_s": mean, "p50_jct_s": p50, "p99_jct_s": p99}
+
+
+def makespan(records: Iterable[JobRecord]) -> float | None:
+    """Last completion minus first arrival (None when no job finished)."""
+    recs = list(records)
+    ends = [r.end_s for r in recs if r.end_s is not None]
+    if not ends:
+        return None
+    return max(ends) - min(r.arrival_s for r in recs)
+
+
+def share_rate(throughput: Mapping[str, float], gpus: int, share: Mapping[str, float]) -> float:
+    """The best rate (steps/s) of a gang of ``gpus`` GPUs owning ``share[k]`` GPUs of each type.
+
+    Time-slicing: the job may run a fraction ``z_k <= share_k / gpus`` of the time on type ``k``,
+    ``sum z_k <= 1``; the best use fills its fastest types first (a fractional knapsack).
+    """
+    left, rate = 1.0, 0.0
+    for k in sorted(throughput, key=lambda k: -throughput[k]):
+        t = throughput[k]
+        if t <= 0 or left <= 0:
+            continue
+        z = min(left, share.get(k, 0.0) / gpus)
+        rate += t * z
+        left -= z
+    return rate
+
+
+def _active_at(records: Sequence[JobRecord], t: float) -> list[JobRecord]:
+    """Records in the system at time ``t`` (arrived, not finished)."""
+    return [r for r in records if r.arrival_s <= t and (r.end_s is None or r.end_s > t)]
+
+
+def isolated_jct(record: JobRecord, records: Sequence[JobRecord], capacity: Mapping[str, int]) -> float | None:
+    """``JCT_iso``: the job's JCT if, from its arrival on, its tenant had ``w_u/W`` of every GPU
+    type to itself, shared equally among the tenant's jobs in the system at that arrival.
+
+    ``W`` sums the weights of the tenants with a job in the system at the arrival (the job's own
+    tenant included). The share is frozen at the arrival (Gavel's FTF baseline uses the same
+    snapshot idea). None when the work or throughputs are unknown.
+    """
+    if record.work is None or not record.throughput:
+        return None
+    present = _active_at(records, record.arrival_s)
+    if record not in present:
+        present.append(record)
+    weights = {r.tenant: r.weight for r in present}
+    total_w = sum(weights.values())
+    own = sum(1 for r in present if r.tenant == record.tenant)
+    fraction = weights[record.tenant] / total_w / own
+    rate = share_rate(record.throughput, record.gpus, {k: fraction * c for k, c in capacity.items()})
+    return record.work / rate if rate > 0 else None
+
+
+def ftf_rhos(records: Sequence[JobRecord], capacity: Mapping[str, int]) -> dict[str, float]:
+    """``rho_j = JCT_j / JCT_j^iso`` for every finished job whose baseline is known."""
+    out: dict[str, float] = {}
+    for r in records:
+        if r.jct_s is None:
+            continue
+        iso = isolated_jct(r, records, capacity)
+        if iso:
+            out[r.job_id] = r.jct_s / iso
+    return out
+
+
+def latency_ratio(record: JobRecord) -> float | None:
+    """Hops' latency ratio: ``(wait + run) / run time on the job's fastest type alone``.
+
+    Without work and throughputs (real-cluster records) the denominator is the job's own run
+    time ``end - start``.
+    """
+    if record.end_s is None:
+        return None
+    best = max(record.throughput.values(), default=0.0)
+    if record.work is not None and best > 0:
+        alone = record.work / best
+    elif record.start_s is not None:
+        alone = record.end_s - record.start_s
+    else:
+        return None
+    return (record.end_s - record.arrival_s) / alone if alone > 0 else None
+
+
+# --------------------------------------------------------------------------------------------
+# round-level measures
+# --------------------------------------------------------------------------------------------
+
+
+def round_metrics(samples: Sequence[RoundSample]) -> dict[str, float | int | None]:
+    """Utilisation, effective throughput, fragmentation and SI/EF violation rounds.
+
+    Utilisation: GPU-seconds held by running jobs (restart overheads included) over GPU-seconds
+    offered during the simulated rounds. Effective throughput: time-weighted mean over rounds of
+    the round's sum of ``n_jk``. Fragmentation is summed in GPU-rounds.
+    """
+    total = sum(s.duration_s for s in samples)
+    if not samples or total <= 0:
+        return {"utilization": None, "effective_throughput": None, "fragmentation_gpu_rounds": 0,
+                "si_violation_rounds": 0, "ef_violation_rounds": 0, "rounds": 0}
+    held = sum(s.busy_gpu_s if s.busy_gpu_s is not None else s.duration_s * sum(s.busy.values()) for s in samples)
+    offered = sum(s.duration_s * sum(s.capacity.values()) for s in samples)
+    util = held / offered if offered > 0 else None
+    eff = sum(s.duration_s * s.effective_throughput for s in samples) / total
+    return {
+        "utilization": util,
+        "effective_throughput": eff,
+        "fragmentation_gpu_rounds": int(sum(s.fragmented_gpus for s in samples)),
+        "si_violation_rounds": sum(1 for s in samples if s.si_ok is False),
+        "ef_violation_rounds": sum(1 for s in samples if s.ef_ok is False),
+        "rounds": len(samples),
+    }
+
+
+def samples_from_records(records: Sequence[JobRecord], capacity: Mapping[str, int], round_s: float = 360.0) -> list[RoundSample]:
+    """Round samples from job records alone (real clusters): a job counts as busy in a round when
+    it runs at the round's midpoint; its effective throughput is ``n_jk`` of its type when the
+    throughputs are known, else 1. Fragmentation and fairness checks are not derivable here."""
+    starts = [r.start_s for r in records if r.start_s is not None]
+    ends = [r.end_s for r in records if r.end_s is not None]
+    if not starts or not ends:
+        return []
+    t0, t1 = min(r.arrival_s for r in records), max(ends)
+    samples: list[RoundSample] = []
+    n_rounds = max(1, math.ceil((t1 - t0) / round_s))
+    for i in range(n_rounds):
+        mid = t0 + (i + 0.5) * round_s
+        busy: dict[str, int] = {}
+        eff = 0.0
+        tenants: dict[str, int] = {}
+        for r in records:
+            if r.start_s is None or r.start_s > mid or (r.end_s is not None and r.end_s <= mid) or not r.gpu_type:
+                continue
+            busy[r.gpu_type] = busy.get(r.gpu_type, 0) + r.gpus
+            tenants[r.tenant] = tenants.get(r.tenant, 0) + r.gpus
+            best = max(r.throughput.values(), default=0.0)
+            eff += r.throughput.get(r.gpu_type, 0.0) / best if best > 0 else 1.0
+        samples.append(RoundSample(t0 + i * round_s, round_s, capacity, busy, eff, tenant_gpus=tenants))
+    return samples
+
+
+# --------------------------------------------------------------------------------------------
+# per tenant and everything at once
+# --------------------------------------------------------------------------------------------
+
+
+def tenant_breakdown(records: Sequence[JobRecord], capacity: Mapping[str, int]) -> dict[str, dict[str, object]]:
+    """Per tenant: jobs, finished, mean JCT, mean rho, share of all GPU-seconds used on each
+    type, and utility (GPU-seconds weighted by the job's normalised throughput on that type,
+    divided by the tenant's GPU-seconds: 1.0 means every GPU-second was on the job's best type)."""
+    rhos = ftf_rhos(records, capacity)
+    used_by_type: dict[str, float] = {}
+    per: dict[str, dict[str, float]] = {}
+    for r in records:
+        for k, s in r.used_gpu_seconds().items():
+            used_by_type[k] = used_by_type.get(k, 0.0) + s
+            per.setdefault(r.tenant, {})
+            per[r.tenant][k] = per[r.tenant].get(k, 0.0) + s
+    out: dict[str, dict[str, object]] = {}
+    for tenant in sorted({r.tenant for r in records}):
+        mine = [r for r in records if r.tenant == tenant]
+        jcts = [r.jct_s for r in mine if r.jct_s is not None]
+        my_rhos = [rhos[r.job_id] for r in mine if r.job_id in rhos]
+        seconds = per.get(tenant, {})
+        weighted = 0.0
+        for r in mine:
+            best = max(r.throughput.values(), default=0.0)
+            for k, s in r.used_gpu_seconds().items():
+                weighted += s * (r.throughput.get(k, 0.0) / best if best > 0 else 1.0)
+        total = sum(seconds.values())
+        out[tenant] = {
+            "jobs": len(mine),
+            "jobs_completed": len(jcts),
+            "avg_jct_s": float(np.mean(jcts)) if jcts else None,
+            "ftf_rho_mean": float(np.mean(my_rhos)) if my_rhos else None,
+            "gpu_share": {k: (seconds.get(k, 0.0) / used_by_type[k]) for k in sorted(used_by_type) if used_by_type[k] > 0},
+            "gpu_seconds": {k: seconds[k] for k in sorted(seconds)},
+            "utility": weighted / total if total > 0 else None,
+        }
+    return out
+
+
+def summarize(records: Sequence[JobRecord], samples: Sequence[RoundSample], capacity: Mapping[str, int]) -> dict[str, object]:
+    """Every metric of the issue in one dict (JSON-ready; None where undefined)."""
+    rhos = list(ftf_rhos(records, capacity).values())
+    lrs = [x for x in (latency_ratio(r) for r in records) if x is not None]
+    out: dict[str, object] = {}
+    out.update(jct_stats(records))
+    out["makespan_s"] = makespan(records)
+    rho_mean, _, _, rho_max = _stats(rhos)
+    out["ftf_rho_mean"] = rho_mean
+    out["ftf_rho_max"] = rho_max
+    out.update(round_metrics(samples))
+    out["max_latency_ratio"] = max(lrs) if lrs else None
+    out["jobs_completed"] = sum(1 for r in records if r.finished)
+    out["jobs"] = len(records)
+    out["tenants"] = tenant_breakdown(records, capacity)
+    return out

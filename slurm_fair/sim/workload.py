@@ -1,0 +1,320 @@
+"""Workloads for the simulator: trace CSV, Gavel ``.trace`` files, and their windows.
+
+A workload is a list of :class:`TraceJob` (arrival-ordered) plus tenant weights. Readers
+validate completely and raise :class:`InputError` naming the file, the line and the field of
+every problem at once, so a bad trace is fixed in one go (exit 2 at the CLI, never a traceback).
+
+Job ids are ``"<tenant>/<job_id>"`` (the CSV's job_id, or the 1-based line number of a Gavel
+trace), unique across tenants by construction.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from ..errors import Finding, InputError, UserError
+from ..throughput_table import ThroughputTable
+
+CSV_COLUMNS = ("tenant", "job_id", "job_type", "gpus", "total_steps", "arrival_s")
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    """One job of a workload: what it is, how much work, when it arrives."""
+
+    id: str
+    tenant: str
+    job_type: str
+    gpus: int
+    total_steps: float
+    arrival_s: float
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Jobs sorted by (arrival, id) and the weight of every tenant (default 1)."""
+
+    jobs: tuple[TraceJob, ...]
+    weights: Mapping[str, float] = field(default_factory=dict)
+    sources: tuple[str, ...] = ()
+
+    @property
+    def tenants(self) -> list[str]:
+        return sorted({j.tenant for j in self.jobs})
+
+    def weight(self, tenant: str) -> float:
+        return float(self.weights.get(tenant, 1.0))
+
+    def describe(self) -> dict[str, object]:
+        """A JSON-friendly summary (goes under ``"workload"`` in the results)."""
+        return {
+            "sources": list(self.sources),
+            "jobs": len(self.jobs),
+            "tenants": {t: {"weight": self.weight(t), "jobs": sum(1 for j in self.jobs if j.tenant == t)} for t in self.tenants},
+            "gpus_requested": sorted({j.gpus for j in self.jobs}),
+            "last_arrival_s": max((j.arrival_s for j in self.jobs), default=0.0),
+        }
+
+
+def make_workload(jobs: Iterable[TraceJob], weights: Mapping[str, float] | None = None, sources: Iterable[str] = ()) -> Workload:
+    ordered = tuple(sorted(jobs, key=lambda j: (j.arrival_s, j.id)))
+    return Workload(ordered, dict(weights or {}), tuple(sources))
+
+
+# --------------------------------------------------------------------------------------------
+# field parsing with findings
+# --------------------------------------------------------------------------------------------
+
+
+def _number(raw: str, where: str, name: str, problems: list[Finding], *, integer: bool = False, positive: bool = False) -> float | None:
+    text = (raw or "").strip()
+    try:
+        value = float(text)
+    except ValueError:
+        problems.append(Finding(where, f"{name}: expected a number, got {text!r}"))
+        return None
+    if not math.isfinite(value):
+        problems.append(Finding(where, f"{name}: must be finite, got {text!r}"))
+        return None
+    if integer and value != int(value):
+        problems.append(Finding(where, f"{name}: expected a whole number, got {text!r}"))
+        return None
+    if value < 0 or (positive and value == 0):
+        problems.append(Finding(where, f"{name}: must be {'> 0' if positive else '>= 0'}, got {text!r}"))
+        return None
+    return value
+
+
+def _check_job_type(job_type: str, where: str, table: ThroughputTable | None, problems: list[Finding]) -> bool:
+    if not job_type:
+        problems.append(Finding(where, "job_type: empty"))
+        return False
+    if table is not None and not table.knows(job_type):
+        hint = table.suggest(job_type)
+        extra = f" (did you mean {hint!r}?)" if hint else ""
+        problems.append(Finding(where, f"job_type: {job_type!r} is not in the throughput table{extra}"))
+        return False
+    return True
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise InputError(str(path), [Finding("", f"cannot read: {exc.strerror or exc}")]) from None
+    except UnicodeDecodeError:
+        raise InputError(str(path), [Finding("", "not a text file")]) from None
+
+
+# --------------------------------------------------------------------------------------------
+# readers
+# --------------------------------------------------------------------------------------------
+
+
+def read_csv(path: str | Path, table: ThroughputTable | None = None) -> tuple[list[TraceJob], dict[str, float]]:
+    """Read a trace CSV (FAIRNESS.md): ``tenant,job_id,job_type,gpus,total_steps,arrival_s[,weight]``."""
+    path = Path(path)
+    text = _read_text(path)
+    source = str(path)
+    reader = csv.reader(text.splitlines())
+    header = next(reader, None)
+    if header is None:
+        raise InputError(source, [Finding("line 1", "empty file: expected a header " + ",".join(CSV_COLUMNS))])
+    columns = [c.strip() for c in header]
+    missing = [c for c in CSV_COLUMNS if c not in columns]
+    if missing:
+        raise InputError(source, [Finding("line 1", f"missing column(s): {', '.join(missing)} (header must contain {','.join(CSV_COLUMNS)})")])
+    index = {c: columns.index(c) for c in columns}
+    problems: list[Finding] = []
+    jobs: list[TraceJob] = []
+    weights: dict[str, float] = {}
+    weight_line: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    for lineno, row in enumerate(reader, start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        where = f"line {lineno}"
+        if len(row) != len(columns):
+            problems.append(Finding(where, f"expected {len(columns)} fields, got {len(row)}"))
+            continue
+        get = {c: row[i].strip() for c, i in index.items()}
+        tenant, job_id, job_type = get["tenant"], get["job_id"], get["job_type"]
+        ok = True
+        if not tenant:
+            problems.append(Finding(where, "tenant: empty"))
+            ok = False
+        if not job_id:
+            problems.append(Finding(where, "job_id: empty"))
+            ok = False
+        ok &= _check_job_type(job_type, where, table, problems)
+        gpus = _number(get["gpus"], where, "gpus", problems, integer=True, positive=True)
+        steps = _number(get["total_steps"], where, "total_steps", problems, positive=True)
+        arrival = _number(get["arrival_s"], where, "arrival_s", problems)
+        if "weight" in index and get["weight"] != "":
+            weight = _number(get["weight"], where, "weight", problems, positive=True)
+            if weight is not None and tenant:
+                if tenant in weights and weights[tenant] != weight:
+                    problems.append(
+                        Finding(where, f"weight: tenant {tenant!r} has weight {weights[tenant]:g} on line {weight_line[tenant]}, {weight:g} here")
+                    )
+                else:
+                    weights[tenant] = weight
+                    weight_line.setdefault(tenant, lineno)
+        uid = f"{tenant}/{job_id}"
+        if tenant and job_id:
+            if uid in seen:
+                problems.append(Finding(where, f"job_id: {job_id!r} of tenant {tenant!r} already on line {seen[uid]}"))
+                ok = False
+            else:
+                seen[uid] = lineno
+        if ok and gpus is not None and steps is not None and arrival is not None:
+            jobs.append(TraceJob(uid, tenant, job_type, int(gpus), steps, arrival))
+    if problems:
+        raise InputError(source, problems)
+    if not jobs:
+        raise InputError(source, [Finding("", "no jobs in the trace")])
+    return jobs, weights
+
+
+def read_gavel_trace(path: str | Path, table: ThroughputTable | None = None, tenant: str | None = None) -> list[TraceJob]:
+    """Read a Gavel ``.trace`` (one tenant per file: the file stem).
+
+    Two layouts, told apart by the number of tab-separated fields: the 7-column simulation
+    traces (``job_type, command, num_steps_arg, needs_data_dir, total_steps, arrival_s,
+    scale_factor``) and the 10-column physical-cluster traces (``job_type, command,
+    working_dir, num_steps_arg, needs_data_dir, total_steps, scale_factor, priority_weight,
+    SLO, arrival_time``). ``scale_factor`` is the GPU count.
+    """
+    path = Path(path)
+    text = _read_text(path)
+    tenant = tenant or path.stem
+    problems: list[Finding] = []
+    jobs: list[TraceJob] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"line {lineno}"
+        fields = line.split("\t")
+        if len(fields) == 7:
+            job_type, steps_raw, arrival_raw, gpus_raw = fields[0], fields[4], fields[5], fields[6]
+        elif len(fields) == 10:
+            job_type, steps_raw, gpus_raw, arrival_raw = fields[0], fields[5], fields[6], fields[9]
+        else:
+            problems.append(Finding(where, f"expected 7 (or 10) tab-separated fields, got {len(fields)}"))
+            continue
+        ok = _check_job_type(job_type.strip(), where, table, problems)
+        steps = _number(steps_raw, where, "total_steps", problems, positive=True)
+        arrival = _number(arrival_raw, where, "arrival_s", problems)
+        gpus = _number(gpus_raw, where, "scale_factor", problems, integer=True, positive=True)
+        if ok and steps is not None and arrival is not None and gpus is not None:
+            jobs.append(TraceJob(f"{tenant}/{lineno}", tenant, job_type.strip(), int(gpus), steps, arrival))
+    if problems:
+        raise InputError(str(path), problems)
+    if not jobs:
+        raise InputError(str(path), [Finding("", "no jobs in the trace")])
+    return jobs
+
+
+def parse_window(spec: str) -> tuple[float, float]:
+    """``"START:END"`` seconds (END may be empty for open-ended) -> (start, end)."""
+    start_s, sep, end_s = spec.partition(":")
+    try:
+        start = float(start_s) if start_s.strip() else 0.0
+        end = float(end_s) if end_s.strip() else math.inf
+    except ValueError:
+        raise UserError(f"--window {spec!r}: expected START:END in seconds, e.g. 0:86400") from None
+    if not sep or start < 0 or end <= start:
+        raise UserError(f"--window {spec!r}: expected START:END in seconds with 0 <= START < END")
+    return start, end
+
+
+def select(
+    jobs: Iterable[TraceJob],
+    window: tuple[float, float] | None = None,
+    max_jobs: int | None = None,
+    static: bool = False,
+) -> list[TraceJob]:
+    """The jobs of a window of arrivals, re-based to its start, at most ``max_jobs`` per tenant.
+
+    ``static`` puts every selected job at time 0 (makespan experiments).
+    """
+    start, end = window or (0.0, math.inf)
+    chosen = sorted((j for j in jobs if start <= j.arrival_s < end), key=lambda j: (j.arrival_s, j.id))
+    if max_jobs is not None:
+        per_tenant: dict[str, int] = {}
+        kept = []
+        for job in chosen:
+            n = per_tenant.get(job.tenant, 0)
+            if n < max_jobs:
+                kept.append(job)
+                per_tenant[job.tenant] = n + 1
+        chosen = kept
+    return [replace(j, arrival_s=0.0 if static else j.arrival_s - start) for j in chosen]
+
+
+def load_traces(
+    paths: Iterable[str | Path],
+    table: ThroughputTable | None = None,
+    window: tuple[float, float] | None = None,
+    max_jobs: int | None = None,
+    static: bool = False,
+    weights: Mapping[str, float] | None = None,
+) -> Workload:
+    """Read CSV and Gavel traces (by extension: ``.csv`` is CSV, anything else Gavel) into one
+    workload. Explicit ``weights`` override the CSV weight column."""
+    all_jobs: list[TraceJob] = []
+    all_weights: dict[str, float] = {}
+    sources: list[str] = []
+    for raw in paths:
+        path = Path(raw)
+        sources.append(path.name)
+        if path.suffix.lower() == ".csv":
+            jobs, file_weights = read_csv(path, table)
+            all_weights.update(file_weights)
+        else:
+            jobs = read_gavel_trace(path, table)
+        clash = {j.id for j in jobs} & {j.id for j in all_jobs}
+        if clash:
+            raise InputError(str(path), [Finding("", f"job {sorted(clash)[0]!r} (and {len(clash) - 1} more) already given by an earlier trace: one tenant per file")])
+        all_jobs.extend(jobs)
+    all_weights.update(weights or {})
+    selected = select(all_jobs, window, max_jobs, static)
+    if not selected:
+        raise UserError("no job of the trace(s) arrives inside the window")
+    return make_workload(selected, all_weights, sources)
+
+
+def parse_weights(specs: Iterable[str]) -> dict[str, float]:
+    """``["alice=2", "bob=1"]`` -> weights; a UserError naming the bad item."""
+    out: dict[str, float] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        try:
+            weight = float(value)
+        except ValueError:
+            weight = -1.0
+        if not sep or not name.strip() or not weight > 0 or not math.isfinite(weight):
+            raise UserError(f"--weight {spec!r}: expected TENANT=WEIGHT with a weight > 0")
+        out[name.strip()] = weight
+    return out
+
+
+def write_csv(workload: Workload, path: str | Path) -> None:
+    """Write a workload as a trace CSV (with the weight column when any weight is not 1)."""
+    with_weight = any(w != 1.0 for w in workload.weights.values())
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(list(CSV_COLUMNS) + (["weight"] if with_weight else []))
+        for j in workload.jobs:
+            job_id = j.id[len(j.tenant) + 1 :] if j.id.startswith(j.tenant + "/") else j.id
+            row = [j.tenant, job_id, j.job_type, j.gpus, _num(j.total_steps), _num(j.arrival_s)]
+            writer.writerow(row + ([f"{workload.weight(j.tenant):g}"] if with_weight else []))
+
+
+def _num(value: float) -> str:
+    """Shortest exact text of a number (integers without a decimal point)."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
