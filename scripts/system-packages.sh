@@ -3,7 +3,7 @@
 # Idempotent: a machine that has them all returns at once without touching apt.
 set -euo pipefail
 
-PACKAGES=(slurm-wlm slurmdbd slurm-client munge mariadb-server mariadb-client lua5.1)
+PACKAGES=(slurm-wlm slurmdbd slurm-client munge mariadb-server mariadb-client lua5.1 chromium)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -20,7 +20,7 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "solve": ("solve", "issue 4, the allocation engine"),
     "simulate": (None, "issue 5, the simulator"),
     "run": (None, "issue 6, the controller"),
-    "report": (None, "issue 7, fairness reports"),
+    "report": ("report", "issue 7, fairness reports"),
     "metrics": (None, "issue 7, fairness reports"),
     "explain": (None, "issue 6, the controller"),
     "snapshot": ("snapshot", "issue 3, the Slurm adapter"),

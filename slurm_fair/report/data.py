@@ -1,0 +1,247 @@
+"""Everything a report is computed from, loaded once: accounting, capacity, weights, speeds.
+
+Slurm's accounting (``sacct`` through the port) is the source of truth for who used which GPUs
+when. The controller's state store, when one exists, adds what accounting cannot know: the
+throughput estimate the controller used for each job, its online estimates per class, and its
+cycle timings. Without a store the report still works: every job's speed comes from the same
+order of precedence the controller uses (:func:`slurm_fair.controller.estimates.estimate_job`:
+class tag, site rules, ``default_class``, else *flat*), so the two never disagree.
+
+The store is opened **read-only** (SQLite ``mode=ro``): a report must never create, migrate or
+lock the controller's file while a cycle runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..model import AccountingRecord, SlurmJob, frozen_map
+from ..slurm.port import SlurmPort
+from .window import Window
+
+#: the GPU type name of an accounting record without a typed GPU (``--gres=gpu:2``)
+UNTYPED = "gpu"
+
+#: states of jobs that ended (the others are pending/running at the end of the window)
+FINISHED_STATES = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+     "BOOT_FAIL", "DEADLINE"}
+)
+
+
+@dataclass(frozen=True)
+class JobSpeed:
+    """``n_jk`` of one job on every GPU type of the cluster, and where it came from."""
+
+    n: Mapping[str, float]
+    #: controller (the estimate the controller recorded for this job) | observed | class-table |
+    #: assumed | flat (see docs/reports.md)
+    source: str
+    klass: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n", frozen_map(self.n))
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """The inputs of one report, immutable; :mod:`.tables` computes everything from them."""
+
+    window: Window
+    records: tuple[AccountingRecord, ...]
+    #: GPUs per type of every node the port lists (installed capacity, drained nodes included)
+    capacity: Mapping[str, int]
+    #: ``w_u`` of every tenant seen in the records
+    weights: Mapping[str, float]
+    #: job id -> speed
+    speeds: Mapping[str, JobSpeed]
+    #: controller cycles that started inside the window (empty without a state store)
+    cycles: tuple[Mapping[str, Any], ...] = ()
+    #: path of the state store that was read, or None
+    store: str | None = None
+    #: where the speeds came from when no store exists (class table source)
+    class_table: str = ""
+    #: problems met while loading, shown in the "not computed" list
+    notes: tuple[str, ...] = ()
+    #: the wall-clock time the report was made (running jobs count up to min(until, now))
+    now: datetime = field(default_factory=datetime.now)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "capacity", frozen_map(self.capacity))
+        object.__setattr__(self, "weights", frozen_map(self.weights))
+        object.__setattr__(self, "speeds", frozen_map(self.speeds))
+
+
+# --- the state store (read-only) -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoreView:
+    """What the reports read from the controller's SQLite file (schema: docs/controller.md)."""
+
+    path: str
+    #: job id -> (class, {type: T}) of the newest non-dry-run cycle that saw the job
+    job_estimates: Mapping[str, tuple[str | None, Mapping[str, float]]]
+    #: online estimates: key (class or ``job:<id>``) -> {type: T}
+    online: Mapping[str, Mapping[str, float]]
+    cycles: tuple[Mapping[str, Any], ...]
+
+
+def read_store(path: Path, window: Window) -> StoreView:
+    """Read the store at ``path`` without writing to it; raises sqlite3.Error when unreadable."""
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    with closing(sqlite3.connect(uri, uri=True, timeout=5.0)) as db:
+        db.row_factory = sqlite3.Row
+        estimates: dict[str, tuple[str | None, dict[str, float]]] = {}
+        rows = db.execute(
+            "SELECT jc.job_id, jc.class, jc.estimate_json FROM job_cycle jc"
+            " JOIN cycles c USING (cycle_id) WHERE c.dry_run = 0 ORDER BY c.started_at"
+        )
+        for r in rows:  # oldest first: the newest estimate of a job wins
+            tput = _estimate_throughput(r["estimate_json"])
+            if tput:
+                estimates[str(r["job_id"])] = (r["class"], tput)
+        online: dict[str, dict[str, float]] = {}
+        for r in db.execute("SELECT key, gpu_type, value FROM estimates"):
+            online.setdefault(r["key"], {})[r["gpu_type"]] = float(r["value"])
+        since, until = window.since.timestamp(), window.until.timestamp()
+        cycles = tuple(
+            dict(r)
+            for r in db.execute(
+                "SELECT * FROM cycles WHERE started_at >= ? AND started_at < ? ORDER BY started_at",
+                (since, until),
+            )
+        )
+    return StoreView(str(path), estimates, online, cycles)
+
+
+def _estimate_throughput(text: str | None) -> dict[str, float]:
+    """``{type: T}`` from a job_cycle ``estimate_json`` (an Estimate.to_dict() or a bare map)."""
+    try:
+        doc = json.loads(text or "{}")
+    except json.JSONDecodeError:
+        return {}
+    if isinstance(doc, dict) and isinstance(doc.get("throughput"), dict):
+        doc = doc["throughput"]
+    if not isinstance(doc, dict):
+        return {}
+    out = {}
+    for k, v in doc.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
+            out[str(k)] = float(v)
+    return out
+
+
+# --- speeds -----------------------------------------------------------------------------------
+
+
+def normalise(tput: Mapping[str, float], types: list[str]) -> dict[str, float]:
+    """``n_jk = T_jk / max_k T_jk`` over ``types`` (types missing from ``tput`` get 0)."""
+    best = max((float(tput.get(k, 0.0)) for k in types), default=0.0)
+    if best <= 0:
+        return {k: 1.0 for k in types}
+    return {k: float(tput.get(k, 0.0)) / best for k in types}
+
+
+def _as_job(rec: AccountingRecord) -> SlurmJob:
+    """The fields of a record that the controller's estimator looks at (account, name, comment)."""
+    return SlurmJob(
+        job_id=rec.job_id, name=rec.name, user=rec.user, account=rec.account,
+        partition=rec.partition, qos="", state=rec.state, comment=rec.comment,
+    )
+
+
+def job_speeds(
+    records: list[AccountingRecord],
+    types: list[str],
+    config: Any,
+    store: StoreView | None,
+    warnings: set[str],
+) -> tuple[dict[str, JobSpeed], str]:
+    """Speeds of every record's job; returns them and the class table's source name."""
+    from ..controller import estimates as est
+
+    table = est.load_class_table(config["throughput"]["class_table"] or None)
+    rules = est.Rules.from_config(config)
+    online = store.online if store else {}
+    out: dict[str, JobSpeed] = {}
+    for rec in records:
+        known = store.job_estimates.get(rec.job_id) if store else None
+        if known is not None:
+            klass, tput = known
+            if any(tput.get(k, 0.0) > 0 for k in types):
+                out[rec.job_id] = JobSpeed(normalise(tput, types), "controller", klass)
+                continue
+        e = est.estimate_job(_as_job(rec), types, table, rules, online, warnings)
+        out[rec.job_id] = JobSpeed(normalise(e.throughput, types), e.source, e.klass)
+    return out, table.source
+
+
+# --- weights and capacity -------------------------------------------------------------------
+
+
+def tenant_weights(tenants: list[str], shares: Mapping[str, float], config: Any) -> dict[str, float]:
+    """``[tenants.NAME].weight`` from the configuration, else the Slurm share, else 1 (the
+    controller's rule, so a report judges the controller by the weights it used)."""
+    out = {}
+    for t in tenants:
+        table = config.tenants.get(t, {})
+        if "weight" in table and t in config.tenants:
+            out[t] = float(table["weight"])
+        elif shares.get(t, 0) and shares[t] > 0:
+            out[t] = float(shares[t])
+        else:
+            out[t] = 1.0
+    return out
+
+
+def installed_capacity(port: SlurmPort) -> dict[str, int]:
+    """GPUs per type over every node the port lists (see docs/reports.md: capacity)."""
+    cap: dict[str, int] = {}
+    for node in port.nodes():
+        for k, n in node.gpus_total.items():
+            cap[k] = cap.get(k, 0) + int(n)
+    return cap
+
+
+def load(port: SlurmPort, config: Any, window: Window, store_path: Path | None = None,
+         now: datetime | None = None) -> ReportInputs:
+    """Read accounting, nodes and accounts through the port, and the state store when present.
+
+    ``store_path`` defaults to ``[controller].state_dir``/state.sqlite; a missing store is
+    normal (the controller never ran), an unreadable one is reported in the notes.
+    """
+    from ..controller.state import DB_NAME
+
+    now = now or datetime.now()
+    notes: list[str] = []
+    records = [r for r in port.accounting(window.since, window.until) if r.gpus > 0]
+    capacity = installed_capacity(port)
+    try:
+        shares = {a.name: a.shares for a in port.accounts()}
+    except Exception as exc:  # noqa: BLE001 - weights fall back to 1; say so
+        shares = {}
+        notes.append(f"Slurm shares unreadable ({exc}); weights from the configuration or 1")
+    path = store_path or Path(config["controller"]["state_dir"]) / DB_NAME
+    store = None
+    if path.is_file():
+        try:
+            store = read_store(path, window)
+        except sqlite3.Error as exc:
+            notes.append(f"state store {path} unreadable ({exc}); using accounting alone")
+    types = sorted(set(capacity) | {r.gpu_type or UNTYPED for r in records})
+    warnings: set[str] = set()
+    speeds, table_source = job_speeds(records, types, config, store, warnings)
+    notes += sorted(warnings)
+    weights = tenant_weights(sorted({r.account for r in records}), shares, config)
+    return ReportInputs(
+        window=window, records=tuple(records), capacity=capacity, weights=weights, speeds=speeds,
+        cycles=store.cycles if store else (), store=store.path if store else None,
+        class_table=table_source, notes=tuple(notes), now=now,
+    )

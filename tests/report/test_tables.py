@@ -1,0 +1,154 @@
+"""Every figure of the report on the tiny case (tiny.py), expectations worked out by hand.
+
+Window 10 h; capacity 2 v100 + 2 k80 -> 20 GPU-hours of each type.
+alice: a1 2xv100 5 h -> 10 v100 GPU-h, NTH 10*1.0 = 10; active 5 h -> demand 10 unit-hours.
+bob:   b1 2xk80 10 h -> 20 k80 GPU-h, NTH 20*0.5 = 10; b2 1xv100 2 h -> 2 GPU-h, NTH 2;
+       active: b1 10 h (20 unit-h), b2 3 h (04:00-07:00, 3 unit-h) -> demand 23.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from slurm_fair.report import tables
+
+from . import tiny
+
+
+@pytest.fixture(scope="module")
+def report() -> tables.Report:
+    return tables.build(tiny.inputs())
+
+
+def tt(report: tables.Report, tenant: str, gpu_type: str, col: str) -> float:
+    df = report.tenant_type
+    return float(df[(df["tenant"] == tenant) & (df["gpu_type"] == gpu_type)][col].iloc[0])
+
+
+def tenant(report: tables.Report, name: str, col: str) -> float:
+    return float(report.tenants.set_index("tenant").loc[name, col])
+
+
+def test_gpu_hours_and_nth_per_tenant_and_type(report):
+    assert tt(report, "alice", "v100", "gpu_hours") == pytest.approx(10.0)
+    assert tt(report, "alice", "k80", "gpu_hours") == 0.0
+    assert tt(report, "bob", "k80", "gpu_hours") == pytest.approx(20.0)
+    assert tt(report, "bob", "v100", "gpu_hours") == pytest.approx(2.0)
+    # bob's 20 k80 GPU-hours are worth only 10 at its k80 speed 0.5: the slow GPUs show
+    assert tt(report, "bob", "k80", "nt_hours") == pytest.approx(10.0)
+    assert tenant(report, "bob", "nt_hours") == pytest.approx(12.0)
+    assert tenant(report, "alice", "nt_hours") == pytest.approx(10.0)
+
+
+def test_entitled_and_received_shares(report):
+    assert tt(report, "alice", "v100", "entitled_share") == pytest.approx(0.5)
+    assert tt(report, "alice", "v100", "entitled_gpu_hours") == pytest.approx(10.0)
+    assert tt(report, "alice", "v100", "received_share") == pytest.approx(10 / 12)
+    assert tt(report, "bob", "v100", "received_share") == pytest.approx(2 / 12)
+    assert tt(report, "bob", "k80", "received_share") == pytest.approx(1.0)
+    assert tenant(report, "alice", "received_share") == pytest.approx(10 / 32)
+
+
+def test_sharing_incentive_ratio(report):
+    # alice's equal share: 10 v100-h + 10 k80-h; demand 10 -> all on v100 -> V = 10; 10/10
+    assert tenant(report, "alice", "equal_share_value") == pytest.approx(10.0)
+    assert tenant(report, "alice", "si_ratio") == pytest.approx(1.0)
+    # bob: demand 23 -> 10 on v100 (10) + 10 on k80 (5) = 15; 12/15
+    assert tenant(report, "bob", "equal_share_value") == pytest.approx(15.0)
+    assert tenant(report, "bob", "si_ratio") == pytest.approx(0.8)
+
+
+def test_envy_matrix(report):
+    # alice with bob's bundle (2 v100-h, 20 k80-h): 2*1 + 8*0.25 = 4 -> 4/10
+    assert report.envy.loc["alice", "bob"] == pytest.approx(0.4)
+    # bob with alice's bundle (10 v100-h): 10 -> 10/12
+    assert report.envy.loc["bob", "alice"] == pytest.approx(10 / 12)
+    assert math.isnan(report.envy.loc["alice", "alice"])
+
+
+def test_weights_scale_entitlement_and_envy():
+    inputs = tiny.inputs()
+    heavy = tables.build(type(inputs)(**{**inputs.__dict__, "weights": {"alice": 1.0, "bob": 3.0}}))
+    df = heavy.tenants.set_index("tenant")
+    assert df.loc["bob", "entitled_share"] == pytest.approx(0.75)
+    # bob's equal share: 15 v100-h + 15 k80-h, demand 23 -> 15 + 8*0.5 = 19
+    assert df.loc["bob", "equal_share_value"] == pytest.approx(19.0)
+    # bob with 3x alice's bundle = 30 v100-h, demand 23 -> 23 -> 23/12
+    assert heavy.envy.loc["bob", "alice"] == pytest.approx(23 / 12)
+
+
+def test_utilisation_and_efficiency(report):
+    c = report.cluster.set_index("gpu_type")
+    assert c.loc["v100", "utilisation"] == pytest.approx(12 / 20)
+    assert c.loc["k80", "utilisation"] == pytest.approx(1.0)
+    # E* : 20 v100-h: alice's 10 (1.0) + bob 10 (1.0); bob's other 13 on k80 (0.5) -> 26.5
+    assert report.summary["nt_hours"] == pytest.approx(22.0)
+    assert report.summary["nt_hours_bound"] == pytest.approx(26.5)
+    assert report.summary["efficiency"] == pytest.approx(22 / 26.5)
+
+
+def test_wait_jct_and_finish_time_fairness(report):
+    j = report.jobs.set_index("job_id")
+    assert j.loc["b2", "wait_s"] == 3600.0
+    assert j.loc["a1", "jct_s"] == 5 * 3600.0
+    # a1 at 00:00: active a1, b1 -> alice 1/2 of each type over her 2 GPUs: 0.5 v100 + 0.5 k80
+    # rate 0.5*1 + 0.5*0.25 = 0.625; work 5 h on v100 -> JCT_iso 8 h; rho 5/8
+    assert j.loc["a1", "ftf_rho"] == pytest.approx(5 / 8)
+    # b1: bob 1/2 over 2 GPUs: rate 0.5 + 0.25 = 0.75; work 10 h * 0.5 = 5 h -> 6.67 h; rho 1.5
+    assert j.loc["b1", "ftf_rho"] == pytest.approx(1.5)
+    # b2 at 04:00: active a1, b1, b2: bob 1/2 over 3 GPUs = 1/3 per type -> rate 1/3 + 0.5/3 = 0.5
+    # work 2 h -> JCT_iso 4 h; JCT 3 h -> 0.75
+    assert j.loc["b2", "ftf_rho"] == pytest.approx(0.75)
+    assert tenant(report, "bob", "ftf_rho_max") == pytest.approx(1.5)
+    assert tenant(report, "bob", "wait_mean_s") == pytest.approx(1800.0)
+
+
+def test_timeline_integrates_to_the_gpu_hours(report):
+    # mean over equal bins of the stacked share = GPU-hours / (GPUs x hours) = 32 / 40
+    assert report.timeline.sum(axis=1).mean() == pytest.approx(32 / 40)
+    assert report.timeline["alice"].mean() == pytest.approx(10 / 40)
+
+
+def test_jobs_are_clipped_to_the_window():
+    inputs = tiny.inputs()
+    # a window 02:00-06:00: a1 contributes 3 h x 2, b1 4 h x 2, b2 1 h x 1
+    from slurm_fair.report.window import Window
+
+    w = Window(tiny.h(2), tiny.h(6))
+    r = tables.build(type(inputs)(**{**inputs.__dict__, "window": w}))
+    j = r.jobs.set_index("job_id")
+    assert j.loc["a1", "gpu_hours"] == pytest.approx(6.0)
+    assert j.loc["b1", "gpu_hours"] == pytest.approx(8.0)
+    assert j.loc["b2", "gpu_hours"] == pytest.approx(1.0)
+    assert r.cluster.set_index("gpu_type").loc["v100", "utilisation"] == pytest.approx(7 / 8)
+
+
+def test_running_job_counts_until_now():
+    inputs = tiny.inputs()
+    running = tiny.record("r1", "alice", "k80", 1, 8, 8, None, state="RUNNING")
+    new = type(inputs)(**{**inputs.__dict__, "records": inputs.records + (running,), "now": tiny.h(9)})
+    r = tables.build(new)
+    assert r.jobs.set_index("job_id").loc["r1", "gpu_hours"] == pytest.approx(1.0)
+    assert math.isnan(r.jobs.set_index("job_id").loc["r1", "jct_s"])
+
+
+def test_not_computed_is_explicit():
+    inputs = tiny.inputs()
+    one = type(inputs)(**{**inputs.__dict__, "records": inputs.records[:1]})
+    r = tables.build(one)
+    figures = [n.figure for n in r.not_computed]
+    assert "envy matrix" in figures
+    assert any("controller" in f for f in figures)
+    empty = tables.build(type(inputs)(**{**inputs.__dict__, "records": ()}))
+    assert any("per-tenant" in n.figure for n in empty.not_computed)
+    assert any("efficiency" in n.figure for n in empty.not_computed)
+
+
+def test_tenant_filter_keeps_fairness_over_everyone():
+    r = tables.build(tiny.inputs(), tenant="bob")
+    assert list(r.tenants["tenant"]) == ["bob"]
+    assert r.tenants["si_ratio"].iloc[0] == pytest.approx(0.8)
+    assert r.envy.loc["bob", "alice"] == pytest.approx(10 / 12)
+    assert set(r.jobs["tenant"]) == {"bob"}
