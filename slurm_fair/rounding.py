@@ -88,11 +88,12 @@ class _Pool:
                 node_total = sum(n[1] for n in self.by_type.get(k, []))
                 self.free_type[k] = min(self.free_type[k], node_total)
 
-    def take(self, gpu_type: str, gpus: int) -> dict[str, int] | None:
+    def take(self, gpu_type: str, gpus: int, wanted: tuple[str, ...] = ()) -> dict[str, int] | None:
         """Reserve ``gpus`` GPUs of ``gpu_type``; ``{node: gpus}`` used, None when they do not fit.
 
-        Node choice: the fullest node that fits the whole gang (best fit keeps big holes for
-        big jobs); otherwise the largest free nodes first, which needs the fewest nodes.
+        Node choice: the ``wanted`` nodes when the policy named some (Hops picks fast nodes) and
+        they have room; else the fullest node that fits the whole gang (best fit keeps big holes
+        for big jobs); otherwise the largest free nodes first, which needs the fewest nodes.
         """
         if self.free_type.get(gpu_type, 0) < gpus:
             return None
@@ -100,6 +101,17 @@ class _Pool:
             self.free_type[gpu_type] -= gpus
             return {}
         nodes = self.by_type.get(gpu_type, [])
+        hinted = [n for w in wanted for n in nodes if n[0] == w]
+        if wanted and len(hinted) == len(wanted) and sum(n[1] for n in hinted) >= gpus:
+            need, chosen = gpus, {}
+            for n in hinted:
+                use = min(n[1], need)
+                if use > 0:
+                    n[1] -= use
+                    need -= use
+                    chosen[n[0]] = use
+            self.free_type[gpu_type] -= gpus
+            return chosen
         fitting = [n for n in nodes if n[1] >= gpus]
         if fitting:
             best = min(fitting, key=lambda n: (n[1], n[0]))
@@ -133,6 +145,8 @@ def place(
     """Turn ``allocation`` into this round's placement (see the module docstring)."""
     received = received or {}
     prev = prev or {}
+    # optional node choice of the policy: allocation.info["nodes"] = {job_id: (node, ...)}
+    node_hints: Mapping[str, tuple[str, ...]] = allocation.info.get("nodes", {}) or {}
     pool = _Pool(problem)
     jobs: dict[str, Job] = {j.id: j for j in problem.jobs}
 
@@ -158,7 +172,7 @@ def place(
     for _, _, _, job_id, k in pairs:
         if job_id in types:
             continue
-        got = pool.take(k, jobs[job_id].gpus)
+        got = pool.take(k, jobs[job_id].gpus, tuple(node_hints.get(job_id, ())))
         if got is not None:
             types[job_id] = k
             if pool.with_nodes:

@@ -10,6 +10,5 @@ from simhelpers import oldest_first, standin
 
 
 @pytest.fixture
-
 def oldest() -> PolicyInfo:
     return standin("oldest", oldest_first)
