@@ -19,14 +19,14 @@ from .errors import NotYetImplemented, SlurmFairError
 COMMANDS: dict[str, tuple[str | None, str]] = {
     "solve": ("solve", "issue 4, the allocation engine"),
     "simulate": (None, "issue 5, the simulator"),
-    "run": (None, "issue 6, the controller"),
+    "run": ("run", "issue 6, the controller"),
     "report": ("report", "issue 7, fairness reports"),
     "metrics": (None, "issue 7, fairness reports"),
-    "explain": (None, "issue 6, the controller"),
+    "explain": ("explain", "issue 6, the controller"),
     "snapshot": ("snapshot", "issue 3, the Slurm adapter"),
     "testbed": (None, "issue 2, the local testbed"),
     "render-config": (None, "issue 8, deployment"),
-    "revert": (None, "issue 6, the controller"),
+    "revert": ("revert", "issue 6, the controller"),
 }
 
 

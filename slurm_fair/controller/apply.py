@@ -16,7 +16,7 @@ Rules, so a plan is never half-applied *silently*:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from ..errors import JobGone, SlurmError, SlurmUnavailable
 from ..model import Snapshot, SlurmJob
@@ -117,7 +117,8 @@ def apply(
         except SlurmUnavailable as exc:
             unavailable = str(exc)
             result = ActionResult(action, False, False, str(exc))
-        except SlurmError as exc:
+        except (SlurmError, ValueError) as exc:
+            # ValueError: the adapter refused a name or value before running anything
             if action.kind in ("ensure_qos", "attach_qos"):
                 failed_qos.add(action.params["qos"])
             result = ActionResult(action, False, False, str(exc))
@@ -137,6 +138,3 @@ def counts(results: list[ActionResult]) -> dict[str, int]:
         "failed": sum(1 for r in results if not r.applied and not r.skipped),
     }
 
-
-def summary(results: list[ActionResult]) -> Mapping[str, int]:
-    return counts(results)

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from ..model import Allocation, Problem, Snapshot, SlurmJob, frozen_map
@@ -117,8 +117,8 @@ class Plan:
         return {
             "policy": self.policy, "status": self.status, "gpu_types": list(self.gpu_types),
             "requeue": list(self.requeue), "info": dict(self.info),
-            "tenants": {t: _plain(asdict(p)) for t, p in self.tenants.items()},
-            "jobs": {j: asdict(p) for j, p in self.jobs.items()},
+            "tenants": {t: _fields(p) for t, p in self.tenants.items()},
+            "jobs": {j: _fields(p) for j, p in self.jobs.items()},
         }
 
     @classmethod
@@ -138,8 +138,9 @@ class Plan:
         )
 
 
-def _plain(d: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: dict(v) if isinstance(v, Mapping) else v for k, v in d.items()}
+def _fields(obj: Any) -> dict[str, Any]:
+    """A frozen dataclass as plain JSON-able data (``asdict`` cannot copy mapping proxies)."""
+    return {f.name: (dict(v) if isinstance(v := getattr(obj, f.name), Mapping) else v) for f in fields(obj)}
 
 
 def tenant_limits(

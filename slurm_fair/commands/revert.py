@@ -1,0 +1,37 @@
+"""``slurm-fair revert``: undo every change slurm-fair made to Slurm."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..config import load
+from ..controller.revert import revert
+from ..errors import SlurmFairError
+from ..slurm import make_port
+from .options import config_option, json_option
+
+
+class _RevertIncomplete(SlurmFairError):
+    pass
+
+
+@click.command("revert")
+@click.option("--dry-run", is_flag=True, help="List what would be restored; change nothing.")
+@config_option
+@json_option
+def command(dry_run: bool, config_path: str | None, as_json: bool) -> None:
+    """Restore every job's original GPU request, QOS, nice and priority; remove our QOS."""
+    config = load(config_path)
+    res = revert(make_port(config), config, dry_run=dry_run)
+    if as_json:
+        click.echo(json.dumps(res.to_dict(), default=str))
+    else:
+        for s in res.steps:
+            state = "applied" if s["applied"] else ("skipped" if s["skipped"] else ("would apply" if dry_run else "FAILED"))
+            err = f" ({s['error']})" if s["error"] else ""
+            click.echo(f"{s['kind']} {s['target']}: {s['before']} -> {s['after']}: {state}{err}")
+        click.echo(f"revert: {len(res.steps)} steps, {len(res.failed)} failed")
+    if res.exit_code:
+        raise _RevertIncomplete(f"{len(res.failed)} step(s) could not be restored; run revert again")

@@ -1,0 +1,106 @@
+"""``slurm-fair run``: one controller cycle (cron) or a loop of them (systemd)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from types import FrameType
+
+import click
+
+from ..config import load
+from ..controller.cycle import CycleResult, run_cycle
+from ..errors import SlurmFairError, UserError
+from ..slurm import make_port
+from .options import config_option, json_option
+
+
+def _text(res: CycleResult) -> str:
+    d = res.to_dict()
+    c = d["counts"]
+    lines = [f"cycle {res.cycle_id}: {res.status} (policy {res.policy}); "
+             f"{c['actions']} actions, {c['applied']} applied, {c['skipped']} skipped, {c['failed']} failed"]
+    if res.message:
+        lines.append(f"  {res.message}")
+    for w in res.warnings:
+        lines.append(f"  warning: {w}")
+    if res.dry_run and res.plan is not None:
+        lines.append("  plan (dry run, nothing changed):")
+        for t, tp in sorted(res.plan.tenants.items()):
+            lim = ", ".join(f"{k.split(':')[-1]}={v}" for k, v in sorted(tp.limits.items()))
+            lines.append(f"    tenant {t}: QOS {tp.qos} GrpTRES {lim}")
+        for jp in sorted(res.plan.jobs.values(), key=lambda p: p.rank):
+            order = f"nice={jp.nice}" if jp.nice is not None else f"priority={jp.priority}"
+            lines.append(f"    #{jp.rank} job {jp.job_id} ({jp.tenant}): type {jp.gpu_type or '(user)'} {order}"
+                         + (" placed" if jp.placed else ""))
+        for job in res.plan.requeue:
+            lines.append(f"    requeue {job}")
+    for a in d["actions"]:
+        state = "applied" if a["applied"] else ("skipped" if a["skipped"] else ("would apply" if res.dry_run else "NOT applied"))
+        err = f" ({a['error']})" if a["error"] else ""
+        lines.append(f"  {a['kind']} {a['target']}: {a['before']} -> {a['after']}: {state}{err}")
+    t = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in res.timings.items())
+    lines.append(f"  timings: {t}")
+    return "\n".join(lines)
+
+
+class _Stop:
+    """SIGTERM/SIGINT set a flag; the loop stops between cycles, never inside one."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = True
+
+
+@click.command("run")
+@click.option("--once", "mode", flag_value="once", default=True, help="Run one cycle (cron).")
+@click.option("--loop", "mode", flag_value="loop", help="Run cycles until SIGTERM (systemd).")
+@click.option("--interval", type=float, default=None,
+              help="Seconds between cycles with --loop (default: [controller].interval_s).")
+@click.option("--dry-run", is_flag=True, help="Print the plan and the actions; change nothing.")
+@config_option
+@json_option
+def command(mode: str, interval: float | None, dry_run: bool, config_path: str | None, as_json: bool) -> None:
+    """Reconcile Slurm with the fair allocation: read, decide, diff, apply, record."""
+    config = load(config_path)
+    if interval is not None and interval <= 0:
+        raise UserError("--interval must be > 0")
+    port = make_port(config)
+
+    def show(res: CycleResult) -> None:
+        click.echo(json.dumps(res.to_dict(), default=str) if as_json else _text(res))
+
+    if mode == "once":
+        res = run_cycle(port, config, dry_run=dry_run)
+        show(res)
+        if res.exit_code:
+            raise _CycleFailed(res)
+        return
+    stop = _Stop()
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    every = interval if interval is not None else float(config["controller"]["interval_s"])
+    while not stop.requested:
+        started = time.monotonic()
+        try:
+            show(run_cycle(port, config, dry_run=dry_run))
+        except UserError:
+            raise  # configuration or input problems do not fix themselves
+        except SlurmFairError as exc:  # lock held, Slurm gone...: log and try again next cycle
+            click.echo(f"slurm-fair: cycle failed: {exc.message()}", err=True)
+        sys.stdout.flush()
+        while not stop.requested and time.monotonic() - started < every:
+            time.sleep(min(0.5, every))
+    click.echo("slurm-fair: stopped", err=True)
+
+
+class _CycleFailed(SlurmFairError):
+    """The cycle ran and reported a failure (already printed): exit with its code."""
+
+    def __init__(self, res: CycleResult):
+        self.exit_code = res.exit_code
+        super().__init__(f"cycle {res.cycle_id} {res.status}: {res.message or 'see the actions above'}")

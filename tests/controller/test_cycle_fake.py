@@ -1,0 +1,247 @@
+"""Full cycles against the fake Slurm port: the controller's behaviour end to end."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from slurm_fair.controller.audit import AuditLog
+from slurm_fair.controller.cycle import run_cycle
+from slurm_fair.controller.lock import ControllerLock
+from slurm_fair.controller.state import StateStore
+from slurm_fair.rounding import Placement
+from slurm_fair.errors import LockHeld, SlurmUnavailable, SolverError
+
+from .conftest import make_config
+
+WRITES = {"set_gpu_type", "restore_gpu_request", "set_priority", "set_nice", "hold", "release",
+          "requeue", "update_job", "ensure_qos", "delete_qos", "attach_qos", "detach_qos"}
+
+
+def submit_mix(fake):
+    ids = [
+        fake.submit("alice", "--gres=gpu:1", hold=False, comment="fair:class=resnet-50-bs32"),
+        fake.submit("alice", "--gres=gpu:2", hold=False, comment="fair:class=a3c"),
+        fake.submit("bob", "--gpus=2", hold=False, comment="fair:class=lm-bs20"),
+        fake.submit("bob", "--gres=gpu:1", hold=False),
+    ]
+    return ids
+
+
+def test_first_cycle_types_every_job_and_sets_limits(fake, config):
+    ids = submit_mix(fake)
+    res = run_cycle(fake, config)
+    assert (res.status, res.exit_code) == ("ok", 0), res.message
+    jobs = {j.job_id: j for j in fake.jobs()}
+    for i in ids:
+        assert jobs[i].gpu_request.gpu_type in ("v100", "p100", "k80")
+        assert jobs[i].qos == f"fair_{jobs[i].account}"
+    qos = {q.name: q for q in fake.qos()}
+    for t in ("alice", "bob"):
+        assert set(qos[f"fair_{t}"].grp_tres) == {"gres/gpu:v100", "gres/gpu:p100", "gres/gpu:k80"}
+    accounts = {a.name: a for a in fake.accounts()}
+    assert accounts["alice"].default_qos == "fair_alice"
+    # the request form is kept: --gpus stays per job
+    assert jobs[ids[2]].gpu_request.per == "job" and jobs[ids[2]].gpu_request.total == 2
+
+
+def test_second_cycle_with_nothing_changed_applies_nothing(fake, config):
+    submit_mix(fake)
+    assert run_cycle(fake, config).exit_code == 0
+    n = len(fake.calls)
+    fake.now += timedelta(seconds=60)
+    res = run_cycle(fake, config)
+    assert res.exit_code == 0 and res.results == [] and len(fake.calls) == n
+
+
+def test_dry_run_changes_nothing(fake, config, tmp_path):
+    submit_mix(fake)
+    res = run_cycle(fake, config, dry_run=True)
+    assert res.exit_code == 0 and res.planned and not res.results
+    assert not [c for c in fake.calls if c[0] in WRITES]
+    assert not (tmp_path / "audit.jsonl").exists()
+    d = res.to_dict()
+    assert all(a["applied"] is False for a in d["actions"]) and d["plan"]["jobs"]
+
+
+def test_records_originals_audit_and_plan(fake, config, tmp_path):
+    ids = submit_mix(fake)
+    before = {j.job_id: j for j in fake.jobs()}
+    res = run_cycle(fake, config)
+    with StateStore.in_dir(tmp_path / "state") as store:
+        originals = store.originals()
+        assert set(originals) == set(ids)
+        for i in ids:
+            assert originals[i].gres_raw == before[i].gpu_request.raw
+            assert originals[i].qos == "normal"
+        assert store.last_plan()[0] == res.cycle_id
+        assert store.cycles()[0]["status"] == "ok"
+        assert set(json.loads(store.cycles()[0]["timings_json"])) >= {"snapshot", "policy", "plan", "apply"}
+    entries = list(AuditLog(tmp_path / "audit.jsonl").entries())
+    assert len(entries) == len(res.results) and all(e["cycle"] == res.cycle_id for e in entries)
+    assert all(e["applied"] for e in entries)
+    assert (tmp_path / "state" / "plan.json").exists()
+
+
+class VanishingPort:
+    """Wraps a port; the given job ends right after the snapshot (between read and write)."""
+
+    def __init__(self, port, job_id):
+        self.port, self.job_id = port, job_id
+
+    def snapshot(self):
+        snap = self.port.snapshot()
+        self.port.finish(self.job_id)
+        return snap
+
+    def __getattr__(self, name):
+        return getattr(self.port, name)
+
+
+def test_job_ending_mid_cycle_is_skipped(fake, config):
+    ids = submit_mix(fake)
+    res = run_cycle(VanishingPort(fake, ids[0]), config)
+    assert (res.status, res.exit_code) == ("ok", 0)
+    mine = [r for r in res.results if r.action.job == ids[0]]
+    assert mine and all(r.skipped and not r.applied for r in mine)
+    others = [r for r in res.results if r.action.job and r.action.job != ids[0]]
+    assert others and all(r.applied for r in others)
+
+
+class DownPort:
+    def __init__(self, port, after_writes=None):
+        self.port, self.after = port, after_writes
+        self.writes = 0
+
+    def snapshot(self):
+        if self.after is None:
+            raise SlurmUnavailable("slurmctld not responding")
+        return self.port.snapshot()
+
+    def __getattr__(self, name):
+        attr = getattr(self.port, name)
+        if name not in WRITES:
+            return attr
+
+        def wrapped(*a, **kw):
+            if self.writes >= self.after:
+                raise SlurmUnavailable("slurmctld not responding")
+            self.writes += 1
+            return attr(*a, **kw)
+
+        return wrapped
+
+
+def test_slurm_unreadable_changes_nothing(fake, config):
+    submit_mix(fake)
+    res = run_cycle(DownPort(fake), config)
+    assert res.exit_code == 1 and res.status == "slurm-unavailable" and "nothing changed" in res.message
+    assert not [c for c in fake.calls if c[0] in WRITES]
+
+
+def test_slurm_lost_mid_apply_is_reported_and_recovered(fake, config, tmp_path):
+    submit_mix(fake)
+    res = run_cycle(DownPort(fake, after_writes=3), config)
+    assert (res.status, res.exit_code) == ("partial", 1)
+    applied = [r for r in res.results if r.applied]
+    assert len(applied) == 3
+    assert all("not attempted" in r.error for r in res.results[4:])
+    entries = list(AuditLog(tmp_path / "audit.jsonl").entries())
+    assert sum(e["applied"] for e in entries) == 3 and len(entries) == len(res.results)
+    with StateStore.in_dir(tmp_path / "state") as store:
+        assert store.last_plan() is None  # a partial cycle is not a good plan
+    # next cycle with Slurm back finishes the job and then is quiet
+    assert run_cycle(fake, config).exit_code == 0
+    fake.now += timedelta(seconds=60)
+    assert run_cycle(fake, config).results == []
+
+
+def failing_policy(name, problem, options):
+    raise SolverError("time limit reached", status="Not Solved")
+
+
+def test_solver_failure_without_earlier_plan_leaves_slurm_alone(fake, config):
+    submit_mix(fake)
+    res = run_cycle(fake, config, allocate=failing_policy)
+    assert res.exit_code == 1 and res.status == "policy-failed"
+    assert not [c for c in fake.calls if c[0] in WRITES]
+
+
+def test_solver_failure_keeps_last_good_plan(fake, config):
+    ids = submit_mix(fake)
+    run_cycle(fake, config)
+    typed = {j.job_id: j.gpu_request.gpu_type for j in fake.jobs()}
+    # Slurm lost a change (as after a restart) and a new untyped job arrived
+    fake.set_gpu_type(fake.job(ids[0]), None)
+    new = fake.submit("bob", "--gres=gpu:1", hold=False)
+    fake.now += timedelta(seconds=60)
+    res = run_cycle(fake, config, allocate=failing_policy)
+    assert res.exit_code == 1 and "last good plan" in res.message
+    assert fake.job(ids[0]).gpu_request.gpu_type == typed[ids[0]]  # re-applied
+    assert fake.job(new).gpu_request.gpu_type is None  # unknown to the old plan: untouched
+
+
+def test_lock_held_does_nothing(fake, config, tmp_path):
+    submit_mix(fake)
+    with ControllerLock(tmp_path / "state"):
+        with pytest.raises(LockHeld):
+            run_cycle(fake, config)
+    assert not [c for c in fake.calls if c[0] in WRITES]
+
+
+def test_hostile_comment_changes_nothing_it_should_not(fake, config):
+    ids = submit_mix(fake)
+    evil = fake.submit("bob", "--gres=gpu:1", hold=False,
+                       comment='fair:preemptible fair:class=";scancel 1" fair:tput=1e999 $(reboot)')
+    fake.start(evil, "v100-1", "v100")
+    fake.now += timedelta(hours=2)
+    res = run_cycle(fake, config)
+    assert res.exit_code == 0
+    assert not [r for r in res.results if r.action.kind == "requeue"]  # no --requeue: never requeued
+    assert fake.job(evil).running
+    assert {j.job_id for j in fake.jobs()} == set(ids) | {evil}
+    assert res.estimates[evil].source == "flat"
+
+
+def test_preemptible_job_is_requeued_only_at_round_boundaries(tmp_path, fake):
+    config = make_config(tmp_path, round_s=600)
+    hog = fake.submit("alice", "--gres=gpu:4", hold=False, comment="fair:preemptible")
+    fake._put(fake.job(hog), requeue=True)
+    fake.start(hog, "v100-1", "v100")
+    stuck = fake.submit("bob", "--gres=gpu:4", hold=False)
+    fake.start(stuck, "k80-1", "k80")  # running, not opted in
+    fake.now += timedelta(hours=1)
+
+    def keep_none(problem, allocation, received=None, prev=None):
+        return Placement(types={})
+
+    # the first cycle is a round boundary: the opted-in job is requeued, the other is not
+    res = run_cycle(fake, config, place=keep_none)
+    assert [(r.action.kind, r.action.job, r.applied) for r in res.results if r.action.kind == "requeue"] == [
+        ("requeue", hog, True)]
+    assert fake.job(hog).pending and fake.job(stuck).running
+    # within the same round nothing is requeued even though the placement still leaves it out
+    fake.start(hog, "v100-1", "v100")
+    fake._put(fake.job(hog), start_time=fake.now - timedelta(hours=1))
+    fake.now += timedelta(seconds=60)
+    res = run_cycle(fake, config, place=keep_none)
+    assert not [r for r in res.results if r.action.kind == "requeue"]
+    # the next round boundary requeues it again
+    fake.now += timedelta(seconds=600)
+    res = run_cycle(fake, config, place=keep_none)
+    assert [r.action.job for r in res.results if r.action.kind == "requeue"] == [hog]
+    assert not [c for c in fake.calls if c[0] == "scancel"]
+
+
+def test_observed_throughput_is_folded_in(fake, config, tmp_path):
+    j = fake.submit("alice", "--gres=gpu:1", hold=False, comment="fair:class=a3c fair:tput=100")
+    fake.start(j, "k80-1", "k80")
+    run_cycle(fake, config)
+    with StateStore.in_dir(tmp_path / "state") as store:
+        assert store.estimates() == {"a3c": {"k80": 100.0}}
+    p = fake.submit("bob", "--gres=gpu:1", hold=False, comment="fair:class=a3c")
+    fake.now += timedelta(seconds=60)
+    res = run_cycle(fake, config)
+    assert res.estimates[p].throughput["k80"] == 100.0 and res.estimates[p].sources["k80"] == "observed"

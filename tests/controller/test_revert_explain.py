@@ -1,0 +1,128 @@
+"""revert and explain on the fake, and the three commands through click."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from click.testing import CliRunner
+
+from slurm_fair import cli
+from slurm_fair.controller.cycle import run_cycle
+from slurm_fair.controller.explain import explain, render
+from slurm_fair.controller.revert import revert
+from slurm_fair.controller.state import StateStore
+from slurm_fair.errors import UserError
+
+from .conftest import make_config
+
+
+def view(fake):
+    """What 'as if slurm-fair never ran' compares: pending jobs' requests and order, accounts, QOS."""
+    jobs = {j.job_id: (j.gpu_request.raw, j.gpu_request.gpu_type, j.qos, j.nice, j.priority) for j in fake.jobs()}
+    accounts = {a.name: (tuple(sorted(a.qos)), a.default_qos) for a in fake.accounts()}
+    qos = {q.name: dict(q.grp_tres) for q in fake.qos()}
+    return jobs, accounts, qos
+
+
+def submit(fake):
+    return [
+        fake.submit("alice", "--gres=gpu:1", hold=False, comment="fair:class=resnet-50-bs32"),
+        fake.submit("alice", "--gres=gpu:v100:1", hold=False),
+        fake.submit("bob", "--gpus=2", hold=False),
+        fake.submit("bob", "--gres=gpu:2", hold=False),
+    ]
+
+
+@pytest.mark.parametrize("order", ["nice", "priority"])
+def test_revert_restores_everything(fake, tmp_path, order):
+    config = make_config(tmp_path, order=order)
+    submit(fake)
+    before = view(fake)
+    assert run_cycle(fake, config).exit_code == 0
+    assert view(fake) != before
+    res = revert(fake, config)
+    assert res.exit_code == 0, res.failed
+    assert view(fake) == before
+    with StateStore.in_dir(tmp_path / "state") as store:
+        assert store.originals() == {} and store.managed_qos() == {}
+    assert not (tmp_path / "state" / "plan.json").exists()
+    # a second revert has nothing to do
+    assert revert(fake, config).steps == []
+
+
+def test_revert_skips_jobs_that_ended(fake, config):
+    ids = submit(fake)
+    run_cycle(fake, config)
+    fake.finish(ids[0])
+    res = revert(fake, config)
+    assert res.exit_code == 0
+    assert [s for s in res.steps if s["job"] == ids[0]][0]["skipped"]
+
+
+def test_revert_keeps_an_existing_qos_and_restores_its_limits(fake, config):
+    fake.ensure_qos("fair_alice", {"gres/gpu:v100": 3})
+    fake.attach_qos("alice", "fair_alice", default=False)
+    submit(fake)
+    before = view(fake)
+    run_cycle(fake, config)
+    revert(fake, config)
+    assert view(fake) == before
+
+
+def test_explain_tells_type_source_share_and_actions(fake, config):
+    ids = submit(fake)
+    run_cycle(fake, config)
+    e = explain(config, ids[0])
+    assert e["class"] == "resnet-50-bs32" and e["class_source"] == "tag"
+    assert e["sources"]["v100"] == "class-table"
+    assert e["tenant"] == "alice" and set(e["fair_share"]) == {"v100", "p100", "k80"}
+    assert abs(sum(e["allocation"].values())) <= 1 + 1e-6
+    applied = {a["kind"] for a in e["actions"] if a["applied"]}
+    assert "set_gpu_type" in applied
+    assert e["planned_type"] == fake.job(ids[0]).gpu_request.gpu_type
+    text = render(e)
+    assert "resnet-50-bs32" in text and "place in line" in text
+    # the user-typed job is explained as such
+    assert explain(config, ids[1])["planned_type"] is None
+
+
+def test_explain_unknown_job_is_a_user_error(config):
+    with pytest.raises(UserError):
+        explain(config, "999")
+    with pytest.raises(UserError):
+        explain(config, "rm -rf")
+
+
+def test_commands_through_click(fake, tmp_path, monkeypatch):
+    cfg = tmp_path / "slurm-fair.toml"
+    cfg.write_text(f'[controller]\nstate_dir = "{tmp_path / "state"}"\naudit_log = "{tmp_path / "a.jsonl"}"\n')
+    for mod in ("run", "revert"):
+        monkeypatch.setattr(f"slurm_fair.commands.{mod}.make_port", lambda config, env=None: fake)
+    ids = submit(fake)
+    runner = CliRunner()
+    dry = runner.invoke(cli.cli, ["run", "--once", "--dry-run", "--config", str(cfg)], standalone_mode=False)
+    assert dry.exit_code == 0 and "plan (dry run" in dry.output and "would apply" in dry.output
+    out = runner.invoke(cli.cli, ["run", "--once", "--json", "--config", str(cfg)], standalone_mode=False)
+    assert out.exit_code == 0, out.output
+    d = json.loads(out.output)
+    assert d["status"] == "ok" and d["actions"] and all(a["applied"] for a in d["actions"])
+    assert {"snapshot", "policy", "apply"} <= set(d["timings_s"])
+    fake.now += timedelta(seconds=60)
+    again = json.loads(runner.invoke(cli.cli, ["run", "--json", "--config", str(cfg)], standalone_mode=False).output)
+    assert again["counts"]["actions"] == 0
+    ex = runner.invoke(cli.cli, ["explain", ids[0], "--config", str(cfg)], standalone_mode=False)
+    assert ex.exit_code == 0 and f"job {ids[0]}" in ex.output
+    rv = runner.invoke(cli.cli, ["revert", "--config", str(cfg)], standalone_mode=False)
+    assert rv.exit_code == 0 and "0 failed" in rv.output
+
+
+def test_main_maps_errors_to_exit_codes(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[controller]\norder = 'random'\n")
+    assert cli.main(["run", "--once", "--config", str(bad)]) == 2
+    assert "controller.order" in capsys.readouterr().err
+    good = tmp_path / "good.toml"
+    good.write_text(f'[controller]\nstate_dir = "{tmp_path}"\n')
+    assert cli.main(["explain", "12345", "--config", str(good)]) == 2
