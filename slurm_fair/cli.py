@@ -21,7 +21,7 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "simulate": (None, "issue 5, the simulator"),
     "run": ("run", "issue 6, the controller"),
     "report": ("report", "issue 7, fairness reports"),
-    "metrics": (None, "issue 7, fairness reports"),
+    "metrics": ("metrics", "issue 7, fairness reports"),
     "explain": ("explain", "issue 6, the controller"),
     "snapshot": ("snapshot", "issue 3, the Slurm adapter"),
     "testbed": (None, "issue 2, the local testbed"),

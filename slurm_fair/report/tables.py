@@ -21,6 +21,8 @@ its reason appended to :attr:`Report.not_computed`.
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -31,8 +33,11 @@ import pandas as pd
 from .. import fairness
 from ..jobclasses import JobClass
 from ..model import Job, Problem
-from .data import FINISHED_STATES, UNTYPED, ReportInputs
+from .data import UNTYPED, ReportInputs
 from .window import Window
+
+#: cycle statuses of the controller that are not failures (docs/controller.md)
+OK_CYCLE_STATUSES = frozenset({"ok", "dry-run"})
 
 #: number of time bins of the share-over-time series
 TIMELINE_BINS = 48
@@ -364,11 +369,25 @@ def controller_summary(inputs: ReportInputs, missing: list[NotComputed]) -> dict
     last = cycles[-1]
     return {
         "store": inputs.store, "cycles": len(cycles),
-        "failed_cycles": sum(1 for c in cycles if c.get("status") not in ("ok", "success", "applied", "dry-run")),
+        "failed_cycles": sum(1 for c in cycles if c.get("status") not in OK_CYCLE_STATUSES),
         "cycle_seconds_mean": float(np.mean(dur)), "cycle_seconds_max": float(np.max(dur)),
         "last_cycle_status": last.get("status"), "last_policy": last.get("policy"),
         "last_cycle_at": datetime.fromtimestamp(float(last["started_at"])).isoformat(timespec="seconds"),
+        "last_cycle_seconds": dur[-1],
+        "last_cycle_phases": _timings(last.get("timings_json")),
     }
+
+
+def _timings(text: Any) -> dict[str, float]:
+    """Phase -> seconds of a cycle's ``timings_json`` (bad entries dropped)."""
+    try:
+        doc = json.loads(text or "{}")
+    except (TypeError, json.JSONDecodeError):
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    return {str(k): float(v) for k, v in doc.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
 
 
 # --- the whole report -----------------------------------------------------------------------

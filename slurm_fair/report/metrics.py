@@ -1,0 +1,141 @@
+"""The report as Prometheus text exposition format (for node_exporter's textfile collector).
+
+Naming follows Prometheus conventions: the ``slurm_fair_`` prefix, base units in the name
+(``_seconds``, ``_ratio``), gauges throughout (every figure is over the report window, not a
+monotonic counter), one ``# HELP`` and ``# TYPE`` line per family, label values escaped.
+GPU-time is exported in GPU-seconds (``..._gpu_seconds``), the base unit, not GPU-hours.
+Figures that could not be computed are absent, and listed by
+``slurm_fair_report_not_computed{figure="..."} 1`` so an alert can see why.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .tables import Report
+
+
+@dataclass
+class Family:
+    """One metric family: name, help text, and its samples (labels, value)."""
+
+    name: str
+    help: str
+    samples: list[tuple[dict[str, str], float]] = field(default_factory=list)
+
+    def add(self, value: Any, **labels: str) -> None:
+        """Add a sample unless the value is missing or not finite (not computed)."""
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            return
+        if math.isfinite(v):
+            self.samples.append((labels, v))
+
+
+def escape_label(value: str) -> str:
+    """Label value escaping of the text format: backslash, double quote, newline."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _number(v: float) -> str:
+    return repr(float(v)) if not float(v).is_integer() else f"{int(v)}" if abs(v) < 1e15 else repr(float(v))
+
+
+def exposition(families: Iterable[Family]) -> str:
+    """Families as text; a family without samples is left out entirely."""
+    lines: list[str] = []
+    for f in families:
+        if not f.samples:
+            continue
+        lines.append(f"# HELP {f.name} {escape_help(f.help)}")
+        lines.append(f"# TYPE {f.name} gauge")
+        for labels, v in f.samples:
+            lab = ",".join(f'{k}="{escape_label(x)}"' for k, x in labels.items())
+            lines.append(f"{f.name}{{{lab}}} {_number(v)}" if lab else f"{f.name} {_number(v)}")
+    return "\n".join(lines) + "\n"
+
+
+def families(r: Report) -> list[Family]:
+    """Every exported family, filled from the report's tables."""
+    P = "slurm_fair_"
+
+    def fam(name: str, help: str) -> Family:
+        out.append(Family(P + name, help))
+        return out[-1]
+
+    out: list[Family] = []
+    fam("report_window_seconds", "Length of the report window.").add(r.window.seconds)
+    fam("report_generated_timestamp_seconds", "When the report was made (Unix time).").add(
+        r.generated_at.timestamp())
+
+    entitled = fam("tenant_entitled_share_ratio", "Tenant weight over the sum of weights of tenants active in the window.")
+    received = fam("tenant_received_share_ratio", "Tenant GPU-time over all GPU-time used in the window.")
+    gpu_s = fam("tenant_gpu_seconds", "GPU-seconds used by the tenant in the window, per GPU type.")
+    nt_s = fam("tenant_normalised_throughput_seconds",
+               "GPU-seconds weighted by each job's normalised speed on the type (n_jk), per GPU type.")
+    t_ent = fam("tenant_type_entitled_gpu_seconds", "Tenant's weighted equal share of the type's capacity over the window.")
+    t_rec = fam("tenant_type_received_share_ratio", "Tenant GPU-time on the type over all GPU-time used on the type.")
+    si = fam("tenant_sharing_incentive_ratio",
+             "Normalised throughput received over the best use of the tenant's weighted equal share (>= 1: SI held).")
+    envy = fam("tenant_envy_ratio", "V_u((w_u/w_v) Y_v) / U_u over the window (> 1: tenant envies other).")
+    wait = fam("tenant_wait_mean_seconds", "Mean time from submission to start of the tenant's jobs that started.")
+    jct = fam("tenant_job_completion_mean_seconds", "Mean JCT (end - submit) of the tenant's completed jobs.")
+    ftf_mean = fam("tenant_finish_time_fairness_mean_ratio", "Mean rho = JCT / isolated JCT of completed jobs.")
+    ftf_max = fam("tenant_finish_time_fairness_max_ratio", "Largest rho = JCT / isolated JCT of completed jobs.")
+    jobs = fam("tenant_jobs", "GPU jobs of the tenant in the window.")
+    for row in r.tenants.to_dict("records"):
+        u = row["tenant"]
+        entitled.add(row["entitled_share"], tenant=u)
+        received.add(row["received_share"], tenant=u)
+        si.add(row["si_ratio"], tenant=u)
+        wait.add(row["wait_mean_s"], tenant=u)
+        jct.add(row["jct_mean_s"], tenant=u)
+        ftf_mean.add(row["ftf_rho_mean"], tenant=u)
+        ftf_max.add(row["ftf_rho_max"], tenant=u)
+        jobs.add(row["jobs"], tenant=u)
+    for row in r.tenant_type.to_dict("records"):
+        labels = {"tenant": row["tenant"], "gpu_type": row["gpu_type"]}
+        gpu_s.add(row["gpu_hours"] * 3600.0, **labels)
+        nt_s.add(row["nt_hours"] * 3600.0, **labels)
+        t_ent.add(row["entitled_gpu_hours"] * 3600.0, **labels)
+        t_rec.add(row["received_share"], **labels)
+    for u, row in r.envy.iterrows():
+        for v, x in row.items():
+            if u != v:
+                envy.add(x, tenant=str(u), other=str(v))
+
+    util = fam("gpu_type_utilisation_ratio", "GPU-time used over capacity x window, per GPU type.")
+    cap = fam("gpu_type_capacity_gpus", "GPUs of the type on the cluster's nodes.")
+    for c in r.cluster.to_dict("records"):
+        util.add(c["utilisation"], gpu_type=c["gpu_type"])
+        cap.add(c["gpus"], gpu_type=c["gpu_type"])
+    fam("cluster_efficiency_ratio", "E / E*: normalised throughput over the max-throughput bound of the window.").add(
+        r.summary.get("efficiency"))
+    fam("cluster_normalised_throughput_seconds", "E: normalised-throughput GPU-seconds of all jobs.").add(
+        (r.summary.get("nt_hours") or math.nan) * 3600.0)
+
+    c = r.controller
+    fam("controller_cycles", "Controller cycles finished in the window.").add(c.get("cycles"))
+    fam("controller_failed_cycles", "Controller cycles in the window that did not end ok.").add(c.get("failed_cycles"))
+    fam("controller_cycle_mean_seconds", "Mean wall time of a controller cycle in the window.").add(c.get("cycle_seconds_mean"))
+    fam("controller_cycle_max_seconds", "Longest controller cycle in the window.").add(c.get("cycle_seconds_max"))
+    fam("controller_last_cycle_seconds", "Wall time of the last controller cycle.").add(c.get("last_cycle_seconds"))
+    phases = fam("controller_last_cycle_phase_seconds", "Wall time of each phase of the last controller cycle.")
+    for phase, s in (c.get("last_cycle_phases") or {}).items():
+        phases.add(s, phase=phase)
+
+    nc = fam("report_not_computed", "A figure the report could not compute (reason in the label).")
+    for n in r.not_computed:
+        nc.add(1, figure=n.figure, reason=n.reason)
+    return out
+
+
+def render_metrics(r: Report) -> str:
+    return exposition(families(r))

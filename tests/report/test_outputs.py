@@ -1,0 +1,126 @@
+"""The output formats: JSON schema, long CSV, rich table, Prometheus text (parsed back)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+
+import pytest
+
+from slurm_fair.report import metrics, render, tables
+
+from . import tiny
+
+
+@pytest.fixture(scope="module")
+def report() -> tables.Report:
+    return tables.build(tiny.inputs())
+
+
+def test_json_schema_is_stable(report):
+    doc = json.loads(render.render_json(report))
+    assert doc["schema"] == "slurm-fair/report/v1"
+    assert set(doc) == {"schema", "generated_at", "window", "tenant_filter", "cluster", "tenants", "jobs",
+                        "controller", "not_computed", "notes"}
+    bob = next(t for t in doc["tenants"] if t["tenant"] == "bob")
+    assert set(render.TENANT_FIELDS) <= set(bob)
+    assert bob["si_ratio"] == pytest.approx(0.8)
+    assert bob["envy"] == {"alice": pytest.approx(10 / 12)}
+    assert {t["gpu_type"]: t["gpu_hours"] for t in bob["types"]} == {"k80": 20.0, "v100": 2.0}
+    assert doc["cluster"]["efficiency"] == pytest.approx(22 / 26.5)
+    assert doc["not_computed"][0]["figure"].startswith("controller")
+    assert len(doc["jobs"]) == 3 and doc["jobs"][0]["submit"] == "2024-05-01T00:00:00"
+
+
+def test_json_has_no_nan(report):
+    text = render.render_json(tables.build(tiny.inputs(), tenant="alice"))
+    assert "NaN" not in text and "Infinity" not in text
+    json.loads(text)
+
+
+def test_csv_is_long_and_complete(report):
+    rows = list(csv.DictReader(io.StringIO(render.render_csv(report))))
+    assert list(rows[0]) == render.CSV_COLUMNS
+    got = {(r["section"], r["tenant"], r["gpu_type"], r["other"], r["metric"]): r["value"] for r in rows}
+    assert float(got["tenant_type", "bob", "k80", "", "nt_hours"]) == 10.0
+    assert float(got["envy", "alice", "", "bob", "envy_ratio"]) == pytest.approx(0.4)
+    assert float(got["cluster", "", "v100", "", "utilisation"]) == pytest.approx(0.6)
+    assert any(r["section"] == "not_computed" for r in rows)
+
+
+def test_table_mentions_every_tenant_and_the_missing_figures(report):
+    text = render.render_table(report)
+    assert "alice" in text and "bob" in text
+    assert "0.80" in text  # bob's SI ratio
+    assert "Not computed:" in text and "controller" in text
+
+
+def test_html_is_self_contained(report):
+    html = render.render_html(report)
+    assert html.count("data:image/png;base64,") == 2
+    assert not re.search(r'src="(?!data:)', html) and "<link" not in html and "<script" not in html
+
+
+def test_html_escapes_names():
+    inputs = tiny.inputs()
+    rec = tiny.record("x1", "<b>evil</b>", "v100", 1, 1, 1, 2)
+    r = tables.build(type(inputs)(**{**inputs.__dict__, "records": inputs.records + (rec,)}))
+    html = render.render_html(r)
+    assert "<b>evil</b>" not in html and "&lt;b&gt;evil&lt;/b&gt;" in html
+
+
+# --- Prometheus text format ------------------------------------------------------------------
+
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\\\|\\"|\\n)*"'
+_SAMPLE = re.compile(rf"^({_NAME})(?:\{{((?:{_LABEL})(?:,{_LABEL})*)?\}})? (\S+)$")
+
+
+def parse_exposition(text: str) -> dict[str, dict]:
+    """A strict little parser of the text format: HELP/TYPE before samples, valid names,
+    escaped label values, float values, no duplicate series."""
+    families: dict[str, dict] = {}
+    seen: set[tuple] = set()
+    assert text.endswith("\n")
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            name = line.split(" ", 3)[2]
+            assert re.fullmatch(_NAME, name) and name not in families
+            families[name] = {"type": None, "samples": []}
+        elif line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            assert name in families and kind in ("gauge", "counter", "untyped")
+            families[name]["type"] = kind
+        else:
+            m = _SAMPLE.match(line)
+            assert m, f"bad sample line {line!r}"
+            name, labels, value = m.groups()
+            assert name in families and families[name]["type"], f"{name} before its HELP/TYPE"
+            lab = dict(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', labels or ""))
+            key = (name, tuple(sorted(lab.items())))
+            assert key not in seen
+            seen.add(key)
+            families[name]["samples"].append((lab, float(value)))
+    return families
+
+
+def test_metrics_parse_and_carry_the_figures(report):
+    fams = parse_exposition(metrics.render_metrics(report))
+    assert all(n.startswith("slurm_fair_") for n in fams)
+    si = {s[0]["tenant"]: s[1] for s in fams["slurm_fair_tenant_sharing_incentive_ratio"]["samples"]}
+    assert si == {"alice": pytest.approx(1.0), "bob": pytest.approx(0.8)}
+    gpu = {(s[0]["tenant"], s[0]["gpu_type"]): s[1] for s in fams["slurm_fair_tenant_gpu_seconds"]["samples"]}
+    assert gpu[("bob", "k80")] == 20 * 3600
+    assert "slurm_fair_report_not_computed" in fams
+    assert "slurm_fair_controller_cycles" not in fams  # no store: absent, and listed as not computed
+
+
+def test_metrics_escape_label_values():
+    inputs = tiny.inputs()
+    rec = tiny.record("q1", 'we"ird\\ten\nant', "v100", 1, 1, 1, 2)
+    r = tables.build(type(inputs)(**{**inputs.__dict__, "records": inputs.records + (rec,)}))
+    fams = parse_exposition(metrics.render_metrics(r))
+    tenants = {s[0]["tenant"] for s in fams["slurm_fair_tenant_jobs"]["samples"]}
+    assert 'we\\"ird\\\\ten\\nant' in tenants
