@@ -219,6 +219,7 @@ class Simulator:
             solver=cfg.solver, time_limit_s=cfg.time_limit_s, keep_lp_dir=cfg.keep_lp_dir,
             round_s=cfg.round_s, state=self.state,
         )
+        self.state.setdefault("fork_sync", cfg.fork_sync)
         cache_key: frozenset[str] | None = None
         cached: tuple[Problem, Allocation, Problem, tuple[bool | None, bool | None]] | None = None
         rounds_since_solve = 0

@@ -1,0 +1,158 @@
+"""Hadar and HadarE (IPDPS'24 / arXiv 2503.10918): price-based online allocation per task type.
+
+**Hadar.** Each round is an online primal-dual pass. Every GPU type ``k`` has a price that rises
+exponentially with its load ``y_k`` (GPUs already given this round):
+``p_k(y) = L * (U / L) ** (y / C_k)``, where ``U`` is the largest and ``L`` half the smallest
+per-GPU utility density on offer this round. An empty type is cheaper than any job's
+utility; a full one dearer than all of them (the classic online-knapsack price of Buchbinder and
+Naor that Hadar's primal-dual analysis rests on). Repeatedly, the (job, type) pair with the
+largest surplus ``d_jk - p_k(y_k)`` is granted, if that surplus is positive and the gang fits;
+prices are updated after each grant. The utility density of job ``j`` on type ``k`` is
+``d_jk = (w_u / m_u) * n_jk * (1 + starved_j) / g_j``: the tenant weight split over its ``m_u``
+active jobs (fair across tenants), the job's normalised throughput there (task-level
+heterogeneity), and ``starved_j = 1 - attained_s / age_s`` (Hadar's time dimension: a job that
+waited most of its life is worth more). The allocation is integral.
+
+**HadarE.** Hadar, then *forking*: GPUs no waiting job can use are given to copies of running
+jobs, on other types (hence other nodes): a copy of ``j`` on ``k`` is added when it raises the
+job's combined rate ``(1 - sync) * sum of members' n``, at most :data:`MAX_COPIES` per job, the
+largest gain first. Copies appear in ``x`` under ``"<job>#fork<i>"`` and in
+``info["forks"] = {copy: job}``; the simulator places them with the shared rounding step and
+combines their progress (see ``docs/simulator.md``). ``sync`` is ``options.state["fork_sync"]``
+(default 0.1), set by the simulator from its configuration. Slurm cannot run one job as several
+cooperating allocations, so HadarE is a simulator-only policy.
+
+Our own choices (no public code exists): the density formula, ``L`` = half the smallest density,
+the surplus-greedy order, the copy rule. See ``docs/policies/hadar.md``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..model import Allocation, Job, Problem
+from . import PolicyOptions, register
+
+#: extra copies per job at most (HadarE)
+MAX_COPIES = 2
+DEFAULT_SYNC = 0.10
+
+
+def densities(problem: Problem) -> dict[tuple[str, str], float]:
+    """``d_jk`` for every job and type it can run on and fits in."""
+    count = {u: len(problem.jobs_of(u)) for u in problem.active_tenants}
+    out: dict[tuple[str, str], float] = {}
+    for j in problem.jobs:
+        age = float(j.age_s or 0.0)
+        starved = max(0.0, 1.0 - j.attained_s / age) if age > 0 else 1.0
+        weight = problem.weight(j.tenant) / count[j.tenant]
+        for k in problem.types:
+            n = j.normalised(k)
+            if n > 0 and j.gpus <= problem.gpu_types[k]:
+                out[j.id, k] = weight * n * (1.0 + starved) / j.gpus
+    return out
+
+
+def price(load: float, capacity: float, low: float, high: float) -> float:
+    """``p(y) = L (U/L)^(y/C)``: L when empty, U when full."""
+    if capacity <= 0:
+        return float("inf")
+    return low * (high / low) ** (min(load, capacity) / capacity)
+
+
+def hadar_assign(problem: Problem) -> tuple[dict[str, str], dict[str, float], dict[str, float]]:
+    """The primal-dual pass: ``(job -> type, load per type, final price per type)``."""
+    dens = densities(problem)
+    load = {k: 0.0 for k in problem.types}
+    if not dens:
+        return {}, load, {k: 0.0 for k in problem.types}
+    high = max(dens.values())
+    low = min(dens.values()) / 2.0
+    caps = {k: float(c) for k, c in problem.gpu_types.items()}
+    gpus = {j.id: j.gpus for j in problem.jobs}
+    chosen: dict[str, str] = {}
+    while True:
+        best: tuple[float, str, str] | None = None
+        prices = {k: price(load[k], caps[k], low, high) for k in problem.types}
+        for (jid, k), d in dens.items():
+            if jid in chosen or load[k] + gpus[jid] > caps[k]:
+                continue
+            surplus = d - prices[k]
+            if surplus > 0 and (best is None or (surplus, jid, k) > (best[0], best[1], best[2])):
+                best = (surplus, jid, k)
+        if best is None:
+            break
+        _, jid, k = best
+        chosen[jid] = k
+        load[k] += gpus[jid]
+    final = {k: price(load[k], caps[k], low, high) for k in problem.types}
+    return chosen, load, final
+
+
+def _remember(options: PolicyOptions, prices: dict[str, float], load: dict[str, float]) -> None:
+    history = options.state.setdefault("price_history", [])
+    history.append(dict(prices))
+    if len(history) > 100:
+        del history[: len(history) - 100]
+    options.state["prices"] = dict(prices)
+    options.state["load"] = dict(load)
+
+
+@register("hadar", "Hadar: per-type prices rising with load; each job on the type with the best utility minus price", dynamic=True)
+def hadar(problem: Problem, options: PolicyOptions) -> Allocation:
+    started = time.perf_counter()
+    chosen, load, prices = hadar_assign(problem)
+    _remember(options, prices, load)
+    x = {j.id: ({chosen[j.id]: 1.0} if j.id in chosen else {}) for j in problem.jobs}
+    return Allocation("hadar", x, "heuristic", "none", time.perf_counter() - started,
+                      info={"prices": prices, "load": load})
+
+
+def _fork_gain(job: Job, members: list[str], extra: str, sync: float) -> float:
+    """Rise of the job's combined normalised rate when a copy on ``extra`` joins ``members``."""
+    now = sum(job.normalised(k) for k in members)
+    now = now if len(members) == 1 else (1 - sync) * now
+    after = (1 - sync) * (sum(job.normalised(k) for k in members) + job.normalised(extra))
+    return after - now
+
+
+@register("hadare", "HadarE: Hadar plus forking jobs into copies on otherwise idle GPUs of other types (simulator only)", dynamic=True)
+def hadare(problem: Problem, options: PolicyOptions) -> Allocation:
+    started = time.perf_counter()
+    sync = float(options.state.get("fork_sync", DEFAULT_SYNC))
+    chosen, load, prices = hadar_assign(problem)
+    _remember(options, prices, load)
+    caps = {k: float(c) for k, c in problem.gpu_types.items()}
+    free = {k: caps[k] - load[k] for k in problem.types}
+    # GPUs a waiting job could still use are not forked into: copies never displace jobs
+    for j in problem.jobs:
+        if j.id not in chosen:
+            for k in problem.types:
+                if j.normalised(k) > 0 and j.gpus <= free[k]:
+                    free[k] = 0.0
+    members: dict[str, list[str]] = {jid: [k] for jid, k in chosen.items()}
+    jobs = {j.id: j for j in problem.jobs}
+    forks: dict[str, str] = {}
+    x: dict[str, dict[str, float]] = {j.id: ({chosen[j.id]: 1.0} if j.id in chosen else {}) for j in problem.jobs}
+    while True:
+        best: tuple[float, str, str] | None = None
+        for jid, ks in members.items():
+            if len(ks) > MAX_COPIES:
+                continue
+            job = jobs[jid]
+            for k in problem.types:
+                if k in ks or job.normalised(k) <= 0 or job.gpus > free[k]:
+                    continue
+                gain = _fork_gain(job, ks, k, sync)
+                if gain > 1e-9 and (best is None or (gain, jid, k) > best):
+                    best = (gain, jid, k)
+        if best is None:
+            break
+        _, jid, k = best
+        copy_id = f"{jid}#fork{len(members[jid])}"
+        members[jid].append(k)
+        forks[copy_id] = jid
+        x[copy_id] = {k: 1.0}
+        free[k] -= jobs[jid].gpus
+    return Allocation("hadare", x, "heuristic", "none", time.perf_counter() - started,
+                      info={"prices": prices, "load": load, "forks": forks})

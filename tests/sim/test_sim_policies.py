@@ -1,0 +1,139 @@
+"""Each seed policy's defining behaviour, on scenarios small enough to reason about by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_fair import policies, throughput_table as tt
+from slurm_fair.model import Job, NodeCapacity, Problem
+from slurm_fair.policies import PolicyOptions
+from slurm_fair.sim import engine
+from slurm_fair.sim.cluster import parse_cluster
+from slurm_fair.sim.workload import TraceJob, make_workload
+
+from simhelpers import table_from
+
+
+def _job(jid: str, tenant: str, thr: dict[str, float], gpus: int = 1, **kw) -> Job:
+    return Job(id=jid, tenant=tenant, gpus=gpus, throughput=thr, **kw)
+
+
+def test_seed_policies_are_registered_as_dynamic() -> None:
+    for name in ("fft", "hadar", "hadare", "hops"):
+        assert policies.get(name).dynamic
+
+
+def test_fft_compensates_the_tenant_left_behind() -> None:
+    """A is sensitive (k80 is 10x slower for it), B is not (2x). The efficient plan is A on the
+    V100, B on the K80 - and keeps B at half speed forever. FFT starts there, then B's deficit
+    against its fair progress grows every round until B gets the V100."""
+    fft = policies.get("fft").allocate
+    opts = PolicyOptions(solver="cbc", state={})
+    prev: dict[str, str | None] = {"a": None, "b": None}
+    history = []
+    for _ in range(8):
+        problem = Problem(
+            {"v100": 1, "k80": 1}, {},
+            (_job("a", "A", {"v100": 10, "k80": 1}, prev_type=prev["a"]),
+             _job("b", "B", {"v100": 10, "k80": 5}, prev_type=prev["b"])),
+        )
+        alloc = fft(problem, opts)
+        on_v100 = max(("a", "b"), key=lambda j: alloc.fraction(j, "v100"))
+        history.append((on_v100, dict(alloc.info["compensation"])))
+        prev = {on_v100: "v100", ("b" if on_v100 == "a" else "a"): "k80"}
+    assert history[0][0] == "a", "efficiency first: the sensitive job gets the fast GPU"
+    turn = next(i for i, (who, _) in enumerate(history) if who == "b")
+    assert turn >= 1
+    # B's compensation grew while it was behind, A had none then
+    comps = [c.get("b", 0.0) for _, c in history[:turn + 1]]
+    assert comps == sorted(comps) and comps[-1] > 0
+    assert all(c.get("a", 0.0) == 0.0 for _, c in history[:turn])
+
+
+def test_hadar_prices_rise_with_load() -> None:
+    hadar = policies.get("hadar").allocate
+
+    def final_price(n_jobs: int) -> float:
+        # one tenant per job and identical jobs: the utility densities (L, U) stay the same,
+        # only the load changes
+        jobs = tuple(_job(f"j{i}", f"t{i}", {"v100": 10, "k80": 2}) for i in range(n_jobs))
+        alloc = hadar(Problem({"v100": 8, "k80": 8}, {}, jobs), PolicyOptions(state={}))
+        return alloc.info["prices"]["v100"]
+
+    prices = [final_price(n) for n in (1, 4, 8, 16)]
+    assert prices == sorted(prices) and prices[-1] > prices[0]
+
+
+def test_hadar_price_function_spans_low_to_high() -> None:
+    from slurm_fair.policies.hadar import price
+
+    assert price(0, 8, 1.0, 5.0) == pytest.approx(1.0)
+    assert price(8, 8, 1.0, 5.0) == pytest.approx(5.0)
+    assert price(2, 8, 1.0, 5.0) < price(6, 8, 1.0, 5.0)
+
+
+def test_hops_fills_fragments_with_low_sensitivity_jobs() -> None:
+    """v100=2, k80=1. The two highest latency ratios (A, B: 2-GPU gangs) are the ILP's
+    candidates; only A fits. The leftover K80 goes to D, whose speed hardly depends on the
+    type, although C has the higher latency ratio."""
+    jobs = (
+        _job("A", "t1", {"v100": 10, "k80": 2}, gpus=2, age_s=9000, remaining_work=1000),
+        _job("B", "t2", {"v100": 10, "k80": 2}, gpus=2, age_s=8000, remaining_work=1000),
+        _job("C", "t3", {"v100": 10, "k80": 1}, age_s=5000, remaining_work=1000),
+        _job("D", "t4", {"v100": 10, "k80": 9}, age_s=100, remaining_work=1000),
+    )
+    alloc = policies.get("hops").allocate(Problem({"v100": 2, "k80": 1}, {}, jobs), PolicyOptions(state={}))
+    assert alloc.fraction("A", "v100") == 1.0
+    assert alloc.fraction("D", "k80") == 1.0
+    assert not alloc.x["C"] and not alloc.x["B"]
+    assert alloc.info["fragment_fillers"] == ["D"]
+
+
+def test_hops_puts_sensitive_jobs_on_fast_nodes() -> None:
+    nodes = (NodeCapacity("v-1", "v100", 1, 0.5), NodeCapacity("v-2", "v100", 1, 1.0),
+             NodeCapacity("k-1", "k80", 2, 1.0))
+    jobs = (
+        _job("sens", "t1", {"v100": 10, "k80": 1}, age_s=10, remaining_work=100),
+        _job("flat", "t2", {"v100": 10, "k80": 9.5}, age_s=10, remaining_work=100),
+        _job("x", "t3", {"v100": 10, "k80": 1}, age_s=10, remaining_work=100),
+    )
+    alloc = policies.get("hops").allocate(Problem({"v100": 2, "k80": 2}, {}, jobs, nodes), PolicyOptions(state={}))
+    assert alloc.info["nodes"]["sens"] == ("v-2",) or alloc.info["nodes"]["x"] == ("v-2",)
+    assert alloc.fraction("flat", "k80") == 1.0
+
+
+def test_hadare_forks_speed_up_a_lone_job_on_an_idle_cluster() -> None:
+    table = table_from({"v100": {("A", 1): 10.0}, "p100": {("A", 1): 6.0}, "k80": {("A", 1): 3.0}})
+    w = make_workload([TraceJob("a/1", "a", "A", 1, 100000, 0)])
+    cluster = parse_cluster("v100=1,p100=1,k80=1")
+    cfg = engine.SimConfig(restart_s=30, fork_sync=0.1, check_fairness=False)
+    alone = engine.simulate(w, cluster, table, policies.get("hadar"), cfg)
+    forked = engine.simulate(w, cluster, table, policies.get("hadare"), cfg)
+    assert forked.records[0].end_s < alone.records[0].end_s
+    # progress combined as documented: 0.9 * (10 + 6 + 3) steps/s after the 30 s start
+    assert forked.records[0].end_s == pytest.approx(30 + 100000 / (0.9 * 19), rel=1e-9)
+    assert forked.work_done["a/1"] == pytest.approx(100000)
+    # every GPU-second of the copies is the job's
+    assert set(forked.records[0].gpu_seconds) == {"v100", "p100", "k80"}
+
+
+def test_hadare_does_not_fork_over_waiting_jobs() -> None:
+    problem = Problem({"v100": 1, "k80": 1}, {}, (_job("a", "A", {"v100": 10, "k80": 3}), _job("b", "B", {"v100": 10, "k80": 3})))
+    alloc = policies.get("hadare").allocate(problem, PolicyOptions(state={}))
+    assert alloc.info["forks"] == {}
+
+
+@pytest.mark.parametrize("name", ["fft", "hadar", "hadare", "hops"])
+def test_seed_policies_run_a_small_trace_to_the_end(name: str) -> None:
+    table = tt.load()
+    jobs = [
+        TraceJob(f"t{i % 3}/{i}", f"t{i % 3}", jt, g, 20000.0, 600.0 * i)
+        for i, (jt, g) in enumerate([("ResNet-18 (batch size 32)", 1), ("LM (batch size 20)", 2),
+                                     ("A3C", 1), ("Transformer (batch size 64)", 4),
+                                     ("CycleGAN", 1), ("ResNet-50 (batch size 128)", 2)])
+    ]
+    cluster = parse_cluster("v100=2,p100=2,k80=4", gpus_per_node=2)
+    res = engine.simulate(make_workload(jobs), cluster, table, policies.get(name), engine.SimConfig(solver="cbc"))
+    assert all(r.end_s is not None for r in res.records)
+    for job in jobs:
+        assert res.work_done[job.id] == pytest.approx(job.total_steps)
