@@ -138,12 +138,13 @@ def best_use(
         q0 = {c.key: max(c.n.values(), default=0.0) for c in classes}
         return BestUse(0.0, {c.key: {} for c in classes}, p0, q0)
     model = pulp.LpProblem("best_use", pulp.LpMaximize)
+    n = classes_n(classes)
     z: dict[tuple[int, str], pulp.LpVariable] = {}
     for c in classes:
         for k in types:
             if c.can_run(k):
                 z[c.key, k] = pulp.LpVariable(f"z_{c.key}_{k}", lowBound=0)
-    model += pulp.LpAffineExpression({v: classes_n(classes)[ck] for ck, v in z.items()})
+    model += pulp.LpAffineExpression({v: n[ck] for ck, v in z.items()})
     by_type: dict[str, dict] = {k: {} for k in types}
     by_class: dict[int, dict] = {c.key: {} for c in classes}
     gpus = {c.key: c.gpus for c in classes}
@@ -169,7 +170,7 @@ def best_use(
         val = float(v.varValue or 0.0)
         if val > 1e-12:
             zval[ck][k] = val
-    value = sum(classes_n(classes)[ck] * float(v.varValue or 0.0) for ck, v in z.items())
+    value = sum(n[ck] * float(v.varValue or 0.0) for ck, v in z.items())
     return BestUse(value, zval, p, q)
 
 

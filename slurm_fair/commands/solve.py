@@ -39,10 +39,12 @@ def command(input_path: str, policy: str, solver: str, time_limit: float, output
     options = PolicyOptions(solver=solver, time_limit_s=time_limit, keep_lp_dir=keep_lp_dir)
     allocation = info.allocate(problem, options)
     out = allocation_to_dict(problem, allocation)
-    try:
-        bound = fairness.efficiency_bound(problem)
-    except SolverError:
-        bound = None
+    bound = allocation.info.get("efficiency_bound")
+    if not isinstance(bound, (int, float)):
+        try:
+            bound = fairness.efficiency_bound(problem)
+        except SolverError:
+            bound = None
     out["efficiency_bound"] = bound
     out["efficiency_ratio"] = None if bound is None else fairness.efficiency_ratio(out["efficiency"], bound)
     placement = rounding.place(problem, allocation)

@@ -36,11 +36,12 @@ from ._lp import ClassModel, fallback_allocation, result
 _SLACK = 1e-7
 
 
-def _max_throughput_classes(problem: Problem, options: PolicyOptions) -> tuple[list[JobClass], dict]:
-    cm = ClassModel(problem, "max_throughput")
+def _max_throughput_classes(problem: Problem, options: PolicyOptions, classes: list[JobClass]) -> dict:
+    """The class solution of ``max E``."""
+    cm = ClassModel(problem, "max_throughput", classes)
     cm.model += cm.efficiency()
     cm.solve(options)
-    return cm.classes, cm.values()
+    return cm.values()
 
 
 @register("max-throughput", "maximum total normalised throughput E (the efficiency bound E*)")
@@ -48,7 +49,8 @@ def max_throughput(problem: Problem, options: PolicyOptions) -> Allocation:
     """``max E``: no fairness at all; the yardstick ``E*`` for every other policy."""
     started = time.perf_counter()
     try:
-        classes, X = _max_throughput_classes(problem, options)
+        classes = classes_of(problem)
+        X = _max_throughput_classes(problem, options, classes)
     except SolverError as exc:
         return fallback_allocation(problem, "max-throughput", exc, started)
     return result(problem, "max-throughput", classes, X, options, started)

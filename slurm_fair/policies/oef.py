@@ -35,7 +35,7 @@ from ..jobclasses import JobClass, classes_of
 from ..model import Allocation, Problem
 from . import PolicyOptions, register
 from ._lp import ClassModel, equal_split_classes, fallback_allocation, result
-from .baselines import _max_min
+from .baselines import _max_min, _max_throughput_classes
 
 ClassX = Mapping[int, Mapping[str, float]]
 
@@ -70,9 +70,20 @@ class _Tenants:
         self.mine = {u: [c for c in classes if c.tenant == u] for u in self.names}
         self.weight = {u: problem.weight(u) for u in self.names}
         self.si = {u: fairness.best_use(self.mine[u], fairness.equal_share(problem, u)).value for u in self.names}
+        self._last: tuple[ClassX, dict] | None = None
 
     def envy_certificates(self, X: ClassX) -> dict[tuple[str, str], fairness.BestUse]:
-        """``V_u((w_u/w_v) y_v)`` with its dual certificate, for every ordered pair."""
+        """``V_u((w_u/w_v) y_v)`` with its dual certificate, for every ordered pair.
+
+        The last answer is remembered: the fairness check of a point and the cuts built at the
+        same point need the same LPs."""
+        if self._last is not None and self._last[0] is X:
+            return self._last[1]
+        out = self._certificates(X)
+        self._last = (X, out)
+        return out
+
+    def _certificates(self, X: ClassX) -> dict[tuple[str, str], fairness.BestUse]:
         bundles = _bundles(self.classes, X, self.problem.types)
         out = {}
         for u in self.names:
@@ -211,6 +222,14 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
     classes = classes_of(problem)
     try:
         t = _Tenants(problem, classes)
+        # the efficiency bound first: when the most efficient allocation is already SI and EF
+        # it is the answer (E = E*, and it is Pareto-efficient by construction)
+        top = _max_throughput_classes(problem, options, classes)
+        e_star = _efficiency(classes, top)
+        if t.fair(top):
+            info = {"start": "max-throughput", "ccp_rounds": 0, "pareto_repairs": 0,
+                    "pareto_efficient": True, "pareto_gap": 0.0, "efficiency_bound": e_star}
+            return result(problem, "oef", classes, top, options, started, info)
         X: ClassX = equal_split_classes(problem, classes)
         start = "equal-split"
         e = _efficiency(classes, X)
@@ -242,7 +261,7 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
     except SolverError as exc:
         return fallback_allocation(problem, "oef", exc, started)
     info = {"start": start, "ccp_rounds": rounds, "pareto_repairs": repairs,
-            "pareto_efficient": pareto, "pareto_gap": gap}
+            "pareto_efficient": pareto, "pareto_gap": gap, "efficiency_bound": e_star}
     return result(problem, "oef", classes, X, options, started, info)
 
 

@@ -1,0 +1,86 @@
+"""OEF's promises checked by an independent LP (scipy), on hand-made and generated problems."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from slurm_fair import policies
+from slurm_fair.model import Job, Problem
+from slurm_fair.policies import PolicyOptions
+
+from . import _independent as ind
+from .strategies import problems
+
+OPTS = PolicyOptions(solver="highs")
+FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _x(alloc):
+    return {j: dict(r) for j, r in alloc.x.items()}
+
+
+@FAST
+@given(problems())
+def test_oef_is_feasible_si_and_ef(problem: Problem) -> None:
+    a = policies.allocate("oef", problem, OPTS)
+    x = _x(a)
+    assert ind.capacity_ok(problem, x)
+    assert ind.si_ok(problem, x)
+    assert ind.ef_ok(problem, x)
+
+
+@FAST
+@given(problems())
+def test_oef_pareto_flag_is_truthful(problem: Problem) -> None:
+    """info['pareto_efficient'] is what an independent LP says (see docs/oef.md, PE)."""
+    a = policies.allocate("oef", problem, OPTS)
+    gap = ind.pe_gap(problem, _x(a))
+    e = sum(ind.utilities(problem, _x(a)).values())
+    assert (gap <= ind.tol(e) * 10) == bool(a.info["pareto_efficient"]), (gap, dict(a.info))
+
+
+@pytest.mark.xfail(strict=False, reason="the CCP optimum of max E s.t. SI+EF is not always "
+                   "Pareto-efficient; measured rate and example in docs/oef.md")
+def test_oef_always_pareto_efficient() -> None:
+    rng = random.Random(7)
+    for _ in range(40):
+        p = ind.random_problem(rng)
+        x = _x(policies.allocate("oef", p, OPTS))
+        assert ind.pe_gap(p, x) <= ind.tol(sum(ind.utilities(p, x).values())) * 10
+
+
+@FAST
+@given(problems())
+def test_oef_at_least_gavel_mmf_when_gavel_is_fair(problem: Problem) -> None:
+    """OEF starts from gavel-mmf's answer whenever that answer is SI and EF, so it can only be
+    more efficient then; when gavel-mmf is not fair the comparison is not promised."""
+    g = _x(policies.allocate("gavel-mmf", problem, OPTS))
+    if not (ind.si_ok(problem, g) and ind.ef_ok(problem, g)):
+        return
+    o = _x(policies.allocate("oef", problem, OPTS))
+    eo, eg = sum(ind.utilities(problem, o).values()), sum(ind.utilities(problem, g).values())
+    assert eo >= eg - ind.tol(eg) * 10
+
+
+def test_oef_beats_equal_split_on_complementary_tenants() -> None:
+    """Two tenants, one fast only on v100, the other indifferent: OEF trades GPUs so both gain,
+    reaching E* = 4 (independently: a's 2 jobs on v100 at rate 1, b's on k80 at rate 1)."""
+    p = Problem(
+        {"v100": 2, "k80": 2}, {},
+        [Job("a1", "a", 1, {"v100": 10, "k80": 1}), Job("a2", "a", 1, {"v100": 10, "k80": 1}),
+         Job("b1", "b", 1, {"v100": 1, "k80": 1}), Job("b2", "b", 1, {"v100": 1, "k80": 1})],
+    )
+    a = policies.allocate("oef", p, OPTS)
+    x = _x(a)
+    assert sum(ind.utilities(p, x).values()) == pytest.approx(4.0, rel=1e-6)
+    assert ind.max_efficiency(p) == pytest.approx(4.0)
+    assert ind.si_ok(p, x) and ind.ef_ok(p, x)
+
+
+def test_oef_reports_efficiency_bound() -> None:
+    p = ind.random_problem(random.Random(3))
+    a = policies.allocate("oef", p, OPTS)
+    assert a.info["efficiency_bound"] == pytest.approx(ind.max_efficiency(p), rel=1e-6)
