@@ -244,8 +244,10 @@ def charts(r: Report) -> dict[str, str]:
     out: dict[str, str] = {}
     if not r.timeline.empty and len(r.timeline.columns):
         fig, ax = plt.subplots(figsize=(9, 3.2))
-        x = pd.DatetimeIndex(r.timeline.index).to_pydatetime()
-        ax.stackplot(x, *[r.timeline[c].to_numpy() for c in r.timeline.columns],
+        # one more point at the window end so the last bin is drawn to its end
+        tl = pd.concat([r.timeline, r.timeline.iloc[[-1]].set_axis([pd.Timestamp(r.window.until)])])
+        x = pd.DatetimeIndex(tl.index).to_pydatetime()
+        ax.stackplot(x, *[tl[c].to_numpy() for c in tl.columns],
                      labels=list(r.timeline.columns), step="post", alpha=0.85)
         ax.set_ylabel("share of cluster GPUs")
         ax.set_ylim(0, max(1.0, float(r.timeline.sum(axis=1).max()) * 1.05))
