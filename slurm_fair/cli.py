@@ -18,7 +18,7 @@ from .errors import NotYetImplemented, SlurmFairError
 #: command name -> (module under slurm_fair.commands, or None while not built; the issue)
 COMMANDS: dict[str, tuple[str | None, str]] = {
     "solve": ("solve", "issue 4, the allocation engine"),
-    "simulate": (None, "issue 5, the simulator"),
+    "simulate": ("simulate", "issue 5, the simulator"),
     "run": ("run", "issue 6, the controller"),
     "report": ("report", "issue 7, fairness reports"),
     "metrics": ("metrics", "issue 7, fairness reports"),

@@ -34,3 +34,24 @@ def fake():
         qos=[Qos("normal")],
         now=datetime(2026, 1, 1, 12, 0, 0),
     )
+
+
+@pytest.fixture
+def slurm_env(request):
+    """Client environment of the session testbed (tests/conftest.py), or of a private one named
+    by $SLURM_FAIR_TESTBED_DIR; skipped when neither exists."""
+    import os
+
+    try:
+        tb = request.getfixturevalue("testbed")
+    except pytest.FixtureLookupError:
+        path = os.environ.get("SLURM_FAIR_TESTBED_DIR")
+        if not path:
+            pytest.skip("no testbed fixture and no $SLURM_FAIR_TESTBED_DIR")
+        from slurm_fair.testbed import Testbed
+
+        tb = Testbed(dir=path)
+        if not tb.is_healthy():
+            pytest.skip(f"testbed in {path} is not healthy")
+    env = getattr(tb, "env", None)
+    return tb, dict(env() if callable(env) else env)
