@@ -1,0 +1,114 @@
+"""Cluster harnesses of the contract suite: the fake or a real Slurm behind one interface."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+from typing import Sequence
+
+from slurm_fair.model import SlurmJob
+from slurm_fair.slurm.cli import SlurmCli
+from slurm_fair.slurm.fake import FakeSlurm, list_recordings
+
+#: recorded from the testbed when available (the fake then mirrors the real cluster)
+REAL_RECORDING = "testbed-22.05"
+
+
+class Harness:
+    """What a contract test needs: the port under test plus submit/cancel/read-back."""
+
+    tenants: tuple[str, ...] = ()
+    real = False
+
+    def __init__(self, port) -> None:
+        self.port = port
+        self.qos_created: list[str] = []
+
+    def submit(self, account: str, gpu_args: str, *, held: bool = False, name: str = "sf-test",
+               comment: str = "") -> str:
+        raise NotImplementedError
+
+    def cancel(self, job_id: str) -> None:
+        raise NotImplementedError
+
+    def job(self, job_id: str) -> SlurmJob:
+        for j in self.port.jobs():
+            if j.job_id == job_id:
+                return j
+        raise LookupError(f"job {job_id} not in the queue")
+
+    def new_qos_name(self) -> str:
+        name = f"sftest{secrets.token_hex(3)}"
+        self.qos_created.append(name)
+        return name
+
+    def close(self) -> None:
+        for q in self.qos_created:
+            for a in self.tenants:
+                try:
+                    self.port.detach_qos(a, q)
+                except Exception:  # noqa: BLE001 - best-effort cleanup
+                    pass
+            try:
+                self.port.delete_qos(q)
+            except Exception:  # noqa: BLE001
+                pass
+
+
+class FakeHarness(Harness):
+    def __init__(self) -> None:
+        name = REAL_RECORDING if REAL_RECORDING in list_recordings() else "constructed-24.05"
+        fake = FakeSlurm.from_recording(name)
+        super().__init__(fake)
+        self.tenants = tuple(sorted(a.name for a in fake.accounts()))[:3]
+
+    def submit(self, account, gpu_args, *, held=False, name="sf-test", comment=""):
+        acc = {a.name: a for a in self.port.accounts()}.get(account)
+        qos = acc.default_qos if acc and acc.default_qos else "normal"
+        return self.port.submit(account, gpu_args, hold=held, name=name, comment=comment, qos=qos)
+
+    def cancel(self, job_id):
+        self.port.finish(job_id)
+
+
+class RealHarness(Harness):
+    real = True
+
+    def __init__(self, env: dict[str, str]) -> None:
+        super().__init__(SlurmCli(env=env, timeout_s=30, retries=2))
+        self.env = {**os.environ, **env}
+        self.submitted: list[str] = []
+        accounts = [a.name for a in self.port.accounts()]
+        self.tenants = tuple(sorted(accounts))[:3]
+
+    def submit(self, account, gpu_args, *, held=False, name="sf-test", comment=""):
+        argv = ["sbatch", "--parsable", "-A", account, "-J", name, "-o", "/dev/null", "-t", "10"]
+        # pending without hold: a begin time in the future keeps it from starting
+        argv += ["--hold"] if held else ["--begin=now+3600"]
+        if comment:
+            argv.append(f"--comment={comment}")
+        argv += gpu_args.split()
+        argv += ["--wrap", "sleep 600"]
+        out = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=30)
+        if out.returncode != 0:
+            raise RuntimeError(f"sbatch failed: {out.stderr.strip()}")
+        job_id = out.stdout.strip().split(";")[0]
+        self.submitted.append(job_id)
+        return job_id
+
+    def cancel(self, job_id):
+        subprocess.run(["scancel", job_id], env=self.env, capture_output=True, timeout=30)
+        for _ in range(50):  # wait until squeue no longer shows it
+            if all(j.job_id != job_id for j in self.port.jobs()):
+                return
+            subprocess.run(["sleep", "0.2"], check=False)
+
+    def close(self):
+        if self.submitted:
+            subprocess.run(["scancel", *self.submitted], env=self.env, capture_output=True, timeout=60)
+        super().close()
+
+
+def gpu_types_of(h: Harness) -> Sequence[str]:
+    return sorted(h.port.snapshot().capacity())

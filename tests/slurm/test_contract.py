@@ -1,0 +1,159 @@
+"""One contract, two backends: the fake and a real Slurm must behave the same.
+
+Each scenario submits jobs, acts through the port and reads the effect back *through Slurm*
+(``squeue``/``sacctmgr`` on the real backend), never from what the adapter believes it did.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from slurm_fair.errors import JobGone
+
+from slurm_harness import Harness, gpu_types_of
+
+#: sbatch GPU options -> (count, type, per, total GPUs)
+SYNTAXES = {
+    "--gres=gpu:2": (2, None, "node", 2),
+    "--gres=gpu:{t}:1": (1, "{t}", "node", 1),
+    "--gpus=3": (3, None, "job", 3),
+    "--gpus={t}:2": (2, "{t}", "job", 2),
+    "--gpus-per-node=2 -N 2": (2, None, "node", 4),
+    "--gpus-per-node={t}:1": (1, "{t}", "node", 1),
+    "--gpus-per-task=1 -n 2": (1, None, "task", 2),
+}
+
+
+def test_submit_each_syntax_for_several_tenants(cluster: Harness):
+    t = gpu_types_of(cluster)[0]
+    for tenant in cluster.tenants[:2]:
+        for args, (count, gtype, per, total) in SYNTAXES.items():
+            job = cluster.job(cluster.submit(tenant, args.format(t=t)))
+            r = job.gpu_request
+            assert job.account == tenant and job.pending, args
+            want_type = gtype.format(t=t) if gtype else None
+            assert (r.count, r.gpu_type, r.per, r.total) == (count, want_type, per, total), args
+            assert job.is_gpu_job
+
+
+def test_cpu_only_job_is_not_a_gpu_job(cluster: Harness):
+    if not cluster.real:
+        pytest.skip("the fake's submit models GPU jobs only")
+    job = cluster.job(cluster.submit(cluster.tenants[0], "-n 1"))
+    assert job.gpu_request is None and not job.is_gpu_job
+
+
+@pytest.mark.parametrize("args", ["--gres=gpu:2", "--gpus=3", "--gpus-per-node=1 -N 2", "--gpus-per-task=1 -n 2"])
+def test_pin_unpin_restore_keep_count_and_form(cluster: Harness, args):
+    types = gpu_types_of(cluster)
+    job = cluster.job(cluster.submit(cluster.tenants[0], args))
+    original = job.gpu_request
+    for t in types[:2]:
+        cluster.port.set_gpu_type(cluster.job(job.job_id), t)
+        r = cluster.job(job.job_id).gpu_request
+        assert (r.gpu_type, r.count, r.per, r.total) == (t, original.count, original.per, original.total)
+    cluster.port.set_gpu_type(cluster.job(job.job_id), None)
+    r = cluster.job(job.job_id).gpu_request
+    assert (r.gpu_type, r.count, r.per) == (None, original.count, original.per)
+    cluster.port.set_gpu_type(cluster.job(job.job_id), types[0])
+    cluster.port.restore_gpu_request(cluster.job(job.job_id), original.raw)
+    assert cluster.job(job.job_id).gpu_request == original
+
+
+def test_priority_nice_hold_release(cluster: Harness):
+    job_id = cluster.submit(cluster.tenants[0], "--gres=gpu:1")
+    cluster.port.set_priority(job_id, 4242)
+    assert cluster.job(job_id).priority == 4242
+    cluster.port.set_priority(job_id, None)  # back to multifactor
+    assert cluster.job(job_id).priority not in (0, 4242)
+    cluster.port.set_nice(job_id, 100)
+    assert cluster.job(job_id).nice == 100
+    cluster.port.hold(job_id)
+    held = cluster.job(job_id)
+    assert held.priority == 0 and "Held" in held.reason
+    cluster.port.release(job_id)
+    released = cluster.job(job_id)
+    assert released.priority > 0 and "Held" not in released.reason
+
+
+def test_set_priority_none_keeps_a_user_hold(cluster: Harness):
+    job_id = cluster.submit(cluster.tenants[0], "--gres=gpu:1", held=True)
+    before = cluster.job(job_id).reason
+    cluster.port.set_priority(job_id, None)
+    after = cluster.job(job_id)
+    assert after.priority == 0 and after.reason == before
+
+
+def test_update_partition(cluster: Harness):
+    job_id = cluster.submit(cluster.tenants[0], "--gres=gpu:1")
+    nodes = cluster.port.nodes()
+    target = next(p for n in nodes for p in n.partitions if p != cluster.job(job_id).partition)
+    cluster.port.update_job(job_id, {"Partition": target})
+    assert cluster.job(job_id).partition == target
+
+
+def test_qos_limits_attach_and_effect_on_new_jobs(cluster: Harness):
+    t = gpu_types_of(cluster)[0]
+    q = cluster.new_qos_name()
+    cluster.port.ensure_qos(q, {f"gres/gpu:{t}": 2})
+    assert dict({x.name: x for x in cluster.port.qos()}[q].grp_tres) == {f"gres/gpu:{t}": 2}
+    cluster.port.ensure_qos(q, {f"gres/gpu:{t}": 6, "gres/gpu": 8})
+    assert dict({x.name: x for x in cluster.port.qos()}[q].grp_tres) == {f"gres/gpu:{t}": 6, "gres/gpu": 8}
+    cluster.port.ensure_qos(q, {"gres/gpu": None})  # None removes one limit
+    assert dict({x.name: x for x in cluster.port.qos()}[q].grp_tres) == {f"gres/gpu:{t}": 6}
+
+    tenant = cluster.tenants[0]
+    cluster.port.attach_qos(tenant, q)
+    acc = {a.name: a for a in cluster.port.accounts()}[tenant]
+    assert q in acc.qos and acc.default_qos == q
+    # the effect Slurm shows: a new job of that tenant runs under the QOS
+    assert cluster.job(cluster.submit(tenant, "--gres=gpu:1")).qos == q
+    # and a pending job can be moved to it
+    other = cluster.submit(tenant, "--gpus=1")
+    cluster.port.update_job(other, {"QOS": q})
+    assert cluster.job(other).qos == q
+    cluster.port.update_job(other, {"QOS": "normal"})
+
+    cluster.port.detach_qos(tenant, q)
+    acc = {a.name: a for a in cluster.port.accounts()}[tenant]
+    assert q not in acc.qos and acc.default_qos != q
+
+
+def test_job_that_ended_is_gone_not_an_error(cluster: Harness):
+    job_id = cluster.submit(cluster.tenants[0], "--gres=gpu:1")
+    job = cluster.job(job_id)
+    cluster.cancel(job_id)
+    for action in (
+        lambda: cluster.port.set_nice(job_id, 5),
+        lambda: cluster.port.set_priority(job_id, 5),
+        lambda: cluster.port.set_gpu_type(job, gpu_types_of(cluster)[0]),
+        lambda: cluster.port.hold(job_id),
+    ):
+        with pytest.raises(JobGone):
+            action()
+
+
+def test_hostile_comment_executes_nothing_and_breaks_no_parse(cluster: Harness, tmp_path: Path):
+    marker = tmp_path / f"pwned-{uuid.uuid4().hex[:6]}"
+    comment = (
+        f"fair:class=resnet50 $(touch {marker}) `touch {marker}`; touch {marker} | "
+        "\"double' single \\ back |pipe|| %s %n ${HOME}"
+    )
+    tenant_a, tenant_b = cluster.tenants[0], cluster.tenants[1]
+    evil = cluster.submit(tenant_a, "--gres=gpu:2", comment=comment, name="evil|name;$(x)")
+    after = cluster.submit(tenant_b, "--gpus=1", name="next")
+    jobs = {j.job_id: j for j in cluster.port.jobs()}
+    assert not marker.exists()
+    e, n = jobs[evil], jobs[after]
+    assert e.comment == comment and e.name == "evil|name;$(x)"
+    assert (e.account, e.gpu_request.total, e.tags.get("class")) == (tenant_a, 2, "resnet50")
+    assert (n.account, n.name, n.gpu_request.total, n.gpu_request.per) == (tenant_b, "next", 1, "job")
+    # snapshot -> problem survives it too
+    from slurm_fair.slurm.to_problem import snapshot_to_problem
+
+    problem = snapshot_to_problem(cluster.port.snapshot())
+    assert {evil, after} <= {j.id for j in problem.jobs}
+    assert not marker.exists()
