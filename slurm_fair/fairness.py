@@ -14,11 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-import pulp
 
 from .jobclasses import JobClass, classes_of
 from .model import Problem
-from .solver import duals, fastest_available, solve
+from .solver import INF, SmallLP
 
 XMap = Mapping[str, Mapping[str, float]]
 
@@ -131,46 +130,46 @@ def best_use(
     (``p`` clipped at 0, ``q_c`` raised to ``max_k n_ck - g_c p_k``), because EF cuts built from
     them must be valid upper bounds, not approximately valid ones.
     """
-    solver = solver or fastest_available()
     types = sorted({k for c in classes for k in c.n if float(bundle.get(k, 0.0)) > 1e-12})
     if not classes or not types:
         p0 = {k: 0.0 for k in bundle}
         q0 = {c.key: max(c.n.values(), default=0.0) for c in classes}
         return BestUse(0.0, {c.key: {} for c in classes}, p0, q0)
-    model = pulp.LpProblem("best_use", pulp.LpMaximize)
-    n = classes_n(classes)
-    z: dict[tuple[int, str], pulp.LpVariable] = {}
-    for c in classes:
+    # one in-memory LP: columns z_ck, rows cap_k (one per type) then dem_c (one per class)
+    tindex = {k: i for i, k in enumerate(types)}
+    cols: list[tuple[int, str]] = []
+    cost: list[float] = []
+    row_cols: list[list[int]] = [[] for _ in types] + [[] for _ in classes]
+    row_vals: list[list[float]] = [[] for _ in types] + [[] for _ in classes]
+    for ci, c in enumerate(classes):
         for k in types:
-            if c.can_run(k):
-                z[c.key, k] = pulp.LpVariable(f"z_{c.key}_{k}", lowBound=0)
-    model += pulp.LpAffineExpression({v: n[ck] for ck, v in z.items()})
-    by_type: dict[str, dict] = {k: {} for k in types}
-    by_class: dict[int, dict] = {c.key: {} for c in classes}
-    gpus = {c.key: c.gpus for c in classes}
-    for (ck, k), v in z.items():
-        by_type[k][v] = gpus[ck]
-        by_class[ck][v] = 1.0
-    for k in types:
-        model += pulp.LpConstraint(pulp.LpAffineExpression(by_type[k]), pulp.LpConstraintLE, f"cap_{k}", float(bundle[k]))
-    for c in classes:
-        if by_class[c.key]:
-            model += pulp.LpConstraint(pulp.LpAffineExpression(by_class[c.key]), pulp.LpConstraintLE, f"dem_{c.key}", float(c.count))
-    solve(model, solver, time_limit_s=None)
-    d = duals(model, solver)
-    p = {k: max(0.0, d.get(f"cap_{k}", 0.0)) for k in types}
+            v = c.n.get(k, 0.0)
+            if v > 0.0:
+                col = len(cols)
+                cols.append((c.key, k))
+                cost.append(v)
+                row_cols[tindex[k]].append(col)
+                row_vals[tindex[k]].append(float(c.gpus))
+                row_cols[len(types) + ci].append(col)
+                row_vals[len(types) + ci].append(1.0)
+    rhs = [float(bundle[k]) for k in types] + [float(c.count) for c in classes]
+    rows = [(rc, rv, -INF, b) for rc, rv, b in zip(row_cols, row_vals, rhs)]
+    lp = SmallLP(cost, [0.0] * len(cols), [INF] * len(cols), rows, name="best_use",
+                 backend=None if solver in (None, "highs") else solver)
+    lp.solve()
+    p = {k: max(0.0, lp.duals[tindex[k]]) for k in types}
     # types absent from the bundle (or useless to the tenant) get the price that makes the
     # bound valid: nothing of them is held, so any price >= 0 works; use the largest needed
     for k in bundle:
         if k not in p:
             p[k] = max((c.n.get(k, 0.0) / c.gpus for c in classes), default=0.0)
     q = {c.key: max([0.0] + [c.n[k] - c.gpus * p.get(k, 0.0) for k in c.n]) for c in classes}
-    zval = {c.key: {} for c in classes}
-    for (ck, k), v in z.items():
-        val = float(v.varValue or 0.0)
-        if val > 1e-12:
-            zval[ck][k] = val
-    value = sum(n[ck] * float(v.varValue or 0.0) for ck, v in z.items())
+    zval: dict[int, dict[str, float]] = {c.key: {} for c in classes}
+    value = 0.0
+    for (ck, k), v, n in zip(cols, lp.x, cost):
+        if v > 1e-12:
+            zval[ck][k] = v
+        value += n * v
     return BestUse(value, zval, p, q)
 
 
@@ -249,42 +248,57 @@ def efficiency_bound(problem: Problem) -> float:
 
 def _max_efficiency(problem: Problem, floors: Mapping[str, float] | None) -> float:
     """max E over feasible allocations, optionally with ``U_u >= floors[u]`` (a class LP)."""
-    classes = classes_of(problem)
+    return max_efficiency_classes(problem, classes_of(problem), floors)[0]
+
+
+def max_efficiency_classes(
+    problem: Problem, classes: list[JobClass], floors: Mapping[str, float] | None = None,
+    solver: str | None = None,
+) -> tuple[float, dict[int, dict[str, float]]]:
+    """``max E`` over class solutions (optionally with ``U_u >= floors[u]``, each floor relaxed
+    by 1e-9 relative so the allocation that set it stays feasible): the value and a solution."""
     if not classes:
-        return 0.0
-    solver = fastest_available()
-    model = pulp.LpProblem("max_efficiency", pulp.LpMaximize)
+        return 0.0, {}
     caps = {k: float(c) for k, c in problem.gpu_types.items()}
-    X = {
-        (c.key, k): pulp.LpVariable(f"X_{c.key}_{i}", lowBound=0)
-        for c in classes
-        for i, k in enumerate(problem.types)
-        if c.can_run(k) and caps.get(k, 0) > 0
-    }
-    n = classes_n(classes)
-    model += pulp.LpAffineExpression({v: n[ck] for ck, v in X.items()})
-    by_type: dict[str, dict] = {k: {} for k in caps}
-    by_class: dict[int, dict] = {c.key: {} for c in classes}
-    by_tenant: dict[str, dict] = {}
-    owner = {c.key: c for c in classes}
-    for (ck, k), v in X.items():
-        by_type[k][v] = owner[ck].gpus
-        by_class[ck][v] = 1.0
-        by_tenant.setdefault(owner[ck].tenant, {})[v] = n[ck, k]
-    for k, terms in by_type.items():
-        if terms:
-            model += pulp.LpConstraint(pulp.LpAffineExpression(terms), pulp.LpConstraintLE, None, caps[k])
-    for c in classes:
-        if by_class[c.key]:
-            model += pulp.LpConstraint(pulp.LpAffineExpression(by_class[c.key]), pulp.LpConstraintLE, None, float(c.count))
+    types = [k for k in problem.types if caps.get(k, 0.0) > 0]
+    tindex = {k: i for i, k in enumerate(types)}
+    tenants = sorted({c.tenant for c in classes})
+    uindex = {u: i for i, u in enumerate(tenants)}
+    nrows = len(types) + len(classes) + (len(tenants) if floors else 0)
+    row_cols: list[list[int]] = [[] for _ in range(nrows)]
+    row_vals: list[list[float]] = [[] for _ in range(nrows)]
+    cols: list[tuple[int, str]] = []
+    cost: list[float] = []
+    for ci, c in enumerate(classes):
+        for k in types:
+            v = c.n.get(k, 0.0)
+            if v > 0.0:
+                col = len(cols)
+                cols.append((c.key, k))
+                cost.append(v)
+                for r, a in ((tindex[k], float(c.gpus)), (len(types) + ci, 1.0)):
+                    row_cols[r].append(col)
+                    row_vals[r].append(a)
+                if floors:
+                    r = len(types) + len(classes) + uindex[c.tenant]
+                    row_cols[r].append(col)
+                    row_vals[r].append(v)
+    if not cols:
+        return 0.0, {c.key: {} for c in classes}
+    rows = [(row_cols[i], row_vals[i], -INF, caps[k]) for i, k in enumerate(types)]
+    rows += [(row_cols[len(types) + i], row_vals[len(types) + i], -INF, float(c.count)) for i, c in enumerate(classes)]
     if floors:
-        for u, floor in floors.items():
-            # the floor is relaxed by a hair so the allocation being checked stays feasible
-            model += pulp.LpConstraint(
-                pulp.LpAffineExpression(by_tenant.get(u, {})), pulp.LpConstraintGE, None, floor - 1e-9 * (1 + abs(floor))
-            )
-    solve(model, solver, time_limit_s=None)
-    return float(pulp.value(model.objective) or 0.0)
+        for u in tenants:
+            f = float(floors.get(u, 0.0))
+            rows.append((row_cols[len(types) + len(classes) + uindex[u]],
+                         row_vals[len(types) + len(classes) + uindex[u]], f - 1e-9 * (1 + abs(f)), INF))
+    lp = SmallLP(cost, [0.0] * len(cols), [INF] * len(cols), rows, name="max_efficiency",
+                 backend=None if solver in (None, "highs") else solver).solve()
+    X: dict[int, dict[str, float]] = {c.key: {} for c in classes}
+    for (ck, k), v in zip(cols, lp.x):
+        if v > 1e-10:
+            X[ck][k] = v
+    return lp.objective, X
 
 
 # --- job-level and over-time measures ------------------------------------------------------

@@ -124,3 +124,126 @@ def duals(
     rows = model.constraints
     keys = names if names is not None else list(rows)
     return {k: sign * float(rows[k].pi or 0.0) for k in keys}
+
+
+# --- small LPs in-process -----------------------------------------------------------------------
+
+INF = float("inf")
+
+
+@dataclass
+class SmallLP:
+    """A small maximisation LP kept in memory: ``max c.x`` s.t. ``lo_r <= A_r x <= hi_r``,
+    ``lb <= x <= ub``. Rows can be added and costs changed between solves.
+
+    Solved with HiGHS in-process (``highspy``; the model is kept and re-solved warm) when it is
+    installed, otherwise through PuLP with the ``fallback`` solver (CBC): the internal LPs of the
+    policies (bundle values, fairness checks, market prices) are many and small, and starting a
+    solver process for each one costs more than solving it.
+
+    ``duals[r]`` is the price of row ``r`` in the usual sign for a maximisation: ``>= 0`` for a
+    binding ``<=`` row, ``<= 0`` for a binding ``>=`` row.
+    """
+
+    cost: list[float]
+    lb: list[float]
+    ub: list[float]
+    rows: list[tuple[list[int], list[float], float, float]]
+    name: str = "small_lp"
+    fallback: str = "cbc"
+    #: "highs" or "cbc" to force a backend; None: HiGHS in-process when installed
+    backend: str | None = None
+
+    def __post_init__(self) -> None:
+        self._h = None
+        self._h_rows = 0
+        self.x: list[float] = []
+        self.duals: list[float] = []
+        self.objective = 0.0
+
+    def add_row(self, cols: list[int], vals: list[float], lo: float, hi: float) -> int:
+        self.rows.append((list(cols), list(vals), lo, hi))
+        return len(self.rows) - 1
+
+    def set_cost(self, col: int, value: float) -> None:
+        self.cost[col] = value
+        if self._h is not None:
+            self._h.changeColCost(col, -value)
+
+    def solve(self) -> "SmallLP":
+        if self.backend != "cbc" and highs_available():
+            self._solve_highs()
+        else:
+            self._solve_pulp()
+        return self
+
+    def _solve_highs(self) -> None:
+        import highspy
+        import numpy as np
+
+        inf = highspy.kHighsInf
+        big = lambda v: inf if v == INF else (-inf if v == -INF else v)  # noqa: E731
+        if self._h is None:
+            h = highspy.Highs()
+            h.setOptionValue("output_flag", False)
+            h.setOptionValue("primal_feasibility_tolerance", 1e-9)
+            h.setOptionValue("dual_feasibility_tolerance", 1e-9)
+            n = len(self.cost)
+            lp = highspy.HighsLp()
+            lp.num_col_ = n
+            lp.num_row_ = 0
+            lp.col_cost_ = np.array([-c for c in self.cost], dtype=float)
+            lp.col_lower_ = np.array([big(v) for v in self.lb], dtype=float)
+            lp.col_upper_ = np.array([big(v) for v in self.ub], dtype=float)
+            lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+            lp.a_matrix_.start_ = np.zeros(n + 1, dtype=np.int32)
+            h.passModel(lp)
+            self._h, self._h_rows = h, 0
+        h = self._h
+        new = self.rows[self._h_rows:]
+        if new:
+            starts, index, value = [], [], []
+            for cols, vals, _, _ in new:
+                starts.append(len(index))
+                index.extend(cols)
+                value.extend(vals)
+            h.addRows(len(new), np.array([big(r[2]) for r in new], dtype=float),
+                      np.array([big(r[3]) for r in new], dtype=float), len(index),
+                      np.array(starts, dtype=np.int32), np.array(index, dtype=np.int32),
+                      np.array(value, dtype=float))
+            self._h_rows = len(self.rows)
+        h.run()
+        status = h.getModelStatus()
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise SolverError(f"solver highs returned status {h.modelStatusToString(status)!r} on model "
+                              f"{self.name!r}", None, h.modelStatusToString(status))
+        sol = h.getSolution()
+        self.x = list(sol.col_value)
+        self.duals = [-d for d in sol.row_dual]
+        self.objective = -h.getInfo().objective_function_value
+
+    def _solve_pulp(self) -> None:
+        model = pulp.LpProblem(self.name, pulp.LpMaximize)
+        xs = [pulp.LpVariable(f"x{i}", lowBound=None if lo == -INF else lo, upBound=None if hi == INF else hi)
+              for i, (lo, hi) in enumerate(zip(self.lb, self.ub))]
+        model += pulp.LpAffineExpression({xs[i]: c for i, c in enumerate(self.cost) if c})
+        names = []
+        for r, (cols, vals, lo, hi) in enumerate(self.rows):
+            expr = pulp.LpAffineExpression({xs[i]: v for i, v in zip(cols, vals)})
+            if lo == hi:
+                model += pulp.LpConstraint(expr, pulp.LpConstraintEQ, f"r{r}", lo)
+                names.append((f"r{r}",))
+                continue
+            pair = []
+            if hi != INF:
+                model += pulp.LpConstraint(expr, pulp.LpConstraintLE, f"r{r}u", hi)
+                pair.append(f"r{r}u")
+            if lo != -INF:
+                model += pulp.LpConstraint(expr, pulp.LpConstraintGE, f"r{r}l", lo)
+                pair.append(f"r{r}l")
+            names.append(tuple(pair))
+        solve(model, self.fallback, time_limit_s=None)
+        d = duals(model, self.fallback)
+        self.x = [float(v.varValue or 0.0) for v in xs]
+        self.duals = [sum(d.get(nm, 0.0) for nm in pair) for pair in names]
+        self.objective = float(pulp.value(model.objective) or 0.0)
