@@ -24,8 +24,8 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "metrics": ("metrics", "issue 7, fairness reports"),
     "explain": ("explain", "issue 6, the controller"),
     "snapshot": ("snapshot", "issue 3, the Slurm adapter"),
-    "testbed": (None, "issue 2, the local testbed"),
-    "render-config": (None, "issue 8, deployment"),
+    "testbed": ("testbed", "issue 2, the local testbed"),
+    "render-config": ("render_config", "issue 8, deployment"),
     "revert": ("revert", "issue 6, the controller"),
 }
 

@@ -1,0 +1,110 @@
+"""``slurm-fair testbed up|down|status|env``: the local Slurm cluster, thin over :class:`Testbed`."""
+
+from __future__ import annotations
+
+import shlex
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import TestbedError
+from ..testbed import Testbed
+
+dir_option = click.option(
+    "--dir",
+    "state_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="State directory (default: $SLURM_FAIR_TESTBED_DIR, else .testbed/ in the checkout).",
+)
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Cluster description (default: the one saved by the last `up` in --dir, else "
+    "$SLURM_FAIR_TESTBED_CONFIG, else conf/testbed.toml).",
+)
+
+
+def _testbed(state_dir: str | None, config_path: str | None) -> Testbed:
+    return Testbed(dir=state_dir, config=config_path)
+
+
+def _say(msg: str) -> None:
+    click.echo(f"testbed: {msg}", err=True)
+
+
+@click.group("testbed")
+def command() -> None:
+    """A real local Slurm cluster (munge, MariaDB, slurmdbd, slurmctld, one slurmd per node)."""
+
+
+@command.command("up")
+@dir_option
+@config_option
+@click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
+def up(state_dir: str | None, config_path: str | None, quiet: bool) -> None:
+    """Start the testbed (idempotent) and wait until every node is idle."""
+    tb = _testbed(state_dir, config_path)
+    seconds = tb.up(progress=None if quiet else _say)
+    if not quiet:
+        _say(f"up in {seconds:.1f}s ({len(tb.config.nodes)} nodes) -- {tb.dir}")
+        _say(f'use it with: eval "$(slurm-fair testbed env{_dir_arg(state_dir)})"')
+
+
+@command.command("down")
+@dir_option
+@config_option
+def down(state_dir: str | None, config_path: str | None) -> None:
+    """Stop exactly the daemons this testbed started."""
+    tb = _testbed(state_dir, config_path)
+    stopped = tb.down(progress=_say)
+    _say(f"down ({len(stopped)} daemons stopped)")
+
+
+@command.command("status")
+@dir_option
+@config_option
+def status(state_dir: str | None, config_path: str | None) -> None:
+    """Show each daemon and node; exit 1 unless every daemon runs."""
+    tb = _testbed(state_dir, config_path)
+    st = tb.status()
+    console = Console()
+    table = Table(title=f"testbed {tb.config.cluster_name} in {st.dir}")
+    for col in ("daemon", "state", "pid", "port", "log"):
+        table.add_column(col)
+    for d in st.daemons:
+        table.add_row(
+            d.name,
+            "[green]running[/]" if d.running else "[red]stopped[/]",
+            str(d.pid or "-"),
+            str(d.port or "-"),
+            str(d.log_file),
+        )
+    console.print(table)
+    if st.nodes:
+        nodes = Table(title="nodes")
+        for col in ("node", "gpus", "state"):
+            nodes.add_column(col)
+        gres = {n.name: f"{n.gpu_type}:{n.gpus}" for n in tb.config.nodes}
+        for name, state in sorted(st.nodes.items()):
+            nodes.add_row(name, gres.get(name, "?"), state)
+        console.print(nodes)
+    if not st.all_running:
+        stopped = [d.name for d in st.daemons if not d.running]
+        raise TestbedError(f"not running: {', '.join(stopped)}")
+
+
+@command.command("env")
+@dir_option
+@config_option
+def env(state_dir: str | None, config_path: str | None) -> None:
+    """Print `export` lines for: eval "$(slurm-fair testbed env)"."""
+    tb = _testbed(state_dir, config_path)
+    for key, value in tb.env.items():
+        click.echo(f"export {key}={shlex.quote(value)}")
+
+
+def _dir_arg(state_dir: str | None) -> str:
+    return f" --dir {shlex.quote(state_dir)}" if state_dir else ""

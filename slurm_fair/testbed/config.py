@@ -1,0 +1,269 @@
+"""``conf/testbed.toml``: the layout of the local Slurm testbed, validated completely.
+
+The file says which virtual nodes exist per GPU type, which tenants (Slurm accounts) share the
+cluster with which fair-share shares, which loopback ports the daemons use and a few Slurm knobs.
+Like :mod:`slurm_fair.config`, validation collects *every* problem (file + key, with a
+"did you mean" for misspelt keys) and raises one :class:`ConfigError` (exit code 2).
+
+Ports are configurable for one reason beyond taste: tests bring up a second, private testbed
+next to the shared one to prove that ``down`` leaves nothing running.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ClusterShell.NodeSet import NodeSet, NodeSetException
+
+from ..config import Key, _check_table, _suggest
+from ..errors import ConfigError, Finding
+
+#: environment variable naming the testbed description (beats ./conf/testbed.toml)
+CONFIG_ENV = "SLURM_FAIR_TESTBED_CONFIG"
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # Slurm account / cluster / gres type names we accept
+
+
+def _port(v: Any) -> str | None:
+    return None if 1024 <= v <= 65535 else "must be a port between 1024 and 65535"
+
+
+def _positive(v: Any) -> str | None:
+    return None if v > 0 else "must be > 0"
+
+
+def _name(v: Any) -> str | None:
+    return None if _NAME.match(v) else "must be lowercase letters, digits, '_' (start with a letter)"
+
+
+SECTIONS: dict[str, dict[str, Key]] = {
+    "cluster": {
+        "name": Key((str,), "fairtb", "Slurm ClusterName", _name),
+        "cpus_per_node": Key((int,), 16, "virtual CPUs per node (config_overrides)", _positive),
+        "memory_mb": Key((int,), 64000, "RealMemory per node in MB", _positive),
+        "job_submit_lua": Key((bool,), False, "enable JobSubmitPlugins=lua"),
+        "job_submit_script": Key(
+            (str,), "", "job_submit.lua to install beside slurm.conf (repo-relative or absolute)"
+        ),
+        "max_job_count": Key((int,), 20000, "MaxJobCount (a 10,000-job benchmark fits)", _positive),
+        "min_job_age_s": Key((int,), 30, "MinJobAge: how long finished jobs stay in squeue", _positive),
+    },
+    "ports": {
+        "slurmctld": Key((int,), 16817, "SlurmctldPort", _port),
+        "slurmdbd": Key((int,), 16819, "DbdPort", _port),
+        "mariadb": Key((int,), 13306, "MariaDB port on 127.0.0.1", _port),
+        "slurmd_base": Key((int,), 17001, "first slurmd port; node i uses base + i", _port),
+    },
+    "timeouts": {
+        "start_s": Key((int, float), 180.0, "max seconds for `up` to reach all nodes idle", _positive),
+        "stop_s": Key((int, float), 30.0, "seconds to wait for a daemon to exit before SIGKILL", _positive),
+    },
+}
+
+_GPU_KEYS: dict[str, Key] = {
+    "nodes": Key((str,), "", "node names as a hostlist, e.g. v100-[1-2]"),
+    "gpus_per_node": Key((int,), 4, "GPUs of this type per node", _positive),
+    "cpus_per_node": Key((int,), 0, "override cluster.cpus_per_node (0: inherit)"),
+}
+
+_TENANT_KEYS: dict[str, Key] = {
+    "fairshare": Key((int,), 1, "Slurm fair-share shares of the account", _positive),
+    "description": Key((str,), "", "account description"),
+}
+
+DEFAULT_GPU_TYPES: dict[str, dict[str, Any]] = {
+    "v100": {"nodes": "v100-[1-2]", "gpus_per_node": 4},
+    "p100": {"nodes": "p100-[1-2]", "gpus_per_node": 4},
+    "k80": {"nodes": "k80-1", "gpus_per_node": 8},
+}
+DEFAULT_TENANTS: dict[str, dict[str, Any]] = {
+    "physics": {"fairshare": 2},
+    "biology": {"fairshare": 1},
+    "chemistry": {"fairshare": 1},
+}
+
+
+@dataclass(frozen=True)
+class TestbedNode:
+    """One virtual node: a slurmd on 127.0.0.1 with its own port and fake GPU device files."""
+
+    __test__ = False
+
+    name: str
+    gpu_type: str
+    gpus: int
+    cpus: int
+    port: int
+
+
+@dataclass(frozen=True)
+class TestbedConfig:
+    """The validated testbed description (defaults filled in, hostlists expanded)."""
+
+    __test__ = False
+
+    cluster_name: str
+    nodes: tuple[TestbedNode, ...]
+    tenants: Mapping[str, int]  # account -> fairshare
+    descriptions: Mapping[str, str]
+    memory_mb: int
+    ports: Mapping[str, int]
+    start_timeout_s: float
+    stop_timeout_s: float
+    max_job_count: int
+    min_job_age_s: int
+    job_submit_lua: bool = False
+    job_submit_script: str = ""
+    source: str = "<defaults>"
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        """GPU types in the order they appear in the file."""
+        return tuple(dict.fromkeys(n.gpu_type for n in self.nodes))
+
+    def nodes_of(self, gpu_type: str) -> tuple[TestbedNode, ...]:
+        return tuple(n for n in self.nodes if n.gpu_type == gpu_type)
+
+
+def validate(data: Mapping[str, Any], source: str = "<testbed config>") -> TestbedConfig:
+    """Validate a parsed testbed TOML document; raise one ConfigError listing every problem."""
+    problems: list[Finding] = []
+    values: dict[str, dict[str, Any]] = {}
+    for section, keys in SECTIONS.items():
+        raw = data.get(section, {})
+        if not isinstance(raw, dict):
+            problems.append(Finding(section, "must be a table ([section])"))
+            raw = {}
+        values[section] = _check_table(raw, keys, section, problems)
+    known = list(SECTIONS) + ["gpu_types", "tenants"]
+    for section in data:
+        if section not in known:
+            problems.append(Finding(section, "unknown section" + _suggest(section, known)))
+
+    cluster = values["cluster"]
+    nodes = _nodes(data.get("gpu_types", DEFAULT_GPU_TYPES), cluster, values["ports"], problems)
+    tenants, descriptions = _tenants(data.get("tenants", DEFAULT_TENANTS), problems)
+    _check_ports(values["ports"], len(nodes), problems)
+    if cluster["job_submit_lua"] and not cluster["job_submit_script"]:
+        problems.append(
+            Finding("cluster.job_submit_script", "required when cluster.job_submit_lua = true")
+        )
+    if problems:
+        raise ConfigError(source, problems)
+    return TestbedConfig(
+        cluster_name=cluster["name"],
+        nodes=tuple(nodes),
+        tenants=tenants,
+        descriptions=descriptions,
+        memory_mb=cluster["memory_mb"],
+        ports=dict(values["ports"]),
+        start_timeout_s=float(values["timeouts"]["start_s"]),
+        stop_timeout_s=float(values["timeouts"]["stop_s"]),
+        max_job_count=cluster["max_job_count"],
+        min_job_age_s=cluster["min_job_age_s"],
+        job_submit_lua=cluster["job_submit_lua"],
+        job_submit_script=cluster["job_submit_script"],
+        source=source,
+        raw=data,
+    )
+
+
+def _nodes(
+    raw: Any, cluster: Mapping[str, Any], ports: Mapping[str, int], problems: list[Finding]
+) -> list[TestbedNode]:
+    if not isinstance(raw, dict) or not raw:
+        problems.append(Finding("gpu_types", "must be a non-empty table ([gpu_types.TYPE])"))
+        return []
+    nodes: list[TestbedNode] = []
+    seen: dict[str, str] = {}
+    for gpu_type, table in raw.items():
+        where = f"gpu_types.{gpu_type}"
+        if not _NAME.match(gpu_type):
+            problems.append(Finding(where, "GPU type must be lowercase letters, digits, '_'"))
+        if not isinstance(table, dict):
+            problems.append(Finding(where, "must be a table ([gpu_types.TYPE])"))
+            continue
+        spec = _check_table(table, _GPU_KEYS, where, problems)
+        if "nodes" not in table:
+            problems.append(Finding(f"{where}.nodes", "missing (a hostlist such as v100-[1-2])"))
+            continue
+        try:
+            names = list(NodeSet(spec["nodes"]))
+        except NodeSetException as exc:
+            problems.append(Finding(f"{where}.nodes", f"not a valid hostlist: {exc}"))
+            continue
+        if not names:
+            problems.append(Finding(f"{where}.nodes", "names no node"))
+        cpus = spec["cpus_per_node"] or cluster["cpus_per_node"]
+        if spec["cpus_per_node"] < 0:
+            problems.append(Finding(f"{where}.cpus_per_node", "must be >= 0"))
+        for name in names:
+            if not re.match(r"^[a-z0-9][a-z0-9-]*$", name):
+                problems.append(Finding(f"{where}.nodes", f"bad node name {name!r}"))
+            if name in seen:
+                problems.append(Finding(f"{where}.nodes", f"node {name} also in {seen[name]}"))
+                continue
+            seen[name] = where
+            port = ports["slurmd_base"] + len(nodes)
+            nodes.append(TestbedNode(name, gpu_type, spec["gpus_per_node"], cpus, port))
+    return nodes
+
+
+def _tenants(raw: Any, problems: list[Finding]) -> tuple[dict[str, int], dict[str, str]]:
+    if not isinstance(raw, dict) or not raw:
+        problems.append(Finding("tenants", "must be a non-empty table ([tenants.NAME])"))
+        return {}, {}
+    shares: dict[str, int] = {}
+    descriptions: dict[str, str] = {}
+    for name, table in raw.items():
+        where = f"tenants.{name}"
+        if not _NAME.match(name) or name == "root":
+            problems.append(Finding(where, "account name must be lowercase letters, digits, '_' (not root)"))
+        if not isinstance(table, dict):
+            problems.append(Finding(where, "must be a table ([tenants.NAME])"))
+            continue
+        spec = _check_table(table, _TENANT_KEYS, where, problems)
+        shares[name] = spec["fairshare"]
+        descriptions[name] = spec["description"] or f"tenant {name}"
+    return shares, descriptions
+
+
+def _check_ports(ports: Mapping[str, int], n_nodes: int, problems: list[Finding]) -> None:
+    base = ports["slurmd_base"]
+    last = base + max(n_nodes, 1) - 1
+    if last > 65535:
+        problems.append(Finding("ports.slurmd_base", f"{n_nodes} nodes need ports up to {last}"))
+    singles = {k: v for k, v in ports.items() if k != "slurmd_base"}
+    for key, port in singles.items():
+        if base <= port <= last:
+            problems.append(
+                Finding(f"ports.{key}", f"{port} collides with slurmd ports {base}-{last}")
+            )
+    by_port: dict[int, str] = {}
+    for key, port in singles.items():
+        if port in by_port:
+            problems.append(Finding(f"ports.{key}", f"{port} already used by ports.{by_port[port]}"))
+        by_port[port] = key
+
+
+def load(path: str | os.PathLike[str] | None) -> TestbedConfig:
+    """Load and validate a testbed description; ``None`` means the built-in defaults."""
+    if path is None:
+        return validate({}, "<defaults>")
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(str(p), ["file not found"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(p), [f"not valid TOML: {exc}"]) from None
+    except OSError as exc:
+        raise ConfigError(str(p), [f"cannot read: {exc.strerror}"]) from None
+    return validate(data, str(p))

@@ -1,0 +1,67 @@
+"""Submit a job as a tenant and wait for its state: helpers shared by tests, the demo, benches.
+
+They are deliberately plain (sbatch/squeue/sacct through :meth:`Testbed.run`) and independent
+of the Slurm adapter under test, so tests of the adapter can use them as an outside witness.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from .cluster import Testbed
+
+#: job states after which a job does not run again by itself
+TERMINAL = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+)
+
+
+def submit_job(
+    tb: Testbed,
+    account: str,
+    wrap: str = "sleep 1",
+    *,
+    gres: str | None = None,
+    partition: str | None = None,
+    extra: Sequence[str] = (),
+) -> int:
+    """``sbatch -A ACCOUNT [--gres=...] --wrap CMD`` on the testbed; returns the job id.
+
+    Output goes to the testbed's log directory, not to the current directory.
+    """
+    argv = ["sbatch", "--parsable", "-A", account, f"--output={tb.layout.log}/job-%j.out"]
+    if gres:
+        argv.append(f"--gres={gres}")
+    if partition:
+        argv.append(f"--partition={partition}")
+    argv += [*extra, "--wrap", wrap]
+    out = tb.run(argv, timeout=30).stdout.strip()
+    return int(out.split(";")[0])
+
+
+def job_state(tb: Testbed, job_id: int) -> str:
+    """Current state from squeue, else from sacct (after the job left the queue); '' if unknown."""
+    q = tb.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"], check=False, timeout=15)
+    if q.returncode == 0 and q.stdout.strip():
+        return q.stdout.strip().split()[0]
+    a = tb.run(["sacct", "-n", "-X", "-P", "-j", str(job_id), "-o", "State"], check=False, timeout=15)
+    return a.stdout.strip().split(" ")[0] if a.stdout.strip() else ""
+
+
+def wait_job_state(
+    tb: Testbed,
+    job_id: int,
+    states: set[str] | Callable[[str], bool] = TERMINAL,
+    timeout: float = 60.0,
+) -> str:
+    """Poll until the job's state is in ``states`` (or the predicate holds); returns the state."""
+    ok = states if callable(states) else (lambda s: s in states)
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        state = job_state(tb, job_id)
+        if ok(state):
+            return state
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} still {state or 'unknown'} after {timeout:.0f}s")

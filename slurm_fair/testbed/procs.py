@@ -1,0 +1,223 @@
+"""Processes of the testbed: run commands, start daemons, find and stop exactly our own.
+
+A pid file alone is not proof: after a reboot or a crash the pid may belong to anything. A
+daemon counts as ours only when the process behind the pid has the expected executable name
+*and* carries a marker of this testbed (its config path on the command line, or ``SLURM_CONF``
+in its environment). ``down`` signals nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from ..errors import TestbedError
+
+
+@dataclass(frozen=True)
+class DaemonSpec:
+    """How to start one daemon and how to recognise it afterwards."""
+
+    name: str  # munged, mariadbd, slurmdbd, slurmctld, slurmd:NODE
+    exe: str  # expected process name
+    argv: tuple[str, ...]
+    pid_file: Path
+    log_file: Path
+    port: int | None = None
+    forks: bool = True  # daemonizes itself (the started process exits, the pid file names the daemon)
+    markers: tuple[str, ...] = ()  # all must be elements of the command line ...
+    env_conf: str | None = None  # ... or, if set, SLURM_CONF in its environment must equal this
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+    check: bool = True,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run a command (argv list, timeout, never a shell); failures become TestbedError."""
+    try:
+        proc = subprocess.run(
+            list(argv),
+            env=dict(env) if env is not None else None,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        raise TestbedError(
+            f"{argv[0]} not found: install the Slurm/munge/MariaDB packages (scripts/system-packages.sh)"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise TestbedError(f"{' '.join(argv[:3])} timed out after {timeout:.0f}s") from None
+    if check and proc.returncode != 0:
+        err = (proc.stderr or proc.stdout).strip()
+        raise TestbedError(f"{' '.join(argv[:3])} failed (exit {proc.returncode}): {err}")
+    return proc
+
+
+def read_pid(pid_file: Path) -> int | None:
+    try:
+        return int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def owned_process(spec: DaemonSpec) -> psutil.Process | None:
+    """The running process of this daemon if its pid file names one that is really ours."""
+    pid = read_pid(spec.pid_file)
+    if pid is None:
+        return None
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE or proc.name() != spec.exe:
+            return None
+        cmdline = proc.cmdline()
+        if spec.markers and all(m in cmdline for m in spec.markers):
+            return proc
+        if spec.env_conf is not None and proc.environ().get("SLURM_CONF") == spec.env_conf:
+            return proc
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+    return None
+
+
+def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
+    """True when something accepts TCP connections on host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def log_tail(path: Path, lines: int = 8) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log yet)"
+    return "\n".join("    " + line for line in text[-lines:]) or "(log empty)"
+
+
+def wait_for(
+    what: str, ready: Callable[[], bool], timeout: float, spec: DaemonSpec | None = None
+) -> None:
+    """Poll ``ready`` until true; on timeout name the daemon and show its log."""
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.5)
+    if ready():
+        return
+    msg = f"timed out after {timeout:.0f}s waiting for {what}"
+    if spec is not None:
+        msg += f"; see {spec.log_file}:\n{log_tail(spec.log_file)}"
+    raise TestbedError(msg)
+
+
+def start(spec: DaemonSpec, cwd: Path, timeout: float) -> psutil.Process:
+    """Start a daemon and wait until its pid file names a live process of ours."""
+    spec.log_file.parent.mkdir(parents=True, exist_ok=True)
+    spec.pid_file.unlink(missing_ok=True)
+    env = {**os.environ, **spec.env}
+    with open(spec.log_file, "ab") as log:
+        try:
+            proc = subprocess.Popen(
+                list(spec.argv),
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            raise TestbedError(
+                f"{spec.argv[0]} not found: install the testbed packages (scripts/system-packages.sh)"
+            ) from None
+    if spec.forks:
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            rc = None
+        if rc:
+            raise TestbedError(
+                f"{spec.name} failed to start (exit {rc}); see {spec.log_file}:\n{log_tail(spec.log_file)}"
+            )
+    found: list[psutil.Process] = []
+
+    def alive() -> bool:
+        if not spec.forks and proc.poll() is not None:
+            raise TestbedError(
+                f"{spec.name} exited at start (exit {proc.returncode}); see {spec.log_file}:\n"
+                + log_tail(spec.log_file)
+            )
+        p = owned_process(spec)
+        if p is not None:
+            found.append(p)
+        return p is not None
+
+    wait_for(f"{spec.name} to write {spec.pid_file}", alive, timeout, spec)
+    return found[-1]
+
+
+def stop(spec: DaemonSpec, timeout: float) -> bool:
+    """SIGTERM our daemon, wait, SIGKILL after ``timeout``; True if one was running."""
+    proc = owned_process(spec)
+    if proc is None:
+        spec.pid_file.unlink(missing_ok=True)
+        return False
+    terminate([proc], timeout)
+    spec.pid_file.unlink(missing_ok=True)
+    return True
+
+
+def terminate(procs: list[psutil.Process], timeout: float) -> None:
+    """SIGTERM, wait up to ``timeout``, then SIGKILL whatever is left."""
+    for p in procs:
+        try:
+            p.send_signal(signal.SIGTERM)
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=5)
+
+
+def job_processes(slurm_conf: str) -> list[psutil.Process]:
+    """slurmstepd processes of this testbed (by inherited SLURM_CONF) and all their descendants.
+
+    Only slurmstepd and what it spawned: a user's shell may also carry SLURM_CONF (after
+    ``eval "$(slurm-fair testbed env)"``) and must never be touched.
+    """
+    found: dict[int, psutil.Process] = {}
+    for p in psutil.process_iter(["name"]):
+        try:
+            if p.info["name"] != "slurmstepd" or p.environ().get("SLURM_CONF") != slurm_conf:
+                continue
+            found[p.pid] = p
+            for c in p.children(recursive=True):
+                found[c.pid] = c
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return list(found.values())

@@ -1,0 +1,169 @@
+"""Render the Slurm/MariaDB configuration files from ``templates/slurm/*.j2``.
+
+The templates know nothing about the testbed: hostnames, addresses, ports and paths are all
+variables, so the deployment work (a real cluster, docker-compose) renders the *same* files with
+another context. :func:`testbed_context` builds the context for the local testbed.
+
+Where the templates are found (one copy of each, never duplicated into the package):
+1. ``$SLURM_FAIR_TEMPLATES`` (a directory holding ``slurm/``),
+2. ``templates/`` beside the ``slurm_fair`` package (a source checkout or an editable install),
+3. ``<sys.prefix>/share/slurm-fair/templates`` (where a packaged install puts data files).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+import jinja2
+
+from ..errors import TestbedError
+from .config import TestbedConfig
+from .layout import Layout
+
+TEMPLATES_ENV = "SLURM_FAIR_TEMPLATES"
+
+#: rendered file name -> template name (under templates/slurm/)
+FILES: dict[str, str] = {
+    "slurm.conf": "slurm.conf.j2",
+    "gres.conf": "gres.conf.j2",
+    "slurmdbd.conf": "slurmdbd.conf.j2",
+    "my.cnf": "my.cnf.j2",
+}
+
+
+def repo_root() -> Path:
+    """The directory holding the ``slurm_fair`` package (the repo root in a source checkout)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def templates_dir() -> Path:
+    """Find the templates directory (see the module docstring for the search order)."""
+    candidates = []
+    if env := os.environ.get(TEMPLATES_ENV):
+        candidates.append(Path(env))
+    candidates += [repo_root() / "templates", Path(sys.prefix) / "share" / "slurm-fair" / "templates"]
+    for c in candidates:
+        if (c / "slurm" / "slurm.conf.j2").is_file():
+            return c
+    raise TestbedError(
+        "cannot find the Slurm templates (templates/slurm/slurm.conf.j2); looked in "
+        + ", ".join(str(c) for c in candidates)
+        + f". Set ${TEMPLATES_ENV} to the templates directory."
+    )
+
+
+def environment() -> jinja2.Environment:
+    """A jinja2 environment over templates/ that fails on any missing variable."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def render(template: str, context: Mapping[str, Any]) -> str:
+    """Render ``templates/slurm/<template>``; a missing variable is a TestbedError."""
+    try:
+        return environment().get_template(f"slurm/{template}").render(**context)
+    except jinja2.UndefinedError as exc:
+        raise TestbedError(f"template slurm/{template}: {exc}") from None
+
+
+def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
+    """The template variables for the local testbed: everything on 127.0.0.1, state in one dir."""
+    nodes = []
+    for n in cfg.nodes:
+        devices = layout.device_files(n.name, n.gpus)
+        nodes.append(
+            {
+                "name": n.name,
+                "hostname": "localhost",
+                "addr": "127.0.0.1",
+                "port": n.port,
+                "cpus": n.cpus,
+                "memory_mb": cfg.memory_mb,
+                "gpu_type": n.gpu_type,
+                "gpus": n.gpus,
+                "device_files": _device_expr(devices),
+            }
+        )
+    by_type = {t: ",".join(n.name for n in cfg.nodes_of(t)) for t in cfg.gpu_types}
+    return {
+        "cluster_name": cfg.cluster_name,
+        "control_host": "localhost",
+        "control_addr": "127.0.0.1",
+        "slurmctld_port": cfg.ports["slurmctld"],
+        "slurm_user": "root",
+        "munge_socket": str(layout.munge_socket),
+        "paths": {
+            "state_save": str(layout.ctld_state),
+            "slurmd_spool": str(layout.spool / "slurmd-%n"),
+            "slurmctld_pid": str(layout.pid_file("slurmctld")),
+            "slurmd_pid": str(layout.run / "slurmd-%n.pid"),
+            "slurmctld_log": str(layout.log_file("slurmctld")),
+            "slurmd_log": str(layout.log / "slurmd-%n.log"),
+            "slurmdbd_pid": str(layout.pid_file("slurmdbd")),
+            "slurmdbd_log": str(layout.log_file("slurmdbd")),
+        },
+        "proctrack_type": "proctrack/linuxproc",
+        "task_plugin": "task/none",
+        "config_overrides": True,
+        "scheduler_parameters": "sched_interval=2,bf_interval=2,defer_batch",
+        "max_job_count": cfg.max_job_count,
+        "max_array_size": cfg.max_job_count + 1,
+        "min_job_age": cfg.min_job_age_s,
+        "job_submit_lua": cfg.job_submit_lua,
+        "timeouts": {"slurmctld": 30, "slurmd": 30, "kill_wait": 5},
+        "priority": {
+            "decay_half_life": "1-0",
+            "calc_period": 1,
+            "weight_fairshare": 100000,
+            "weight_age": 1000,
+            "weight_job_size": 0,
+            "weight_partition": 0,
+            "weight_qos": 10000,
+        },
+        "slurmdbd_host": "localhost",
+        "slurmdbd_addr": "127.0.0.1",
+        "slurmdbd_port": cfg.ports["slurmdbd"],
+        "storage": {
+            "host": "127.0.0.1",
+            "port": cfg.ports["mariadb"],
+            "user": "slurm",
+            "password": layout.db_password(),
+            "database": "slurm_acct_db",
+        },
+        "mariadb": {
+            "datadir": str(layout.mysql_data),
+            "socket": str(layout.mysql_socket),
+            "port": cfg.ports["mariadb"],
+            "bind": "127.0.0.1",
+            "pid_file": str(layout.pid_file("mariadbd")),
+            "log_file": str(layout.log_file("mariadbd")),
+            "user": "root",
+        },
+        "gpu_types": list(cfg.gpu_types),
+        "nodes": nodes,
+        "nodes_by_type": by_type,
+        "all_nodes": ",".join(n.name for n in cfg.nodes),
+        "default_partition": "gpu",
+    }
+
+
+def _device_expr(files: list[Path]) -> str:
+    """``dir/nvidia[0-3]`` for a run of files (Slurm accepts the bracket range in File=)."""
+    if len(files) == 1:
+        return str(files[0])
+    return f"{files[0].parent}/nvidia[0-{len(files) - 1}]"
+
+
+def render_all(cfg: TestbedConfig, layout: Layout) -> dict[str, str]:
+    """Rendered file name -> text, for every file the testbed writes into ``etc/``."""
+    ctx = testbed_context(cfg, layout)
+    return {name: render(tpl, ctx) for name, tpl in FILES.items()}
