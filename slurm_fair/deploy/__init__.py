@@ -1,0 +1,1 @@
+"""Deployment: ``slurm-fair render-config`` (inventory, billing weights, rendering of templates/)."""

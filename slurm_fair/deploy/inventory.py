@@ -1,0 +1,253 @@
+"""The cluster's GPU inventory for ``render-config``: nodes, their GPU types, counts and devices.
+
+Three sources, one result (:class:`Inventory`):
+
+* a description file, TOML or JSON, in the shape of ``conf/testbed.toml`` (so the testbed's own
+  description is accepted as it is)::
+
+      [cluster]
+      name = "mycluster"
+      [gpu_types.v100]
+      nodes = "gpu-v[01-04]"        # a hostlist
+      gpus_per_node = 4
+      files = "/dev/nvidia[0-3]"    # optional; default /dev/nvidia[0-N-1]
+      billing_weight = 1.0          # optional; default from the measured throughput table
+      [tenants.physics]             # optional: accounts the QOS bootstrap prepares
+      fairshare = 2
+
+  Testbed-only sections and keys (``[ports]``, ``[timeouts]``, ``cluster.max_job_count``...)
+  are accepted and ignored;
+* the live cluster, read through the Slurm adapter (``--from-slurm``): nodes and typed GPUs
+  from ``sinfo``, accounts from ``sacctmgr``.
+
+Every name that ends up in a rendered file is checked here against a strict pattern (no
+whitespace, newline, ``#``, ``=``, quote or shell metacharacter can pass), and every problem of
+the file is reported at once (exit code 2).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ClusterShell.NodeSet import NodeSet, NodeSetException
+
+from ..config import Key, _check_table, _suggest
+from ..errors import ConfigError, Finding
+
+#: strict patterns for everything that reaches a rendered file
+GPU_TYPE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
+NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+ACCOUNT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+CLUSTER_RE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+DEVICE_RE = re.compile(r"^/[A-Za-z0-9_./-]*[A-Za-z0-9_]+(\[[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*\])?$")
+
+
+def _match(pattern: re.Pattern[str], what: str) -> Any:
+    def check(v: Any) -> str | None:
+        return None if pattern.match(v) else f"{what} must match {pattern.pattern}"
+
+    return check
+
+
+def _positive(v: Any) -> str | None:
+    return None if v > 0 else "must be > 0"
+
+
+_CLUSTER_KEYS: dict[str, Key] = {
+    "name": Key((str,), "", "Slurm ClusterName (empty: not rendered)",
+                lambda v: None if v == "" or CLUSTER_RE.match(v) else f"must match {CLUSTER_RE.pattern}"),
+    "cpus_per_node": Key((int,), 0, "CPUs per node (informational)"),
+    # testbed-only keys, accepted so conf/testbed.toml is a valid inventory
+    "memory_mb": Key((int,), 0, "testbed only"),
+    "job_submit_lua": Key((bool,), False, "testbed only"),
+    "job_submit_script": Key((str,), "", "testbed only"),
+    "max_job_count": Key((int,), 0, "testbed only"),
+    "min_job_age_s": Key((int,), 0, "testbed only"),
+}
+_GPU_KEYS: dict[str, Key] = {
+    "nodes": Key((str,), "", "hostlist of the nodes with this GPU type"),
+    "gpus_per_node": Key((int,), 1, "GPUs of this type per node", _positive),
+    "cpus_per_node": Key((int,), 0, "testbed only"),
+    "files": Key((str,), "", "device files (default /dev/nvidia[0-N-1])",
+                 _match(DEVICE_RE, "a device path")),
+    "billing_weight": Key((int, float), 0.0, "TRESBillingWeights for this type (0: measured)",
+                          lambda v: None if v >= 0 else "must be >= 0"),
+}
+_TENANT_KEYS: dict[str, Key] = {
+    "fairshare": Key((int,), 1, "Slurm fair-share shares", _positive),
+    "description": Key((str,), "", "testbed only"),
+}
+_IGNORED_SECTIONS = ("ports", "timeouts")
+
+
+@dataclass(frozen=True)
+class GpuNode:
+    """GPUs of one type on one node, with the device files gres.conf needs."""
+
+    name: str
+    gpu_type: str
+    gpus: int
+    files: str
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What render-config needs to know about the cluster (validated)."""
+
+    cluster_name: str
+    nodes: tuple[GpuNode, ...]
+    tenants: Mapping[str, int] = field(default_factory=dict)  # account -> fairshare
+    billing_overrides: Mapping[str, float] = field(default_factory=dict)
+    source: str = "<inventory>"
+
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(n.gpu_type for n in self.nodes))
+
+    def node_names(self, gpu_type: str | None = None) -> list[str]:
+        return list(dict.fromkeys(n.name for n in self.nodes if gpu_type in (None, n.gpu_type)))
+
+    def hostlist(self, gpu_type: str | None = None) -> str:
+        """Folded hostlist (``v100-[1-2]``) of the nodes with ``gpu_type`` (None: all)."""
+        return str(NodeSet.fromlist(self.node_names(gpu_type)))
+
+    def capacity(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for n in self.nodes:
+            out[n.gpu_type] = out.get(n.gpu_type, 0) + n.gpus
+        return out
+
+
+def default_files(first: int, count: int) -> str:
+    """``/dev/nvidia0`` or ``/dev/nvidia[first-last]``."""
+    if count == 1:
+        return f"/dev/nvidia{first}"
+    return f"/dev/nvidia[{first}-{first + count - 1}]"
+
+
+def validate(data: Mapping[str, Any], source: str = "<inventory>") -> Inventory:
+    """Validate a parsed description; raise one ConfigError listing every problem."""
+    problems: list[Finding] = []
+    known = ["cluster", "gpu_types", "tenants", *_IGNORED_SECTIONS]
+    for section in data:
+        if section not in known:
+            problems.append(Finding(section, "unknown section" + _suggest(section, known)))
+    raw_cluster = data.get("cluster", {})
+    if not isinstance(raw_cluster, dict):
+        problems.append(Finding("cluster", "must be a table ([cluster])"))
+        raw_cluster = {}
+    cluster = _check_table(raw_cluster, _CLUSTER_KEYS, "cluster", problems)
+
+    nodes: list[GpuNode] = []
+    overrides: dict[str, float] = {}
+    raw_types = data.get("gpu_types")
+    if not isinstance(raw_types, dict) or not raw_types:
+        problems.append(Finding("gpu_types", "must be a non-empty table ([gpu_types.TYPE])"))
+        raw_types = {}
+    used: dict[str, int] = {}  # node -> next device index (several types on one node)
+    for gpu_type, table in raw_types.items():
+        where = f"gpu_types.{gpu_type}"
+        if not GPU_TYPE_RE.match(gpu_type):
+            problems.append(Finding(where, f"GPU type must match {GPU_TYPE_RE.pattern}"))
+            continue
+        if not isinstance(table, dict):
+            problems.append(Finding(where, "must be a table ([gpu_types.TYPE])"))
+            continue
+        spec = _check_table(table, _GPU_KEYS, where, problems)
+        if not spec["nodes"]:
+            problems.append(Finding(f"{where}.nodes", "missing (a hostlist such as gpu-[1-4])"))
+            continue
+        try:
+            names = list(NodeSet(spec["nodes"]))
+        except NodeSetException as exc:
+            problems.append(Finding(f"{where}.nodes", f"not a valid hostlist: {exc}"))
+            continue
+        if spec["billing_weight"]:
+            overrides[gpu_type] = float(spec["billing_weight"])
+        for name in names:
+            if not NODE_RE.match(name):
+                problems.append(Finding(f"{where}.nodes", f"node name {name!r} must match {NODE_RE.pattern}"))
+                continue
+            first = used.get(name, 0)
+            used[name] = first + spec["gpus_per_node"]
+            files = spec["files"] or default_files(first, spec["gpus_per_node"])
+            nodes.append(GpuNode(name, gpu_type, spec["gpus_per_node"], files))
+
+    tenants: dict[str, int] = {}
+    raw_tenants = data.get("tenants", {})
+    if not isinstance(raw_tenants, dict):
+        problems.append(Finding("tenants", "must be a table ([tenants.NAME])"))
+        raw_tenants = {}
+    for name, table in raw_tenants.items():
+        where = f"tenants.{name}"
+        if not ACCOUNT_RE.match(name) or name == "root":
+            problems.append(Finding(where, f"account name must match {ACCOUNT_RE.pattern} (not root)"))
+            continue
+        if not isinstance(table, dict):
+            problems.append(Finding(where, "must be a table ([tenants.NAME])"))
+            continue
+        tenants[name] = _check_table(table, _TENANT_KEYS, where, problems)["fairshare"]
+    if problems:
+        raise ConfigError(source, problems)
+    return Inventory(cluster["name"], tuple(nodes), tenants, overrides, source)
+
+
+def load(path: str | Path) -> Inventory:
+    """Read a TOML (``.toml``) or JSON description file."""
+    p = Path(path)
+    try:
+        text = p.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(str(p), ["file not found"]) from None
+    except OSError as exc:
+        raise ConfigError(str(p), [f"cannot read: {exc.strerror}"]) from None
+    try:
+        if p.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            data = tomllib.loads(text.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        kind = "JSON" if p.suffix.lower() == ".json" else "TOML"
+        raise ConfigError(str(p), [f"not valid {kind}: {exc}"]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(p), ["must be an object/table at the top level"])
+    return validate(data, str(p))
+
+
+def from_snapshot(snapshot: Any, source: str = "slurm (sinfo/sacctmgr)") -> Inventory:
+    """The inventory of a live cluster: typed GPUs per node from the adapter's snapshot.
+
+    Device files are not visible from the controller: the default ``/dev/nvidiaN`` numbering
+    is assumed (per node, types in the order sinfo lists them); use an inventory file when the
+    site numbers devices otherwise.
+    """
+    problems: list[Finding] = []
+    nodes: list[GpuNode] = []
+    for node in snapshot.nodes:
+        first = 0
+        for gpu_type, count in node.gpus_total.items():
+            if count <= 0:
+                continue
+            where = f"node {node.name}"
+            if not NODE_RE.match(node.name):
+                problems.append(Finding(where, f"node name must match {NODE_RE.pattern}"))
+                continue
+            if not GPU_TYPE_RE.match(gpu_type):
+                problems.append(Finding(where, f"GPU type {gpu_type!r} must match {GPU_TYPE_RE.pattern}"))
+                continue
+            nodes.append(GpuNode(node.name, gpu_type, int(count), default_files(first, int(count))))
+            first += int(count)
+    if not nodes and not problems:
+        problems.append(Finding("gpu_types", "Slurm reports no typed GPU on any node (Gres=gpu:TYPE:N)"))
+    cluster = getattr(snapshot, "cluster", "") or ""
+    if cluster and not CLUSTER_RE.match(cluster):
+        problems.append(Finding("cluster", f"cluster name must match {CLUSTER_RE.pattern}"))
+    tenants = {a.name: 1 for a in getattr(snapshot, "accounts", ()) if a.name != "root" and ACCOUNT_RE.match(a.name)}
+    if problems:
+        raise ConfigError(source, problems)
+    return Inventory(cluster, tuple(nodes), tenants, {}, source)

@@ -1,0 +1,325 @@
+"""Render the deployment files of ``slurm-fair render-config`` from ``templates/``.
+
+Two targets:
+
+* ``cluster`` (a real cluster): the slurm.conf fragment, gres.conf (the testbed's own
+  ``templates/slurm/gres.conf.j2``), job_submit.lua, the QOS bootstrap script, the systemd
+  service and timer, the cron entry and the logrotate rule;
+* ``docker`` (the docker-compose test cluster): slurm.conf, gres.conf and slurmdbd.conf rendered
+  from the *same* ``templates/slurm/*.j2`` as the native testbed, with the testbed's own context
+  (:func:`slurm_fair.testbed.render.testbed_context`) and only the documented container
+  differences (:data:`DOCKER_OVERRIDES`: hostnames, standard ports, Debian paths), plus
+  job_submit.lua, the accounts list and the QOS bootstrap script.
+
+Templates use StrictUndefined (a missing variable is an error, never an empty string) and no
+autoescaping (none of these formats is HTML). What protects the files instead: every value is
+checked by :func:`check_context` against a strict pattern before rendering, so no configuration
+value can bring a newline, ``#``, ``=``, a quote or a shell metacharacter into a rendered file.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import jinja2
+
+from ..config import Config
+from ..controller.planfile import PLAN_FILE
+from ..controller.plan import qos_name
+from ..errors import ConfigError, Finding, UserError
+from ..throughput_table import ThroughputTable
+from .inventory import ACCOUNT_RE, CLUSTER_RE, GPU_TYPE_RE, Inventory
+from .weights import billing_weights
+
+#: absolute paths without '..', spaces, quotes or shell metacharacters
+PATH_RE = re.compile(r"^/(?!.*(^|/)\.\.(/|$))[A-Za-z0-9_./@+-]*$")
+USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+LEVELS = ("operator", "administrator")
+
+#: output file -> (template, file mode) for a real cluster
+CLUSTER_FILES: dict[str, tuple[str, int]] = {
+    "slurm-fair.conf": ("deploy/slurm-fair.conf.j2", 0o644),
+    "gres.conf": ("slurm/gres.conf.j2", 0o644),
+    "job_submit.lua": ("deploy/job_submit.lua.j2", 0o644),
+    "qos-bootstrap.sh": ("deploy/qos-bootstrap.sh.j2", 0o755),
+    "slurm-fair.service": ("deploy/slurm-fair.service.j2", 0o644),
+    "slurm-fair.timer": ("deploy/slurm-fair.timer.j2", 0o644),
+    "slurm-fair.cron": ("deploy/slurm-fair.cron.j2", 0o644),
+    "slurm-fair.logrotate": ("deploy/logrotate.j2", 0o644),
+}
+
+#: output file -> (template, mode) for the docker-compose cluster
+DOCKER_FILES: dict[str, tuple[str, int]] = {
+    "slurm.conf": ("slurm/slurm.conf.j2", 0o644),
+    "gres.conf": ("slurm/gres.conf.j2", 0o644),
+    "slurmdbd.conf": ("slurm/slurmdbd.conf.j2", 0o600),
+    "job_submit.lua": ("deploy/job_submit.lua.j2", 0o644),
+    "accounts.txt": ("deploy/accounts.txt.j2", 0o644),
+    "qos-bootstrap.sh": ("deploy/qos-bootstrap.sh.j2", 0o755),
+}
+
+#: the docker cluster's database password: a throwaway test cluster on a private network
+DOCKER_DB_PASSWORD = "slurm-fair-test-only"
+
+#: what the docker cluster changes in the testbed's context (documented in docs/deployment.md)
+DOCKER_OVERRIDES: dict[str, Any] = {
+    "control_host": "slurmctld",
+    "control_addr": "",
+    "slurmctld_port": 6817,
+    "slurm_user": "slurm",
+    "munge_socket": "",
+    "paths": {
+        "state_save": "/var/spool/slurmctld",
+        "slurmd_spool": "/var/spool/slurmd",
+        "slurmctld_pid": "/run/slurmctld.pid",
+        "slurmd_pid": "/run/slurmd.pid",
+        "slurmctld_log": "/var/log/slurm/slurmctld.log",
+        "slurmd_log": "/var/log/slurm/slurmd.log",
+        "slurmdbd_pid": "/run/slurmdbd.pid",
+        "slurmdbd_log": "/var/log/slurm/slurmdbd.log",
+    },
+    "slurmdbd_host": "slurmdbd",
+    "slurmdbd_addr": "slurmdbd",
+    "slurmdbd_port": 6819,
+    "job_submit_lua": True,
+    "storage": {
+        "host": "mariadb",
+        "port": 3306,
+        "user": "slurm",
+        "password": DOCKER_DB_PASSWORD,
+        "database": "slurm_acct_db",
+    },
+}
+#: docker: the state dir of the controller container (a volume slurmctld mounts read-only)
+DOCKER_STATE_DIR = "/var/lib/slurm-fair"
+
+
+@dataclass(frozen=True)
+class DeployOptions:
+    """Where things live on the target machine (rendered into the unit files, cron, Lua)."""
+
+    executable: str = "/usr/local/bin/slurm-fair"
+    config_path: str = "/etc/slurm-fair/slurm-fair.toml"
+    run_as: str = "root"
+    admin_level: str = "administrator"
+    priority_weight_tres: int = 1000
+
+
+def environment() -> jinja2.Environment:
+    """StrictUndefined, no autoescape (conf/shell/Lua, not HTML), same loader as the testbed."""
+    from ..testbed.render import templates_dir
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def render_template(template: str, context: Mapping[str, Any]) -> str:
+    try:
+        return environment().get_template(template).render(**context)
+    except jinja2.UndefinedError as exc:
+        raise UserError(f"template {template}: {exc}") from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise UserError(f"template {template}, line {exc.lineno}: {exc.message}") from None
+    except jinja2.TemplateNotFound as exc:
+        raise UserError(f"template {exc.name} not found") from None
+
+
+# --- validation of every value that reaches a template --------------------------------------
+
+_SAFE_SCALAR = re.compile(r"^[A-Za-z0-9_./:@%+,\[\]()-]*$")
+
+
+def check_context(context: Mapping[str, Any], where: str = "") -> list[Finding]:
+    """Every string anywhere in ``context`` must be free of whitespace, newlines, quotes,
+    ``#``, ``=``, ``;``, ``$``, backquotes, backslashes and the like (a second line of defence
+    behind the per-field patterns: a new variable cannot slip through unchecked)."""
+    problems: list[Finding] = []
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(v, f"{path}.{k}" if path else str(k))
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                walk(v, f"{path}[{i}]")
+        elif isinstance(value, str):
+            if not _SAFE_SCALAR.match(value):
+                problems.append(Finding(path, f"unsafe characters in {value!r}"))
+        elif value is None or isinstance(value, (bool, int, float)):
+            return
+        else:
+            problems.append(Finding(path, f"unexpected value type {type(value).__name__}"))
+
+    walk(context, where)
+    return problems
+
+
+def _check_path(value: str, where: str, problems: list[Finding]) -> None:
+    if not PATH_RE.match(value):
+        problems.append(Finding(where, f"must be an absolute path of [A-Za-z0-9_./@+-] without '..', got {value!r}"))
+
+
+def _check_options(config: Config, opts: DeployOptions, problems: list[Finding]) -> None:
+    c = config["controller"]
+    _check_path(c["state_dir"], "controller.state_dir", problems)
+    _check_path(c["audit_log"], "controller.audit_log", problems)
+    _check_path(opts.executable, "--executable", problems)
+    _check_path(opts.config_path, "--installed-config", problems)
+    if not USER_RE.match(opts.run_as):
+        problems.append(Finding("--run-as", f"must match {USER_RE.pattern}, got {opts.run_as!r}"))
+    if opts.admin_level not in LEVELS:
+        problems.append(Finding("--admin-level", f"must be one of {', '.join(LEVELS)}"))
+    name = config["cluster"]["name"]
+    if name and not CLUSTER_RE.match(name):
+        problems.append(Finding("cluster.name", f"must match {CLUSTER_RE.pattern}, got {name!r}"))
+    for tenant in config.tenants:
+        if not ACCOUNT_RE.match(tenant):
+            problems.append(Finding(f"tenants.{tenant}", f"account name must match {ACCOUNT_RE.pattern}"))
+
+
+def plan_max_age(config: Config) -> int:
+    """Seconds after which job_submit.lua ignores a plan: the controller's own validity."""
+    return int(max(3 * float(config["controller"]["interval_s"]), 180.0))
+
+
+def _common(config: Config, tenants: Mapping[str, int], state_dir: str) -> dict[str, Any]:
+    accounts = sorted(set(tenants) | set(config.tenants))
+    return {
+        "plan_path": f"{state_dir.rstrip('/')}/{PLAN_FILE}",
+        "max_age_s": plan_max_age(config),
+        "accounts": [{"name": a, "qos": qos_name(a), "fairshare": int(tenants.get(a, 1))} for a in accounts],
+    }
+
+
+def cluster_context(
+    config: Config, inv: Inventory, table: ThroughputTable, opts: DeployOptions
+) -> dict[str, Any]:
+    """The template variables for a real cluster (validated)."""
+    problems: list[Finding] = []
+    _check_options(config, opts, problems)
+    if problems:
+        raise ConfigError(config.source, problems)
+    weights = billing_weights(inv.gpu_types, table, inv.billing_overrides, inv.source)
+    c = config["controller"]
+    interval = float(c["interval_s"])
+    cluster_name = config["cluster"]["name"] or inv.cluster_name
+    ctx: dict[str, Any] = {
+        **_common(config, inv.tenants, c["state_dir"]),
+        "cluster_name": cluster_name or "unnamed",
+        "cluster_where": cluster_name,
+        "gpu_types": list(inv.gpu_types),
+        "nodes": [{"name": n.name, "gpu_type": n.gpu_type, "device_files": n.files} for n in inv.nodes],
+        "node_gres": _node_gres(inv),
+        "nodes_by_type": {t: inv.hostlist(t) for t in inv.gpu_types},
+        "capacity": inv.capacity(),
+        "weights": {t: _fmt(w) for t, w in weights.items()},
+        "priority_tres": {t: int(round(opts.priority_weight_tres * w)) for t, w in weights.items()},
+        "throughput_source": re.sub(r"[^A-Za-z0-9_./-]+", "_", table.source.split(" (")[0]),
+        "interval_s": int(round(interval)),
+        "cron_minutes": max(1, int(round(interval / 60.0))),
+        "timeout_s": int(max(60, float(c["time_limit_s"]) * 4 + 60)),
+        "state_dir": c["state_dir"],
+        "audit_log": c["audit_log"],
+        "audit_dir": c["audit_log"].rsplit("/", 1)[0] or "/",
+        "executable": opts.executable,
+        "config_path": opts.config_path,
+        "run_as": opts.run_as,
+        "admin_level": opts.admin_level,
+    }
+    _raise_unsafe(ctx, config.source)
+    return ctx
+
+
+def _fmt(w: float) -> str:
+    return f"{w:.4f}".rstrip("0").rstrip(".") if w else "0"
+
+
+def _node_gres(inv: Inventory) -> list[dict[str, str]]:
+    """Per node the Gres= value (several types on one node joined by commas), nodes folded."""
+    from ClusterShell.NodeSet import NodeSet
+
+    per_node: dict[str, list[str]] = {}
+    for n in inv.nodes:
+        per_node.setdefault(n.name, []).append(f"gpu:{n.gpu_type}:{n.gpus}")
+    groups: dict[str, list[str]] = {}
+    for name, gres in per_node.items():
+        groups.setdefault(",".join(gres), []).append(name)
+    return [{"nodes": str(NodeSet.fromlist(names)), "gres": g} for g, names in groups.items()]
+
+
+def _raise_unsafe(ctx: Mapping[str, Any], source: str) -> None:
+    problems = check_context(ctx)
+    for t in ctx.get("gpu_types", []):
+        if not GPU_TYPE_RE.match(t):
+            problems.append(Finding(f"gpu_types.{t}", f"must match {GPU_TYPE_RE.pattern}"))
+    if problems:
+        raise ConfigError(source, problems)
+
+
+def render_cluster(config: Config, inv: Inventory, table: ThroughputTable, opts: DeployOptions) -> dict[str, str]:
+    """Output file name -> text for a real cluster."""
+    ctx = cluster_context(config, inv, table, opts)
+    return {name: render_template(tpl, ctx) for name, (tpl, _mode) in CLUSTER_FILES.items()}
+
+
+# --- docker -----------------------------------------------------------------------------------
+
+
+def docker_context(testbed_cfg: Any, config: Config) -> dict[str, Any]:
+    """The testbed's context for ``testbed_cfg`` with :data:`DOCKER_OVERRIDES` (and docker nodes).
+
+    Built *from* :func:`testbed_context` so a variable the testbed adds later reaches the docker
+    files too; only the documented keys differ.
+    """
+    from ..testbed.layout import Layout
+    from ..testbed.render import testbed_context
+
+    with tempfile.TemporaryDirectory(prefix="sf-render-") as tmp:
+        ctx = testbed_context(testbed_cfg, Layout(Path(tmp)))
+    ctx.update({k: (dict(v) if isinstance(v, dict) else v) for k, v in DOCKER_OVERRIDES.items()})
+    ctx["nodes"] = [
+        {**node, "hostname": node["name"], "addr": "", "port": None,
+         "device_files": _docker_devices(node["gpus"])}
+        for node in ctx["nodes"]
+    ]
+    problems: list[Finding] = []
+    _check_options(config, DeployOptions(), problems)
+    if problems:
+        raise ConfigError(config.source, problems)
+    ctx.update(_common(config, dict(testbed_cfg.tenants), DOCKER_STATE_DIR))
+    ctx.update({"cluster_where": testbed_cfg.cluster_name, "run_as": "root", "admin_level": "administrator"})
+    # the testbed validated its own values; check what this module adds or changes
+    _raise_unsafe({k: ctx[k] for k in ("accounts", "plan_path", "nodes", "gpu_types")}, config.source)
+    return ctx
+
+
+def _docker_devices(count: int) -> str:
+    return "/dev/nvidia0" if count == 1 else f"/dev/nvidia[0-{count - 1}]"
+
+
+def render_docker(testbed_cfg: Any, config: Config) -> dict[str, str]:
+    """Output file name -> text for the docker-compose cluster (``docker/rendered/``)."""
+    ctx = docker_context(testbed_cfg, config)
+    return {name: render_template(tpl, ctx) for name, (tpl, _mode) in DOCKER_FILES.items()}
+
+
+def write(files: Mapping[str, str], out_dir: Path, modes: Mapping[str, tuple[str, int]]) -> list[Path]:
+    """Write every file (mode from ``modes``); returns the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in files.items():
+        path = out_dir / name
+        path.write_text(text)
+        path.chmod(modes[name][1])
+        written.append(path)
+    return written
