@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "explain": ("explain", "issue 6, the controller"),
     "snapshot": ("snapshot", "issue 3, the Slurm adapter"),
     "testbed": ("testbed", "issue 2, the local testbed"),
-    "render-config": (None, "issue 8, deployment"),
+    "render-config": ("render_config", "issue 8, deployment"),
     "revert": ("revert", "issue 6, the controller"),
 }
 
