@@ -85,6 +85,27 @@ def update_ledger(problem: Problem, state: dict) -> dict[str, float]:
     }
 
 
+def _independent_optimum(problem: Problem, a: dict, cost: dict) -> dict[str, dict[str, float]] | None:
+    """When every job's cheapest type (all costs negative) fits at once, that assignment is the
+    optimum of the LP (each term is minimised on its own): skip the solver. None otherwise."""
+    best: dict[str, tuple[float, str]] = {}
+    for (jid, k), v in a.items():
+        if jid not in best or (cost[v], k) < best[jid]:
+            best[jid] = (cost[v], k)
+    used: dict[str, float] = {}
+    gpus = {j.id: j.gpus for j in problem.jobs}
+    for jid, (c, k) in best.items():
+        if c >= 0:
+            return None
+        used[k] = used.get(k, 0.0) + gpus[jid]
+    if any(u > problem.gpu_types[k] for k, u in used.items()):
+        return None
+    x: dict[str, dict[str, float]] = {j.id: {} for j in problem.jobs}
+    for jid, (_, k) in best.items():
+        x[jid] = {k: 1.0}
+    return x
+
+
 @register("fft", "FFT: per-round cost minimisation with fairness compensation and a switching penalty", dynamic=True)
 def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
@@ -108,6 +129,10 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
             by_type[k][v] = float(j.gpus)
     if not a:
         return Allocation("fft", {j.id: {} for j in problem.jobs}, "optimal", "none", time.perf_counter() - started)
+    trivial = _independent_optimum(problem, a, cost)
+    if trivial is not None:
+        return Allocation("fft", trivial, "optimal", "none", time.perf_counter() - started,
+                          info={"compensation": {jid: c for jid, c in comp.items() if c > 0}, "trivial": True})
     model += pulp.LpAffineExpression(cost)
     for jid, terms in by_job.items():
         model += pulp.LpConstraint(pulp.LpAffineExpression(terms), pulp.LpConstraintLE, None, 1.0)

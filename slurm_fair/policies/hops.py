@@ -19,7 +19,9 @@ and fragment filling with low-sensitivity jobs.
    it is fastest.
 
 Our own choices (no public code exists): the LR estimate, ``ALPHA = 1``, the candidate cut,
-type-level ILP with per-type mean speed, the sensitivity measure. See ``docs/policies/hops.md``.
+type-level ILP with per-type mean speed, the sensitivity measure, and objective coefficients
+rounded to 3 significant digits so a round whose model is unchanged reuses the last solution
+(kept in ``options.state``). See ``docs/policies/hops.md``.
 """
 
 from __future__ import annotations
@@ -122,24 +124,45 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
                 continue
             v = pulp.LpVariable(f"a_{i}_{t}", cat=pulp.LpBinary)
             a[j.id, k] = v
-            obj[v] = (lr[j.id] ** ALPHA) * n * speeds[k]
+            obj[v] = float(f"{(lr[j.id] ** ALPHA) * n * speeds[k]:.3g}")
             row[v] = 1.0
             by_type[k][v] = float(j.gpus)
         if row:
             model += pulp.LpConstraint(pulp.LpAffineExpression(row), pulp.LpConstraintLE, None, 1.0)
     placed: dict[str, str] = {}
     solver_name = "none"
-    if a:
-        model += pulp.LpAffineExpression(obj)
-        for k, terms in by_type.items():
-            if terms:
-                model += pulp.LpConstraint(pulp.LpAffineExpression(terms), pulp.LpConstraintLE, None, float(problem.gpu_types[k]))
-        try:
-            res = solve(model, options.solver, options.time_limit_s, options.keep_lp_dir)
-        except SolverError as exc:
-            return fallback_allocation(problem, "hops", exc, started)
-        solver_name = res.solver
-        placed = {jid: k for (jid, k), v in a.items() if (v.varValue or 0.0) > 0.5}
+    # each candidate on its own best type, if that fits all at once, is the ILP's optimum
+    best = {}
+    for (jid, k), v in a.items():
+        if jid not in best or (obj[v], k) > (obj[a[jid, best[jid]]], best[jid]):
+            best[jid] = k
+    gpus_of = {j.id: j.gpus for j in candidates}
+    used: dict[str, int] = {}
+    for jid, k in best.items():
+        used[k] = used.get(k, 0) + gpus_of[jid]
+    if all(u <= problem.gpu_types[k] for k, u in used.items()):
+        placed = dict(best)
+    elif a:
+        # the same model as last round (coefficients to 3 significant digits): same optimum
+        key = (tuple(sorted((jid, k, obj[v], gpus_of[jid]) for (jid, k), v in a.items())),
+               tuple(sorted(problem.gpu_types.items())))
+        memo = options.state.setdefault("hops_memo", {})
+        if key in memo:
+            placed = dict(memo[key])
+        else:
+            model += pulp.LpAffineExpression(obj)
+            for k, terms in by_type.items():
+                if terms:
+                    model += pulp.LpConstraint(pulp.LpAffineExpression(terms), pulp.LpConstraintLE, None,
+                                               float(problem.gpu_types[k]))
+            try:
+                res = solve(model, options.solver, options.time_limit_s, options.keep_lp_dir)
+            except SolverError as exc:
+                return fallback_allocation(problem, "hops", exc, started)
+            solver_name = res.solver
+            placed = {jid: k for (jid, k), v in a.items() if (v.varValue or 0.0) > 0.5}
+            memo.clear()  # only the last model: rounds repeat the previous one, not older ones
+            memo[key] = dict(placed)
 
     # fragment filling: leftovers to the least sensitive waiting jobs
     free = {k: int(c) for k, c in problem.gpu_types.items()}

@@ -286,7 +286,8 @@ class Simulator:
             active = [s for s in active if s.end_s is None]
             t += cfg.round_s
             if self.progress:
-                self.progress(min(1.0, len(states) / max(1, len(self.workload.jobs))) if arrivals else 1.0)
+                finished = len(states) - len(active)
+                self.progress(finished / max(1, len(self.workload.jobs)))
 
         records = [self._record(s) for s in states.values() if s.trace.id not in unschedulable]
         return SimResult(

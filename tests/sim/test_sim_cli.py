@@ -1,0 +1,94 @@
+"""``slurm-fair simulate`` end to end through click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from slurm_fair.cli import cli, main
+
+TRACE = """tenant,job_id,job_type,gpus,total_steps,arrival_s
+alice,1,ResNet-18 (batch size 32),1,20000,0
+alice,2,LM (batch size 20),2,30000,100
+bob,1,A3C,1,5000,0
+bob,2,Transformer (batch size 64),1,8000,900
+"""
+
+
+def _trace(tmp_path: Path, text: str = TRACE) -> Path:
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    return path
+
+
+def test_simulate_writes_json_and_png(tmp_path: Path) -> None:
+    out, png = tmp_path / "r.json", tmp_path / "r.png"
+    result = CliRunner().invoke(cli, [
+        "simulate", "--trace", str(_trace(tmp_path)), "--cluster", "v100=1,p100=1,k80=2",
+        "--gpus-per-node", "2", "--policy", "fifo", "--policy", "hadar", "--weight", "bob=2",
+        "--json", str(out), "--plot", str(png), "--quiet", "--solver", "cbc",
+    ], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert set(doc["policies"]) == {"fifo", "hadar"}
+    for metrics in doc["policies"].values():
+        for key in ("avg_jct_s", "p50_jct_s", "p99_jct_s", "makespan_s", "ftf_rho_mean", "ftf_rho_max",
+                    "effective_throughput", "utilization", "si_violation_rounds", "ef_violation_rounds",
+                    "max_latency_ratio", "fragmentation_gpu_rounds", "jobs_completed", "wall_seconds",
+                    "throughput_fallbacks"):
+            assert key in metrics
+        assert metrics["jobs_completed"] == 4
+        assert set(metrics["tenants"]) == {"alice", "bob"}
+    assert doc["workload"]["tenants"]["bob"]["weight"] == 2
+    # LM at 2 GPUs is measured, nothing needed the fallback
+    assert doc["policies"]["fifo"]["throughput_fallbacks"] == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "avg JCT h" in result.output
+
+
+def test_fallback_counted_in_results(tmp_path: Path) -> None:
+    trace = _trace(tmp_path, "tenant,job_id,job_type,gpus,total_steps,arrival_s\na,1,A3C,2,100,0\n")
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(cli, ["simulate", "--trace", str(trace), "--cluster", "v100=2",
+                                      "--policy", "fifo", "--json", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    # A3C is measured on 1 GPU only: one fallback lookup for the one cluster type
+    assert json.loads(out.read_text())["policies"]["fifo"]["throughput_fallbacks"] == 1
+
+
+def test_bad_trace_exits_2_with_file_line_and_field(tmp_path: Path, capsys) -> None:
+    trace = _trace(tmp_path, "tenant,job_id,job_type,gpus,total_steps,arrival_s\na,1,A3C,two,100,0\n")
+    code = main(["simulate", "--trace", str(trace), "--cluster", "v100=2", "--policy", "fifo", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert str(trace) in err and "line 2" in err and "gpus" in err
+    assert "Traceback" not in err
+
+
+def test_bad_options_exit_2(tmp_path: Path, capsys) -> None:
+    trace = str(_trace(tmp_path))
+    assert main(["simulate", "--trace", trace, "--cluster", "h100=2", "--policy", "fifo", "--quiet"]) == 2
+    assert "h100" in capsys.readouterr().err
+    assert main(["simulate", "--trace", trace, "--cluster", "v100=2", "--policy", "fiffo", "--quiet"]) == 2
+    assert "did you mean 'fifo'" in capsys.readouterr().err
+    assert main(["simulate", "--cluster", "v100=2", "--policy", "fifo"]) == 2
+    assert main(["simulate", "--trace", trace, "--cluster", "v100=2", "--policy", "fifo", "--window", "9:1"]) == 2
+
+
+def test_synthetic_static_workload(tmp_path: Path) -> None:
+    out, saved = tmp_path / "r.json", tmp_path / "w.csv"
+    result = CliRunner().invoke(cli, ["simulate", "--synthetic", "12", "--tenants", "3", "--seed", "4",
+                                      "--max-duration-h", "2", "--static", "--cluster", "8:8:8",
+                                      "--policy", "max-throughput", "--json", str(out),
+                                      "--save-workload", str(saved), "--quiet"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert doc["workload"]["jobs"] == 12 and doc["workload"]["last_arrival_s"] == 0
+    assert doc["policies"]["max-throughput"]["jobs_completed"] == 12
+    # the saved workload is a valid trace of the same jobs
+    again = CliRunner().invoke(cli, ["simulate", "--trace", str(saved), "--cluster", "8:8:8",
+                                     "--policy", "max-throughput", "--json", str(out), "--quiet"])
+    assert again.exit_code == 0
+    assert json.loads(out.read_text())["workload"]["jobs"] == 12
