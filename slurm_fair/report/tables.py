@@ -256,25 +256,30 @@ def ftf_frame(jobs: pd.DataFrame, inputs: ReportInputs, missing: list[NotCompute
         return df
     types = sorted(inputs.capacity)
     stop = pd.Timestamp(inputs.now)
-    end_eff = df["end"].fillna(stop)
-    submit = df["submit"].fillna(df["start"])
-    for idx in df.index[done]:
-        t = df.at[idx, "submit"]
-        active = df[(submit <= t) & (end_eff > t)]
-        problem = Problem(
-            gpu_types=inputs.capacity, tenants=dict(inputs.weights),
-            jobs=tuple(
-                Job(r.job_id, r.tenant, int(r.gpus), _speed(inputs, r.job_id, r.gpu_type, types))
-                for r in active.itertuples(index=False)
-            ),
-        )
-        share = fairness.isolated_time_shares(problem).get(df.at[idx, "job_id"], {})
-        n = _speed(inputs, df.at[idx, "job_id"], df.at[idx, "gpu_type"], types)
-        rate = sum(n.get(k, 0.0) * s for k, s in share.items())
-        work = df.at[idx, "elapsed_s"] * df.at[idx, "n"]  # seconds on its fastest type
+    end_eff = df["end"].fillna(stop).to_numpy(dtype="datetime64[ns]")
+    submit = df["submit"].fillna(df["start"]).to_numpy(dtype="datetime64[ns]")
+    # Job objects built once; each completed job's problem is the subset active at its submit
+    all_jobs = [
+        Job(r.job_id, r.tenant, int(r.gpus), _speed(inputs, r.job_id, r.gpu_type, types))
+        for r in df.itertuples(index=False)
+    ]
+    weights = dict(inputs.weights)
+    iso = np.full(len(df), np.nan)
+    rho = np.full(len(df), np.nan)
+    work = (df["elapsed_s"] * df["n"]).to_numpy()  # seconds on its fastest type
+    jct = df["jct_s"].to_numpy()
+    for i in np.flatnonzero(done.to_numpy()):
+        t = submit[i]
+        active = np.flatnonzero((submit <= t) & (end_eff > t))
+        problem = Problem(gpu_types=inputs.capacity, tenants=weights, jobs=tuple(all_jobs[a] for a in active))
+        share = fairness.isolated_time_shares(problem).get(all_jobs[i].id, {})
+        n = all_jobs[i].throughput
+        rate = sum(n.get(k, 0.0) * v for k, v in share.items())
         if rate > 0:
-            df.at[idx, "jct_iso_s"] = work / rate
-            df.at[idx, "ftf_rho"] = fairness.ftf_rho(df.at[idx, "jct_s"], work / rate)
+            iso[i] = work[i] / rate
+            rho[i] = fairness.ftf_rho(jct[i], iso[i])
+    df["jct_iso_s"] = iso
+    df["ftf_rho"] = rho
     if df.loc[done, "ftf_rho"].isna().any():
         missing.append(NotComputed("finish-time fairness of some jobs",
                                    "the job's GPU type has no capacity now, so its isolated share is 0"))
