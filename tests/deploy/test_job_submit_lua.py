@@ -1,0 +1,177 @@
+"""The rendered job_submit.lua's logic, run by the Lua 5.1 interpreter slurmctld's plugin links.
+
+``lua_driver.lua`` loads the script with a stub ``slurm`` table and runs one case given on its
+argv (no shell). The same script is exercised inside a real slurmctld by
+``test_job_submit_slurm.py``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm_fair.config import validate as validate_config
+from slurm_fair.deploy import inventory
+from slurm_fair.deploy.render import DeployOptions, render_cluster
+from slurm_fair.throughput_table import load as load_table
+
+LUA = shutil.which("lua5.1")
+DRIVER = Path(__file__).with_name("lua_driver.lua")
+pytestmark = pytest.mark.skipif(LUA is None, reason="lua5.1 not installed (scripts/system-packages.sh)")
+
+NOW = 1_800_000_000
+
+
+@pytest.fixture
+def script(tmp_path) -> tuple[Path, Path]:
+    """The rendered plugin (plan in tmp_path/state) and the plan path."""
+    state = tmp_path / "state"
+    state.mkdir()
+    config = validate_config({"controller": {"state_dir": str(state), "interval_s": 60}})
+    inv = inventory.validate({"gpu_types": {"v100": {"nodes": "a", "gpus_per_node": 4},
+                                            "k80": {"nodes": "b", "gpus_per_node": 4}}})
+    text = render_cluster(config, inv, load_table(None), DeployOptions())["job_submit.lua"]
+    path = tmp_path / "job_submit.lua"
+    path.write_text(text)
+    return path, state / "plan.json"
+
+
+def lua(script: Path, *args: str) -> dict[str, list[str]]:
+    proc = subprocess.run([LUA, str(DRIVER), str(script), *args], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    out: dict[str, list[str]] = {}
+    for line in proc.stdout.splitlines():
+        k, _, v = line.partition("=")
+        out.setdefault(k, []).append(v)
+    assert out["load_rc"] == ["0"]  # the script returns slurm.SUCCESS when loaded
+    return out
+
+
+def one(out: dict[str, list[str]], key: str) -> str:
+    return out[key][0]
+
+
+def plan_text(generated: int, valid: int = 180, **entries: str) -> str:
+    lines = ['"format": 1', f'"generated_at": {generated}', f'"expires_at": {generated + valid}',
+             '"cycle": "c1"'] + [f'"{k}": "{v}"' for k, v in entries.items()]
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+@pytest.mark.parametrize(
+    "elem,kind,prefix,count",
+    [
+        ("gres:gpu:2", "untyped", "gres:", ":2"),
+        ("gres/gpu:2", "untyped", "gres/", ":2"),
+        ("gpu:2", "untyped", "", ":2"),
+        ("gres:gpu", "untyped", "gres:", ""),
+        ("gres:gpu:v100:2", "typed", "nil", "nil"),
+        ("gres/gpu:a100", "typed", "nil", "nil"),
+        ("gres:gpu:0", "other", "nil", "nil"),
+        ("gres:shard:2", "other", "nil", "nil"),
+        ("gres:gpuxyz:2", "other", "nil", "nil"),
+    ],
+)
+def test_classify(script, elem, kind, prefix, count):
+    out = lua(script[0], "classify", elem)
+    assert (one(out, "kind"), one(out, "prefix"), one(out, "count")) == (kind, prefix, count)
+
+
+def test_rewrite_keeps_count_and_other_gres(script):
+    out = lua(script[0], "rewrite", "gres:gpu:2,gres:shard:1", "v100")
+    assert one(out, "new") == "gres:gpu:v100:2,gres:shard:1"
+    out = lua(script[0], "rewrite", "gres/gpu:3", "k80")
+    assert one(out, "new") == "gres/gpu:k80:3"
+    out = lua(script[0], "rewrite", "gres:gpu:v100:2", "k80")
+    assert (one(out, "new"), one(out, "typed")) == ("nil", "true")
+
+
+@pytest.mark.parametrize(
+    "comment,expected",
+    [("fair:class=resnet-50_bs32", "resnet-50_bs32"), ("x fair:class=a.b+c y", "a.b+c"),
+     ("fair:class=", "*"), ("fair:class=-bad", "*"), ("nothing", "*"), ("fair:class=" + "a" * 65, "*")],
+)
+def test_job_class(script, comment, expected):
+    assert one(lua(script[0], "class", comment), "class") == expected
+
+
+def test_read_plan_fresh_stale_expired_malformed(script):
+    path, plan = script
+    plan.write_text(plan_text(NOW - 10, **{"gpu_type/*/*": "k80"}))
+    out = lua(path, "read_plan", str(plan), str(NOW))
+    assert one(out, "ok") == "true" and one(out, "plan.gpu_type/*/*") == "k80"
+    assert one(lua(path, "read_plan", str(plan), str(NOW + 200)), "why").startswith("stale")  # expired
+    plan.write_text(plan_text(NOW - 200, valid=3600))  # not expired but older than max age 180
+    assert one(lua(path, "read_plan", str(plan), str(NOW)), "why").startswith("stale")
+    plan.write_text(plan_text(NOW)[:-3])  # truncated: no closing brace
+    assert one(lua(path, "read_plan", str(plan), str(NOW)), "ok") == "false"
+    plan.write_text('{\n"format": 2,\n"generated_at": 1,\n"expires_at": 2\n}\n')
+    assert one(lua(path, "read_plan", str(plan), str(NOW)), "why").startswith("unknown format")
+    plan.unlink()
+    assert one(lua(path, "read_plan", str(plan), str(NOW)), "why") == "missing or unreadable"
+
+
+def submit(script, now, **fields) -> dict[str, list[str]]:
+    return lua(script[0], "submit", str(now), *(f"{k}={v}" for k, v in fields.items()))
+
+
+def test_submit_types_by_account_class_then_wildcards(script):
+    _, plan = script
+    plan.write_text(plan_text(NOW, **{"gpu_type/bio/*": "k80", "gpu_type/bio/resnet": "v100",
+                                      "gpu_type/*/resnet": "k80", "gpu_type/*/*": "v100"}))
+    out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2")
+    assert (one(out, "rc"), one(out, "tres_per_node"), one(out, "comment")) == ("0", "gres:gpu:k80:2", "fair:auto")
+    out = submit(script, NOW, account="BIO", tres_per_job="gres:gpu:4", comment="fair:class=resnet")
+    assert one(out, "tres_per_job") == "gres:gpu:v100:4"
+    assert one(out, "comment") == "fair:class=resnet fair:auto"
+    out = submit(script, NOW, default_account="chem", tres_per_task="gres:gpu:1", comment="fair:class=resnet")
+    assert one(out, "tres_per_task") == "gres:gpu:k80:1"
+    out = submit(script, NOW, account="chem", tres_per_socket="gres:gpu:1")
+    assert one(out, "tres_per_socket") == "gres:gpu:v100:1"
+    assert any("typed GPU request" in line for line in out["log"])
+
+
+def test_submit_leaves_untouched(script):
+    _, plan = script
+    plan.write_text(plan_text(NOW, **{"gpu_type/*/*": "v100"}))
+    typed = submit(script, NOW, account="bio", tres_per_node="gres:gpu:k80:2", tres_per_job="gres:gpu:1")
+    assert (one(typed, "tres_per_node"), one(typed, "tres_per_job"), one(typed, "comment")) == (
+        "gres:gpu:k80:2", "gres:gpu:1", "nil")
+    cpu_only = submit(script, NOW, account="bio")
+    assert one(cpu_only, "comment") == "nil"
+    stale = submit(script, NOW + 1000, account="bio", tres_per_node="gres:gpu:2")
+    assert (one(stale, "rc"), one(stale, "tres_per_node")) == ("0", "gres:gpu:2")
+    plan.write_text(plan_text(NOW, **{"gpu_type/*/*": "v100;rm"}))  # invalid type: never used
+    bad = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2")
+    assert one(bad, "tres_per_node") == "gres:gpu:2"
+    plan.write_text("not a plan at all\n")
+    bad = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2")
+    assert (one(bad, "rc"), one(bad, "tres_per_node")) == ("0", "gres:gpu:2")
+
+
+def test_auto_tag_not_duplicated(script):
+    _, plan = script
+    plan.write_text(plan_text(NOW, **{"gpu_type/*/*": "v100"}))
+    out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2", comment="fair:auto")
+    assert one(out, "comment") == "fair:auto"
+
+
+def test_plugin_error_never_rejects(script):
+    out = lua(script[0], "submit_error")
+    assert one(out, "rc") == "0"
+    assert any("error, job left as submitted" in line for line in out["log"])
+    assert one(lua(script[0], "modify"), "rc") == "0"
+
+
+def test_real_time_plan_from_controller_renderer(script):
+    """A plan written by the controller's own planfile.render parses and types."""
+    from slurm_fair.controller import planfile
+
+    _, plan = script
+    now = int(time.time())
+    plan.write_text(planfile.render({"gpu_type/*/*": "k80", "gpu_type/bio/*": "v100"}, now, 180, "cyc-1"))
+    out = submit(script, now, account="bio", tres_per_node="gres:gpu:2")
+    assert one(out, "tres_per_node") == "gres:gpu:v100:2"

@@ -1,0 +1,218 @@
+"""job_submit.lua in a real slurmctld (JobSubmitPlugins=lua) on a *private* testbed.
+
+The shared testbed (.testbed/) is never touched: this module brings up its own cluster in a
+short temporary directory on its own ports, with the rendered job_submit.lua installed beside
+slurm.conf, and takes it down at the end. Jobs are submitted ``--hold`` so nothing runs; what
+the plugin did is read back with ``scontrol show job``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import socket
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm_fair.config import validate as validate_config
+from slurm_fair.deploy import inventory
+from slurm_fair.deploy.render import DeployOptions, render_cluster
+from slurm_fair.testbed import Testbed
+from slurm_fair.testbed import config as tbconfig
+from slurm_fair.throughput_table import load as load_table
+
+pytestmark = pytest.mark.slurm
+
+DESCRIPTION = {
+    "cluster": {"name": "fairjs", "cpus_per_node": 8, "memory_mb": 16000, "job_submit_lua": True},
+    "gpu_types": {
+        "v100": {"nodes": "jv100-1", "gpus_per_node": 4},
+        "p100": {"nodes": "jp100-1", "gpus_per_node": 4},
+        "k80": {"nodes": "jk80-1", "gpus_per_node": 4},
+    },
+    "tenants": {"physics": {"fairshare": 2}, "biology": {"fairshare": 1}},
+}
+
+
+def _free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports() -> dict[str, int]:
+    """Six consecutive free ports in 20000-39999 (other engineers' testbeds run beside us)."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 39990)
+        if all(_free(base + i) for i in range(6)):
+            return {"slurmctld": base, "slurmdbd": base + 1, "mariadb": base + 2, "slurmd_base": base + 3}
+    pytest.skip("no six consecutive free ports found")
+
+
+def _need(*programs: str) -> None:
+    path = "/usr/sbin:/sbin:/usr/bin:/bin"
+    missing = [p for p in programs if shutil.which(p) is None and shutil.which(p, path=path) is None]
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)}")
+
+
+class Cluster:
+    """The private testbed plus the plan file the plugin reads."""
+
+    def __init__(self, tb: Testbed, plan: Path, rendered: dict[str, str]) -> None:
+        self.tb, self.plan, self.rendered = tb, plan, rendered
+
+    def write_plan(self, entries: dict[str, str], age_s: int = 0, valid_s: int = 180) -> None:
+        now = int(time.time()) - age_s
+        lines = ['"format": 1', f'"generated_at": {now}', f'"expires_at": {now + valid_s}', '"cycle": "test"']
+        lines += [f'"{k}": "{v}"' for k, v in entries.items()]
+        self.plan.write_text("{\n" + ",\n".join(lines) + "\n}\n")
+
+    def sbatch(self, *args: str) -> subprocess.CompletedProcess:
+        argv = ["sbatch", "--parsable", "--hold", f"--output={self.tb.layout.log}/job-%j.out", *args,
+                "--wrap", "sleep 1"]
+        return self.tb.run(argv, timeout=30, check=False)
+
+    def submit(self, *args: str) -> dict[str, str]:
+        proc = self.sbatch(*args)
+        assert proc.returncode == 0, f"sbatch {args} rejected: {proc.stderr}"
+        job = proc.stdout.strip().split(";")[0]
+        return self.show(job)
+
+    def show(self, job: str) -> dict[str, str]:
+        out = self.tb.run(["scontrol", "show", "job", "-o", job], timeout=15).stdout
+        fields: dict[str, str] = {"JobId": job}
+        # values may contain spaces (Comment); split on ' Key=' boundaries
+        for m in re.finditer(r"(?:^| )([A-Za-z][A-Za-z:/_]*)=(.*?)(?= [A-Za-z][A-Za-z:/_]*=|$)", out.strip()):
+            fields[m.group(1)] = m.group(2).strip()
+        return fields
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    _need("munged", "mariadbd", "slurmctld", "slurmd", "slurmdbd", "sbatch")
+    if not list(Path("/usr/lib/x86_64-linux-gnu/slurm-wlm").glob("job_submit_lua.so")) and not list(
+        Path("/usr/lib").glob("**/job_submit_lua.so")
+    ):
+        pytest.skip("Slurm's job_submit_lua plugin is not installed")
+    root = Path(tempfile.mkdtemp(prefix="sfjs-", dir="/tmp"))
+    state = root / "state"
+    state.mkdir()
+    config = validate_config({"controller": {"state_dir": str(state), "audit_log": str(root / "audit.jsonl")}})
+    inv = inventory.validate(DESCRIPTION)
+    rendered = render_cluster(config, inv, load_table(None), DeployOptions())
+    script = root / "job_submit.lua"
+    script.write_text(rendered["job_submit.lua"])
+    desc = {**DESCRIPTION, "cluster": {**DESCRIPTION["cluster"], "job_submit_script": str(script)},
+            "ports": free_ports()}
+    tb = Testbed(dir=root / "tb", config=tbconfig.validate(desc, "private job_submit testbed"))
+    try:
+        tb.up()
+        yield Cluster(tb, state / "plan.json", rendered)
+    finally:
+        try:
+            tb.down()
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+PLAN = {"gpu_type/biology/*": "p100", "gpu_type/biology/resnet": "v100", "gpu_type/*/*": "k80"}
+
+
+def test_fresh_plan_types_gres_request(cluster):
+    cluster.write_plan(PLAN)
+    job = cluster.submit("-A", "biology", "--gres=gpu:2")
+    assert job["TresPerNode"] == "gres:gpu:p100:2"
+    assert "fair:auto" in job["Comment"]
+
+
+def test_fresh_plan_types_gpus_request(cluster):
+    cluster.write_plan(PLAN)
+    job = cluster.submit("-A", "biology", "--gpus=2")
+    assert job["TresPerJob"] == "gres:gpu:p100:2"
+
+
+def test_class_tag_and_other_account(cluster):
+    cluster.write_plan(PLAN)
+    tagged = cluster.submit("-A", "biology", "--gres=gpu:1", "--comment=fair:class=resnet")
+    assert tagged["TresPerNode"] == "gres:gpu:v100:1"
+    assert tagged["Comment"] == "fair:class=resnet fair:auto"
+    other = cluster.submit("-A", "physics", "--gres=gpu:3")
+    assert other["TresPerNode"] == "gres:gpu:k80:3"
+
+
+def test_typed_request_is_never_changed(cluster):
+    cluster.write_plan(PLAN)
+    job = cluster.submit("-A", "biology", "--gres=gpu:k80:1")
+    assert job["TresPerNode"] == "gres:gpu:k80:1"
+    assert "fair:auto" not in job.get("Comment", "(null)")
+
+
+def test_missing_plan_leaves_job_untouched(cluster):
+    cluster.plan.unlink(missing_ok=True)
+    job = cluster.submit("-A", "biology", "--gres=gpu:2")
+    assert job["TresPerNode"] == "gres:gpu:2"
+
+
+def test_stale_plan_leaves_job_untouched(cluster):
+    cluster.write_plan(PLAN, age_s=1000)  # expired 820 s ago
+    job = cluster.submit("-A", "biology", "--gres=gpu:2")
+    assert job["TresPerNode"] == "gres:gpu:2"
+    cluster.write_plan(PLAN, age_s=400, valid_s=3600)  # not expired, but older than the max age
+    job = cluster.submit("-A", "biology", "--gpus=2")
+    assert job["TresPerJob"] == "gres:gpu:2"
+
+
+@pytest.mark.parametrize("text", ["{\n\"format\": 1,\n\"generated_at\": oops\n", "\x00\x01garbage", "",
+                                  "{\n\"format\": 1,\n\"gpu_type/*/*\": \"k80\"\n}\n"])
+def test_malformed_plan_job_accepted_untouched(cluster, text):
+    cluster.plan.write_text(text)
+    job = cluster.submit("-A", "biology", "--gres=gpu:2")
+    assert job["TresPerNode"] == "gres:gpu:2"
+
+
+def test_hostile_plan_value_is_not_used(cluster):
+    cluster.write_plan({"gpu_type/biology/*": "p100:9", "gpu_type/*/*": "v100"})
+    job = cluster.submit("-A", "biology", "--gres=gpu:2")
+    assert job["TresPerNode"] == "gres:gpu:v100:2"  # the bad entry is skipped, the next one used
+
+
+def test_billing_weights_charge_fast_gpus_more(cluster):
+    """The fragment's TRESBillingWeights, applied to the partitions, bill v100 > p100 > k80."""
+    lines = [ln for ln in cluster.rendered["slurm-fair.conf"].splitlines() if ln.startswith("PartitionName=")]
+    billing = {}
+    for ln in lines:
+        kv = dict(item.split("=", 1) for item in ln.split())
+        part = kv["PartitionName"]
+        cluster.tb.run(["scontrol", "update", f"PartitionName={part}",
+                        f"TRESBillingWeights={kv['TRESBillingWeights']}"], timeout=15)
+        cluster.plan.unlink(missing_ok=True)
+        job = cluster.submit("-A", "biology", "-p", part, f"--gres=gpu:{part}:4")
+        billing[part] = float(re.search(r"billing=([0-9.]+)", job["TRES"]).group(1))
+    assert billing["v100"] > billing["p100"] > billing["k80"] > 0
+
+
+def test_qos_bootstrap_is_idempotent(cluster):
+    script = cluster.tb.dir.parent / "qos-bootstrap.sh"
+    script.write_text(cluster.rendered["qos-bootstrap.sh"])
+    script.chmod(0o755)
+    env = {**cluster.tb.client_env(), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    first = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert "+ sacctmgr -i add qos fair_biology" in first.stdout
+    second = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert "+ sacctmgr" not in second.stdout  # nothing left to do
+    qos = cluster.tb.run(["sacctmgr", "-n", "-P", "show", "assoc", "where", "account=biology",
+                          "format=user,qos"], timeout=15).stdout
+    assert all("fair_biology" in row.split("|")[1] for row in qos.splitlines() if row.strip())
