@@ -219,7 +219,7 @@ def load(port: SlurmPort, config: Any, window: Window, store_path: Path | None =
     """
     from ..controller.state import DB_NAME
 
-    now = now or datetime.now()
+    now = now or datetime.now().replace(microsecond=0)
     notes: list[str] = []
     records = [r for r in port.accounting(window.since, window.until) if r.gpus > 0]
     capacity = installed_capacity(port)

@@ -145,7 +145,8 @@ def _fmt(v: Any, kind: str = "num") -> str:
     if kind == "dur":
         return _duration(v)
     if isinstance(v, float):
-        return f"{v:.2f}"
+        # short test jobs give GPU-hours like 0.0042: keep 3 significant digits below 1
+        return f"{v:.3g}" if 0 < abs(v) < 1 else f"{v:.2f}"
     return str(v)
 
 
@@ -250,7 +251,8 @@ def charts(r: Report) -> dict[str, str]:
         ax.stackplot(x, *[tl[c].to_numpy() for c in tl.columns],
                      labels=list(r.timeline.columns), step="post", alpha=0.85)
         ax.set_ylabel("share of cluster GPUs")
-        ax.set_ylim(0, max(1.0, float(r.timeline.sum(axis=1).max()) * 1.05))
+        peak = float(r.timeline.sum(axis=1).max())
+        ax.set_ylim(0, min(1.0, peak * 1.25) if peak > 0 else 1.0)  # small usage stays visible
         ax.legend(loc="upper left", fontsize=8, ncol=min(6, len(r.timeline.columns)))
         ax.grid(alpha=0.3)
         fig.autofmt_xdate()

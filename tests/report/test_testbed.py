@@ -83,7 +83,7 @@ def test_report_gpu_hours_equal_sacct(finished_jobs, tmp_path, monkeypatch, caps
     until = (datetime.now() + timedelta(seconds=5)).isoformat(timespec="seconds")
     cfg = tmp_path / "slurm-fair.toml"
     cfg.write_text(f'[controller]\nstate_dir = "{tmp_path / "no-controller"}"\n')
-    monkeypatch.setenv("SLURM_CONF", testbed.env["SLURM_CONF"])
+    monkeypatch.setenv("SLURM_CONF", env["SLURM_CONF"])
     out = tmp_path / "report.json"
     code = main(["report", "--config", str(cfg), "--since", since, "--until", until, "--format", "json",
                  "--output", str(out)])
