@@ -377,13 +377,12 @@ class Testbed:
         say = progress or (lambda _msg: None)
         stopped: list[str] = []
         if self._ping():
-            for user in accounts.users():
-                self.run(["scancel", "--quiet", "-u", user], timeout=15, check=False)
+            self._cancel_all_jobs(say)
         for spec in reversed(self.daemons()):
             if procs.stop(spec, self.config.stop_timeout_s):
                 say(f"stopped {spec.name}")
                 stopped.append(spec.name)
-        leftovers = procs.job_processes(str(self.slurm_conf))
+        leftovers = procs.job_processes(str(self.slurm_conf), self.layout.spool)
         if leftovers:
             say(f"stopping {len(leftovers)} leftover job processes")
             procs.terminate(leftovers, self.config.stop_timeout_s)
@@ -391,6 +390,20 @@ class Testbed:
         if still:
             raise TestbedError(f"still running after down: {', '.join(still)}")
         return stopped
+
+    def _cancel_all_jobs(self, say: Callable[[str], None]) -> None:
+        """scancel every job and give slurmd a moment to end the steps while it still runs."""
+        for user in accounts.users():
+            self.run(["scancel", "--quiet", "-u", user], timeout=15, check=False)
+
+        def empty() -> bool:
+            out = self.run(["squeue", "-h", "-o", "%i"], timeout=10, check=False)
+            return out.returncode != 0 or not out.stdout.strip()
+
+        try:
+            procs.wait_for("jobs to end", empty, min(self.config.stop_timeout_s, 15.0))
+        except TestbedError:
+            say("some jobs did not end in time; their processes are killed below")
 
     def status(self) -> Status:
         rows = []

@@ -204,16 +204,22 @@ def terminate(procs: list[psutil.Process], timeout: float) -> None:
     psutil.wait_procs(alive, timeout=5)
 
 
-def job_processes(slurm_conf: str) -> list[psutil.Process]:
-    """slurmstepd processes of this testbed (by inherited SLURM_CONF) and all their descendants.
+def job_processes(slurm_conf: str, spool: Path) -> list[psutil.Process]:
+    """slurmstepd processes of this testbed and all their descendants.
 
-    Only slurmstepd and what it spawned: a user's shell may also carry SLURM_CONF (after
-    ``eval "$(slurm-fair testbed env)"``) and must never be touched.
+    A slurmstepd is ours when its inherited environment names our ``slurm.conf`` or it listens
+    on a unix socket in our spool directory. Its environment must be read raw: slurmstepd
+    rewrites its process title over the start of the environment block, and psutil's
+    ``environ()`` then returns nothing. Only slurmstepd and what it spawned: a user's shell may
+    also carry SLURM_CONF (after ``eval "$(slurm-fair testbed env)"``) and is never touched.
     """
+    marker = b"SLURM_CONF=" + slurm_conf.encode() + b"\0"
     found: dict[int, psutil.Process] = {}
     for p in psutil.process_iter(["name"]):
         try:
-            if p.info["name"] != "slurmstepd" or p.environ().get("SLURM_CONF") != slurm_conf:
+            if p.info["name"] != "slurmstepd":
+                continue
+            if not (_raw_environ_has(p.pid, marker) or _listens_under(p, spool)):
                 continue
             found[p.pid] = p
             for c in p.children(recursive=True):
@@ -221,3 +227,16 @@ def job_processes(slurm_conf: str) -> list[psutil.Process]:
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
     return list(found.values())
+
+
+def _raw_environ_has(pid: int, marker: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return marker in fh.read()
+    except OSError:
+        return False
+
+
+def _listens_under(proc: psutil.Process, directory: Path) -> bool:
+    prefix = str(directory) + os.sep
+    return any(c.laddr and str(c.laddr).startswith(prefix) for c in proc.net_connections(kind="unix"))
