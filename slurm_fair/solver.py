@@ -161,6 +161,11 @@ class SmallLP:
         self.duals: list[float] = []
         self.objective = 0.0
 
+    def reset(self) -> None:
+        """Forget the in-memory solver model (the next solve starts from scratch)."""
+        self._h = None
+        self._h_rows = 0
+
     def add_row(self, cols: list[int], vals: list[float], lo: float, hi: float) -> int:
         self.rows.append((list(cols), list(vals), lo, hi))
         return len(self.rows) - 1
