@@ -31,3 +31,8 @@ demo: setup
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache
+
+# Render the docker-compose cluster's configs (docker/rendered/) from templates/slurm (issue 8).
+.PHONY: docker-configs
+docker-configs: venv
+	$(SF) render-config --target docker --config docker/slurm-fair.toml --inventory conf/testbed.toml --output docker/rendered

@@ -94,8 +94,6 @@ DOCKER_OVERRIDES: dict[str, Any] = {
         "database": "slurm_acct_db",
     },
 }
-#: docker: the state dir of the controller container (a volume slurmctld mounts read-only)
-DOCKER_STATE_DIR = "/var/lib/slurm-fair"
 
 
 @dataclass(frozen=True)
@@ -296,7 +294,7 @@ def docker_context(testbed_cfg: Any, config: Config) -> dict[str, Any]:
     _check_options(config, DeployOptions(), problems)
     if problems:
         raise ConfigError(config.source, problems)
-    ctx.update(_common(config, dict(testbed_cfg.tenants), DOCKER_STATE_DIR))
+    ctx.update(_common(config, dict(testbed_cfg.tenants), config["controller"]["state_dir"]))
     ctx.update({"cluster_where": testbed_cfg.cluster_name, "run_as": "root", "admin_level": "administrator"})
     # the testbed validated its own values; check what this module adds or changes
     _raise_unsafe({k: ctx[k] for k in ("accounts", "plan_path", "nodes", "gpu_types")}, config.source)

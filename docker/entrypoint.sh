@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Entry point of the docker-compose test cluster: one role per container.
+#   munge-key            create the shared munge key once (a volume), then exit
+#   slurmdbd             slurmdbd in the foreground (waits for MariaDB)
+#   slurmctld            register cluster/accounts, then slurmctld in the foreground
+#   slurmd               fake GPU device files from gres.conf, then slurmd in the foreground
+#   controller           QOS bootstrap, then `slurm-fair run --loop` every [controller].interval_s
+set -euo pipefail
+
+SHARED_KEY=/etc/munge-shared/munge.key
+ROLE="${1:-}"
+
+log() { echo "[$(date +%H:%M:%S) ${ROLE}] $*"; }
+
+wait_port() {  # host port what
+  local i
+  for i in $(seq 1 120); do
+    if nc -z "$1" "$2" 2>/dev/null; then return 0; fi
+    sleep 1
+  done
+  log "gave up waiting for $3 on $1:$2"
+  exit 1
+}
+
+start_munge() {
+  for i in $(seq 1 60); do [ -s "$SHARED_KEY" ] && break; sleep 1; done
+  install -o munge -g munge -m 0400 "$SHARED_KEY" /etc/munge/munge.key
+  install -d -o munge -g munge -m 0755 /run/munge
+  runuser -u munge -- /usr/sbin/munged
+}
+
+slurm_dirs() {
+  install -d -o slurm -g slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm
+}
+
+case "$ROLE" in
+  munge-key)
+    if [ ! -s "$SHARED_KEY" ]; then
+      dd if=/dev/urandom of="$SHARED_KEY" bs=1024 count=1 status=none
+      log "created munge key"
+    fi
+    chmod 0400 "$SHARED_KEY"
+    ;;
+  slurmdbd)
+    start_munge
+    slurm_dirs
+    chown slurm:slurm /etc/slurm/slurmdbd.conf
+    chmod 0600 /etc/slurm/slurmdbd.conf
+    wait_port mariadb 3306 MariaDB
+    exec /usr/sbin/slurmdbd -D
+    ;;
+  slurmctld)
+    start_munge
+    slurm_dirs
+    wait_port slurmdbd 6819 slurmdbd
+    cluster="$(sed -n 's/^ClusterName=//p' /etc/slurm/slurm.conf)"
+    sacctmgr -i -n add cluster "$cluster" >/dev/null 2>&1 || true
+    accounts=()
+    while read -r account share; do
+      case "$account" in ''|'#'*) continue ;; esac
+      accounts+=("$account")
+      if [ -z "$(sacctmgr -n -P show account where "name=$account" format=account)" ]; then
+        sacctmgr -i add account "$account" "cluster=$cluster" "fairshare=$share"
+      fi
+    done < /etc/slurm-fair/accounts.txt
+    if [ "${#accounts[@]}" -gt 0 ] && [ -z "$(sacctmgr -n -P show user where name=root format=user)" ]; then
+      sacctmgr -i add user root "account=$(IFS=,; echo "${accounts[*]}")" "cluster=$cluster" \
+        "defaultaccount=${accounts[0]}"
+    fi
+    exec /usr/sbin/slurmctld -D
+    ;;
+  slurmd)
+    start_munge
+    slurm_dirs
+    node="${NODE_NAME:-$(hostname)}"
+    # gres.conf says which device files this node has: create them as plain files
+    files="$(sed -n "s/^NodeName=${node} .*File=\(.*\)$/\1/p" /etc/slurm/gres.conf)"
+    case "$files" in
+      *\[*-*\]) base="${files%%[*}"; range="${files#*[}"; range="${range%]}"
+                for i in $(seq "${range%-*}" "${range#*-}"); do touch "${base}${i}"; done ;;
+      ?*) touch "$files" ;;
+    esac
+    wait_port slurmctld 6817 slurmctld
+    exec /usr/sbin/slurmd -D -N "$node"
+    ;;
+  controller)
+    start_munge
+    wait_port slurmctld 6817 slurmctld
+    until scontrol ping | grep -q "is UP"; do sleep 2; done
+    until /etc/slurm-fair/qos-bootstrap.sh; do log "QOS bootstrap failed; retrying"; sleep 5; done
+    mkdir -p /var/lib/slurm-fair /var/log/slurm-fair
+    exec slurm-fair run --loop  # every [controller].interval_s of $SLURM_FAIR_CONFIG
+    ;;
+  *)
+    exec "$@"
+    ;;
+esac
