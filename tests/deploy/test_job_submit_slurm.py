@@ -199,6 +199,7 @@ def test_billing_weights_charge_fast_gpus_more(cluster):
         cluster.plan.unlink(missing_ok=True)
         job = cluster.submit("-A", "biology", "-p", part, f"--gres=gpu:{part}:4")
         billing[part] = float(re.search(r"billing=([0-9.]+)", job["TRES"]).group(1))
+    print("billing of a 4-GPU job per partition:", billing)
     assert billing["v100"] > billing["p100"] > billing["k80"] > 0
 
 
