@@ -80,7 +80,7 @@ def status(state_dir: str | None, config_path: str | None) -> None:
             "[green]running[/]" if d.running else "[red]stopped[/]",
             str(d.pid or "-"),
             str(d.port or "-"),
-            str(d.log_file),
+            str(d.log_file.relative_to(st.dir)) if d.log_file.is_relative_to(st.dir) else str(d.log_file),
         )
     console.print(table)
     if st.nodes:
@@ -108,3 +108,8 @@ def env(state_dir: str | None, config_path: str | None) -> None:
 
 def _dir_arg(state_dir: str | None) -> str:
     return f" --dir {shlex.quote(state_dir)}" if state_dir else ""
+
+
+from .bench import bench as _bench  # noqa: E402  (issue 6: the real-cluster benchmark)
+
+command.add_command(_bench)

@@ -243,7 +243,7 @@ def samples_from_records(records: Sequence[JobRecord], capacity: Mapping[str, in
             tenants[r.tenant] = tenants.get(r.tenant, 0) + r.gpus
             best = max(r.throughput.values(), default=0.0)
             eff += r.throughput.get(r.gpu_type, 0.0) / best if best > 0 else 1.0
-        samples.append(RoundSample(t0 + i * round_s, round_s, capacity, busy, eff, tenant_gpus=tenants))
+        samples.append(RoundSample(t0 + i * round_s, round_s, capacity, busy, effective_throughput=eff, tenant_gpus=tenants))
     return samples
 
 

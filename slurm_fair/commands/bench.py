@@ -1,0 +1,85 @@
+"""``slurm-fair testbed bench``: an emulated trace on the testbed, scored from sacct (issue 6).
+
+Thin: options here, the run in :mod:`slurm_fair.testbed.bench`. Registered under the
+``testbed`` group by :mod:`slurm_fair.commands.testbed`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..sim.report import COLUMNS
+from ..testbed import Testbed
+from ..testbed.bench import Bench, BenchSpec, fresh_run_dir, write_json
+
+#: extra rows of the bench (real-run figures the simulator has no equivalent for)
+BENCH_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("requeued_jobs", "requeued jobs", "d"),
+    ("emulation_rel_error_mean", "emul. err mean", ".1%"),
+    ("emulation_rel_error_max", "emul. err max", ".1%"),
+    ("wall_seconds", "real s", ".0f"),
+)
+
+
+def _fmt(value: Any, fmt: str) -> str:
+    if value is None:
+        return "-"
+    if fmt == "h":
+        return f"{value / 3600:.2f}"
+    if fmt == "d":
+        return f"{int(value)}"
+    return format(value, fmt)
+
+
+def results_table(docs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
+    """One row per metric (the simulator's rows, then the bench's), one column per run."""
+    table = Table(title=title)
+    table.add_column("metric", style="bold")
+    for name in docs:
+        table.add_column(name, justify="right")
+    for key, header, fmt in [c for c in COLUMNS if c[0] != "wall_seconds"] + list(BENCH_ROWS):
+        table.add_row(header, *[_fmt(d["metrics"].get(key), fmt) for d in docs.values()])
+    return table
+
+
+@click.command("bench")
+@click.option("--trace", required=True, type=click.Path(dir_okay=False, exists=True), help="Trace CSV (FAIRNESS.md).")
+@click.option("--time-scale", type=float, required=True, help="Trace seconds per real second.")
+@click.option("--policy", required=True, help="Controller policy, or 'none' for Slurm alone.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Write the results as JSON.")
+@click.option("--round-s", type=float, default=360.0, show_default=True, help="Round length in trace seconds.")
+@click.option("--timeout", "timeout_s", type=float, default=None, help="Real seconds before giving up (default: from the trace).")
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None,
+              help="Directory for checkpoints, job output and controller state (default: a new temp dir).")
+@click.option("--throughputs", type=click.Path(dir_okay=False), default=None, help="Gavel-format throughput JSON.")
+@click.option("--solver", type=click.Choice(["cbc", "highs"]), default=None, help="Controller LP solver.")
+@click.option("--dir", "state_dir", type=click.Path(file_okay=False), default=None, help="Testbed state directory.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Testbed description.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
+def bench(trace: str, time_scale: float, policy: str, json_out: str | None, round_s: float,
+          timeout_s: float | None, run_dir: str | None, throughputs: str | None, solver: str | None,
+          state_dir: str | None, config_path: str | None, quiet: bool) -> None:
+    """Run an emulated trace on the testbed (Slurm alone or with the controller) and score it."""
+    tb = Testbed(dir=state_dir, config=config_path)
+    say = (lambda _m: None) if quiet else (lambda m: click.echo(f"bench: {m}", err=True))
+    spec = BenchSpec(
+        trace=Path(trace), time_scale=time_scale,
+        policy=None if policy == "none" else policy, run_dir=fresh_run_dir(run_dir), round_s=round_s,
+        timeout_real_s=timeout_s, solver=solver, throughputs=throughputs,
+    )
+    say(f"run directory {spec.run_dir}")
+    result = Bench(tb, spec, say).run()
+    doc = result.doc
+    if json_out:
+        write_json(doc, json_out)
+    name = doc["bench"]["policy"]
+    Console().print(results_table({name: doc}, f"testbed {doc['bench']['cluster']}: {name} "
+                                               f"(trace seconds shown as hours; S={time_scale:g})"))
+    m = doc["metrics"]
+    if m["jobs_completed"] != m["jobs"] or doc["bench"]["timed_out"]:
+        raise click.ClickException(f"only {m['jobs_completed']} of {m['jobs']} jobs completed")
