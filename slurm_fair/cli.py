@@ -40,17 +40,27 @@ def _placeholder(name: str, issue: str) -> click.Command:
     return command
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """Imports a command's module only when that command runs (or help lists it), so
+    ``slurm-fair solve`` does not pay for pandas, matplotlib or jinja2 that other commands use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module, issue = COMMANDS[cmd_name]
+            if module is None:
+                self.add_command(_placeholder(cmd_name, issue), cmd_name)
+            else:
+                self.add_command(importlib.import_module(f"slurm_fair.commands.{module}").command, cmd_name)
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="slurm-fair")
 def cli() -> None:
     """Heterogeneity-aware fair GPU sharing for Slurm."""
-
-
-for _name, (_module, _issue) in COMMANDS.items():
-    if _module is None:
-        cli.add_command(_placeholder(_name, _issue))
-    else:
-        cli.add_command(importlib.import_module(f"slurm_fair.commands.{_module}").command, _name)
 
 
 def main(argv: list[str] | None = None) -> int:

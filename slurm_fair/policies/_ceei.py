@@ -160,7 +160,7 @@ def ceei(problem: Problem, classes: list[JobClass], tol: float = 1e-10, max_iter
     if best is None:
         return Equilibrium({c.key: {} for c in classes}, {}, {}, {}, 0.0, 0)
     best.iterations = it
-    if best.error > tol:
+    if best.error > tol and sum(len(r) for r in best.X.values()) <= 400:  # dense Newton steps
         polished = _newton(classes, types, caps, weight, umax, best, best_lambda, best_q)
         if polished is not None and polished.error < best.error:
             polished.iterations = it

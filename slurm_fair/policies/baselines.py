@@ -56,11 +56,10 @@ def max_throughput(problem: Problem, options: PolicyOptions) -> Allocation:
     return result(problem, "max-throughput", classes, X, options, started)
 
 
-def _equal_share_rate(problem: Problem, n: dict[str, float]) -> float:
+def _equal_share_rate(problem: Problem, n: dict[str, float], denom: float | None = None) -> float:
     """Gavel's equal-share rate ``sum_k n_k e_k`` with ``e_k = C_k / max(sum g, sum C)``."""
-    demand = sum(j.gpus for j in problem.jobs)
-    total = sum(problem.gpu_types.values())
-    denom = max(demand, total, 1)
+    if denom is None:
+        denom = max(sum(j.gpus for j in problem.jobs), sum(problem.gpu_types.values()), 1)
     return sum(v * problem.gpu_types.get(k, 0) / denom for k, v in n.items())
 
 
@@ -75,9 +74,10 @@ def _max_min(problem: Problem, options: PolicyOptions, name: str, agnostic: bool
     for j in problem.jobs:
         njobs[j.tenant] += 1
     coef = {}
+    denom = max(sum(j.gpus for j in problem.jobs), sum(problem.gpu_types.values()), 1)
     for c in classes:
         w_job = problem.weight(c.tenant) / njobs[c.tenant]
-        coef[c.key] = c.count * w_job * _equal_share_rate(problem, n[c.key])
+        coef[c.key] = c.count * w_job * _equal_share_rate(problem, n[c.key], denom)
 
     def build(stage: str) -> tuple[ClassModel, pulp.LpVariable]:
         cm = ClassModel(problem, f"{name}_{stage}", classes, n_override=n)

@@ -259,32 +259,41 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
             passing.append((_efficiency(classes, X), name, X))
             return True
 
-        # 1. the competitive equilibrium from equal incomes: SI, EF and PE by construction
-        eq = None
-        try:
-            eq = ceei(problem, classes)
-        except SolverError:
-            pass
-        consider("ceei", None if eq is None else eq.X)
-        # 2. gavel-mmf's answer, when it happens to be SI+EF+PE
+        # 1. gavel-mmf's answer, when it happens to be SI+EF+PE
         gm: ClassX | None = None
         try:
             _, gm, _ = _max_min(problem, options, "oef_gavel", agnostic=False)
         except SolverError:
             pass
         consider("gavel-mmf", gm)
-        # 3. max E s.t. SI+EF (convex-concave) from the best fair start, then a Pareto polish
-        start_name, X = "equal-split", equal_split_classes(problem, classes)
-        e = _efficiency(classes, X)
-        for name, cand in (("ceei", None if eq is None else eq.X), ("gavel-mmf", gm)):
-            if cand is not None and tried.get(name, "").startswith("SI+EF") and _efficiency(classes, cand) > e:
-                start_name, X, e = name, cand, _efficiency(classes, cand)
-        X, e, rounds = _ccp(problem, t, X, e, options)
-        better, _ = _pareto_stage(problem, t, X, options)
-        consider("ccp+polish", X if better is None else better)
+
+        def climb(name: str, X: ClassX) -> tuple[ClassX, int]:
+            """max E s.t. SI+EF (convex-concave) from the fair point X, then a Pareto polish."""
+            X, e, rounds = _ccp(problem, t, X, _efficiency(classes, X), options)
+            better, _ = _pareto_stage(problem, t, X, options)
+            consider(f"ccp+polish from {name}", X if better is None else better)
+            return X, rounds
+
+        # 2. the climb from the best fair start known so far
+        start_name, X0 = "equal-split", equal_split_classes(problem, classes)
+        if gm is not None and tried["gavel-mmf"].startswith("SI+EF") and _efficiency(classes, gm) > _efficiency(classes, X0):
+            start_name, X0 = "gavel-mmf", gm
+        X, rounds = climb(start_name, X0)
+        # 3. unless a verified candidate already reaches E*, the competitive equilibrium from
+        #    equal incomes (SI, EF and PE by construction) and the climb from it
+        eq = None
+        if not any(e >= e_star - fairness.eps(e_star) for e, _, _ in passing):
+            try:
+                eq = ceei(problem, classes)
+            except SolverError:
+                pass
+            consider("ceei", None if eq is None else eq.X)
+            if eq is not None and tried["ceei"].startswith("SI+EF") and _efficiency(classes, eq.X) > _efficiency(classes, X0):
+                X, more = climb("ceei", eq.X)
+                rounds += more
         if not passing:  # pragma: no cover - the CEEI passes up to its tolerance
             pe, gap = _pareto_ok(problem, t, X)
-            info = {"winner": "ccp (not verified PE)", "candidates": tried, "ccp_start": start_name,
+            info = {"winner": "ccp (not verified PE)", "candidates": tried,
                     "ccp_rounds": rounds, "pareto_efficient": pe, "pareto_gap": gap,
                     "efficiency_bound": e_star}
             return result(problem, "oef", classes, X, options, started, info)
@@ -292,7 +301,7 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
         e_best, winner, X = passing[0]
     except SolverError as exc:
         return fallback_allocation(problem, "oef", exc, started)
-    info = {"winner": winner, "candidates": tried, "ccp_start": start_name, "ccp_rounds": rounds,
+    info = {"winner": winner, "candidates": tried, "ccp_rounds": rounds,
             "pareto_efficient": True, "pareto_gap": 0.0, "efficiency_bound": e_star,
             "efficiency_ratio": fairness.efficiency_ratio(e_best, e_star),
             "ceei_spending_error": None if eq is None else eq.error}
