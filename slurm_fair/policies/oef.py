@@ -259,14 +259,6 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
             passing.append((_efficiency(classes, X), name, X))
             return True
 
-        # 1. gavel-mmf's answer, when it happens to be SI+EF+PE
-        gm: ClassX | None = None
-        try:
-            _, gm, _ = _max_min(problem, options, "oef_gavel", agnostic=False)
-        except SolverError:
-            pass
-        consider("gavel-mmf", gm)
-
         def climb(name: str, X: ClassX) -> tuple[ClassX, int]:
             """max E s.t. SI+EF (convex-concave) from the fair point X, then a Pareto polish."""
             X, e, rounds = _ccp(problem, t, X, _efficiency(classes, X), options)
@@ -274,15 +266,29 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
             consider(f"ccp+polish from {name}", X if better is None else better)
             return X, rounds
 
-        # 2. the climb from the best fair start known so far
-        start_name, X0 = "equal-split", equal_split_classes(problem, classes)
-        if gm is not None and tried["gavel-mmf"].startswith("SI+EF") and _efficiency(classes, gm) > _efficiency(classes, X0):
-            start_name, X0 = "gavel-mmf", gm
-        X, rounds = climb(start_name, X0)
-        # 3. unless a verified candidate already reaches E*, the competitive equilibrium from
-        #    equal incomes (SI, EF and PE by construction) and the climb from it
+        def at_bound() -> bool:
+            """A verified candidate reaches E*: no other candidate can be more efficient."""
+            return any(e >= e_star - fairness.eps(e_star) for e, _, _ in passing)
+
+        # 1. the climb from the equal split with best use (always SI+EF)
+        X0 = equal_split_classes(problem, classes)
+        X, rounds = climb("equal-split", X0)
         eq = None
-        if not any(e >= e_star - fairness.eps(e_star) for e, _, _ in passing):
+        if not at_bound():
+            # 2. gavel-mmf's answer, a candidate when it happens to be SI+EF+PE, and the climb
+            #    from it when it is a better fair start
+            gm: ClassX | None = None
+            try:
+                _, gm, _ = _max_min(problem, options, "oef_gavel", agnostic=False)
+            except SolverError:
+                pass
+            consider("gavel-mmf", gm)
+            if gm is not None and tried["gavel-mmf"].startswith("SI+EF") and _efficiency(classes, gm) > _efficiency(classes, X0):
+                X, more = climb("gavel-mmf", gm)
+                rounds += more
+        if not at_bound():
+            # 3. the competitive equilibrium from equal incomes (SI, EF and PE by construction)
+            #    and the climb from it
             try:
                 eq = ceei(problem, classes)
             except SolverError:
