@@ -71,10 +71,13 @@ class SlurmCli:
         cluster: str = "",
         runner: Runner | None = None,
         separator: Callable[[], str] = _new_fs,
+        tres_prefix: str | None = None,
     ) -> None:
         self.runner = runner or Runner(env=env, bin_dir=bin_dir, timeout_s=timeout_s, retries=retries)
         self.cluster = cluster
         self._separator = separator
+        #: ``gres:`` or ``gres/`` (:meth:`tres_prefix`); None until asked
+        self._prefix: str | None = tres_prefix
 
     @classmethod
     def from_config(cls, config, env: Mapping[str, str | None] | None = None) -> "SlurmCli":
@@ -157,18 +160,111 @@ class SlurmCli:
         self._scontrol(job_id, "update", f"JobId={job_id}", *(f"{k}={v}" for k, v in fields.items()))
 
     def set_gpu_type(self, job: SlurmJob, gpu_type: str | None) -> None:
+        """Pin an untyped pending request to ``gpu_type`` (count and form kept).
+
+        Slurm before 23.11 can type a request once and never change it again: re-typing or
+        un-typing a typed request is refused ("with and without type identification") or,
+        worse, accepted as a request for *both* types (the job then waits forever with
+        BadConstraints). So on those versions a typed request is refused here, before anything
+        is sent, with :class:`SlurmCommandError` (see docs/slurm-adapter.md).
+        """
         req = job.gpu_request
         if req is None:
             raise ValueError(f"job {job.job_id} has no GPU request")
         if gpu_type is not None:
             _check_name("GPU type", gpu_type)
+        if req.gpu_type == gpu_type:
+            return
         field, spec = _split_raw(req.raw, req.per)
-        self._update(job.job_id, **{field: parse.retype_request(spec, gpu_type)})
+        self._refuse_retype(job, req.gpu_type, gpu_type)
+        self._rewrite_request(job.job_id, field, parse.retype_request(spec, gpu_type), spec, gpu_type)
 
     def restore_gpu_request(self, job: SlurmJob, raw: str) -> None:
         per = job.gpu_request.per if job.gpu_request else "node"
         field, spec = _split_raw(raw, per)
-        self._update(job.job_id, **{field: spec})
+        _, want_type = parse.gpu_request_of(spec)
+        current = job.gpu_request.raw.split("=", 1)[-1] if job.gpu_request else spec
+        if job.gpu_request is not None and job.gpu_request.gpu_type == want_type:
+            if _norm_spec(current) == _norm_spec(spec):
+                return
+        self._refuse_retype(job, job.gpu_request.gpu_type if job.gpu_request else None, want_type)
+        self._rewrite_request(job.job_id, field, spec, current, want_type)
+
+    def can_retype_gpu(self) -> bool:
+        """Whether this Slurm can change a request that is already typed (>= 23.11; not
+        verified on a real cluster: the adapter checks the result after every rewrite)."""
+        return self.tres_prefix() == "gres/"
+
+    def _refuse_retype(self, job: SlurmJob, have: str | None, want: str | None) -> None:
+        per = job.gpu_request.per if job.gpu_request else "node"
+        if per == "task" and not self.can_retype_gpu():
+            raise SlurmCommandError(
+                ["scontrol", "update", f"JobId={job.job_id}"], 1,
+                f"job {job.job_id} asks for GPUs per task; Slurm before 23.11 cannot change "
+                "a --gpus-per-task request (TresPerTask) of a pending job",
+            )
+        if have is not None and have != want and not self.can_retype_gpu():
+            raise SlurmCommandError(
+                ["scontrol", "update", f"JobId={job.job_id}"], 1,
+                f"job {job.job_id} already asks for {have} GPUs; this Slurm (before 23.11) cannot "
+                f"change a typed GPU request to {want or 'untyped'} (it would ask for both types)",
+            )
+
+    def tres_prefix(self) -> str:
+        """How this Slurm wants a GPU request written: ``gres:`` before 23.11, ``gres/`` after.
+
+        Slurm 22.05 accepts ``TresPerNode=gres/gpu:v100:2`` but only stores the string: the
+        job keeps its old request and runs anywhere (checked on the testbed).
+        """
+        if self._prefix is None:
+            out = self.runner.run(["scontrol", "--version"])
+            m = re.search(r"(\d+)\.(\d+)", out)
+            major_minor = (int(m.group(1)), int(m.group(2))) if m else (22, 5)
+            self._prefix = "gres:" if major_minor < (23, 11) else "gres/"
+        return self._prefix
+
+    def _rewrite_request(
+        self, job_id: str, field: str, spec: str, previous: str, want_type: str | None
+    ) -> None:
+        """Replace a pending job's GPU request, safely, the way Slurm 22.05 accepts it.
+
+        Setting ``TresPerNode`` directly *merges* the new request into the old one (a typed
+        request over an untyped one is refused: "Invalid GRES specification (with and without
+        type identification)"; typed over typed asks for both types). So the field is cleared
+        first and set second. Between the two the job asks for no GPU, so it is held during the
+        change (unless it already was) and released after; the release returns its priority to
+        multifactor. If setting fails, the previous request is put back before the release.
+        """
+        job_id = _check_job_id(job_id)
+        spec = _with_prefix(spec, self.tres_prefix())
+        previous = _with_prefix(previous, self.tres_prefix())
+        held = self._reason(job_id) in _HELD
+        if not held:
+            self._scontrol(job_id, "hold", job_id)
+        try:
+            self._update(job_id, **{field: ""})
+            try:
+                self._update(job_id, **{field: spec})
+            except Exception:
+                self._update(job_id, **{field: previous})
+                raise
+        finally:
+            if not held:
+                self._scontrol(job_id, "release", job_id)
+        self._verify_request(job_id, want_type)
+
+    def _verify_request(self, job_id: str, want_type: str | None) -> None:
+        """Read back the TRES Slurm will schedule by (``tres-alloc`` of a pending job is its
+        request): exactly ``want_type``, or no typed GPU at all for an untyped request."""
+        out = self.runner.run(["squeue", "-h", "-j", job_id, "-O", "tres-alloc:0"], job_id=job_id)
+        tres = parse.parse_tres_map(out.strip())
+        typed = {k.split(":", 1)[1] for k, v in tres.items() if k.startswith("gres/gpu:") and v != "0"}
+        if typed != ({want_type} if want_type else set()):
+            raise SlurmCommandError(
+                ["scontrol", "update", f"JobId={job_id}"], 1,
+                f"job {job_id}: Slurm now schedules it by {sorted(typed) or 'untyped GPUs'}, "
+                f"not {want_type or 'untyped GPUs'} ({out.strip()})",
+            )
 
     def set_priority(self, job_id: str, priority: int | None) -> None:
         """A number fixes the priority (multifactor stops updating it); None gives the job
@@ -254,6 +350,17 @@ class SlurmCli:
         for entity, cond in (("account", [f"name={account}", *where[1:]]), ("user", where)):
             self._sacctmgr("modify", entity, "where", *cond, f"defaultqos={qos}", "set", "defaultqos=-1")
             self._sacctmgr("modify", entity, "where", *cond, "set", f"qos-={qos}")
+
+
+def _norm_spec(spec: str) -> str:
+    return _with_prefix(spec, "gres/")
+
+
+def _with_prefix(spec: str, prefix: str) -> str:
+    """Every item of a request written with ``prefix`` (``gres:`` or ``gres/``)."""
+    return ",".join(
+        prefix + parse._PREFIX.sub("", item) for item in parse.split_top_level(spec)
+    )
 
 
 def _split_raw(raw: str, per: str) -> tuple[str, str]:

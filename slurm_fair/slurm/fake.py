@@ -14,6 +14,7 @@ for hand-written variants of formats the testbed cannot produce) and one file pe
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import replace
 from datetime import datetime
@@ -21,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..errors import JobGone
+from ..errors import JobGone, SlurmCommandError
 from ..model import Account, AccountingRecord, GpuRequest, Node, Qos, SlurmJob, Snapshot
 from . import parse
 from .cli import UPDATABLE_FIELDS, _split_raw
@@ -51,6 +52,7 @@ class FakeSlurm:
         accounting_records: Sequence[AccountingRecord] = (),
         cluster: str = "fake",
         now: datetime | None = None,
+        slurm_version: str = "",
     ) -> None:
         self._nodes = {n.name: n for n in nodes}
         self._jobs = {j.job_id: j for j in jobs}
@@ -59,6 +61,8 @@ class FakeSlurm:
         self._accounting = list(accounting_records)
         self.cluster = cluster
         self.now = now
+        #: the Slurm release whose rules the fake follows ("" = newest: typed requests can change)
+        self.slurm_version = slurm_version
         #: priority multifactor would give each job (restored by set_priority(None) / release)
         self._base_priority = {j.job_id: j.priority for j in jobs}
         #: other pending-job fields set by update_job (ReqNodeList, Features...)
@@ -90,6 +94,7 @@ class FakeSlurm:
             accounting_records=parse.parse_sacct(text("sacct.txt"), fs),
             cluster=meta.get("cluster", "fake"),
             now=datetime.fromisoformat(taken) if taken else None,
+            slurm_version=meta.get("slurm_version", ""),
         )
 
     # --- read ---------------------------------------------------------------------------------
@@ -150,9 +155,40 @@ class FakeSlurm:
         req = current.gpu_request
         if req is None:
             raise ValueError(f"job {job.job_id} has no GPU request")
+        if req.gpu_type == gpu_type:
+            return
+        self._refuse_retype(current, req.gpu_type, gpu_type)
         field, spec = _split_raw(req.raw, req.per)
         new_spec = parse.retype_request(spec, gpu_type)
-        self._put(current, gpu_request=replace(req, gpu_type=gpu_type, raw=f"{field}={new_spec}"))
+        self._put(current, gpu_request=replace(req, gpu_type=gpu_type, raw=f"{field}={new_spec}"),
+                  priority=self._after_rewrite(current))
+
+    def can_retype_gpu(self) -> bool:
+        """Slurm before 23.11 cannot change a typed request (see SlurmCli.set_gpu_type)."""
+        m = re.match(r"(\d+)\.(\d+)", self.slurm_version)
+        return m is None or (int(m.group(1)), int(m.group(2))) >= (23, 11)
+
+    def _refuse_retype(self, job: SlurmJob, have: str | None, want: str | None) -> None:
+        per = job.gpu_request.per if job.gpu_request else "node"
+        if per == "task" and not self.can_retype_gpu():
+            raise SlurmCommandError(
+                ["scontrol", "update", f"JobId={job.job_id}"], 1,
+                f"job {job.job_id} asks for GPUs per task; Slurm before 23.11 cannot change "
+                "a --gpus-per-task request (TresPerTask) of a pending job",
+            )
+        if have is not None and have != want and not self.can_retype_gpu():
+            raise SlurmCommandError(
+                ["scontrol", "update", f"JobId={job.job_id}"], 1,
+                f"job {job.job_id} already asks for {have} GPUs; Slurm {self.slurm_version} cannot "
+                f"change a typed GPU request",
+            )
+
+    def _after_rewrite(self, job: SlurmJob) -> int:
+        """Like the real adapter, a request rewrite holds and releases a job that was not held,
+        which gives its priority back to multifactor."""
+        if job.reason in (HELD_ADMIN, HELD_USER):
+            return job.priority
+        return self._base_priority.get(job.job_id, job.priority)
 
     def restore_gpu_request(self, job: SlurmJob, raw: str) -> None:
         self.calls.append(("restore_gpu_request", (job.job_id, raw)))
@@ -162,8 +198,12 @@ class FakeSlurm:
         field, spec = _split_raw(raw, per)
         per = {"TresPerJob": "job", "TresPerTask": "task"}.get(field, "node")
         count, gpu_type = parse.gpu_request_of(spec)
+        if req is not None and req.gpu_type == gpu_type and req.count == count:
+            return
+        self._refuse_retype(current, req.gpu_type if req else None, gpu_type)
         nodes, tasks = (req.nodes, req.tasks) if req else (1, 1)
-        self._put(current, gpu_request=GpuRequest(count, gpu_type, per, nodes, f"{field}={spec}", tasks))
+        self._put(current, gpu_request=GpuRequest(count, gpu_type, per, nodes, f"{field}={spec}", tasks),
+                  priority=self._after_rewrite(current))
 
     def set_priority(self, job_id: str, priority: int | None) -> None:
         self.calls.append(("set_priority", (job_id, priority)))

@@ -456,6 +456,8 @@ def job_from_record(f: Sequence[str]) -> SlurmJob:
      num_nodes, num_tasks, per_job, per_node, per_task, tres_alloc, nodelist, requeue,
      name, comment) = f
     st = state_name(state)
+    if comment == "(null)":  # how squeue prints "no comment"
+        comment = ""
     nodes = parse_int(num_nodes, 1)
     request = gpu_request(per_job, per_node, per_task, nodes, parse_int(num_tasks, 1))
     running_type = None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_fair.errors import JobGone
+from slurm_fair.errors import JobGone, SlurmCommandError
 
 from slurm_harness import Harness, gpu_types_of
 
@@ -47,20 +47,48 @@ def test_cpu_only_job_is_not_a_gpu_job(cluster: Harness):
 
 
 @pytest.mark.parametrize("args", ["--gres=gpu:2", "--gpus=3", "--gpus-per-node=1 -N 2", "--gpus-per-task=1 -n 2"])
-def test_pin_unpin_restore_keep_count_and_form(cluster: Harness, args):
-    types = gpu_types_of(cluster)
+def test_pin_keeps_count_and_form(cluster: Harness, args):
+    t = gpu_types_of(cluster)[0]
     job = cluster.job(cluster.submit(cluster.tenants[0], args))
     original = job.gpu_request
-    for t in types[:2]:
-        cluster.port.set_gpu_type(cluster.job(job.job_id), t)
-        r = cluster.job(job.job_id).gpu_request
-        assert (r.gpu_type, r.count, r.per, r.total) == (t, original.count, original.per, original.total)
-    cluster.port.set_gpu_type(cluster.job(job.job_id), None)
+    if original.per == "task" and not cluster.port.can_retype_gpu():
+        with pytest.raises(SlurmCommandError, match="per task"):
+            cluster.port.set_gpu_type(job, t)
+        assert cluster.job(job.job_id).gpu_request == original
+        return
+    cluster.port.set_gpu_type(job, t)
     r = cluster.job(job.job_id).gpu_request
-    assert (r.gpu_type, r.count, r.per) == (None, original.count, original.per)
-    cluster.port.set_gpu_type(cluster.job(job.job_id), types[0])
+    assert (r.gpu_type, r.count, r.per, r.total) == (t, original.count, original.per, original.total)
+    assert cluster.job(job.job_id).pending
+
+
+def test_retype_and_restore_follow_the_release_rules(cluster: Harness):
+    """Before 23.11 a typed request cannot change: refused up front, job untouched.
+    Newer releases (the fake of a 24.05 recording): re-type, un-type and restore work."""
+    a, b = gpu_types_of(cluster)[:2]
+    job = cluster.job(cluster.submit(cluster.tenants[0], "--gres=gpu:2"))
+    original = job.gpu_request
+    cluster.port.set_gpu_type(job, a)
+    pinned = cluster.job(job.job_id)
+    if not cluster.port.can_retype_gpu():
+        for action in (
+            lambda: cluster.port.set_gpu_type(pinned, b),
+            lambda: cluster.port.set_gpu_type(pinned, None),
+            lambda: cluster.port.restore_gpu_request(pinned, original.raw),
+        ):
+            with pytest.raises(SlurmCommandError, match="cannot change a typed"):
+                action()
+        after = cluster.job(job.job_id)
+        assert after.gpu_request.gpu_type == a and after.reason == pinned.reason
+        return
+    cluster.port.set_gpu_type(pinned, b)
+    assert cluster.job(job.job_id).gpu_request.gpu_type == b
+    cluster.port.set_gpu_type(cluster.job(job.job_id), None)
+    assert cluster.job(job.job_id).gpu_request.gpu_type is None
+    cluster.port.set_gpu_type(cluster.job(job.job_id), a)
     cluster.port.restore_gpu_request(cluster.job(job.job_id), original.raw)
-    assert cluster.job(job.job_id).gpu_request == original
+    r = cluster.job(job.job_id).gpu_request
+    assert (r.gpu_type, r.count, r.per, r.total) == (original.gpu_type, original.count, original.per, original.total)
 
 
 def test_priority_nice_hold_release(cluster: Harness):
@@ -157,3 +185,23 @@ def test_hostile_comment_executes_nothing_and_breaks_no_parse(cluster: Harness, 
     problem = snapshot_to_problem(cluster.port.snapshot())
     assert {evil, after} <= {j.id for j in problem.jobs}
     assert not marker.exists()
+
+
+def test_pinned_job_runs_on_the_pinned_type(cluster: Harness):
+    """The write must change what Slurm schedules, not only the string it shows."""
+    if not cluster.real:
+        pytest.skip("the fake does not schedule")
+    import time
+
+    types = gpu_types_of(cluster)
+    for t in types:
+        job_id = cluster.submit(cluster.tenants[0], "--gres=gpu:1", held=True)
+        cluster.port.set_gpu_type(cluster.job(job_id), t)
+        cluster.port.release(job_id)
+        for _ in range(100):
+            job = cluster.job(job_id)
+            if job.running:
+                break
+            time.sleep(0.2)
+        assert job.running and job.gpu_type_running == t, (t, job)
+        cluster.cancel(job_id)
