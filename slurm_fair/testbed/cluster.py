@@ -378,10 +378,18 @@ class Testbed:
         stopped: list[str] = []
         if self._ping():
             self._cancel_all_jobs(say)
-        for spec in reversed(self.daemons()):
-            if procs.stop(spec, self.config.stop_timeout_s):
-                say(f"stopped {spec.name}")
-                stopped.append(spec.name)
+        by_name = {d.name: d for d in self.daemons()}
+        # in stages, each in parallel: slurmds with slurmctld, then slurmdbd (which may still
+        # receive slurmctld's last records), then what slurmdbd needed
+        stages = [
+            [d for n, d in by_name.items() if n.startswith("slurmd:") or n == "slurmctld"],
+            [by_name["slurmdbd"]],
+            [by_name["mariadbd"], by_name["munged"]],
+        ]
+        for stage in stages:
+            for name in procs.stop_many(stage, self.config.stop_timeout_s):
+                say(f"stopped {name}")
+                stopped.append(name)
         leftovers = procs.job_processes(str(self.slurm_conf), self.layout.spool)
         if leftovers:
             say(f"stopping {len(leftovers)} leftover job processes")

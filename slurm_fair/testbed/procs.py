@@ -179,13 +179,23 @@ def start(spec: DaemonSpec, cwd: Path, timeout: float) -> psutil.Process:
 
 def stop(spec: DaemonSpec, timeout: float) -> bool:
     """SIGTERM our daemon, wait, SIGKILL after ``timeout``; True if one was running."""
-    proc = owned_process(spec)
-    if proc is None:
+    return bool(stop_many([spec], timeout))
+
+
+def stop_many(specs: Sequence[DaemonSpec], timeout: float) -> list[str]:
+    """Stop several daemons at once (each takes ~2 s to shut down; in parallel, not in a row).
+
+    Returns the names of those that were running. Pid files of all are removed.
+    """
+    running: list[tuple[DaemonSpec, psutil.Process]] = []
+    for spec in specs:
+        proc = owned_process(spec)
+        if proc is not None:
+            running.append((spec, proc))
+    terminate([p for _, p in running], timeout)
+    for spec in specs:
         spec.pid_file.unlink(missing_ok=True)
-        return False
-    terminate([proc], timeout)
-    spec.pid_file.unlink(missing_ok=True)
-    return True
+    return [spec.name for spec, _ in running]
 
 
 def terminate(procs: list[psutil.Process], timeout: float) -> None:
