@@ -84,8 +84,14 @@ def match_class(tag: str | None) -> str | None:
 def default_throughputs(job: SlurmJob, gpu_types: list[str]) -> dict[str, float]:
     """The documented default ``T_jk`` of a job over the cluster's GPU types (module doc)."""
     gpus = job.gpu_request.total if job.gpu_request else 1
+    return dict(_throughputs(job.tags.get("class"), gpus, tuple(gpu_types)))
+
+
+@lru_cache(maxsize=4096)
+def _throughputs(tag: str | None, gpus: int, gpu_types: tuple[str, ...]) -> tuple[tuple[str, float], ...]:
+    """Memoised by (class tag, GPU count, types): 10,000 jobs share a few dozen answers."""
     table = _table()
-    job_type = match_class(job.tags.get("class"))
+    job_type = match_class(tag)
     known: dict[str, float] = {}
     for k in gpu_types:
         if k in table.data:
@@ -93,7 +99,7 @@ def default_throughputs(job: SlurmJob, gpu_types: list[str]) -> dict[str, float]
                 table.lookup(job_type, gpus, k) if job_type else _mean_normalised().get(k, 0.0) * gpus
             )
     fill = max(known.values(), default=0.0) or float(gpus)
-    return {k: known.get(k, fill) for k in gpu_types}
+    return tuple((k, known.get(k, fill)) for k in gpu_types)
 
 
 def tenant_weights(snapshot: Snapshot, overrides: Mapping[str, Mapping[str, object]] | None = None) -> dict[str, float]:
