@@ -26,10 +26,13 @@ def plot(results: Mapping[str, SimResult], path: str) -> None:
     )
     axes = np.atleast_1d(axes)
     ax = axes[0]
-    for name in names:
+    # distinct colour per policy (tab10 repeats after 10), dashed lines for every second one
+    policy_colours = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
+    for i, name in enumerate(names):
         jcts = np.sort([r.jct_s for r in results[name].records if r.jct_s is not None]) / 3600.0
         if len(jcts):
-            ax.step(jcts, np.arange(1, len(jcts) + 1) / len(jcts), where="post", label=name, linewidth=1.6)
+            ax.step(jcts, np.arange(1, len(jcts) + 1) / len(jcts), where="post", label=name, linewidth=1.6,
+                    color=policy_colours(i), linestyle="-" if i % 2 == 0 or len(names) <= 5 else "--")
     ax.set_xscale("log")
     ax.set_xlabel("job completion time (hours, log scale)")
     ax.set_ylabel("fraction of jobs")
