@@ -15,7 +15,7 @@ tenant and waits for a state the same way.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Set
 
 import pytest
 
@@ -61,7 +61,7 @@ def submit(testbed: Testbed) -> Callable[..., int]:
 def wait_state(testbed: Testbed) -> Callable[..., str]:
     """``wait_state(job_id, states=TERMINAL, timeout=60)`` -> the state reached."""
 
-    def _wait(job_id: int, states: set[str] | Callable[[str], bool] = TERMINAL, timeout: float = 60.0) -> str:
+    def _wait(job_id: int, states: Set[str] | Callable[[str], bool] = TERMINAL, timeout: float = 60.0) -> str:
         return wait_job_state(testbed, job_id, states, timeout)
 
     return _wait

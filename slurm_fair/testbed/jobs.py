@@ -7,7 +7,7 @@ of the Slurm adapter under test, so tests of the adapter can use them as an outs
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 
 from .cluster import Testbed
 
@@ -52,7 +52,7 @@ def job_state(tb: Testbed, job_id: int) -> str:
 def wait_job_state(
     tb: Testbed,
     job_id: int,
-    states: set[str] | Callable[[str], bool] = TERMINAL,
+    states: Set[str] | Callable[[str], bool] = TERMINAL,
     timeout: float = 60.0,
 ) -> str:
     """Poll until the job's state is in ``states`` (or the predicate holds); returns the state."""
@@ -64,4 +64,7 @@ def wait_job_state(
         if ok(state):
             return state
         time.sleep(0.5)
-    raise AssertionError(f"job {job_id} still {state or 'unknown'} after {timeout:.0f}s")
+    why = tb.run(["squeue", "-h", "-j", str(job_id), "-o", "%T %r"], check=False, timeout=15).stdout.strip()
+    raise AssertionError(
+        f"job {job_id} still {state or 'unknown'} after {timeout:.0f}s" + (f" (squeue: {why})" if why else "")
+    )
