@@ -20,6 +20,7 @@ from ..testbed.bench import Bench, BenchSpec, fresh_run_dir, write_json
 #: extra rows of the bench (real-run figures the simulator has no equivalent for)
 BENCH_ROWS: tuple[tuple[str, str, str], ...] = (
     ("requeued_jobs", "requeued jobs", "d"),
+    ("requeue_holds_released", "holds scaled", "d"),
     ("emulation_rel_error_mean", "emul. err mean", ".1%"),
     ("emulation_rel_error_max", "emul. err max", ".1%"),
     ("wall_seconds", "real s", ".0f"),
@@ -60,10 +61,12 @@ def results_table(docs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
 @click.option("--solver", type=click.Choice(["cbc", "highs"]), default=None, help="Controller LP solver.")
 @click.option("--dir", "state_dir", type=click.Path(file_okay=False), default=None, help="Testbed state directory.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Testbed description.")
+@click.option("--unscaled-requeue-hold", is_flag=True,
+              help="Leave Slurm's 121 s hold of requeued jobs as it is (default: scale it by 1/S like every duration).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
 def bench(trace: str, time_scale: float, policy: str, json_out: str | None, round_s: float,
           timeout_s: float | None, run_dir: str | None, throughputs: str | None, solver: str | None,
-          state_dir: str | None, config_path: str | None, quiet: bool) -> None:
+          state_dir: str | None, config_path: str | None, unscaled_requeue_hold: bool, quiet: bool) -> None:
     """Run an emulated trace on the testbed (Slurm alone or with the controller) and score it."""
     tb = Testbed(dir=state_dir, config=config_path)
     say = (lambda _m: None) if quiet else (lambda m: click.echo(f"bench: {m}", err=True))
@@ -71,6 +74,7 @@ def bench(trace: str, time_scale: float, policy: str, json_out: str | None, roun
         trace=Path(trace), time_scale=time_scale,
         policy=None if policy == "none" else policy, run_dir=fresh_run_dir(run_dir), round_s=round_s,
         timeout_real_s=timeout_s, solver=solver, throughputs=throughputs,
+        scale_requeue_hold=not unscaled_requeue_hold,
     )
     say(f"run directory {spec.run_dir}")
     result = Bench(tb, spec, say).run()
