@@ -450,6 +450,12 @@ def gpu_request(
     return None
 
 
+def _text(value: str) -> str:
+    """A plain text column; Slurm's ``(null)`` means empty."""
+    v = value.strip()
+    return "" if v == "(null)" else v
+
+
 def job_from_record(f: Sequence[str]) -> SlurmJob:
     """One squeue record (:data:`SQUEUE_FIELDS` order) -> :class:`SlurmJob`."""
     (job_id, state, account, user, partition, qos, reason, submit, start, priority, nice,
@@ -458,6 +464,7 @@ def job_from_record(f: Sequence[str]) -> SlurmJob:
     st = state_name(state)
     if comment == "(null)":  # how squeue prints "no comment"
         comment = ""
+    qos, partition, reason = (_text(x) for x in (qos, partition, reason))
     nodes = parse_int(num_nodes, 1)
     request = gpu_request(per_job, per_node, per_task, nodes, parse_int(num_tasks, 1))
     running_type = None
