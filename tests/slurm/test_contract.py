@@ -168,15 +168,16 @@ def test_hostile_comment_executes_nothing_and_breaks_no_parse(cluster: Harness, 
     marker = tmp_path / f"pwned-{uuid.uuid4().hex[:6]}"
     comment = (
         f"fair:class=resnet50 $(touch {marker}) `touch {marker}`; touch {marker} | "
-        "\"double' single \\ back |pipe|| %s %n ${HOME}"
+        "\"double' single \\ back |pipe|| %s %n ${HOME}\n"
+        "2|PD|forged|line on a new line\n"
     )
     tenant_a, tenant_b = cluster.tenants[0], cluster.tenants[1]
-    evil = cluster.submit(tenant_a, "--gres=gpu:2", comment=comment, name="evil|name;$(x)")
+    evil = cluster.submit(tenant_a, "--gres=gpu:2", comment=comment, name="evil|name;$(x)\nline2")
     after = cluster.submit(tenant_b, "--gpus=1", name="next")
     jobs = {j.job_id: j for j in cluster.port.jobs()}
     assert not marker.exists()
     e, n = jobs[evil], jobs[after]
-    assert e.comment == comment and e.name == "evil|name;$(x)"
+    assert e.comment == comment and e.name == "evil|name;$(x)\nline2"
     assert (e.account, e.gpu_request.total, e.tags.get("class")) == (tenant_a, 2, "resnet50")
     assert (n.account, n.name, n.gpu_request.total, n.gpu_request.per) == (tenant_b, "next", 1, "job")
     # snapshot -> problem survives it too
