@@ -133,18 +133,16 @@ def test_problem_from_snapshot(fake):
     assert j503.gpus == 4 and j503.extra["state"] == "pending" and j503.age_s == 3600
 
 
-def test_problem_validates_with_the_reader(fake):
-    """The JSON must be accepted by the project's PROBLEM.json reader when it exists."""
-    problem_io = pytest.importorskip("slurm_fair.problem_io")
-    from slurm_fair.problem_io import problem_to_dict
+@pytest.mark.parametrize("name", list_recordings())
+def test_problem_is_accepted_by_the_project_reader(name):
+    """snapshot --json must be a valid PROBLEM.json: the project's own reader accepts it."""
+    from slurm_fair.problem_io import load_problem, problem_to_dict
 
-    doc = problem_to_dict(snapshot_to_problem(fake.snapshot()))
-    json.dumps(doc)
-    loader = getattr(problem_io, "problem_from_dict", None) or getattr(problem_io, "load_problem_dict", None)
-    if loader is None:
-        pytest.skip("PROBLEM.json reader not written yet")
-    loaded = loader(doc)
-    assert len(loaded.jobs) == len(doc["jobs"])
+    snap = FakeSlurm.from_recording(name).snapshot()
+    doc = problem_to_dict(snapshot_to_problem(snap))
+    loaded = load_problem(json.dumps(doc), source="snapshot")
+    assert [j.id for j in loaded.jobs] == [j.job_id for j in snap.gpu_jobs()]
+    assert dict(loaded.gpu_types) == snap.capacity()
 
 
 def test_default_throughputs_follow_the_class_tag(fake):
