@@ -30,7 +30,13 @@ def testbed() -> Iterator[Testbed]:
     """The local Slurm cluster, up (started or reused), with SLURM_CONF in os.environ."""
     tb = Testbed()
     was_up = tb.is_healthy()
-    tb.up()
+    ci_owned = bool(os.environ.get("CI")) and not was_up
+    try:
+        tb.up()
+    except BaseException:
+        if ci_owned:  # leave nothing behind a failed start either
+            tb.down()
+        raise
     saved = {k: os.environ.get(k) for k in tb.env}
     os.environ.update(tb.env)
     try:
@@ -41,7 +47,7 @@ def testbed() -> Iterator[Testbed]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        if os.environ.get("CI") and not was_up:
+        if ci_owned:
             tb.down()
             left = [d.name for d in tb.daemons() if owned_process(d) is not None]
             assert not left, f"daemons still running after down: {left}"
