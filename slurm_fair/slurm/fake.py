@@ -347,9 +347,22 @@ class FakeSlurm:
         self._base_priority[job_id] = priority
         return job_id
 
-    def finish(self, job_id: str) -> None:
-        """The job ends (it vanishes from the queue, as from squeue)."""
-        self._jobs.pop(str(job_id), None)
+    def finish(self, job_id: str, end: datetime | None = None) -> None:
+        """The job ends: it leaves the queue (as from squeue) and, if it ran, enters
+        accounting (as sacct would show it)."""
+        job = self._jobs.pop(str(job_id), None)
+        if job is None or job.start_time is None or job.gpu_request is None:
+            return
+        end = end or self.now or datetime.now()
+        self._accounting.append(
+            AccountingRecord(
+                job_id=job.job_id, account=job.account, user=job.user, state="COMPLETED",
+                gpu_type=job.gpu_type_running, gpus=job.gpu_request.total,
+                submit_time=job.submit_time, start_time=job.start_time, end_time=end,
+                elapsed_s=max(0.0, (end - job.start_time).total_seconds()),
+                partition=job.partition, name=job.name, comment=job.comment,
+            )
+        )
 
     def start(self, job_id: str, node: str, gpu_type: str) -> None:
         """The job starts on ``node`` with GPUs of ``gpu_type``."""

@@ -71,6 +71,16 @@ class FakeHarness(Harness):
     def cancel(self, job_id):
         self.port.finish(job_id)
 
+    def run_to_completion(self, account, gpu_type, gpus=1):
+        job_id = self.port.submit(account, f"--gres=gpu:{gpu_type}:{gpus}", hold=False)
+        node = next(n.name for n in self.port.nodes() if gpu_type in n.gpus_total)
+        self.port.start(job_id, node, gpu_type)
+        from datetime import timedelta
+
+        job = self.port.job(job_id)
+        self.port.finish(job_id, end=job.start_time + timedelta(seconds=2))
+        return job_id
+
 
 class RealHarness(Harness):
     real = True
@@ -103,6 +113,14 @@ class RealHarness(Harness):
             if all(j.job_id != job_id for j in self.port.jobs()):
                 return
             subprocess.run(["sleep", "0.2"], check=False)
+
+    def run_to_completion(self, account, gpu_type, gpus=1):
+        argv = ["sbatch", "--parsable", "--wait", "-A", account, "-J", "sf-acct", "-o", "/dev/null",
+                f"--gres=gpu:{gpu_type}:{gpus}", "--wrap", "sleep 2"]
+        out = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=120)
+        if out.returncode != 0:
+            raise RuntimeError(f"sbatch failed: {out.stderr.strip()}")
+        return out.stdout.strip().split(";")[0]
 
     def close(self):
         if self.submitted:

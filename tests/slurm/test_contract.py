@@ -6,6 +6,7 @@ Each scenario submits jobs, acts through the port and reads the effect back *thr
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
@@ -206,3 +207,27 @@ def test_pinned_job_runs_on_the_pinned_type(cluster: Harness):
             time.sleep(0.2)
         assert job.running and job.gpu_type_running == t, (t, job)
         cluster.cancel(job_id)
+
+
+def test_accounting_reports_tenant_type_and_gpus(cluster: Harness):
+    from datetime import datetime, timedelta
+
+    from slurm_fair.slurm.accounting import usage_by_tenant_type
+
+    t = gpu_types_of(cluster)[-1]
+    tenant = cluster.tenants[1]
+    since = (cluster.port.now if getattr(cluster.port, "now", None) else datetime.now()) - timedelta(hours=1)
+    job_id = cluster.run_to_completion(tenant, t, 2)
+    until = since + timedelta(hours=2)
+    rec = None
+    for _ in range(50):  # slurmdbd may take a moment to store the end record
+        recs = {r.job_id: r for r in cluster.port.accounting(since, until)}
+        rec = recs.get(job_id)
+        if rec is not None and rec.end_time is not None:
+            break
+        time.sleep(0.2)
+    assert rec is not None and rec.end_time is not None
+    assert (rec.account, rec.gpu_type, rec.gpus) == (tenant, t, 2)
+    assert rec.elapsed_s >= 1
+    usage = usage_by_tenant_type([rec], since, until)
+    assert usage == {tenant: {t: pytest.approx(2 * (rec.end_time - rec.start_time).total_seconds())}}

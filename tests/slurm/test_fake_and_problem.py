@@ -175,3 +175,19 @@ def test_snapshot_command_when_slurm_is_missing(tmp_path, capsys):
     code = sf_cli.main(["snapshot", "--config", str(conf)])
     err = capsys.readouterr().err
     assert code == 1 and "not found" in err and "Traceback" not in err
+
+
+def test_usage_is_clipped_to_the_window(fake):
+    from datetime import timedelta
+
+    from slurm_fair.slurm.accounting import usage_by_tenant_type
+
+    since, until = datetime(2025, 3, 1, 7, 30), datetime(2025, 3, 1, 11, 0)
+    usage = usage_by_tenant_type(fake.accounting(since, until), since, until)
+    # 401: 4 v100 from 07:00:05 to 08:00:05 -> 30 min 5 s inside; 501: 4 v100 from 10:05, running
+    assert usage["physics"]["v100"] == 4 * (30 * 60 + 5) + 4 * 55 * 60
+    assert usage["bio"] == {"a100": 1 * 600}  # 402, entirely inside
+    assert "chem" not in usage  # CPU only
+    assert usage_by_tenant_type(fake.accounting(since, until), until, until + timedelta(hours=1)) == {
+        "physics": {"v100": 4 * 3600}
+    }
