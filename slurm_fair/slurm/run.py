@@ -78,14 +78,14 @@ class Runner:
         backoff_s: float = 0.5,
     ) -> None:
         merged = dict(os.environ)
+        # The parsers need ISO dates and C-locale output, whatever the caller's shell set
+        # (SLURM_TIME_FORMAT=relative would print "Tomorr 12:00"); an explicit env wins.
+        merged.update({"LC_ALL": "C", "SLURM_TIME_FORMAT": "standard"})
         for key, value in (env or {}).items():
             if value is None:
                 merged.pop(key, None)
             else:
                 merged[key] = value
-        # Slurm's commands print dates in the locale; keep them parseable.
-        merged.setdefault("LC_ALL", "C")
-        merged.setdefault("SLURM_TIME_FORMAT", "standard")
         self.env = merged
         self.bin_dir = str(bin_dir or "")
         self.timeout_s = float(timeout_s)

@@ -105,3 +105,9 @@ def test_env_none_removes_variable(tmp_path, monkeypatch):
     make_cmd(tmp_path, "sinfo", 'echo "[${SLURM_CONF:-unset}]"')
     assert Runner(env={"SLURM_CONF": None}, bin_dir=tmp_path).run(["sinfo"]) == "[unset]\n"
     assert os.environ["SLURM_CONF"] == "/from/process"
+
+
+def test_time_format_forced_whatever_the_shell_says(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_TIME_FORMAT", "relative")
+    make_cmd(tmp_path, "squeue", 'echo "$SLURM_TIME_FORMAT $LC_ALL"')
+    assert Runner(bin_dir=tmp_path).run(["squeue"]) == "standard C\n"
