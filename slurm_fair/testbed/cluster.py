@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import TestbedError
+from ..errors import ConfigError, Finding, TestbedError
 from . import accounts, config as tbconfig, procs
 from .config import TestbedConfig
 from .layout import DIR_ENV, Layout
@@ -207,6 +207,8 @@ class Testbed:
             procs.wait_for("munged socket", self.layout.munge_socket.exists, t, spec)
         elif spec.port is not None:
             procs.wait_for(f"{spec.name} on port {spec.port}", lambda: procs.port_open(spec.port), t, spec)
+        if spec.name == "slurmctld":
+            procs.wait_for("slurmctld to answer scontrol ping", self._ping, t, spec)
 
     # --- up ----------------------------------------------------------------------------------
 
@@ -243,9 +245,6 @@ class Testbed:
                 say("registering cluster, accounts and users")
                 self._wait_dbd()
                 accounts.register(self.config, self.client_env())
-            elif spec.name == "slurmctld":
-                procs.wait_for("slurmctld to answer scontrol ping", self._ping,
-                               self.config.start_timeout_s, spec)
         say("waiting for every node to be idle")
         self._wait_nodes()
         return time.monotonic() - t0
@@ -290,7 +289,9 @@ class Testbed:
             if not script.is_absolute():
                 script = repo_root() / script
             if not script.is_file():
-                raise TestbedError(f"{self.config.source}: cluster.job_submit_script {script} not found")
+                raise ConfigError(
+                    self.config.source, [Finding("cluster.job_submit_script", f"{script} not found")]
+                )
             shutil.copyfile(script, L.etc / "job_submit.lua")
         raw = dict(self.config.raw) or {}
         (L.root / _SAVED_CONFIG).write_text(json.dumps(raw, indent=1))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from ClusterShell.NodeSet import NodeSet
 
-from slurm_fair.errors import TestbedError
+from slurm_fair.errors import ConfigError, TestbedError
 from slurm_fair.testbed import Testbed, validate
 from slurm_fair.testbed.layout import Layout
 from slurm_fair.testbed import render as tbrender
@@ -122,3 +122,22 @@ def test_too_long_directory_is_refused_before_starting(tmp_path: Path) -> None:
     deep = tmp_path / ("x" * 120)
     with pytest.raises(TestbedError, match="too deep"):
         Layout(deep).check()
+
+
+def test_job_submit_lua_is_opt_in_and_installed_beside_slurm_conf(tmp_path: Path) -> None:
+    script = tmp_path / "submit.lua"
+    script.write_text("function slurm_job_submit(j, p, u) return slurm.SUCCESS end\n")
+    cfg = validate({"cluster": {"job_submit_lua": True, "job_submit_script": str(script)}}, "t")
+    tb = Testbed(dir=tmp_path / "tb", config=cfg)
+    files = render_all(cfg, tb.layout)
+    conf = {k: v for row in _kv_lines(files["slurm.conf"]) for k, v in row.items()}
+    assert conf["JobSubmitPlugins"] == "lua"
+    tb._prepare(files)
+    assert (tb.layout.etc / "job_submit.lua").read_text() == script.read_text()
+
+
+def test_job_submit_lua_script_must_exist(tmp_path: Path) -> None:
+    cfg = validate({"cluster": {"job_submit_lua": True, "job_submit_script": str(tmp_path / "no.lua")}}, "t")
+    tb = Testbed(dir=tmp_path / "tb", config=cfg)
+    with pytest.raises(ConfigError, match="no.lua"):
+        tb._prepare(render_all(cfg, tb.layout))
