@@ -175,3 +175,62 @@ def test_hostlist_round_trip(parts):
     names = parse.expand_hostlist(",".join(parts))
     assert parse.expand_hostlist(str(NodeSet.fromlist(names))) == tuple(NodeSet.fromlist(names))
     assert set(names) == set(NodeSet(",".join(parts)))
+
+
+names = st.text(string.ascii_lowercase + string.digits + "_-", min_size=1, max_size=12)
+
+
+@st.composite
+def squeue_job(draw):
+    """One job as squeue prints it (22.05 or 24.05 TRES prefix), and what it must parse to."""
+    prefix = draw(st.sampled_from(["gres:", "gres/"]))
+    form = draw(st.sampled_from(["job", "node", "task", "none"]))
+    t = draw(st.one_of(st.none(), gpu_type))
+    n = draw(st.integers(1, 8))
+    nodes = draw(st.integers(1, 4))
+    tasks = draw(st.integers(1, 8))
+    spec = f"{prefix}gpu:{t}:{n}" if t else f"{prefix}gpu:{n}"
+    cols = {"job": "N/A", "node": "N/A", "task": "N/A"}
+    if form != "none":
+        cols[form] = spec
+    fields = {
+        "id": str(draw(st.integers(1, 10**7))),
+        "state": draw(st.sampled_from(["PD", "R"])),
+        "account": draw(names),
+        "user": draw(names),
+        "name": draw(any_text),
+        "comment": draw(any_text),
+    }
+    record = [
+        fields["id"], fields["state"], fields["account"], fields["user"], "gpu", "normal", "None",
+        "2025-01-02T03:04:05", "2025-01-02T03:05:00" if fields["state"] == "R" else "N/A", "100",
+        "0", str(nodes), str(tasks), cols["job"], cols["node"], cols["task"],
+        f"cpu=1,gres/gpu={n},gres/gpu:{t or 'v100'}={n}", "v100-1" if fields["state"] == "R" else "",
+        "0", fields["name"], fields["comment"],
+    ]
+    if form == "none":
+        expected_total = None
+    else:
+        expected_total = {"job": n, "node": n * nodes, "task": n * tasks}[form]
+    return record, fields, (form, t, n, expected_total)
+
+
+@FAST
+@given(st.lists(squeue_job(), min_size=1, max_size=5), st.text("0123456789abcdef", min_size=16, max_size=16))
+def test_squeue_records_round_trip(jobs, nonce):
+    fs = f"|{nonce}|"
+    jobs = [(r[:-2] + [r[-2].replace(fs, ""), r[-1].replace(fs, "")], f, e) for r, f, e in jobs]
+    text = "".join(fs.join(r) + "\n" for r, _, _ in jobs)
+    parsed = parse.parse_squeue(text, fs)
+    assert len(parsed) == len(jobs)
+    for job, (record, fields, (form, t, n, total)) in zip(parsed, jobs):
+        assert (job.job_id, job.account, job.user) == (fields["id"], fields["account"], fields["user"])
+        assert job.name == record[-2]
+        assert job.comment == ("" if record[-1] == "(null)" else record[-1])
+        if form == "none":
+            assert job.gpu_request is None
+        else:
+            assert (job.gpu_request.per, job.gpu_request.gpu_type, job.gpu_request.count) == (form, t, n)
+            assert job.gpu_request.total == total
+            if job.running:
+                assert job.gpu_type_running == (t or "v100")
