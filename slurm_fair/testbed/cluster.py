@@ -216,6 +216,8 @@ class Testbed:
         """Bring the testbed up (or check it is up); returns the seconds it took."""
         say = progress or (lambda _msg: None)
         t0 = time.monotonic()
+        if os.geteuid() != 0:
+            raise TestbedError("the testbed runs slurmd/slurmctld as root (SlurmUser=root): run `up` as root")
         self.layout.check()
         self._check_binaries()
         rendered = render_all(self.config, self.layout)
