@@ -113,6 +113,16 @@ def test_private_testbed_up_restart_down(private: Testbed) -> None:
     private.up()  # warm: nothing restarted
     assert {d.name: d.pid for d in private.status().daemons} == pids
 
+    # a partly running testbed: `up` starts only what is missing
+    assert private.stop_daemon("slurmd:pv100-1") is True
+    assert not private.status().all_running
+    private.up()
+    after = {d.name: d.pid for d in private.status().daemons}
+    assert after["slurmd:pv100-1"] not in (None, pids["slurmd:pv100-1"])
+    assert {k: v for k, v in after.items() if k != "slurmd:pv100-1"} == {
+        k: v for k, v in pids.items() if k != "slurmd:pv100-1"
+    }
+
     stopped = private.down()
     assert set(stopped) == set(private.daemon_names())
     assert not [d.name for d in private.daemons() if owned_process(d) is not None]
