@@ -15,14 +15,14 @@ tenant and waits for a state the same way.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Set
+from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 
 import pytest
 
 from slurm_fair.testbed import Testbed
 from slurm_fair.testbed.jobs import TERMINAL, submit_job, wait_job_state
 from slurm_fair.testbed.procs import owned_process
-
 
 
 @pytest.fixture(scope="session")
@@ -67,7 +67,7 @@ def submit(testbed: Testbed) -> Callable[..., int]:
 def wait_state(testbed: Testbed) -> Callable[..., str]:
     """``wait_state(job_id, states=TERMINAL, timeout=60)`` -> the state reached."""
 
-    def _wait(job_id: int, states: Set[str] | Callable[[str], bool] = TERMINAL, timeout: float = 60.0) -> str:
+    def _wait(job_id: int, states: AbstractSet[str] | Callable[[str], bool] = TERMINAL, timeout: float = 60.0) -> str:
         return wait_job_state(testbed, job_id, states, timeout)
 
     return _wait

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+
 import click
 from rich.console import Console
 from rich.table import Table

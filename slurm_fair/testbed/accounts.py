@@ -33,7 +33,7 @@ def register(cfg: TestbedConfig, env: Mapping[str, str]) -> None:
         _sacctmgr(env, "add", "cluster", cluster)
 
     rows = _sacctmgr(
-        env, "show", "assoc", f"where", f"cluster={cluster}", "format=account,user,fairshare"
+        env, "show", "assoc", "where", f"cluster={cluster}", "format=account,user,fairshare"
     )
     account_share: dict[str, str] = {}
     members: dict[str, set[str]] = {}
@@ -48,19 +48,19 @@ def register(cfg: TestbedConfig, env: Mapping[str, str]) -> None:
             account_share[account] = share
 
     known_accounts = set(_sacctmgr(env, "show", "account", "format=account").split())
-    for name, share in cfg.tenants.items():
+    for name, wanted in cfg.tenants.items():
         if name not in known_accounts:
             _sacctmgr(
                 env, "add", "account", name, f"cluster={cluster}",
                 f"description={cfg.descriptions[name]}", f"organization={name}",
-                f"fairshare={share}",
+                f"fairshare={wanted}",
             )
         elif name not in account_share:
-            _sacctmgr(env, "add", "account", name, f"cluster={cluster}", f"fairshare={share}")
-        elif account_share[name] != str(share):
+            _sacctmgr(env, "add", "account", name, f"cluster={cluster}", f"fairshare={wanted}")
+        elif account_share[name] != str(wanted):
             _sacctmgr(
                 env, "modify", "account", "where", f"name={name}", f"cluster={cluster}",
-                "set", f"fairshare={share}",
+                "set", f"fairshare={wanted}",
             )
 
     tenants = list(cfg.tenants)

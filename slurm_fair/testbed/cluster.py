@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError, Finding, TestbedError
-from . import accounts, config as tbconfig, procs
+from . import accounts, procs
+from . import config as tbconfig
 from .config import TestbedConfig
 from .layout import DIR_ENV, Layout
 from .procs import DaemonSpec
@@ -124,7 +125,7 @@ class Testbed:
         """The current environment plus :attr:`env`: pass as ``env=`` to subprocess."""
         return {**os.environ, **self.env}
 
-    def run(self, argv: list[str], timeout: float = 30.0, check: bool = True):  # noqa: ANN201
+    def run(self, argv: list[str], timeout: float = 30.0, check: bool = True):
         """Run a Slurm command against this testbed; returns the CompletedProcess."""
         return procs.run(argv, env=self.client_env(), timeout=timeout, check=check)
 
@@ -205,8 +206,8 @@ class Testbed:
         t = self.config.start_timeout_s
         if spec.name == "munged":
             procs.wait_for("munged socket", self.layout.munge_socket.exists, t, spec)
-        elif spec.port is not None:
-            procs.wait_for(f"{spec.name} on port {spec.port}", lambda: procs.port_open(spec.port), t, spec)
+        elif (port := spec.port) is not None:
+            procs.wait_for(f"{spec.name} on port {port}", lambda: procs.port_open(port), t, spec)
         if spec.name == "slurmctld":
             procs.wait_for("slurmctld to answer scontrol ping", self._ping, t, spec)
 

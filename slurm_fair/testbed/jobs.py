@@ -7,7 +7,8 @@ of the Slurm adapter under test, so tests of the adapter can use them as an outs
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 
 from .cluster import Testbed
 
@@ -52,7 +53,7 @@ def job_state(tb: Testbed, job_id: int) -> str:
 def wait_job_state(
     tb: Testbed,
     job_id: int,
-    states: Set[str] | Callable[[str], bool] = TERMINAL,
+    states: AbstractSet[str] | Callable[[str], bool] = TERMINAL,
     timeout: float = 60.0,
 ) -> str:
     """Poll until the job's state is in ``states`` (or the predicate holds); returns the state."""

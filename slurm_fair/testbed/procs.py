@@ -55,6 +55,7 @@ def run(
             text=True,
             timeout=timeout,
             input=input,
+            check=False,
             stdin=None if input is not None else subprocess.DEVNULL,
         )
     except FileNotFoundError:

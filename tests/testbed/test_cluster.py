@@ -7,7 +7,6 @@ import time
 import pytest
 
 from slurm_fair.testbed import Testbed
-
 from slurm_fair.testbed.jobs import submit_job, wait_job_state
 
 pytestmark = pytest.mark.slurm

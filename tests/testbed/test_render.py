@@ -10,8 +10,8 @@ from ClusterShell.NodeSet import NodeSet
 
 from slurm_fair.errors import ConfigError, TestbedError
 from slurm_fair.testbed import Testbed, validate
-from slurm_fair.testbed.layout import Layout
 from slurm_fair.testbed import render as tbrender
+from slurm_fair.testbed.layout import Layout
 from slurm_fair.testbed.render import render, render_all, templates_dir
 
 
@@ -89,7 +89,7 @@ def test_slurmdbd_conf_points_at_the_testbed_database(rendered) -> None:
 
 
 def test_missing_variable_is_an_error_not_an_empty_string(rendered) -> None:
-    files, layout = rendered
+    _, layout = rendered
     cfg = validate({}, "d")
     ctx = tbrender.testbed_context(cfg, layout)
     del ctx["cluster_name"]
@@ -101,7 +101,7 @@ def test_prepare_writes_private_files_and_fake_devices(tmp_path: Path) -> None:
     cfg = validate({"gpu_types": {"v100": {"nodes": "v-1", "gpus_per_node": 3}}}, "t")
     tb = Testbed(dir=tmp_path / "tb", config=cfg)
     tb._prepare(render_all(cfg, tb.layout))
-    mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
+    mode = lambda p: stat.S_IMODE(p.stat().st_mode)
     assert mode(tb.layout.etc / "slurmdbd.conf") == 0o600
     assert mode(tb.layout.munge_key) == 0o400
     assert tb.layout.munge_key.stat().st_size >= 32
