@@ -13,11 +13,13 @@ the slurmds.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,8 +184,37 @@ class Testbed:
                 return d
         raise TestbedError(f"no daemon {name!r} in this testbed; known: {', '.join(self.daemon_names())}")
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One ``up``/``down``/start/stop at a time per directory, across processes.
+
+        Several pytest sessions share the default testbed; without this, two sessions finding
+        it down would both start munged, MariaDB, ... The lock file lives beside the state.
+        """
+        self.layout.root.mkdir(parents=True, exist_ok=True)
+        with open(self.layout.root / ".lock", "w") as fh:
+            deadline = time.monotonic() + self.config.start_timeout_s
+            while True:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise TestbedError(
+                            f"another process holds {self.layout.root / '.lock'} (an up/down in progress?)"
+                        ) from None
+                    time.sleep(0.2)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
     def start_daemon(self, name: str) -> None:
         """Start one daemon (no-op if it runs) and wait until it answers."""
+        with self._locked():
+            self._start_daemon(name)
+
+    def _start_daemon(self, name: str) -> None:
         spec = self._spec(name)
         if procs.owned_process(spec) is not None:
             return
@@ -193,7 +224,8 @@ class Testbed:
 
     def stop_daemon(self, name: str) -> bool:
         """Stop one daemon of ours (SIGTERM, SIGKILL after the stop timeout); True if it ran."""
-        return procs.stop(self._spec(name), self.config.stop_timeout_s)
+        with self._locked():
+            return procs.stop(self._spec(name), self.config.stop_timeout_s)
 
     def _check_port_free(self, spec: DaemonSpec) -> None:
         if spec.port is not None and procs.port_open(spec.port):
@@ -220,6 +252,11 @@ class Testbed:
         if os.geteuid() != 0:
             raise TestbedError("the testbed runs slurmd/slurmctld as root (SlurmUser=root): run `up` as root")
         self.layout.check()
+        with self._locked():
+            self._up(say)
+        return time.monotonic() - t0
+
+    def _up(self, say: Callable[[str], None]) -> None:
         self._check_binaries()
         rendered = render_all(self.config, self.layout)
         running = [d.name for d in self.daemons() if procs.owned_process(d) is not None]
@@ -232,7 +269,7 @@ class Testbed:
             say("testbed already running; checking nodes")
             self._wait_nodes()
             accounts.register(self.config, self.client_env())
-            return time.monotonic() - t0
+            return
 
         self._prepare(rendered)
         for spec in self.daemons():
@@ -241,7 +278,7 @@ class Testbed:
             say(f"starting {spec.name}")
             if spec.name == "mariadbd":
                 self._init_mariadb()
-            self.start_daemon(spec.name)
+            self._start_daemon(spec.name)
             if spec.name == "mariadbd":
                 self._create_database()
             elif spec.name == "slurmdbd":
@@ -250,7 +287,6 @@ class Testbed:
                 accounts.register(self.config, self.client_env())
         say("waiting for every node to be idle")
         self._wait_nodes()
-        return time.monotonic() - t0
 
     def _check_binaries(self) -> None:
         needed = ["munged", "mariadbd", "mariadb-install-db", "mariadb", "slurmdbd", "slurmctld",
@@ -379,6 +415,12 @@ class Testbed:
     def down(self, progress: Callable[[str], None] | None = None) -> list[str]:
         """Stop exactly the daemons this testbed started (and its job steps); returns their names."""
         say = progress or (lambda _msg: None)
+        if not self.layout.root.is_dir():
+            return []
+        with self._locked():
+            return self._down(say)
+
+    def _down(self, say: Callable[[str], None]) -> list[str]:
         stopped: list[str] = []
         if self._ping():
             self._cancel_all_jobs(say)

@@ -98,3 +98,17 @@ def test_start_of_a_foreground_daemon_reports_an_early_exit(tmp_path: Path) -> N
     )
     with pytest.raises(Exception, match="exited at start"):
         start(spec, tmp_path, timeout=5)
+
+
+def test_up_and_down_of_one_directory_are_serialised(tmp_path: Path) -> None:
+    from slurm_fair.errors import TestbedError
+    from slurm_fair.testbed import Testbed, validate
+
+    cfg = validate({"timeouts": {"start_s": 0.5}}, "t")
+    first, second = Testbed(dir=tmp_path, config=cfg), Testbed(dir=tmp_path, config=cfg)
+    with first._locked():
+        with pytest.raises(TestbedError, match="another process holds"):
+            with second._locked():
+                pass
+    with second._locked():  # released: free again
+        pass
