@@ -69,6 +69,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "audit_log": Key((str,), "/var/log/slurm-fair/audit.jsonl", "JSONL audit log"),
         "slack": Key(NUM, 0.0, "work-conserving slack added to QOS limits (fraction)", _fraction),
         "order": Key((str,), "nice", "how job order is enforced", _one_of("nice", "priority")),
+        "accounts": Key((list,), [], "only these Slurm accounts take part (empty: every account)"),
+        "total_limit": Key((bool,), True, "also limit each tenant's untyped gres/gpu total (binds untyped jobs)"),
+        "pin_gres_type": Key((bool,), False, "rewrite gres requests to the type, only where Slurm can undo it (>= 23.11)"),
     },
     "throughput": {
         "class_table": Key((str,), "", "CSV of class x GPU type throughputs (empty: embedded)"),

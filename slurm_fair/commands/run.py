@@ -33,8 +33,14 @@ def _text(res: CycleResult) -> str:
             lines.append(f"    tenant {t}: QOS {tp.qos} GrpTRES {lim}")
         for jp in sorted(res.plan.jobs.values(), key=lambda p: p.rank):
             order = f"nice={jp.nice}" if jp.nice is not None else f"priority={jp.priority}"
-            lines.append(f"    #{jp.rank} job {jp.job_id} ({jp.tenant}): type {jp.gpu_type or '(user)'} {order}"
-                         + (" placed" if jp.placed else ""))
+            if jp.gpu_type:
+                how = "gres request"
+            elif jp.partition:
+                how = f"partition {jp.partition}"
+            else:
+                how = "its own"
+            lines.append(f"    #{jp.rank} job {jp.job_id} ({jp.tenant}): type {jp.planned_type or jp.gpu_type or '?'}"
+                         f" ({how}), {order}" + (", placed this round" if jp.placed else ""))
         for job in res.plan.requeue:
             lines.append(f"    requeue {job}")
     for a in d["actions"]:

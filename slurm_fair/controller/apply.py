@@ -54,6 +54,8 @@ def _call(port: SlurmPort, action: Action, job: SlurmJob | None) -> None:
         port.attach_qos(p["account"], p["qos"], default=True)
     elif k == "set_job_qos":
         port.update_job(action.job, {"QOS": p["qos"]})
+    elif k == "set_partition":
+        port.update_job(action.job, {"Partition": p["partition"]})
     elif k == "set_gpu_type":
         assert job is not None
         port.set_gpu_type(job, action.after)

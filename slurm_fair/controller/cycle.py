@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -38,6 +38,7 @@ from .lock import ControllerLock
 from .plan import Plan, PlanSettings, gres_key, make_plan, qos_name, tenant_limits
 from .problem import build_problem
 from .state import StateStore
+from .steer import partition_types, type_partitions
 
 AllocateFn = Callable[[str, Problem, policies.PolicyOptions], Allocation]
 PlaceFn = Callable[..., rounding.Placement]
@@ -93,6 +94,9 @@ class Settings:
     audit_log: Path
     class_table: str
     weights: dict[str, float]
+    accounts: tuple[str, ...] = ()
+    total_limit: bool = True
+    pin_gres_type: bool = False
 
     @classmethod
     def from_config(cls, config: Config) -> "Settings":
@@ -102,6 +106,7 @@ class Settings:
             float(c["interval_s"]), float(c["slack"]), c["order"], float(t["ewma_alpha"]),
             Path(c["state_dir"]), Path(c["audit_log"]), t["class_table"],
             {name: float(spec["weight"]) for name, spec in config.tenants.items()},
+            tuple(str(a) for a in c["accounts"]), bool(c["total_limit"]), bool(c["pin_gres_type"]),
         )
 
 
@@ -163,7 +168,8 @@ def service_since(snapshot: Snapshot, last_at: float | None) -> tuple[dict[str, 
     return tenants, jobs
 
 
-def idle_tenant_limits(plan: Plan, idle: dict[str, float], capacity: dict[str, int], slack: float) -> dict[str, dict[str, int]]:
+def idle_tenant_limits(plan: Plan, idle: dict[str, float], capacity: dict[str, int], slack: float,
+                       total: bool = False) -> dict[str, dict[str, int]]:
     """Limits for tenants whose QOS we manage but who have no job now: the share they would
     get by joining (``w / (W + w)`` of every type), so a returning tenant is neither locked out
     by an old zero limit nor unlimited until the next cycle."""
@@ -171,7 +177,7 @@ def idle_tenant_limits(plan: Plan, idle: dict[str, float], capacity: dict[str, i
     out = {}
     for t, w in idle.items():
         share = {k: w / (total + w) * c for k, c in capacity.items()}
-        out[t] = tenant_limits(share, {}, capacity, slack)
+        out[t] = tenant_limits(share, {}, capacity, slack, total)
     return out
 
 
@@ -197,6 +203,27 @@ def run_cycle(
             lock.release()
 
 
+def in_scope(snapshot: Snapshot, accounts: tuple[str, ...]) -> Snapshot:
+    """Only the jobs of ``[controller].accounts`` (all when empty): other jobs are neither
+    planned nor touched, and only these accounts' QOS are managed. Capacity stays the whole
+    cluster's."""
+    if not accounts:
+        return snapshot
+    keep = set(accounts)
+    return replace(snapshot, jobs=tuple(j for j in snapshot.jobs if j.account in keep))
+
+
+def can_retype(port: SlurmPort) -> bool:
+    """Whether the port says a typed GPU request can be changed back (False when it cannot say)."""
+    fn = getattr(port, "can_retype_gpu", None)
+    if fn is None:
+        return False
+    try:
+        return bool(fn())
+    except SlurmError:
+        return False
+
+
 def _cycle(
     port: SlurmPort, config: Config, s: Settings, dry_run: bool, clock: Callable[[], float],
     allocate: AllocateFn, place: PlaceFn,
@@ -217,7 +244,16 @@ def _cycle(
                 res.status, res.exit_code = "slurm-unavailable", 1
                 res.message = f"cannot read Slurm, nothing changed: {exc}"
                 return res
+            snapshot = in_scope(snapshot, s.accounts)
         now = snapshot.taken_at.timestamp()
+        ptypes = partition_types(snapshot.nodes)
+        retype_ok = False
+        if s.pin_gres_type:
+            retype_ok = can_retype(port)
+            if not retype_ok:
+                res.warnings.append(
+                    "pin_gres_type is set but this Slurm cannot undo a typed GPU request (before "
+                    "23.11): jobs are steered by partition instead")
         # 3. estimates, service, problem
         with timer.phase("estimate"):
             table = load_class_table(s.class_table or None)
@@ -226,7 +262,8 @@ def _cycle(
             if not dry_run:
                 for job_id, key, k, v in observations(snapshot.jobs, est):
                     store.observe(job_id, key, k, v, s.ewma_alpha, now)
-            est, res.warnings = estimate_all(snapshot, table, rules, store.estimates())
+            est, warnings = estimate_all(snapshot, table, rules, store.estimates())
+            res.warnings += warnings
             res.estimates = est
             last_at_raw = store.get_meta("last_snapshot_at")
             t_service, j_service = service_since(snapshot, float(last_at_raw) if last_at_raw else None)
@@ -241,6 +278,7 @@ def _cycle(
                 snapshot, est, originals, s.weights, store.job_service(),
                 {j: r["first_seen"] for j, r in seen.items()},
                 {j: r["last_type"] for j, r in seen.items()},
+                ptypes, retype_ok,
             )
             res.left_out = dict(built.left_out)
         # 4. policy + rounding
@@ -271,12 +309,19 @@ def _cycle(
         with timer.phase("plan"):
             if allocation is not None and placement is not None:
                 base_nice = {j: o.nice for j, o in originals.items()}
+                settings = PlanSettings(
+                    s.slack, s.order, s.round_s, ptypes, type_partitions(snapshot.nodes), retype_ok,
+                    s.total_limit,
+                )
                 plan = make_plan(
                     snapshot, built.problem, allocation, placement.types, placement.priority,
-                    built.fixed_type, base_nice, PlanSettings(s.slack, s.order, s.round_s),
-                    round_boundary,
+                    built.fixed_type, base_nice, settings, round_boundary,
+                    {j: o.partition for j, o in originals.items() if o.partition},
                 )
-                plan = _with_idle_tenants(plan, store, snapshot, s.slack)
+                plan = _with_idle_tenants(plan, store, snapshot, s.slack, s.total_limit)
+                for job_id, k in sorted(dict(plan.info.get("unsteered", {})).items()):
+                    res.warnings.append(f"job {job_id}: no partition has only {k} GPUs, so it cannot "
+                                        "be steered there; left in its own partition")
             else:
                 last = store.last_plan()
                 live = {j.job_id for j in snapshot.jobs}
@@ -336,7 +381,8 @@ def _cycle(
         store.close()
 
 
-def _with_idle_tenants(plan: Plan, store: StateStore, snapshot: Snapshot, slack: float) -> Plan:
+def _with_idle_tenants(plan: Plan, store: StateStore, snapshot: Snapshot, slack: float,
+                       total: bool = False) -> Plan:
     from .plan import TenantPlan
 
     managed = {m.account for m in store.managed_qos().values()}
@@ -344,7 +390,7 @@ def _with_idle_tenants(plan: Plan, store: StateStore, snapshot: Snapshot, slack:
     if not idle:
         return plan
     capacity = {k: int(c) for k, c in snapshot.capacity().items() if c > 0}
-    limits = idle_tenant_limits(plan, idle, capacity, slack)
+    limits = idle_tenant_limits(plan, idle, capacity, slack, total)
     tenants = dict(plan.tenants)
     for t, lim in limits.items():
         tenants[t] = TenantPlan(t, qos_name(t), lim, {}, {}, 1.0)
@@ -363,11 +409,17 @@ def _record_decisions(
         rows.append({
             "job_id": j.id, "tenant": j.tenant, "state": by_id[j.id].state, "gpus": j.gpus,
             "class": e.klass if e else None,
-            "estimate": {"throughput": dict(j.throughput), "class_source": e.class_source if e else None},
+            "estimate": {
+                "throughput": dict(j.throughput), "class_source": e.class_source if e else None,
+                # how the type is enforced: fixed (the job's own), a partition, or the gres request
+                "fixed_type": built.fixed_type.get(j.id),
+                "partition": jp.partition if jp else None, "pin_gres": bool(jp and jp.gpu_type),
+            },
             "sources": dict(e.sources) if e else {},
             "allocation": {k: float(v) for k, v in allocation.x.get(j.id, {}).items()},
             "placed_type": placed.get(j.id), "deficit": float(deficit.get(j.id, 0.0)),
-            "planned_type": jp.gpu_type if jp else None, "rank": jp.rank if jp else None,
+            "planned_type": (jp.planned_type or jp.gpu_type) if jp else None,
+            "rank": jp.rank if jp else None,
         })
     store.record_jobs(res.cycle_id, rows)
     store.record_tenants(res.cycle_id, [

@@ -5,7 +5,8 @@ change Slurm lost (a slurmctld restart drops ``scontrol`` partition/job edits th
 persisted) shows up as a difference again and is re-applied next cycle.
 
 Actions come out in a safe order: QOS limits first, then attaching the QOS to accounts (a job
-may only be moved to a QOS its account allows), then per job QOS, type and order, and requeues
+may only be moved to a QOS its account allows), then per job QOS, partition (the default way a
+job is steered to its GPU type), gres type (only with ``pin_gres_type``) and order, and requeues
 last (they are the only action on running jobs).
 """
 
@@ -15,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..model import Snapshot, frozen_map
-from .plan import Plan
+from .plan import TOTAL_KEY, Plan, is_gpu_tres
 
 #: execution order of action kinds
-KIND_ORDER = ("ensure_qos", "attach_qos", "set_job_qos", "set_gpu_type", "set_nice", "set_priority", "requeue")
+KIND_ORDER = ("ensure_qos", "attach_qos", "set_job_qos", "set_partition", "set_gpu_type", "set_nice",
+              "set_priority", "requeue")
 
 
 @dataclass(frozen=True)
@@ -55,10 +57,13 @@ def diff(plan: Plan, snapshot: Snapshot) -> list[Action]:
     actions: list[Action] = []
     for t, tp in sorted(plan.tenants.items()):
         current = qos_now.get(tp.qos)
-        now_limits = {k: v for k, v in (current.grp_tres if current else {}).items() if k.startswith("gres/gpu:")}
-        if current is None or any(now_limits.get(k) != v for k, v in tp.limits.items()):
+        now_limits = {k: v for k, v in (current.grp_tres if current else {}).items() if is_gpu_tres(k)}
+        want: dict[str, int | None] = dict(tp.limits)
+        if TOTAL_KEY in now_limits and TOTAL_KEY not in want:
+            want[TOTAL_KEY] = None  # total_limit was turned off: remove it
+        if current is None or any(now_limits.get(k) != v for k, v in want.items()):
             actions.append(Action("ensure_qos", t, before=now_limits if current else None,
-                                  after=dict(tp.limits), params={"qos": tp.qos}))
+                                  after=want, params={"qos": tp.qos}))
         acct = accounts.get(t)
         if acct is None or tp.qos not in acct.qos or acct.default_qos != tp.qos:
             before = {"qos": list(acct.qos), "default": acct.default_qos} if acct else None
@@ -71,6 +76,9 @@ def diff(plan: Plan, snapshot: Snapshot) -> list[Action]:
             continue
         if sj.qos != jp.qos:
             actions.append(Action("set_job_qos", jp.tenant, job_id, sj.qos, jp.qos, {"qos": jp.qos}))
+        if jp.partition and sj.partition != jp.partition:
+            actions.append(Action("set_partition", jp.tenant, job_id, sj.partition, jp.partition,
+                                  {"partition": jp.partition}))
         current_type = sj.gpu_request.gpu_type if sj.gpu_request else None
         if jp.gpu_type and current_type != jp.gpu_type:
             raw = sj.gpu_request.raw if sj.gpu_request else ""

@@ -35,7 +35,8 @@ def explain(config: Config, job_id: str) -> dict[str, Any]:
             )
         out: dict[str, Any] = {"job": job_id, "actions": actions}
         if original is not None:
-            out["original"] = {"gres": original.gres_raw, "qos": original.qos, "nice": original.nice,
+            out["original"] = {"gres": original.gres_raw, "partition": original.partition,
+                               "qos": original.qos, "nice": original.nice,
                                "priority": original.priority}
         if history:
             h = history[0]
@@ -47,7 +48,9 @@ def explain(config: Config, job_id: str) -> dict[str, Any]:
                 "throughput": h["estimate"].get("throughput", {}), "sources": h["sources"],
                 "allocation": h["allocation"], "placed_type": h["placed_type"],
                 "deficit_priority": h["deficit"], "planned_type": h["planned_type"],
-                "rank": h["rank"],
+                "rank": h["rank"], "fixed_type": h["estimate"].get("fixed_type"),
+                "partition": h["estimate"].get("partition"),
+                "pin_gres": bool(h["estimate"].get("pin_gres")),
                 "tenant_weight": tenant.get("weight"), "fair_share": tenant.get("fair_share", {}),
                 "bundle": tenant.get("bundle", {}), "qos_limits": tenant.get("limits", {}),
             })
@@ -74,11 +77,12 @@ def render(e: dict[str, Any]) -> str:
             + (f"placed on {e['placed_type']} this round" if e["placed_type"] else "not placed this round"),
         ]
         if e["rank"] is not None:
-            lines.append(f"  pinned to {e['planned_type'] or 'the type the user asked for'}; "
+            lines.append(f"  GPU type {e['planned_type'] or '(none)'}: {_how(e)}; "
                          f"place in line among pending GPU jobs: {e['rank']}")
     if "original" in e:
         o = e["original"]
-        lines.append(f"  original request: {o['gres']} qos={o['qos']} nice={o['nice']}")
+        lines.append(f"  original request: {o['gres']} partition={o['partition']} qos={o['qos']} "
+                     f"nice={o['nice']} (restored by slurm-fair revert)")
     if e["actions"]:
         lines.append("  actions:")
         for a in e["actions"][-20:]:
@@ -86,3 +90,14 @@ def render(e: dict[str, Any]) -> str:
             err = f" ({a['error']})" if a.get("error") else ""
             lines.append(f"    {a.get('cycle')}: {a.get('kind')} {a.get('before')} -> {a.get('after')}: {state}{err}")
     return "\n".join(lines)
+
+
+def _how(e: dict[str, Any]) -> str:
+    """How the job's GPU type is enforced, in words."""
+    if e.get("fixed_type"):
+        return "fixed (the job's own typed request or single-type partition; never changed)"
+    if e.get("pin_gres"):
+        return "its gres request is rewritten to this type"
+    if e.get("partition"):
+        return f"steered by moving it to partition {e['partition']} (its request stays untyped)"
+    return "no partition holds only this type, so it is not steered"

@@ -20,8 +20,16 @@ limit of ``ceil(slack * C_k)`` (0 when strict), because a missing limit would me
 
 * Type: the placement's type when this round runs it; otherwise its current type when the
   allocation still gives it time there (no churn), else the type with the largest ``x_jk``, else
-  its fastest type. A type the user chose is never changed. Every job ends up typed because
-  typed GrpTRES limits do not bind untyped requests.
+  its fastest type. A fixed type (typed request, single-type partition: :mod:`.problem`) is
+  never changed.
+* How the type is enforced (:mod:`.steer`): by default the job moves to the partition of that
+  type (``partition``; reversible, the request stays untyped); with ``pin_gres`` (only on a
+  Slurm that can undo it) its gres request is rewritten to the type (``gpu_type``). A type
+  without a partition of its own cannot be steered: the job stays in (or goes back to) its
+  original partition and is listed in ``info["unsteered"]``.
+* ``total_limit`` adds ``GrpTRES=gres/gpu=<sum of the typed limits>`` to each tenant's QOS:
+  typed limits bind typed requests only (checked on 22.05: an untyped job ran in a partition
+  of ``k`` under ``gres/gpu:k=1`` while using 2), the total binds every GPU request.
 * Order, ``[controller].order``: ``nice`` (default) puts the jobs this round places at the
   user's own nice value and all other pending GPU jobs ``NICE_BACK`` behind it. Nice is an
   offset on the multifactor priority, so fair-share, age and QOS keep ordering jobs *within*
@@ -44,6 +52,7 @@ from typing import Any, Mapping
 
 from ..model import Allocation, Problem, Snapshot, SlurmJob, frozen_map
 from .estimates import preemptible
+from .steer import current_type
 
 #: nice added to pending GPU jobs this round does not place (order = nice)
 NICE_BACK = 100_000
@@ -58,8 +67,17 @@ def qos_name(account: str) -> str:
     return QOS_PREFIX + re.sub(r"[^a-z0-9_-]", "_", account.lower())
 
 
+#: the untyped total of GPUs in GrpTRES
+TOTAL_KEY = "gres/gpu"
+
+
 def gres_key(gpu_type: str) -> str:
     return f"gres/gpu:{gpu_type}"
+
+
+def is_gpu_tres(key: str) -> bool:
+    """``gres/gpu`` or ``gres/gpu:<type>``: the GrpTRES keys slurm-fair manages."""
+    return key == TOTAL_KEY or key.startswith(TOTAL_KEY + ":")
 
 
 @dataclass(frozen=True)
@@ -67,6 +85,13 @@ class PlanSettings:
     slack: float = 0.0
     order: str = "nice"
     round_s: float = 360.0
+    #: partition -> its GPU types; GPU type -> the partition jobs are steered to (:mod:`.steer`)
+    ptypes: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    type_partition: Mapping[str, str] = field(default_factory=dict)
+    #: rewrite the gres request instead of moving the job (only where Slurm can undo it)
+    pin_gres: bool = False
+    #: add the untyped total ``gres/gpu`` to every tenant's limits
+    total_limit: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,12 +114,16 @@ class JobPlan:
     job_id: str
     tenant: str
     qos: str
-    #: the type to pin, None: leave the request as it is (user-typed)
+    #: the type to write into the gres request, None: leave the request as it is
     gpu_type: str | None
     rank: int
     placed: bool
     nice: int | None = None
     priority: int | None = None
+    #: the partition to move the job to, None: leave it where it is
+    partition: str | None = None
+    #: the type the job is meant to run on (fixed or chosen), whichever way it is enforced
+    planned_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -144,24 +173,31 @@ def _fields(obj: Any) -> dict[str, Any]:
 
 
 def tenant_limits(
-    bundle: Mapping[str, float], placed: Mapping[str, int], capacity: Mapping[str, int], slack: float
+    bundle: Mapping[str, float], placed: Mapping[str, int], capacity: Mapping[str, int], slack: float,
+    total: bool = False,
 ) -> dict[str, int]:
-    """``N_uk`` of the module docstring for one tenant, keyed by ``gres/gpu:<type>``."""
+    """``N_uk`` of the module docstring for one tenant, keyed by ``gres/gpu:<type>``; with
+    ``total`` also ``gres/gpu`` = their sum (at most the cluster's GPUs)."""
     out = {}
     for k, cap in capacity.items():
         base = max(math.ceil(bundle.get(k, 0.0) - 1e-6), placed.get(k, 0))
         out[gres_key(k)] = int(min(cap, base + math.ceil(slack * cap - 1e-9)))
+    if total:
+        out[TOTAL_KEY] = int(min(sum(capacity.values()), sum(out.values())))
     return out
 
 
 def choose_type(
     job: SlurmJob, x: Mapping[str, float], placed_type: str | None, throughput: Mapping[str, float],
     capacity: Mapping[str, int],
+    current: str | None = None,
 ) -> str | None:
-    """The type to pin a pending job to (module docstring, "Type")."""
+    """The type to send a pending job to (module docstring, "Type"); ``current`` is the type it
+    would get as it stands (default: its request's type)."""
     if placed_type:
         return placed_type
-    current = job.gpu_request.gpu_type if job.gpu_request else None
+    if current is None:
+        current = job.gpu_request.gpu_type if job.gpu_request else None
     if current and x.get(current, 0.0) > 1e-9:
         return current
     positive = {k: v for k, v in x.items() if v > 1e-9}
@@ -183,8 +219,11 @@ def make_plan(
     base_nice: Mapping[str, int],
     settings: PlanSettings,
     round_boundary: bool,
+    base_partition: Mapping[str, str] | None = None,
 ) -> Plan:
-    """The desired state for this cycle (pure; see the module docstring)."""
+    """The desired state for this cycle (pure; see the module docstring). ``base_partition``:
+    the partition each job had before our first change (where an unsteerable job goes back)."""
+    base_partition = base_partition or {}
     capacity = {k: int(c) for k, c in problem.gpu_types.items()}
     by_id = {j.job_id: j for j in snapshot.jobs}
     pjobs = {j.id: j for j in problem.jobs}
@@ -203,7 +242,7 @@ def make_plan(
         w = problem.weight(t)
         share = {k: w / total_w * c for k, c in capacity.items()}
         tenants[t] = TenantPlan(
-            t, qos_name(t), tenant_limits(bundle, placed, capacity, settings.slack),
+            t, qos_name(t), tenant_limits(bundle, placed, capacity, settings.slack, settings.total_limit),
             {k: round(v, 6) for k, v in bundle.items() if v > 1e-9},
             {k: round(v, 6) for k, v in share.items()}, w,
         )
@@ -216,20 +255,30 @@ def make_plan(
                 submitted, sj.job_id)
 
     jobs: dict[str, JobPlan] = {}
+    unsteered: dict[str, str] = {}
     for rank, sj in enumerate(sorted(pending, key=line_key), start=1):
         placed = sj.job_id in placed_types
-        gpu_type = None
-        if sj.job_id not in fixed_type:
-            gpu_type = choose_type(
+        gpu_type = partition = None
+        planned = fixed_type.get(sj.job_id)
+        if planned is None:
+            planned = choose_type(
                 sj, allocation.x.get(sj.job_id, {}), placed_types.get(sj.job_id),
-                pjobs[sj.job_id].throughput, capacity,
+                pjobs[sj.job_id].throughput, capacity, current_type(sj, settings.ptypes),
             )
+            if planned and settings.pin_gres:
+                gpu_type = planned
+            elif planned:
+                partition = settings.type_partition.get(planned)
+                if partition is None:
+                    unsteered[sj.job_id] = planned
+                    partition = base_partition.get(sj.job_id, sj.partition)
         nice = priority = None
         if settings.order == "nice":
             nice = int(base_nice.get(sj.job_id, sj.nice)) + (0 if placed else NICE_BACK)
         else:
             priority = (PRIORITY_TOP if placed else PRIORITY_REST) - rank
-        jobs[sj.job_id] = JobPlan(sj.job_id, sj.account, qos_name(sj.account), gpu_type, rank, placed, nice, priority)
+        jobs[sj.job_id] = JobPlan(sj.job_id, sj.account, qos_name(sj.account), gpu_type, rank, placed,
+                                  nice, priority, partition, planned)
 
     requeue: list[str] = []
     if round_boundary:
@@ -243,5 +292,5 @@ def make_plan(
                 requeue.append(j.id)
     return Plan(
         tenants, jobs, tuple(sorted(requeue)), tuple(sorted(capacity)), allocation.policy,
-        allocation.status,
+        allocation.status, {"unsteered": unsteered} if unsteered else {},
     )

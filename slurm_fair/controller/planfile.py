@@ -41,6 +41,7 @@ from typing import Mapping
 from ..model import Snapshot
 from .estimates import ClassTable
 from .plan import Plan, gres_key
+from .steer import current_type, partition_types
 
 PLAN_FILE = "plan.json"
 FORMAT = 1
@@ -64,8 +65,10 @@ def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable) -> dict[str,
         if node.schedulable:
             for k, n in node.gpus_used.items():
                 free[k] = free.get(k, 0) - int(n)
+    ptypes = partition_types(snapshot.nodes)
     for j in snapshot.gpu_jobs():
-        k = j.gpu_type_running if j.running else (j.gpu_request.gpu_type if j.gpu_request else None)
+        # a pending job counts on the type it will get: its typed request or its partition's
+        k = j.gpu_type_running if j.running else current_type(j, ptypes)
         if k:
             used.setdefault(j.account, {})
             used[j.account][k] = used[j.account].get(k, 0) + j.gpu_request.total  # type: ignore[union-attr]

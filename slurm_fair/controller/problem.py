@@ -2,8 +2,14 @@
 
 What the controller knows and a generic Snapshot->Problem conversion does not:
 
-* a job the *user* typed (its original request, before any rewrite of ours, named a GPU type)
-  keeps that type: its throughput is zeroed on every other type;
+* a typed job keeps its type: typed by the user, or by the submit plugin (``fair:auto``), or by
+  an earlier version of ours — Slurm 22.05 cannot change a typed request. Its throughput is
+  zeroed on every other type. Only where the request may be rewritten and rewritten back
+  (``retype_ok``: ``[controller].pin_gres_type`` on a Slurm that can retype) does a type that
+  we or the plugin chose stay ours to change;
+* an untyped job submitted to a partition whose nodes have one GPU type only (the user chose
+  ``-p v100``) keeps that type; one submitted to several types may only get the types of its
+  *original* partition(s) (steering moves it into one of them, :mod:`.steer`);
 * a running job that has not opted in to time-sharing cannot move: it is pinned to the type it
   runs on (the policy still counts it, so the tenant's share includes what it already holds);
 * a gang larger than a type's capacity cannot run there; a job that fits nowhere is left out
@@ -23,19 +29,28 @@ from typing import Mapping
 from ..model import Job, Problem, Snapshot, SlurmJob
 from .estimates import Estimate, job_tags, preemptible
 from .state import OriginalRequest
+from .steer import partition_type, reachable_types
 
 
-def user_typed(job: SlurmJob, original: OriginalRequest | None) -> str | None:
-    """The GPU type the user asked for, or None when the type is ours to choose.
+def user_typed(
+    job: SlurmJob,
+    original: OriginalRequest | None,
+    ptypes: Mapping[str, frozenset[str]] | None = None,
+    retype_ok: bool = False,
+) -> str | None:
+    """The GPU type this job must keep, or None when the type is ours to choose.
 
-    Before our first rewrite the job's own request is the user's. A job typed by the submit
-    plugin from our plan carries ``fair:auto`` and stays ours to retype.
+    A typed request keeps its type unless ``retype_ok`` and the type is ours (we pinned it: the
+    original request was untyped) or the submit plugin's (``fair:auto``). An untyped job keeps
+    the type of its original partition when that partition has a single GPU type.
     """
-    if "auto" in job_tags(job):
-        return None
-    if original is not None:
-        return original.gpu_type
-    return job.gpu_request.gpu_type if job.gpu_request else None
+    req_type = job.gpu_request.gpu_type if job.gpu_request else None
+    if req_type:
+        if retype_ok and ("auto" in job_tags(job) or (original is not None and not original.gpu_type)):
+            return None
+        return req_type
+    part = original.partition if original is not None and original.partition else job.partition
+    return partition_type(part, ptypes or {})
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,8 @@ def build_problem(
     job_service: Mapping[str, Mapping[str, float]] | None = None,
     first_seen: Mapping[str, float] | None = None,
     last_type: Mapping[str, str | None] | None = None,
+    ptypes: Mapping[str, frozenset[str]] | None = None,
+    retype_ok: bool = False,
 ) -> BuiltProblem:
     """The cycle's :class:`Problem` (pure)."""
     capacity = snapshot.capacity()
@@ -81,10 +98,16 @@ def build_problem(
             continue
         g = sj.gpu_request.total if sj.gpu_request else 0
         tput = {k: v for k, v in est.throughput.items() if k in capacity and capacity[k] >= g}
-        fixed_type = user_typed(sj, originals.get(sj.job_id))
+        original = originals.get(sj.job_id)
+        fixed_type = user_typed(sj, original, ptypes, retype_ok)
         if fixed_type:
             fixed[sj.job_id] = fixed_type
             tput = {k: v for k, v in tput.items() if k == fixed_type}
+        elif ptypes:
+            part = original.partition if original is not None and original.partition else sj.partition
+            allowed = reachable_types(part, ptypes)
+            if allowed is not None:
+                tput = {k: v for k, v in tput.items() if k in allowed}
         if sj.running and not preemptible(sj):
             tput = {k: v for k, v in tput.items() if k == sj.gpu_type_running}
         tput = {k: v for k, v in tput.items() if v > 0}

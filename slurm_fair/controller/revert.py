@@ -1,7 +1,8 @@
 """``slurm-fair revert``: put Slurm back as if slurm-fair had never run.
 
 From the state store, for every job we rewrote that is still pending: its original GPU request
-(the raw string, so the form ``--gres``/``--gpus`` comes back too), its QOS, its nice value, and
+(the raw string, so the form ``--gres``/``--gpus`` comes back too; only ever changed where Slurm
+can undo it), its original partition (the default steering), its QOS, its nice value, and
 its priority handed back to priority/multifactor when we had fixed it. Jobs that ended are
 skipped (nothing to restore); running jobs cannot be changed by Slurm and are reported.
 
@@ -28,6 +29,7 @@ from . import planfile
 from .audit import AuditLog
 from .cycle import Settings, new_cycle_id
 from .lock import ControllerLock
+from .plan import is_gpu_tres
 from .state import StateStore
 
 
@@ -113,6 +115,9 @@ def _revert(port: SlurmPort, store: StateStore, audit: AuditLog, s: Settings, dr
         if orig.gres_raw and req is not None and (req.raw != orig.gres_raw or req.gpu_type != orig.gpu_type):
             ok &= step("gpu_request", orig.account, job_id, req.raw, orig.gres_raw,
                        lambda j=job, raw=orig.gres_raw: port.restore_gpu_request(j, raw))
+        if orig.partition and job.partition != orig.partition:
+            ok &= step("partition", orig.account, job_id, job.partition, orig.partition,
+                       lambda: port.update_job(job_id, {"Partition": orig.partition}))
         if orig.qos and job.qos != orig.qos:
             ok &= step("qos", orig.account, job_id, job.qos, orig.qos,
                        lambda: port.update_job(job_id, {"QOS": orig.qos}))
@@ -138,12 +143,12 @@ def _revert(port: SlurmPort, store: StateStore, audit: AuditLog, s: Settings, dr
         current = qos_now.get(name)
         if current is not None:
             if m.existed_before:
-                ours = {k: m.prev_grp_tres.get(k) for k in current.grp_tres if k.startswith("gres/gpu:")}
+                ours = {k: m.prev_grp_tres.get(k) for k in current.grp_tres if is_gpu_tres(k)}
                 if any(current.grp_tres.get(k) != v for k, v in ours.items()):
                     ok &= step("qos_limits", m.account, "", dict(current.grp_tres), ours,
                                lambda: port.ensure_qos(name, ours))
             else:
-                limits = {k: None for k in current.grp_tres if k.startswith("gres/gpu:")}
+                limits = {k: None for k in current.grp_tres if is_gpu_tres(k)}
                 if limits:
                     ok &= step("qos_limits", m.account, "", dict(current.grp_tres), None,
                                lambda: port.ensure_qos(name, limits))

@@ -10,16 +10,22 @@ from slurm_fair.model import Account, GpuRequest, Node, Qos, SlurmJob, Snapshot
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
-def node(name: str, gpu_type: str, gpus: int = 4, state: str = "idle", used: int = 0) -> Node:
-    return Node(name, state, {gpu_type: gpus}, {gpu_type: used} if used else {}, ("gpu",), (), 32)
+def node(name: str, gpu_type: str, gpus: int = 4, state: str = "idle", used: int = 0,
+         partitions: tuple[str, ...] | None = None) -> Node:
+    """A node in the default partition ``gpu`` and in the partition of its type (the layout of
+    the testbed and the deployment templates)."""
+    parts = ("gpu", gpu_type) if partitions is None else partitions
+    return Node(name, state, {gpu_type: gpus}, {gpu_type: used} if used else {}, parts, (), 32)
 
 
-def cluster(**types: int) -> list[Node]:
-    """``cluster(v100=8, k80=4)``: one 4-GPU node per 4 GPUs of each type."""
+def cluster(type_partitions: bool = True, **types: int) -> list[Node]:
+    """``cluster(v100=8, k80=4)``: one 4-GPU node per 4 GPUs of each type; without
+    ``type_partitions`` every node is only in ``gpu``."""
     out = []
     for k, n in types.items():
         for i in range(0, n, 4):
-            out.append(node(f"{k}-{i // 4 + 1}", k, min(4, n - i)))
+            out.append(node(f"{k}-{i // 4 + 1}", k, min(4, n - i),
+                            partitions=None if type_partitions else ("gpu",)))
     return out
 
 
@@ -38,11 +44,12 @@ def job(
     submitted: datetime | None = None,
     started: datetime | None = None,
     per: str = "node",
+    partition: str = "gpu",
 ) -> SlurmJob:
     spec = f"gres:gpu:{gpu_type}:{gpus}" if gpu_type else f"gres:gpu:{gpus}"
     field = "TresPerJob" if per == "job" else "TresPerNode"
     return SlurmJob(
-        job_id=job_id, name=name, user="u", account=account, partition="gpu", qos=qos,
+        job_id=job_id, name=name, user="u", account=account, partition=partition, qos=qos,
         state=state, submit_time=submitted or T0 - timedelta(minutes=10),
         start_time=started if started else (T0 - timedelta(minutes=5) if state == "RUNNING" else None),
         priority=1000, nice=nice,

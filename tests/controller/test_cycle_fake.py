@@ -36,11 +36,16 @@ def test_first_cycle_types_every_job_and_sets_limits(fake, config):
     assert (res.status, res.exit_code) == ("ok", 0), res.message
     jobs = {j.job_id: j for j in fake.jobs()}
     for i in ids:
-        assert jobs[i].gpu_request.gpu_type in ("v100", "p100", "k80")
+        # steered by partition: the partition of one GPU type, the request left as submitted
+        assert jobs[i].partition in ("v100", "p100", "k80")
+        assert jobs[i].gpu_request.gpu_type is None
         assert jobs[i].qos == f"fair_{jobs[i].account}"
+        assert res.plan.jobs[i].planned_type == jobs[i].partition
     qos = {q.name: q for q in fake.qos()}
     for t in ("alice", "bob"):
-        assert set(qos[f"fair_{t}"].grp_tres) == {"gres/gpu:v100", "gres/gpu:p100", "gres/gpu:k80"}
+        limits = qos[f"fair_{t}"].grp_tres
+        assert set(limits) == {"gres/gpu:v100", "gres/gpu:p100", "gres/gpu:k80", "gres/gpu"}
+        assert limits["gres/gpu"] == sum(v for k, v in limits.items() if k != "gres/gpu")
     accounts = {a.name: a for a in fake.accounts()}
     assert accounts["alice"].default_qos == "fair_alice"
     # the request form is kept: --gpus stays per job
@@ -172,15 +177,15 @@ def test_solver_failure_without_earlier_plan_leaves_slurm_alone(fake, config):
 def test_solver_failure_keeps_last_good_plan(fake, config):
     ids = submit_mix(fake)
     run_cycle(fake, config)
-    typed = {j.job_id: j.gpu_request.gpu_type for j in fake.jobs()}
+    steered = {j.job_id: j.partition for j in fake.jobs()}
     # Slurm lost a change (as after a restart) and a new untyped job arrived
-    fake.set_gpu_type(fake.job(ids[0]), None)
+    fake.update_job(ids[0], {"Partition": "gpu"})
     new = fake.submit("bob", "--gres=gpu:1", hold=False)
     fake.now += timedelta(seconds=60)
     res = run_cycle(fake, config, allocate=failing_policy)
     assert res.exit_code == 1 and "last good plan" in res.message
-    assert fake.job(ids[0]).gpu_request.gpu_type == typed[ids[0]]  # re-applied
-    assert fake.job(new).gpu_request.gpu_type is None  # unknown to the old plan: untouched
+    assert fake.job(ids[0]).partition == steered[ids[0]] != "gpu"  # re-applied
+    assert fake.job(new).partition == "gpu"  # unknown to the old plan: untouched
 
 
 def test_lock_held_does_nothing(fake, config, tmp_path):
@@ -245,3 +250,51 @@ def test_observed_throughput_is_folded_in(fake, config, tmp_path):
     fake.now += timedelta(seconds=60)
     res = run_cycle(fake, config)
     assert res.estimates[p].throughput["k80"] == 100.0 and res.estimates[p].sources["k80"] == "observed"
+
+
+def test_pin_gres_type_rewrites_requests_only_where_slurm_can_undo_it(tmp_path, fake):
+    config = make_config(tmp_path, pin_gres_type=True)
+    ids = submit_mix(fake)  # the fake follows the newest Slurm: typed requests can change
+    res = run_cycle(fake, config)
+    assert res.exit_code == 0 and not res.warnings
+    for i in ids:
+        assert fake.job(i).gpu_request.gpu_type in ("v100", "p100", "k80")
+        assert fake.job(i).partition == "gpu"
+
+
+def test_pin_gres_type_on_22_05_steers_by_partition_and_says_so(tmp_path, fake):
+    fake.slurm_version = "22.05.8"
+    config = make_config(tmp_path, pin_gres_type=True)
+    ids = submit_mix(fake)
+    res = run_cycle(fake, config)
+    assert res.exit_code == 0 and any("pin_gres_type" in w for w in res.warnings)
+    assert not [c for c in fake.calls if c[0] == "set_gpu_type"]
+    assert all(fake.job(i).partition in ("v100", "p100", "k80") for i in ids)
+
+
+def test_typed_jobs_and_type_partitions_keep_their_type(fake, config):
+    """User-typed, plugin-typed (fair:auto: fixed on 22.05) and jobs the user sent to a
+    partition of one type are part of the problem with that type, never moved."""
+    fake.slurm_version = "22.05.8"
+    user = fake.submit("alice", "--gres=gpu:k80:1", hold=False)
+    auto = fake.submit("alice", "--gres=gpu:p100:1", hold=False, comment="fair:auto")
+    chose = fake.submit("bob", "--gres=gpu:1", hold=False, partition="k80")
+    free = fake.submit("bob", "--gres=gpu:1", hold=False)
+    res = run_cycle(fake, config)
+    assert res.exit_code == 0, res.message
+    for j, k in ((user, "k80"), (auto, "p100"), (chose, "k80")):
+        assert res.plan.jobs[j].planned_type == k
+        assert not [r for r in res.results if r.action.job == j and r.action.kind in ("set_partition", "set_gpu_type")]
+    assert fake.job(user).partition == fake.job(auto).partition == "gpu"
+    assert fake.job(chose).partition == "k80"
+    assert fake.job(free).partition in ("v100", "p100", "k80")
+
+
+def test_accounts_scope_leaves_other_accounts_alone(tmp_path, fake):
+    config = make_config(tmp_path, accounts=["alice"])
+    ids = submit_mix(fake)
+    res = run_cycle(fake, config)
+    assert res.exit_code == 0
+    assert {r.action.tenant for r in res.results} == {"alice"}
+    assert all(fake.job(i).partition == "gpu" and fake.job(i).qos == "normal" for i in ids[2:])
+    assert "fair_bob" not in {q.name for q in fake.qos()}

@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 from slurm_fair.model import Account, Allocation, Job, Problem, Qos
 from slurm_fair.controller.diff import diff
 from slurm_fair.controller.plan import NICE_BACK, PlanSettings, make_plan, qos_name, tenant_limits
+from slurm_fair.controller.steer import partition_types, type_partitions
 
 from .builders import T0, cluster, job, snapshot
 
@@ -25,8 +26,14 @@ def problem_of(snap, tput=None):
     return Problem(cap, {}, tuple(jobs))
 
 
-def plan_for(snap, x, placed, deficit=None, fixed=None, s=PlanSettings(), boundary=False):
+def steering(snap, **kw):
+    """PlanSettings with the partition maps of the snapshot (what the cycle passes)."""
+    return PlanSettings(ptypes=partition_types(snap.nodes), type_partition=type_partitions(snap.nodes), **kw)
+
+
+def plan_for(snap, x, placed, deficit=None, fixed=None, s=None, boundary=False):
     prob = problem_of(snap)
+    s = s or steering(snap)
     return make_plan(snap, prob, Allocation("test", x), placed, deficit or {}, fixed or {}, {}, s, boundary)
 
 
@@ -36,7 +43,10 @@ def test_scenario_two_tenants_get_typed_ordered_and_limited():
     ])
     x = {"1": {"v100": 1.0}, "2": {"k80": 0.5}, "3": {"v100": 0.5, "k80": 0.5}}
     plan = plan_for(snap, x, {"1": "v100", "3": "k80"}, {"1": 2.0, "3": 1.0, "2": 0.5})
-    assert {j: p.gpu_type for j, p in plan.jobs.items()} == {"1": "v100", "2": "k80", "3": "k80"}
+    assert {j: p.planned_type for j, p in plan.jobs.items()} == {"1": "v100", "2": "k80", "3": "k80"}
+    # steered by partition (reversible), the requests stay as the users wrote them
+    assert {j: p.partition for j, p in plan.jobs.items()} == {"1": "v100", "2": "k80", "3": "k80"}
+    assert all(p.gpu_type is None for p in plan.jobs.values())
     assert [plan.jobs[j].rank for j in ("1", "3", "2")] == [1, 2, 3]
     assert plan.jobs["2"].nice == NICE_BACK and plan.jobs["1"].nice == 0
     # alice: bundle v100 1.0, k80 0.5 -> ceil; bob: 1 GPU of each on average, 2 placed on k80
@@ -48,19 +58,45 @@ def test_scenario_two_tenants_get_typed_ordered_and_limited():
 def test_user_typed_job_is_never_retyped():
     snap = snapshot(cluster(v100=4, k80=4), [job("1", "alice", gpu_type="k80")])
     plan = plan_for(snap, {"1": {"k80": 1.0}}, {"1": "k80"}, fixed={"1": "k80"})
-    assert plan.jobs["1"].gpu_type is None
-    assert not [a for a in diff(plan, snap) if a.kind == "set_gpu_type"]
+    assert plan.jobs["1"].gpu_type is None and plan.jobs["1"].partition is None
+    assert plan.jobs["1"].planned_type == "k80"
+    assert not [a for a in diff(plan, snap) if a.kind in ("set_gpu_type", "set_partition")]
+
+
+def test_pin_gres_mode_rewrites_the_request_instead_of_the_partition():
+    snap = snapshot(cluster(v100=4, k80=4), [job("1", "alice")])
+    plan = plan_for(snap, {"1": {"k80": 1.0}}, {"1": "k80"}, s=steering(snap, pin_gres=True))
+    assert (plan.jobs["1"].gpu_type, plan.jobs["1"].partition) == ("k80", None)
+    assert [a.kind for a in diff(plan, snap) if a.job] == ["set_job_qos", "set_gpu_type"]
+
+
+def test_type_without_its_own_partition_is_not_steered_and_reported():
+    snap = snapshot(cluster(type_partitions=False, v100=4, k80=4), [job("1", "alice")])
+    plan = plan_for(snap, {"1": {"k80": 1.0}}, {"1": "k80"})
+    assert plan.jobs["1"].partition == "gpu" and plan.info["unsteered"] == {"1": "k80"}
+    assert not [a for a in diff(plan, snap) if a.kind in ("set_gpu_type", "set_partition")]
+
+
+def test_job_in_a_type_partition_keeps_it_while_allocated_there():
+    snap = snapshot(cluster(v100=4, k80=4), [job("1", "a", partition="k80")])
+    plan = plan_for(snap, {"1": {"v100": 0.6, "k80": 0.4}}, {})
+    assert plan.jobs["1"].partition == "k80"
+
+
+def test_total_limit_is_the_sum_of_the_typed_limits():
+    lim = tenant_limits({"v100": 1.5, "k80": 0.2}, {}, {"v100": 4, "k80": 8}, 0.0, total=True)
+    assert lim == {"gres/gpu:v100": 2, "gres/gpu:k80": 1, "gres/gpu": 3}
 
 
 def test_pending_job_keeps_its_current_type_while_allocated_there():
     snap = snapshot(cluster(v100=4, k80=4), [job("1", "a", gpu_type="k80")])
-    plan = plan_for(snap, {"1": {"v100": 0.6, "k80": 0.4}}, {})
+    plan = plan_for(snap, {"1": {"v100": 0.6, "k80": 0.4}}, {}, s=steering(snap, pin_gres=True))
     assert plan.jobs["1"].gpu_type == "k80"
 
 
 def test_priority_order_mode_sets_a_total_order():
     snap = snapshot(cluster(v100=4), [job(str(i), "a") for i in range(1, 4)])
-    plan = plan_for(snap, {}, {"2": "v100"}, s=PlanSettings(order="priority"))
+    plan = plan_for(snap, {}, {"2": "v100"}, s=steering(snap, order="priority"))
     prios = {j: p.priority for j, p in plan.jobs.items()}
     assert prios["2"] > prios["1"] > prios["3"] and all(p.nice is None for p in plan.jobs.values())
 
@@ -98,26 +134,35 @@ def test_limits_never_exceed_capacity_and_cover_bundle_and_placement(caps, bundl
 
 
 def test_diff_is_empty_when_slurm_already_matches():
-    snap = snapshot(cluster(v100=4), [job("1", "a")])
+    snap = snapshot(cluster(v100=4, k80=4), [job("1", "a")])
     plan = plan_for(snap, {"1": {"v100": 1.0}}, {"1": "v100"})
     first = diff(plan, snap)
-    assert [a.kind for a in first] == ["ensure_qos", "attach_qos", "set_job_qos", "set_gpu_type"]
+    assert [a.kind for a in first] == ["ensure_qos", "attach_qos", "set_job_qos", "set_partition"]
     applied = snapshot(
-        cluster(v100=4),
-        [job("1", "a", gpu_type="v100", qos="fair_a")],
+        cluster(v100=4, k80=4),
+        [job("1", "a", partition="v100", qos="fair_a")],
         accounts=[Account("a", 1.0, ("normal", "fair_a"), "fair_a")],
-        qos=[Qos("normal"), Qos("fair_a", {"gres/gpu:v100": 1, "cpu": 8})],
+        qos=[Qos("normal"), Qos("fair_a", {"gres/gpu:v100": 1, "gres/gpu:k80": 0, "cpu": 8})],
     )
     assert diff(plan, applied) == []
 
 
 def test_diff_sees_a_lost_change_again():
-    plan_snap = snapshot(cluster(v100=4), [job("1", "a")])
+    plan_snap = snapshot(cluster(v100=4, k80=4), [job("1", "a")])
     plan = plan_for(plan_snap, {"1": {"v100": 1.0}}, {"1": "v100"})
-    lost = snapshot(cluster(v100=4), [job("1", "a", gpu_type=None, qos="fair_a")],
+    lost = snapshot(cluster(v100=4, k80=4), [job("1", "a", partition="gpu", qos="fair_a")],
                     accounts=[Account("a", 1.0, ("fair_a",), "fair_a")],
-                    qos=[Qos("fair_a", {"gres/gpu:v100": 1})])
-    assert [a.kind for a in diff(plan, lost)] == ["set_gpu_type"]
+                    qos=[Qos("fair_a", {"gres/gpu:v100": 1, "gres/gpu:k80": 0})])
+    assert [a.kind for a in diff(plan, lost)] == ["set_partition"]
+
+
+def test_diff_removes_a_total_limit_that_was_turned_off():
+    snap = snapshot(cluster(v100=4, k80=4), [job("1", "a", partition="v100", qos="fair_a")],
+                    accounts=[Account("a", 1.0, ("fair_a",), "fair_a")],
+                    qos=[Qos("fair_a", {"gres/gpu:v100": 1, "gres/gpu:k80": 0, "gres/gpu": 1})])
+    plan = plan_for(snap, {"1": {"v100": 1.0}}, {"1": "v100"})
+    [a] = diff(plan, snap)
+    assert a.kind == "ensure_qos" and a.after == {"gres/gpu:v100": 1, "gres/gpu:k80": 0, "gres/gpu": None}
 
 
 def test_qos_name_is_safe():

@@ -20,7 +20,8 @@ from .conftest import make_config
 
 def view(fake):
     """What 'as if slurm-fair never ran' compares: pending jobs' requests and order, accounts, QOS."""
-    jobs = {j.job_id: (j.gpu_request.raw, j.gpu_request.gpu_type, j.qos, j.nice, j.priority) for j in fake.jobs()}
+    jobs = {j.job_id: (j.gpu_request.raw, j.gpu_request.gpu_type, j.partition, j.qos, j.nice, j.priority)
+            for j in fake.jobs()}
     accounts = {a.name: (tuple(sorted(a.qos)), a.default_qos) for a in fake.accounts()}
     qos = {q.name: dict(q.grp_tres) for q in fake.qos()}
     return jobs, accounts, qos
@@ -35,9 +36,9 @@ def submit(fake):
     ]
 
 
-@pytest.mark.parametrize("order", ["nice", "priority"])
-def test_revert_restores_everything(fake, tmp_path, order):
-    config = make_config(tmp_path, order=order)
+@pytest.mark.parametrize("order,pin", [("nice", False), ("priority", False), ("nice", True)])
+def test_revert_restores_everything(fake, tmp_path, order, pin):
+    config = make_config(tmp_path, order=order, pin_gres_type=pin)
     submit(fake)
     before = view(fake)
     assert run_cycle(fake, config).exit_code == 0
@@ -80,12 +81,15 @@ def test_explain_tells_type_source_share_and_actions(fake, config):
     assert e["tenant"] == "alice" and set(e["fair_share"]) == {"v100", "p100", "k80"}
     assert abs(sum(e["allocation"].values())) <= 1 + 1e-6
     applied = {a["kind"] for a in e["actions"] if a["applied"]}
-    assert "set_gpu_type" in applied
-    assert e["planned_type"] == fake.job(ids[0]).gpu_request.gpu_type
+    assert "set_partition" in applied and "set_gpu_type" not in applied
+    assert e["planned_type"] == e["partition"] == fake.job(ids[0]).partition
+    assert e["original"]["partition"] == "gpu"
     text = render(e)
     assert "resnet-50-bs32" in text and "place in line" in text
+    assert f"moving it to partition {e['partition']}" in text
     # the user-typed job is explained as such
-    assert explain(config, ids[1])["planned_type"] is None
+    typed = explain(config, ids[1])
+    assert typed["planned_type"] == typed["fixed_type"] == "v100" and "fixed" in render(typed)
 
 
 def test_explain_unknown_job_is_a_user_error(config):
