@@ -61,7 +61,7 @@ def timed(argv: list[str], timeout: float) -> tuple[float, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 2048, 4096, 8192])
-    ap.add_argument("--solver", default="cbc")
+    ap.add_argument("--solver", default=None, help="passed to slurm-fair solve (default: its own default)")
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -72,7 +72,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "problem.json")
             Path(path).write_text(json.dumps(instance(n)))
-            oef_s, out = timed(sf + ["solve", "--input", path, "--policy", "oef", "--solver", args.solver,
+            solver = ["--solver", args.solver] if args.solver else []
+            oef_s, out = timed(sf + ["solve", "--input", path, "--policy", "oef", *solver,
                                      "--output", os.path.join(tmp, "out.json")], args.timeout)
             res = json.loads(Path(tmp, "out.json").read_text())
             plain_s, _ = timed([sys.executable, str(ROOT / "benchmarks" / "gavel_plain_lp.py"), path], args.timeout)

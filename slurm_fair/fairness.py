@@ -173,6 +173,62 @@ def best_use(
     return BestUse(value, zval, p, q)
 
 
+class BestUseModel:
+    """``V_u(b)`` for one tenant's classes and many bundles: one in-memory LP (columns ``z_ck``
+    for every type, rows capacity then demand) whose capacity bounds change between solves, so
+    each value after the first is a warm re-solve. Same answer and certificate as
+    :func:`best_use` (types absent from the bundle priced at ``max_c n_ck / g_c``)."""
+
+    def __init__(self, classes: list[JobClass], types: list[str], solver: str | None = None):
+        self.classes = classes
+        self.types = [k for k in types if any(c.n.get(k, 0.0) > 0 for c in classes)]
+        self.all_types = list(types)
+        tindex = {k: i for i, k in enumerate(self.types)}
+        self.cols: list[tuple[int, str]] = []
+        self.cost: list[float] = []
+        row_cols: list[list[int]] = [[] for _ in self.types] + [[] for _ in classes]
+        row_vals: list[list[float]] = [[] for _ in self.types] + [[] for _ in classes]
+        for ci, c in enumerate(classes):
+            for k in self.types:
+                v = c.n.get(k, 0.0)
+                if v > 0.0:
+                    col = len(self.cols)
+                    self.cols.append((c.key, k))
+                    self.cost.append(v)
+                    row_cols[tindex[k]].append(col)
+                    row_vals[tindex[k]].append(float(c.gpus))
+                    row_cols[len(self.types) + ci].append(col)
+                    row_vals[len(self.types) + ci].append(1.0)
+        rows = [(row_cols[i], row_vals[i], -INF, 0.0) for i in range(len(self.types))]
+        rows += [(row_cols[len(self.types) + i], row_vals[len(self.types) + i], -INF, float(c.count))
+                 for i, c in enumerate(classes)]
+        self.lp = SmallLP(list(self.cost), [0.0] * len(self.cols), [INF] * len(self.cols), rows,
+                          name="best_use", backend=None if solver in (None, "highs") else solver)
+        self.absent = {k: max((c.n.get(k, 0.0) / c.gpus for c in classes), default=0.0) for k in types}
+
+    def __call__(self, bundle: Mapping[str, float]) -> BestUse:
+        held = {k: float(bundle.get(k, 0.0)) for k in self.types}
+        if not self.classes or not any(v > 1e-12 for v in held.values()):
+            return best_use(self.classes, bundle)
+        for i, k in enumerate(self.types):
+            b = held[k] if held[k] > 1e-12 else 0.0
+            if self.lp.rows[i][3] != b:
+                self.lp.set_row_bounds(i, -INF, b)
+        self.lp.solve()
+        p = {k: (max(0.0, self.lp.duals[i]) if held[k] > 1e-12 else self.absent[k]) for i, k in enumerate(self.types)}
+        for k in bundle:
+            if k not in p:
+                p[k] = self.absent.get(k, max((c.n.get(k, 0.0) / c.gpus for c in self.classes), default=0.0))
+        q = {c.key: max([0.0] + [c.n[k] - c.gpus * p.get(k, 0.0) for k in c.n]) for c in self.classes}
+        zval: dict[int, dict[str, float]] = {c.key: {} for c in self.classes}
+        value = 0.0
+        for (ck, k), v, n in zip(self.cols, self.lp.x, self.cost):
+            if v > 1e-12:
+                zval[ck][k] = v
+            value += n * v
+        return BestUse(value, zval, p, q)
+
+
 def classes_n(classes: list[JobClass]) -> dict[tuple[int, str], float]:
     """``n_ck`` keyed by (class key, type)."""
     return {(c.key, k): v for c in classes for k, v in c.n.items()}

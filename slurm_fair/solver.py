@@ -126,6 +126,12 @@ def duals(
     return {k: sign * float(rows[k].pi or 0.0) for k in keys}
 
 
+def _highs_error():
+    import highspy
+
+    return highspy.HighsStatus.kError
+
+
 # --- small LPs in-process -----------------------------------------------------------------------
 
 INF = float("inf")
@@ -153,6 +159,10 @@ class SmallLP:
     fallback: str = "cbc"
     #: "highs" or "cbc" to force a backend; None: HiGHS in-process when installed
     backend: str | None = None
+    #: seconds allowed per solve (None: no limit); a solve stopped by it raises SolverError
+    time_limit_s: float | None = None
+    #: where a failed model is written for diagnosis (None: a temporary directory)
+    keep_lp_dir: str | None = None
 
     def __post_init__(self) -> None:
         self._h = None
@@ -160,6 +170,11 @@ class SmallLP:
         self.x: list[float] = []
         self.duals: list[float] = []
         self.objective = 0.0
+
+    @property
+    def solver_name(self) -> str:
+        """The backend the next solve uses: ``highs`` (in-process) or ``cbc`` (through PuLP)."""
+        return "highs" if self.backend != "cbc" and highs_available() else self.fallback
 
     def reset(self) -> None:
         """Forget the in-memory solver model (the next solve starts from scratch)."""
@@ -170,17 +185,51 @@ class SmallLP:
         self.rows.append((list(cols), list(vals), lo, hi))
         return len(self.rows) - 1
 
+    def truncate(self, nrows: int) -> None:
+        """Drop the rows from ``nrows`` on (the in-memory model keeps its basis for the rest)."""
+        if nrows >= len(self.rows):
+            return
+        if self._h is not None and self._h_rows > nrows:
+            import numpy as np
+
+            gone = np.arange(nrows, self._h_rows, dtype=np.int32)
+            if self._h.deleteRows(len(gone), gone) == _highs_error():
+                raise SolverError(f"solver highs could not delete rows of model {self.name!r}", None, "Error")
+            self._h_rows = nrows
+        del self.rows[nrows:]
+
+    def set_row_bounds(self, row: int, lo: float, hi: float) -> None:
+        cols, vals, _, _ = self.rows[row]
+        self.rows[row] = (cols, vals, lo, hi)
+        if self._h is not None and row < self._h_rows:
+            import highspy
+
+            inf = highspy.kHighsInf
+            self._h.changeRowBounds(row, -inf if lo == -INF else lo, inf if hi == INF else hi)
+
     def set_cost(self, col: int, value: float) -> None:
         self.cost[col] = value
         if self._h is not None:
             self._h.changeColCost(col, -value)
 
     def solve(self) -> "SmallLP":
-        if self.backend != "cbc" and highs_available():
+        if self.solver_name == "highs":
             self._solve_highs()
         else:
             self._solve_pulp()
         return self
+
+    def _fail_highs(self, status: str) -> None:
+        path = None
+        try:
+            directory = self.keep_lp_dir or tempfile.mkdtemp(prefix="slurm-fair-lp-")
+            os.makedirs(directory, exist_ok=True)
+            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.name)
+            path = os.path.join(directory, f"{name}-{os.getpid()}-{time.time_ns()}.mps")
+            self._h.writeModel(path)
+        except Exception:  # pragma: no cover - writing a model should not fail
+            path = None
+        raise SolverError(f"solver highs returned status {status!r} on model {self.name!r}", path, status)
 
     def _solve_highs(self) -> None:
         import highspy
@@ -193,6 +242,8 @@ class SmallLP:
             h.setOptionValue("output_flag", False)
             h.setOptionValue("primal_feasibility_tolerance", 1e-9)
             h.setOptionValue("dual_feasibility_tolerance", 1e-9)
+            if self.time_limit_s is not None:
+                h.setOptionValue("time_limit", float(self.time_limit_s))
             n = len(self.cost)
             lp = highspy.HighsLp()
             lp.num_col_ = n
@@ -212,16 +263,17 @@ class SmallLP:
                 starts.append(len(index))
                 index.extend(cols)
                 value.extend(vals)
-            h.addRows(len(new), np.array([big(r[2]) for r in new], dtype=float),
+            status = h.addRows(len(new), np.array([big(r[2]) for r in new], dtype=float),
                       np.array([big(r[3]) for r in new], dtype=float), len(index),
                       np.array(starts, dtype=np.int32), np.array(index, dtype=np.int32),
                       np.array(value, dtype=float))
+            if status == highspy.HighsStatus.kError:
+                raise SolverError(f"solver highs rejected the rows of model {self.name!r}", None, "Error")
             self._h_rows = len(self.rows)
         h.run()
         status = h.getModelStatus()
         if status != highspy.HighsModelStatus.kOptimal:
-            raise SolverError(f"solver highs returned status {h.modelStatusToString(status)!r} on model "
-                              f"{self.name!r}", None, h.modelStatusToString(status))
+            self._fail_highs(h.modelStatusToString(status))
         sol = h.getSolution()
         self.x = list(sol.col_value)
         self.duals = [-d for d in sol.row_dual]
@@ -247,7 +299,7 @@ class SmallLP:
                 model += pulp.LpConstraint(expr, pulp.LpConstraintGE, f"r{r}l", lo)
                 pair.append(f"r{r}l")
             names.append(tuple(pair))
-        solve(model, self.fallback, time_limit_s=None)
+        solve(model, self.fallback, time_limit_s=self.time_limit_s, keep_lp_dir=self.keep_lp_dir)
         d = duals(model, self.fallback)
         self.x = [float(v.varValue or 0.0) for v in xs]
         self.duals = [sum(d.get(nm, 0.0) for nm in pair) for pair in names]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 from ..jobclasses import JobClass
 from ..model import Problem
@@ -50,7 +51,13 @@ class Equilibrium:
 
 
 def ceei(problem: Problem, classes: list[JobClass], tol: float = 1e-10, max_iter: int = 60,
-         solver: str | None = None) -> Equilibrium:
+         solver: str | None = None, snap_below: float = 1e-3,
+         good_enough: "Callable[[dict[int, dict[str, float]]], bool] | None" = None) -> Equilibrium:
+    """The CEEI of ``problem`` over ``classes`` (see the module docstring).
+
+    ``good_enough(X)``, when given, is asked before the exact closing step (:func:`_snap`): an
+    approximate point that already passes the caller's own check is returned as it is.
+    """
     caps = {k: float(c) for k, c in problem.gpu_types.items() if float(c) > 0}
     types = [k for k in problem.types if k in caps]
     cols: list[tuple[int, str]] = []
@@ -135,12 +142,7 @@ def ceei(problem: Problem, classes: list[JobClass], tol: float = 1e-10, max_iter
             err = max(err, max(e, 0.0) if satiated else abs(e))
         if best is None or err < best.error:
             best = Equilibrium(X, prices, dict(budgets), spend, err, it)
-            tdual = [(u, a, lp.duals[r]) for u, a, r in trows]
-            best_lambda = {u: 0.0 for u in tenants}
-            for u, a, mu in tdual:
-                best_lambda[u] += max(mu, 0.0) * scale / a
-            best_q = {ck: max(0.0, lp.duals[r]) * scale for ck, r in dem_rows.items()}
-        if err <= tol:
+        if err <= tol or (err <= snap_below and it >= 3):
             break
         for u in tenants:
             satiated = util[u] >= umax[u] * (1 - 1e-9)
@@ -160,141 +162,282 @@ def ceei(problem: Problem, classes: list[JobClass], tol: float = 1e-10, max_iter
     if best is None:
         return Equilibrium({c.key: {} for c in classes}, {}, {}, {}, 0.0, 0)
     best.iterations = it
-    if best.error > tol and sum(len(r) for r in best.X.values()) <= 400:  # dense Newton steps
-        polished = _newton(classes, types, caps, weight, umax, best, best_lambda, best_q)
-        if polished is not None and polished.error < best.error:
-            polished.iterations = it
-            return polished
+    if best.error > tol and not (good_enough is not None and good_enough(best.X)):
+        snapped = _snap(classes, types, caps, weight, umax, best, solver=solver, good_enough=good_enough)
+        if snapped is not None and snapped.error < best.error:
+            snapped.budgets, snapped.iterations = best.budgets, it
+            best = snapped
     return best
 
 
-def _newton(classes, types, caps, weight, umax, eq: Equilibrium, lam: dict[str, float],
-            q0: dict[int, float], steps: int = 8) -> Equilibrium | None:
-    """Solve the equilibrium equations exactly for the support structure of ``eq``.
+def _snap(classes: list[JobClass], types: list[str], caps: dict[str, float], weight: dict[str, float],
+          umax: dict[str, float], eq: Equilibrium, rounds: int = 40, solver: str | None = None,
+          good_enough: "Callable[[dict[int, dict[str, float]]], bool] | None" = None) -> Equilibrium | None:
+    """Close the spending error of a Negishi point exactly, by alternating two small LPs.
 
-    The structure (activities in use, types sold out at a positive price, classes at full
-    demand with a positive slot price, satiated tenants) is read from the approximate point;
-    the unknowns ``lambda, p, q, X`` then satisfy square equations: bang-per-buck equalities
-    ``lambda_u n_ck = g_c p_k + q_c`` on the activities used, capacity and demand equalities,
-    and spending ``p.y_u = w_u`` (satiated tenants keep their ``lambda``). Newton's method
-    (least squares steps) from the approximate point; the result is accepted only if it is
-    non-negative and dual-feasible (``lambda_u n_ck <= g_c p_k + q_c`` everywhere), which makes
-    it an exact Negishi point with the spending error it reports.
+    The equilibrium conditions are linear in the duals ``(lambda, p, q)`` once the allocation
+    ``X`` is fixed, and linear in ``X`` once the duals are fixed; only the spending equations
+    ``p.y_u = w_u`` couple the two. So:
+
+    (a) with ``X`` fixed: duals with bang-per-buck equality on ``X``'s support
+        (``lambda_u n_ck = g_c p_k + q_c``) and on a set ``E`` of extra activities, ``<=``
+        elsewhere, ``p_k > 0`` only on sold-out types and ``q_c > 0`` only on full classes,
+        minimising the spending error;
+    (b) with the duals fixed: an ``X`` on the face they certify (activities with zero reduced
+        cost, sold-out types where ``p_k > 0``, full classes where ``q_c > 0``), minimising the
+        spending error.
+
+    Each of these starts from a feasible point (the other block's answer satisfies the
+    complementarity it imposes), so the error never increases; but a move that needs the duals
+    and ``X`` to change together stalls them. So each round also tries (c) a *joint* step: the
+    same constraints with the support fixed, ``(lambda, p, q, X)`` all free in a box of relative
+    size ``rho`` around the point, the spending ``p.y_u`` linearised there and the error, then
+    the step length, minimised (a sequential-LP Newton step that respects the inequalities; it
+    converges quadratically once the support is right). When everything stalls, the
+    equilibrium needs an activity that is not yet at zero reduced cost: the activities nearest
+    to it are tried in the support (each alone, in pairs, the nearest few together) with joint
+    steps, and a move is kept only when it lowers the error. An error of 0 is an exact CEEI (``docs/oef.md``); the caller checks the
+    answer exactly in any case.
     """
-    import numpy as np
+    by_key = {c.key: c for c in classes if c.tenant in weight}
+    tenants = sorted(weight)
+    acts = [(ck, k) for ck, c in by_key.items() for k in types if c.n.get(k, 0.0) > 0]
+    backend = None if solver in (None, "highs") else solver
 
-    by_key = {c.key: c for c in classes}
-    tenants = sorted(lam)
-    act = [(ck, k) for ck, row in eq.X.items() for k, v in row.items() if v > 1e-9 * max(1.0, by_key[ck].count)]
-    used = {k: sum(by_key[ck].gpus * v for ck, row in eq.X.items() for kk, v in row.items() if kk == k) for k in types}
-    tight = [k for k in types if eq.prices.get(k, 0.0) > 1e-12 and used[k] >= caps[k] * (1 - 1e-7)]
-    full = [ck for ck, v in q0.items() if v > 1e-12 and sum(eq.X.get(ck, {}).values()) >= by_key[ck].count * (1 - 1e-7)]
-    util = {u: 0.0 for u in tenants}
-    for ck, row in eq.X.items():
-        for k, v in row.items():
-            util[by_key[ck].tenant] += by_key[ck].n[k] * v
-    sat = {u for u in tenants if util[u] >= umax[u] * (1 - 1e-9)}
-    iu = {u: i for i, u in enumerate(tenants)}
-    ip = {k: len(tenants) + i for i, k in enumerate(tight)}
-    iq = {ck: len(tenants) + len(tight) + i for i, ck in enumerate(full)}
-    ix = {a: len(tenants) + len(tight) + len(full) + i for i, a in enumerate(act)}
-    z = np.zeros(len(tenants) + len(tight) + len(full) + len(act))
-    for u in tenants:
-        z[iu[u]] = lam[u]
-    for k in tight:
-        z[ip[k]] = eq.prices[k]
-    for ck in full:
-        z[iq[ck]] = q0[ck]
-    for (ck, k) in act:
-        z[ix[ck, k]] = eq.X[ck][k]
-
-    def system(z):
-        F, J = [], []
-        n = len(z)
-        for (ck, k) in act:
+    def measure(X, prices):
+        spend = {u: 0.0 for u in tenants}
+        util = {u: 0.0 for u in tenants}
+        for ck, row in X.items():
             c = by_key[ck]
-            row = np.zeros(n)
-            row[iu[c.tenant]] = c.n[k]
-            val = z[iu[c.tenant]] * c.n[k]
-            if k in ip:
-                row[ip[k]] = -c.gpus
-                val -= c.gpus * z[ip[k]]
-            if ck in iq:
-                row[iq[ck]] = -1.0
-                val -= z[iq[ck]]
-            F.append(val)
-            J.append(row)
-        for k in tight:
-            row = np.zeros(n)
-            val = -caps[k]
-            for (ck, kk) in act:
-                if kk == k:
-                    row[ix[ck, kk]] = by_key[ck].gpus
-                    val += by_key[ck].gpus * z[ix[ck, kk]]
-            F.append(val)
-            J.append(row)
-        for ckf in full:
-            row = np.zeros(n)
-            val = -float(by_key[ckf].count)
-            for (ck, kk) in act:
-                if ck == ckf:
-                    row[ix[ck, kk]] = 1.0
-                    val += z[ix[ck, kk]]
-            F.append(val)
-            J.append(row)
+            for k, v in row.items():
+                spend[c.tenant] += prices.get(k, 0.0) * c.gpus * v
+                util[c.tenant] += c.n[k] * v
+        sat = {u for u in tenants if util[u] >= umax[u] * (1 - 1e-7)}
+        err = 0.0
         for u in tenants:
-            row = np.zeros(n)
-            if u in sat:
-                row[iu[u]] = 1.0
-                F.append(z[iu[u]] - lam[u])
-                J.append(row)
-                continue
-            val = -weight[u]
-            for (ck, k) in act:
-                c = by_key[ck]
-                if c.tenant == u and k in ip:
-                    row[ip[k]] += c.gpus * z[ix[ck, k]]
-                    row[ix[ck, k]] += c.gpus * z[ip[k]]
-                    val += c.gpus * z[ip[k]] * z[ix[ck, k]]
-            F.append(val / weight[u])
-            J.append(row / weight[u])
-        return np.array(F), np.array(J)
+            e = (spend[u] - weight[u]) / weight[u]
+            err = max(err, max(e, 0.0) if u in sat else abs(e))
+        return err, spend, sat
 
-    for _ in range(steps):
-        F, J = system(z)
-        if float(np.max(np.abs(F), initial=0.0)) < 1e-13:
-            break
-        dz, *_ = np.linalg.lstsq(J, -F, rcond=None)
-        z = z + dz
-    if np.any(z < -1e-12):
-        return None
-    prices = {k: 0.0 for k in types}
-    for k in tight:
-        prices[k] = float(z[ip[k]])
-    q = {c.key: 0.0 for c in classes}
-    for ck in full:
-        q[ck] = float(z[iq[ck]])
-    for c in classes:  # dual feasibility off the support
-        lu = float(z[iu[c.tenant]]) if c.tenant in iu else 0.0
+    def error_cols(lp_cost: list[float], start: int, sat: set[str]) -> None:
+        for i, u in enumerate(tenants):
+            lp_cost[start + 2 * i] = -1.0 / weight[u]  # overspending
+            lp_cost[start + 2 * i + 1] = 0.0 if u in sat else -1.0 / weight[u]  # underspending
+
+    def duals_for(X, extra):
+        used = {k: sum(by_key[ck].gpus * row.get(k, 0.0) for ck, row in X.items()) for k in types}
+        tight = [k for k in types if used[k] >= caps[k] * (1 - 1e-6)]
+        full = [ck for ck, row in X.items() if sum(row.values()) >= by_key[ck].count * (1 - 1e-6)]
+        y = {u: {k: 0.0 for k in types} for u in tenants}
+        for ck, row in X.items():
+            for k, v in row.items():
+                y[by_key[ck].tenant][k] += by_key[ck].gpus * v
+        _, _, sat = measure(X, {})
+        iu = {u: i for i, u in enumerate(tenants)}
+        ip = {k: len(tenants) + i for i, k in enumerate(tight)}
+        iq = {ck: len(tenants) + len(tight) + i for i, ck in enumerate(full)}
+        ie = len(tenants) + len(tight) + len(full)
+        ncol = ie + 2 * len(tenants)
+        cost = [0.0] * ncol
+        error_cols(cost, ie, sat)
+        lp = SmallLP(cost, [0.0] * ncol, [INF] * ncol, [], name="ceei_duals", backend=backend)
+        for a in acts:
+            ck, k = a
+            c = by_key[ck]
+            cols, vals = [iu[c.tenant]], [c.n[k]]
+            if k in ip:
+                cols.append(ip[k])
+                vals.append(-float(c.gpus))
+            if ck in iq:
+                cols.append(iq[ck])
+                vals.append(-1.0)
+            on = X.get(ck, {}).get(k, 0.0) > 1e-10 * max(1.0, c.count) or a in extra
+            lp.add_row(cols, vals, 0.0 if on else -INF, 0.0)
+        for u in tenants:
+            cols = [ip[k] for k in tight if y[u][k] > 0] + [ie + 2 * iu[u], ie + 2 * iu[u] + 1]
+            vals = [y[u][k] for k in tight if y[u][k] > 0] + [-1.0, 1.0]
+            lp.add_row(cols, vals, weight[u], weight[u])
+        lp.solve()
+        lam = {u: max(0.0, lp.x[iu[u]]) for u in tenants}
+        prices = {k: (max(0.0, lp.x[ip[k]]) if k in ip else 0.0) for k in types}
+        q = {ck: (max(0.0, lp.x[iq[ck]]) if ck in iq else 0.0) for ck in by_key}
+        return lam, prices, q, sat
+
+    def reduced(lam, prices, q):
+        return {(ck, k): by_key[ck].gpus * prices[k] + q[ck] - lam[by_key[ck].tenant] * by_key[ck].n[k]
+                for ck, k in acts}
+
+    def allocation_for(lam, prices, q, sat):
+        scale = max([1e-300] + list(prices.values()) + list(lam.values()) + list(q.values()))
+        red = reduced(lam, prices, q)
+        face = [a for a in acts if red[a] <= 1e-9 * scale]
+        ix = {a: i for i, a in enumerate(face)}
+        ie = len(face)
+        ncol = ie + 2 * len(tenants)
+        cost = [0.0] * ncol
+        error_cols(cost, ie, sat)
+        lp = SmallLP(cost, [0.0] * ncol, [INF] * ncol, [], name="ceei_allocation", backend=backend)
         for k in types:
-            if c.n.get(k, 0.0) > 0 and lu * c.n[k] > c.gpus * prices[k] + q[c.key] + 1e-9 * (1 + lu):
-                return None
-    X: dict[int, dict[str, float]] = {c.key: {} for c in classes}
-    for (ck, k) in act:
-        X[ck][k] = max(0.0, float(z[ix[ck, k]]))
-    for k in types:  # primal feasibility
-        if sum(by_key[ck].gpus * row.get(k, 0.0) for ck, row in X.items()) > caps[k] * (1 + 1e-9):
+            cols = [ix[a] for a in face if a[1] == k]
+            if cols:
+                lo = caps[k] if prices[k] > 1e-12 * scale else -INF
+                lp.add_row(cols, [float(by_key[face[i][0]].gpus) for i in cols], lo, caps[k])
+        for ck, c in by_key.items():
+            cols = [ix[a] for a in face if a[0] == ck]
+            if cols:
+                lo = float(c.count) if q[ck] > 1e-12 * scale else -INF
+                lp.add_row(cols, [1.0] * len(cols), lo, float(c.count))
+        for u in sat:  # a satiated tenant stays satiated (it may then spend less than w_u)
+            cols = [ix[a] for a in face if by_key[a[0]].tenant == u]
+            lp.add_row(cols, [by_key[face[j][0]].n[face[j][1]] for j in cols], umax[u] * (1 - 1e-12), INF)
+        for i, u in enumerate(tenants):
+            cols = [ix[a] for a in face if by_key[a[0]].tenant == u and prices[a[1]] > 0]
+            vals = [prices[face[j][1]] * by_key[face[j][0]].gpus for j in cols]
+            lp.add_row(cols + [ie + 2 * i, ie + 2 * i + 1], vals + [-1.0, 1.0], weight[u], weight[u])
+        lp.solve()
+        X = {ck: {} for ck in by_key}
+        for a, i in ix.items():
+            v = max(0.0, lp.x[i])
+            if v > 1e-13:
+                X[a[0]][a[1]] = v
+        return X
+
+    def joint(X, prices, extra, rho):
+        """One sequential-LP step on (duals, X) together, the spending linearised at (p, X)."""
+        used = {k: sum(by_key[ck].gpus * row.get(k, 0.0) for ck, row in X.items()) for k in types}
+        tight = [k for k in types if used[k] >= caps[k] * (1 - 1e-6)]
+        full = [ck for ck, row in X.items() if sum(row.values()) >= by_key[ck].count * (1 - 1e-6)]
+        _, _, sat = measure(X, {})
+        support = [a for a in acts if X.get(a[0], {}).get(a[1], 0.0) > 0 or a in extra]
+        iu = {u: i for i, u in enumerate(tenants)}
+        ip = {k: len(tenants) + i for i, k in enumerate(tight)}
+        iq = {ck: len(tenants) + len(tight) + i for i, ck in enumerate(full)}
+        ix = {a: len(tenants) + len(tight) + len(full) + i for i, a in enumerate(support)}
+        ie = len(tenants) + len(tight) + len(full) + len(support)
+        moved = [(ip[k], prices.get(k, 0.0), max(prices.get(k, 0.0), 1e-12)) for k in tight]
+        moved += [(ix[a], X.get(a[0], {}).get(a[1], 0.0), float(by_key[a[0]].count)) for a in support]
+        idev = ie + 2 * len(tenants)
+        ncol = idev + 2 * len(moved)
+        cost = [0.0] * ncol
+        error_cols(cost, ie, sat)
+        for i in range(ie, idev):
+            cost[i] *= 1e6  # the spending error first, then the shortest step
+        for i, (_, _, unit) in enumerate(moved):
+            cost[idev + 2 * i] = cost[idev + 2 * i + 1] = -1.0 / unit
+        lb, ub = [0.0] * ncol, [INF] * ncol
+        for k in tight:
+            pk = prices.get(k, 0.0)
+            lb[ip[k]], ub[ip[k]] = max(0.0, pk * (1 - rho)), (pk * (1 + rho) if pk > 0 else INF)
+        for a in support:
+            xa = X.get(a[0], {}).get(a[1], 0.0)
+            m = by_key[a[0]].count
+            lb[ix[a]], ub[ix[a]] = max(0.0, xa - rho * m), xa + rho * m
+        lp = SmallLP(cost, lb, ub, [], name="ceei_joint", backend=backend)
+        for i, (col, v0, _) in enumerate(moved):
+            lp.add_row([col, idev + 2 * i, idev + 2 * i + 1], [1.0, -1.0, 1.0], v0, v0)
+        for a in acts:
+            ck, k = a
+            c = by_key[ck]
+            cols, vals = [iu[c.tenant]], [c.n[k]]
+            if k in ip:
+                cols.append(ip[k])
+                vals.append(-float(c.gpus))
+            if ck in iq:
+                cols.append(iq[ck])
+                vals.append(-1.0)
+            lp.add_row(cols, vals, 0.0 if a in ix else -INF, 0.0)
+        for k in types:
+            cols = [ix[a] for a in support if a[1] == k]
+            if cols:
+                lp.add_row(cols, [float(by_key[a[0]].gpus) for a in support if a[1] == k],
+                           caps[k] if k in ip else -INF, caps[k])
+        for ck, c in by_key.items():
+            cols = [ix[a] for a in support if a[0] == ck]
+            if cols:
+                lp.add_row(cols, [1.0] * len(cols), float(c.count) if ck in iq else -INF, float(c.count))
+        for u in sat:  # a satiated tenant stays satiated (it may then spend less than w_u)
+            cols = [ix[a] for a in support if by_key[a[0]].tenant == u]
+            lp.add_row(cols, [by_key[a[0]].n[a[1]] for a in support if by_key[a[0]].tenant == u],
+                       umax[u] * (1 - 1e-12), INF)
+        for u in tenants:
+            cols, vals, const = [], [], 0.0
+            for a in support:
+                ck, k = a
+                if by_key[ck].tenant != u or k not in ip:
+                    continue
+                g, pk, xa = by_key[ck].gpus, prices.get(k, 0.0), X.get(ck, {}).get(k, 0.0)
+                cols += [ix[a], ip[k]]
+                vals += [g * pk, g * xa]
+                const += g * pk * xa
+            merged: dict[int, float] = {}
+            for col, val in zip(cols, vals):
+                merged[col] = merged.get(col, 0.0) + val
+            cols, vals = list(merged) + [ie + 2 * iu[u], ie + 2 * iu[u] + 1], list(merged.values()) + [-1.0, 1.0]
+            lp.add_row(cols, vals, weight[u] + const, weight[u] + const)
+        try:
+            lp.solve()
+        except SolverError:
             return None
-    if any(sum(row.values()) > by_key[ck].count * (1 + 1e-9) for ck, row in X.items()):
-        return None
-    spend = {u: 0.0 for u in tenants}
-    utilp = {u: 0.0 for u in tenants}
-    for ck, row in X.items():
-        for k, v in row.items():
-            spend[by_key[ck].tenant] += prices[k] * by_key[ck].gpus * v
-            utilp[by_key[ck].tenant] += by_key[ck].n[k] * v
-    err = 0.0
-    for u in tenants:
-        e = (spend[u] - weight[u]) / weight[u]
-        err = max(err, max(e, 0.0) if u in sat else abs(e))
-    return Equilibrium(X, prices, eq.budgets, spend, err, 0)
+        lam = {u: max(0.0, lp.x[iu[u]]) for u in tenants}
+        p2 = {k: (max(0.0, lp.x[ip[k]]) if k in ip else 0.0) for k in types}
+        q = {ck: (max(0.0, lp.x[iq[ck]]) if ck in iq else 0.0) for ck in by_key}
+        X2 = {ck: {} for ck in by_key}
+        for a, i in ix.items():
+            v = max(0.0, lp.x[i])
+            if v > 1e-13:
+                X2[a[0]][a[1]] = v
+        err, spend, _ = measure(X2, p2)
+        return Equilibrium(X2, p2, {}, spend, err, 0), (lam, p2, q)
+
+    def step(X, extra):
+        """(a) then (b); the new point and its error (None when an LP fails)."""
+        try:
+            lam, prices, q, sat = duals_for(X, extra)
+            X2 = allocation_for(lam, prices, q, sat)
+        except SolverError:
+            return None
+        err, spend, _ = measure(X2, prices)
+        return Equilibrium(X2, prices, {}, spend, err, 0), (lam, prices, q)
+
+    X = {ck: dict(eq.X.get(ck, {})) for ck in by_key}
+    best: Equilibrium | None = None
+    duals = None
+    for _ in range(rounds):
+        got = step(X, ())
+        if best is not None:
+            rho = 0.5
+            while rho > 1e-6:
+                j = joint(best.X, best.prices, (), rho)
+                if j is not None and (got is None or j[0].error < got[0].error):
+                    got = j
+                if got is not None and got[0].error < best.error * (1 - 1e-3):
+                    break
+                rho /= 4
+        if got is not None and (best is None or got[0].error < best.error * (1 - 1e-3)):
+            best, duals = got
+            X = best.X
+            if best.error <= 1e-13 or (good_enough is not None and good_enough(X)):
+                break
+            continue
+        if best is None or duals is None:
+            break
+        # stalled: bring the activities nearest to zero reduced cost into the support
+        red = reduced(*duals)
+        near = sorted((r, a) for a, r in red.items() if not best.X.get(a[0], {}).get(a[1], 0.0) > 0)
+        top = [a for _, a in near[:5]]
+        trials = [(a,) for a in top] + [(a, b) for i, a in enumerate(top) for b in top[i + 1:]]
+        trials += [tuple(top[:j]) for j in (3, 5) if j <= len(top)]
+        moved = False
+        for extra in trials:
+            for rho in (0.5, 0.05, 0.005):
+                got = joint(best.X, best.prices, extra, rho)
+                if got is not None and got[0].error < best.error * (1 - 1e-3):
+                    best, duals = got
+                    X = best.X
+                    moved = True
+                    break
+            if moved:
+                break
+        if not moved or best.error <= 1e-13 or (good_enough is not None and good_enough(best.X)):
+            break
+    return best

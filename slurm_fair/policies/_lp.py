@@ -17,7 +17,7 @@ from .. import fairness
 from ..errors import SolverError
 from ..jobclasses import JobClass, classes_of
 from ..model import Allocation, Problem
-from ..solver import SolveResult, solve
+from ..solver import INF, SmallLP, SolveResult, solve
 from . import PolicyOptions
 
 
@@ -85,6 +85,102 @@ class ClassModel:
             val = float(v.varValue or 0.0)
             if val > 1e-10:
                 out[ck][k] = val
+        return out
+
+
+class ClassLP:
+    """The same class model as :class:`ClassModel`, kept in memory as a :class:`SmallLP`.
+
+    Columns ``X_ck`` (one per class and type it can run on), then any extra columns; rows
+    capacity (one per type) and demand (one per class), then whatever the caller adds. Terms are
+    ``{column: coefficient}`` dicts. The model is solved in-process with HiGHS and re-solved warm
+    after rows are added, truncated or re-bounded; with ``options.solver == "cbc"`` it goes
+    through PuLP/CBC instead (a fresh model per solve).
+    """
+
+    def __init__(self, problem: Problem, name: str, classes: list[JobClass], options: PolicyOptions,
+                 n_override: Mapping[int, Mapping[str, float]] | None = None):
+        self.problem = problem
+        self.classes = classes
+        caps = {k: float(c) for k, c in problem.gpu_types.items()}
+        self.n = {c.key: (n_override[c.key] if n_override else c.n) for c in classes}
+        self.cols: list[tuple[int, str]] = []
+        self.by_class: dict[int, dict[str, int]] = {}
+        cap_terms: dict[str, tuple[list[int], list[float]]] = {k: ([], []) for k in problem.types if caps.get(k, 0.0) > 0}
+        dem_rows = []
+        for c in classes:
+            row = self.by_class.setdefault(c.key, {})
+            for k in c.n:
+                if caps.get(k, 0.0) > 0:
+                    i = len(self.cols)
+                    self.cols.append((c.key, k))
+                    row[k] = i
+                    cap_terms[k][0].append(i)
+                    cap_terms[k][1].append(float(c.gpus))
+            if row:
+                dem_rows.append((list(row.values()), [1.0] * len(row), -INF, float(c.count)))
+        rows = [(cols, vals, -INF, caps[k]) for k, (cols, vals) in cap_terms.items() if cols] + dem_rows
+        nx = len(self.cols)
+        self.lp = SmallLP([0.0] * nx, [0.0] * nx, [INF] * nx, rows, name=name,
+                          backend="cbc" if options.solver == "cbc" else None,
+                          time_limit_s=options.time_limit_s, keep_lp_dir=options.keep_lp_dir)
+        self._owner = {c.key: c.tenant for c in classes}
+        self._utility: dict[str, dict[int, float]] = {}
+
+    def add_col(self, lb: float = 0.0, ub: float = INF, cost: float = 0.0) -> int:
+        """An extra column (before the first solve)."""
+        assert self.lp._h is None
+        self.lp.cost.append(cost)
+        self.lp.lb.append(lb)
+        self.lp.ub.append(ub)
+        return len(self.lp.cost) - 1
+
+    def class_rate(self, c: JobClass) -> dict[int, float]:
+        n = self.n[c.key]
+        return {i: n.get(k, 0.0) for k, i in self.by_class[c.key].items()}
+
+    def utility(self, tenant: str) -> dict[int, float]:
+        """``U_u`` as terms."""
+        got = self._utility.get(tenant)
+        if got is None:
+            got = {i: self.n[ck].get(k, 0.0) for ck, row in self.by_class.items() if self._owner[ck] == tenant
+                   for k, i in row.items()}
+            self._utility[tenant] = got
+        return got
+
+    def efficiency(self) -> dict[int, float]:
+        return {i: self.n[ck].get(k, 0.0) for i, (ck, k) in enumerate(self.cols)}
+
+    def bundle(self, tenant: str, prices: Mapping[str, float], scale: float = 1.0) -> dict[int, float]:
+        """Terms of ``scale * sum_k prices_k * y_uk``."""
+        gpus = {c.key: c.gpus for c in self.classes if c.tenant == tenant}
+        return {i: scale * prices.get(k, 0.0) * gpus[ck] for ck in gpus for k, i in self.by_class[ck].items()
+                if prices.get(k, 0.0) != 0.0}
+
+    def set_objective(self, terms: Mapping[int, float]) -> None:
+        """Maximise ``terms`` (every other column gets cost 0)."""
+        for i, c in enumerate(self.lp.cost):
+            v = float(terms.get(i, 0.0))
+            if c != v:
+                self.lp.set_cost(i, v)
+
+    def add_row(self, terms: Mapping[int, float], lo: float = -INF, hi: float = INF) -> int:
+        return self.lp.add_row(list(terms), [float(v) for v in terms.values()], lo, hi)
+
+    def solve(self) -> float:
+        """Solve; the objective value (raises :class:`SolverError` unless optimal)."""
+        self.lp.solve()
+        return self.lp.objective
+
+    def value(self, col: int) -> float:
+        return float(self.lp.x[col])
+
+    def values(self) -> dict[int, dict[str, float]]:
+        """The class solution ``X[c][k]`` (tiny negatives and noise dropped)."""
+        out: dict[int, dict[str, float]] = {c.key: {} for c in self.classes}
+        for (ck, k), val in zip(self.cols, self.lp.x):
+            if val > 1e-10:
+                out[ck][k] = float(val)
         return out
 
 

@@ -31,16 +31,17 @@ from ..errors import SolverError
 from ..jobclasses import JobClass, classes_of, normalised_vector
 from ..model import Allocation, Problem
 from . import PolicyOptions, register
-from ._lp import ClassModel, fallback_allocation, result
+from ._lp import ClassLP, ClassModel, fallback_allocation, result
+from ..solver import INF
 
 _SLACK = 1e-7
 
 
 def _max_throughput_classes(problem: Problem, options: PolicyOptions, classes: list[JobClass]) -> dict:
     """The class solution of ``max E``."""
-    cm = ClassModel(problem, "max_throughput", classes)
-    cm.model += cm.efficiency()
-    cm.solve(options)
+    cm = ClassLP(problem, "max_throughput", classes, options)
+    cm.set_objective(cm.efficiency())
+    cm.solve()
     return cm.values()
 
 
@@ -79,23 +80,19 @@ def _max_min(problem: Problem, options: PolicyOptions, name: str, agnostic: bool
         w_job = problem.weight(c.tenant) / njobs[c.tenant]
         coef[c.key] = c.count * w_job * _equal_share_rate(problem, n[c.key], denom)
 
-    def build(stage: str) -> tuple[ClassModel, pulp.LpVariable]:
-        cm = ClassModel(problem, f"{name}_{stage}", classes, n_override=n)
-        t = pulp.LpVariable("t", lowBound=0)
-        for c in classes:
-            if coef[c.key] > 0:
-                cm.model += pulp.LpConstraint(cm.class_rate(c) - coef[c.key] * t, pulp.LpConstraintGE, f"mm_{c.key}", 0.0)
-        return cm, t
-
-    cm, t = build("maxmin")
-    cm.model += t
-    cm.solve(options)
-    t_star = float(t.varValue or 0.0)
-    cm2, t2 = build("efficiency")
-    cm2.model += pulp.LpConstraint(pulp.LpAffineExpression({t2: 1.0}), pulp.LpConstraintGE, "t_fixed", t_star * (1 - _SLACK))
-    cm2.model += cm2.efficiency()
-    cm2.solve(options)
-    return classes, cm2.values(), t_star
+    # one in-memory model for both stages: max t, then max E with t held at its optimum
+    cm = ClassLP(problem, f"{name}_maxmin", classes, options, n_override=n)
+    t = cm.add_col()
+    for c in classes:
+        if coef[c.key] > 0:
+            cm.add_row({**cm.class_rate(c), t: -coef[c.key]}, 0.0, INF)
+    cm.set_objective({t: 1.0})
+    cm.solve()
+    t_star = max(0.0, cm.value(t))
+    cm.add_row({t: 1.0}, t_star * (1 - _SLACK), INF)
+    cm.set_objective(cm.efficiency())
+    cm.solve()
+    return classes, cm.values(), t_star
 
 
 @register("gavel-mmf", "Gavel's heterogeneity-aware weighted max-min fairness over jobs")

@@ -27,15 +27,14 @@ from __future__ import annotations
 import time
 from typing import Mapping
 
-import pulp
-
 from .. import fairness
 from ..errors import SolverError
+from ..solver import INF
 from ..jobclasses import JobClass, classes_of
 from ..model import Allocation, Problem
 from . import PolicyOptions, register
 from ._ceei import ceei
-from ._lp import ClassModel, equal_split_classes, fallback_allocation, result
+from ._lp import ClassLP, equal_split_classes, fallback_allocation, result
 from .baselines import _max_min, _max_throughput_classes
 
 ClassX = Mapping[int, Mapping[str, float]]
@@ -70,7 +69,8 @@ class _Tenants:
         self.names = problem.active_tenants
         self.mine = {u: [c for c in classes if c.tenant == u] for u in self.names}
         self.weight = {u: problem.weight(u) for u in self.names}
-        self.si = {u: fairness.best_use(self.mine[u], fairness.equal_share(problem, u)).value for u in self.names}
+        self.value_of = {u: fairness.BestUseModel(self.mine[u], problem.types) for u in self.names}
+        self.si = {u: self.value_of[u](fairness.equal_share(problem, u)).value for u in self.names}
         self._last: tuple[ClassX, dict] | None = None
 
     def envy_certificates(self, X: ClassX) -> dict[tuple[str, str], fairness.BestUse]:
@@ -92,7 +92,7 @@ class _Tenants:
                 if u != v:
                     scale = self.weight[u] / self.weight[v]
                     b = {k: scale * y for k, y in bundles.get(v, {}).items()}
-                    out[u, v] = fairness.best_use(self.mine[u], b)
+                    out[u, v] = self.value_of[u](b)
         return out
 
     def fair(self, X: ClassX) -> bool:
@@ -111,83 +111,126 @@ def _efficiency(classes: list[JobClass], X: ClassX) -> float:
     return sum(_utilities(classes, X).values())
 
 
-def _ccp_step(problem: Problem, t: _Tenants, X: ClassX, options: PolicyOptions) -> dict[int, dict[str, float]]:
-    """One linearisation: max E s.t. capacity, demand, SI and the EF cuts taken at ``X``."""
-    cm = ClassModel(problem, "oef", t.classes)
-    cm.model += cm.efficiency()
-    util = _utilities(t.classes, X)
-    for u in t.names:
-        si = min(t.si[u], util.get(u, 0.0))  # X is SI: keep it feasible despite round-off
-        cm.model += pulp.LpConstraint(cm.utility(u), pulp.LpConstraintGE, f"si_{len(cm.model.constraints)}", si)
-    bundles = _bundles(t.classes, X, problem.types)
-    for (u, v), cert in t.envy_certificates(X).items():
-        scale = t.weight[u] / t.weight[v]
-        const = sum(c.count * cert.q.get(c.key, 0.0) for c in t.mine[u])
-        # the cut is tight at X up to solver round-off; never let round-off cut X itself off
-        # (X is verified SI+EF, so this moves the bound by round-off only)
-        at_x = util.get(u, 0.0) - scale * sum(cert.p.get(k, 0.0) * y for k, y in bundles[v].items())
-        const = min(const, at_x)
-        terms = dict(cm.utility(u))
-        for var, coef in cm.bundle_terms(v, cert.p, scale).items():
-            terms[var] = terms.get(var, 0.0) - coef
-        cm.model += pulp.LpConstraint(pulp.LpAffineExpression(terms), pulp.LpConstraintGE, f"ef_{len(cm.model.constraints)}", const)
-    cm.solve(options)
-    return cm.values()
+class _Climb:
+    """The convex-concave climb and the Pareto polish on one warm in-memory LP.
 
-
-def _pareto_stage(problem: Problem, t: _Tenants, X: ClassX, options: PolicyOptions) -> tuple[dict | None, float]:
-    """A Pareto improvement of ``X`` (or None) and the gap ``max E' - E`` found.
-
-    Stage 1: ``max E`` with ``U_u >= U_u(X)``; stage 2: at that ``E``, move the bundles as
-    little as possible (L1) from ``X``'s, which keeps envy away when it can be kept away.
+    Rows: capacity and demand, one SI row per tenant (``U_u >= V_u((w_u/W) C)``, or the floor
+    ``U_u >= U_u^0`` in the polish), then the EF cuts of the current linearisation (replaced at
+    every step), then the polish's rows. Columns: ``X_ck``, then ``d_uk >= 0`` (the polish's
+    bundle moves; free and unused before). Only the pairs whose cut binds or is violated are in
+    the model: the cuts of the pairs with slack are checked at every answer and added when
+    violated, then the model is re-solved warm, so the answer is that of the full cut set.
     """
-    util = _utilities(t.classes, X)
-    e_now = sum(util.values())
-    cm = ClassModel(problem, "oef_pareto", t.classes)
-    cm.model += cm.efficiency()
-    for u in t.names:
-        floor = util.get(u, 0.0)
-        cm.model += pulp.LpConstraint(cm.utility(u), pulp.LpConstraintGE, f"floor_{len(cm.model.constraints)}", floor - 1e-9 * (1 + floor))
-    cm.solve(options)
-    e_max = float(pulp.value(cm.model.objective) or 0.0)
-    gap = max(0.0, e_max - e_now)
-    if gap <= fairness.eps(e_now):
-        return None, gap
-    # stage 2: stay close to X's bundles at the improved efficiency
-    cm2 = ClassModel(problem, "oef_pareto_near", t.classes)
-    for u in t.names:
-        floor = util.get(u, 0.0)
-        cm2.model += pulp.LpConstraint(cm2.utility(u), pulp.LpConstraintGE, f"floor_{len(cm2.model.constraints)}", floor - 1e-9 * (1 + floor))
-    cm2.model += pulp.LpConstraint(cm2.efficiency(), pulp.LpConstraintGE, "e_fixed", e_max - 1e-9 * (1 + e_max))
-    bundles = _bundles(t.classes, X, problem.types)
-    dev = []
-    for u in t.names:
-        for k in problem.types:
-            terms = {var: c.gpus for c in t.mine[u] for kk, var in cm2.by_class[c.key].items() if kk == k}
-            d = pulp.LpVariable(f"d_{len(dev)}", lowBound=0)
-            dev.append(d)
-            y = pulp.LpAffineExpression(terms)
-            cm2.model += pulp.LpConstraint(y - d, pulp.LpConstraintLE, None, bundles[u][k])
-            cm2.model += pulp.LpConstraint(y + d, pulp.LpConstraintGE, None, bundles[u][k])
-    cm2.model += pulp.lpSum(dev)
-    cm2.model.sense = pulp.LpMinimize
-    cm2.solve(options)
-    return cm2.values(), gap
 
+    #: a pair's cut is put in the model from the start when its envy slack is below this
+    NEAR = 1e-3
 
-def _ccp(problem: Problem, t: _Tenants, X: ClassX, e: float, options: PolicyOptions) -> tuple[ClassX, float, int]:
-    """Iterate the linearised LP from the SI+EF point ``X`` until ``E`` stops improving."""
-    rounds = 0
-    for rounds in range(1, MAX_ROUNDS + 1):
-        X_new = _ccp_step(problem, t, X, options)
-        e_new = _efficiency(t.classes, X_new)
-        improved = e_new > e + _REL_IMPROVEMENT * (1 + e)
-        if not improved:
-            break
-        if not t.fair(X_new):  # round-off broke a property: keep the last verified point
-            break
-        X, e = X_new, e_new
-    return X, e, rounds
+    def __init__(self, problem: Problem, t: _Tenants, options: PolicyOptions):
+        self.problem, self.t = problem, t
+        self.cm = ClassLP(problem, "oef_climb", t.classes, options)
+        self.dev = {(u, k): self.cm.add_col() for u in t.names for k in problem.types}
+        self.cm.set_objective(self.cm.efficiency())
+        self.si_rows = {u: self.cm.add_row(self.cm.utility(u), t.si[u], INF) for u in t.names}
+        self.base = len(self.cm.lp.rows)
+        self.solves = 0
+
+    def _solve(self) -> None:
+        self.cm.solve()
+        self.solves += 1
+
+    def step(self, X: ClassX) -> dict[int, dict[str, float]]:
+        """One linearisation: max E s.t. capacity, demand, SI and the EF cuts taken at ``X``."""
+        t, cm = self.t, self.cm
+        cm.lp.truncate(self.base)
+        util = _utilities(t.classes, X)
+        for u in t.names:
+            si = min(t.si[u], util.get(u, 0.0))  # X is SI: keep it feasible despite round-off
+            cm.lp.set_row_bounds(self.si_rows[u], si, INF)
+        bundles = _bundles(t.classes, X, self.problem.types)
+        cuts = []
+        for (u, v), cert in t.envy_certificates(X).items():
+            scale = t.weight[u] / t.weight[v]
+            const = sum(c.count * cert.q.get(c.key, 0.0) for c in t.mine[u])
+            # the cut is tight at X up to solver round-off; never let round-off cut X itself off
+            # (X is verified SI+EF, so this moves the bound by round-off only)
+            at_x = util.get(u, 0.0) - scale * sum(cert.p.get(k, 0.0) * y for k, y in bundles[v].items())
+            const = min(const, at_x)
+            slack = util.get(u, 0.0) - cert.value
+            cuts.append((u, v, scale, cert.p, const, slack <= self.NEAR * (1 + util.get(u, 0.0))))
+        added = [False] * len(cuts)
+
+        def add(i: int) -> None:
+            u, v, scale, p, const, _ = cuts[i]
+            terms = dict(cm.utility(u))
+            for col, coef in cm.bundle(v, p, scale).items():
+                terms[col] = terms.get(col, 0.0) - coef
+            cm.add_row(terms, const, INF)
+            added[i] = True
+
+        for i, cut in enumerate(cuts):
+            if cut[5]:
+                add(i)
+        while True:
+            self._solve()
+            X_new = cm.values()
+            u_new = _utilities(t.classes, X_new)
+            b_new = _bundles(t.classes, X_new, self.problem.types)
+            late = [i for i, (u, v, scale, p, const, _) in enumerate(cuts) if not added[i]
+                    and u_new.get(u, 0.0) - scale * sum(p.get(k, 0.0) * y for k, y in b_new[v].items())
+                    < const - 1e-9 * (1 + abs(const))]
+            if not late:
+                return X_new
+            for i in late:
+                add(i)
+
+    def polish(self, X: ClassX) -> tuple[dict | None, float]:
+        """A Pareto improvement of ``X`` (or None) and the gap ``max E' - E`` found.
+
+        Stage 1: ``max E`` with ``U_u >= U_u(X)``; stage 2: at that ``E``, move the bundles as
+        little as possible (L1) from ``X``'s, which keeps envy away when it can be kept away.
+        """
+        t, cm = self.t, self.cm
+        cm.lp.truncate(self.base)
+        util = _utilities(t.classes, X)
+        e_now = sum(util.values())
+        for u in t.names:
+            floor = util.get(u, 0.0)
+            cm.lp.set_row_bounds(self.si_rows[u], floor - 1e-9 * (1 + floor), INF)
+        cm.set_objective(cm.efficiency())
+        self._solve()
+        e_max = cm.lp.objective
+        gap = max(0.0, e_max - e_now)
+        if gap <= fairness.eps(e_now):
+            return None, gap
+        cm.add_row(cm.efficiency(), e_max - 1e-9 * (1 + e_max), INF)
+        bundles = _bundles(t.classes, X, self.problem.types)
+        gpus = {c.key: c.gpus for c in t.classes}
+        for u in t.names:
+            for k in self.problem.types:
+                terms = {cm.by_class[c.key][k]: float(gpus[c.key]) for c in t.mine[u] if k in cm.by_class[c.key]}
+                d = self.dev[u, k]
+                cm.add_row({**terms, d: -1.0}, -INF, bundles[u][k])
+                cm.add_row({**terms, d: 1.0}, bundles[u][k], INF)
+        cm.set_objective({d: -1.0 for d in self.dev.values()})
+        self._solve()
+        X_near = cm.values()
+        cm.lp.truncate(self.base)
+        cm.set_objective(cm.efficiency())
+        return X_near, gap
+
+    def climb(self, X: ClassX, e: float) -> tuple[ClassX, float, int]:
+        """Iterate the linearised LP from the SI+EF point ``X`` until ``E`` stops improving."""
+        rounds = 0
+        for rounds in range(1, MAX_ROUNDS + 1):
+            X_new = self.step(X)
+            e_new = _efficiency(self.t.classes, X_new)
+            improved = e_new > e + _REL_IMPROVEMENT * (1 + e)
+            if not improved:
+                break
+            if not self.t.fair(X_new):  # round-off broke a property: keep the last verified point
+                break
+            X, e = X_new, e_new
+        return X, e, rounds
 
 
 def _mix(a: ClassX, b: ClassX, step: float) -> dict[int, dict[str, float]]:
@@ -259,11 +302,15 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
             passing.append((_efficiency(classes, X), name, X))
             return True
 
+        lp = _Climb(problem, t, options)
+
         def climb(name: str, X: ClassX) -> tuple[ClassX, int]:
             """max E s.t. SI+EF (convex-concave) from the fair point X, then a Pareto polish."""
-            X, e, rounds = _ccp(problem, t, X, _efficiency(classes, X), options)
-            better, _ = _pareto_stage(problem, t, X, options)
-            consider(f"ccp+polish from {name}", X if better is None else better)
+            X, e, rounds = lp.climb(X, _efficiency(classes, X))
+            better, _ = lp.polish(X)
+            if not consider(f"ccp+polish from {name}", X if better is None else better) and better is not None:
+                # the polish broke SI/EF: the climb's own answer may still be PE
+                consider(f"ccp from {name}", X)
             return X, rounds
 
         def at_bound() -> bool:
@@ -290,7 +337,7 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
             # 3. the competitive equilibrium from equal incomes (SI, EF and PE by construction)
             #    and the climb from it
             try:
-                eq = ceei(problem, classes)
+                eq = ceei(problem, classes, good_enough=lambda X: t.fair(X) and _pareto_ok(problem, t, X)[0])
             except SolverError:
                 pass
             consider("ceei", None if eq is None else eq.X)

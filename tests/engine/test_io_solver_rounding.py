@@ -103,10 +103,11 @@ def test_solver_failure_keeps_lp_file(tmp_path) -> None:
 def test_fallback_is_si_and_ef(monkeypatch) -> None:
     import slurm_fair.policies._lp as lp
 
-    def broken(self, options):
+    def broken(self, *args):
         raise SolverError("forced", "kept.lp", "Not Solved")
 
     monkeypatch.setattr(lp.ClassModel, "solve", broken)
+    monkeypatch.setattr(lp.ClassLP, "solve", broken)
     p = ind.random_problem(__import__("random").Random(5))
     a = policies.allocate("oef", p, PolicyOptions(solver="highs"))
     assert a.status == "fallback"
