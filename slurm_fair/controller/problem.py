@@ -64,6 +64,11 @@ class BuiltProblem:
     prev: Mapping[str, str]
 
 
+def _job_order(job: SlurmJob) -> tuple:
+    head, _, rest = job.job_id.partition("_")
+    return (int(head) if head.isdigit() else 0, rest, job.job_id)
+
+
 def _ts(d: datetime | None) -> float | None:
     return d.timestamp() if d is not None else None
 
@@ -91,7 +96,9 @@ def build_problem(
     fixed: dict[str, str] = {}
     received: dict[str, dict[str, float]] = {}
     prev: dict[str, str] = {}
-    for sj in snapshot.gpu_jobs():
+    # a stable job order: squeue lists jobs by partition and priority, which our own changes
+    # move; a reordered but otherwise equal problem must not get another (tied) answer
+    for sj in sorted(snapshot.gpu_jobs(), key=_job_order):
         est = estimates.get(sj.job_id)
         if est is None:
             left_out[sj.job_id] = "no throughput estimate"

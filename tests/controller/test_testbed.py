@@ -1,14 +1,22 @@
-"""The controller against the real local Slurm (marker ``slurm``).
+"""The controller against the real local Slurm 22.05 (marker ``slurm``).
 
-Every test scopes the controller to the jobs it submitted (other tests share the cluster), uses
-a private state_dir/audit log, and cancels its jobs in teardown (tests may; the controller never
-does).
+The testbed is shared (other tests, benchmarks and the demo run on it), so every test works in
+Slurm accounts of its own, created for the test and deleted afterwards, and runs the controller
+with ``[controller] accounts = [...]`` set to them: the real scoping feature an administrator
+uses to pilot slurm-fair on some accounts. The controller therefore sees, plans and touches only
+the test's jobs and manages only the test's QOS (``fair_<account>``). Each test has a private
+state_dir/audit log and cancels its jobs in teardown (tests may; the controller never does).
+
+A controller of *another* process that is not scoped (e.g. an older demo) would also act on
+these jobs; the fixture refuses to start while a foreign job carries one of our QOS names,
+which cannot happen with fresh random account names.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import secrets
 import signal
 import subprocess
 import time
@@ -21,107 +29,198 @@ from slurm_fair.controller.audit import AuditLog
 from slurm_fair.controller.cycle import run_cycle
 from slurm_fair.controller.revert import revert
 from slurm_fair.controller.state import StateStore
+from slurm_fair.controller.steer import partition_types, type_partitions
 from slurm_fair.errors import LockHeld
-from slurm_fair.model import Snapshot
 from slurm_fair.slurm import make_port
 
 pytestmark = pytest.mark.slurm
 
+TYPES = ("v100", "p100", "k80")
 
-class Scoped:
-    """A port that shows the controller only the given jobs (the cluster is shared)."""
 
-    def __init__(self, port, job_ids, after_snapshot=None):
-        self.port, self.ids, self.after = port, set(job_ids), after_snapshot
+class Hooked:
+    """A port that runs ``after_snapshot`` right after reading Slurm: fault injection between
+    the controller's read and its writes (a test device, not a feature)."""
 
-    def snapshot(self) -> Snapshot:
+    def __init__(self, port, after_snapshot):
+        self.port, self.after = port, after_snapshot
+
+    def snapshot(self):
         s = self.port.snapshot()
-        s = Snapshot(s.taken_at, s.nodes, tuple(j for j in s.jobs if j.job_id in self.ids),
-                     s.accounts, s.qos, s.cluster)
-        if self.after:
-            self.after()
+        self.after()
         return s
 
     def __getattr__(self, name):
         return getattr(self.port, name)
 
 
-def cfg(tmp_path, **slurm):
+def _run(argv, env, check=True, timeout=60):
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, check=check)
+
+
+@pytest.fixture
+def tb_env(slurm_env):
+    tb, env = slurm_env
+    return tb, env, {**os.environ, **env}
+
+
+@pytest.fixture
+def accounts(tb_env):
+    """Two fresh Slurm accounts (root is a member of both), deleted with their jobs and any
+    ``fair_`` QOS left behind after the test."""
+    _, _, full = tb_env
+    tag = secrets.token_hex(3)
+    names = [f"sft{tag}a", f"sft{tag}b"]
+    for a in names:
+        _run(["sacctmgr", "-i", "add", "account", a, "parent=root", "fairshare=1"], full)
+        _run(["sacctmgr", "-i", "add", "user", "root", f"account={a}"], full)
+    # slurmctld learns new associations from slurmdbd asynchronously
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        out = _run(["scontrol", "show", "assoc_mgr", "flags=assoc", f"accounts={names[-1]}"], full, check=False)
+        if "UserName=root" in out.stdout:
+            break
+        time.sleep(0.5)
+    yield names
+    for a in names:
+        _run(["scancel", "-A", a], full, check=False)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        q = _run(["squeue", "-h", "-A", ",".join(names), "-o", "%i"], full, check=False)
+        if not q.stdout.strip():
+            break
+        time.sleep(1)
+    for a in names:
+        _run(["sacctmgr", "-i", "delete", "user", "root", f"account={a}"], full, check=False)
+        _run(["sacctmgr", "-i", "delete", "account", a], full, check=False)
+        _run(["sacctmgr", "-i", "delete", "qos", f"fair_{a}"], full, check=False)
+
+
+def cfg(tmp_path, accounts, **slurm):
     return validate({
-        "controller": {"state_dir": str(tmp_path / "state"), "audit_log": str(tmp_path / "audit.jsonl")},
+        "controller": {"state_dir": str(tmp_path / "state"), "audit_log": str(tmp_path / "audit.jsonl"),
+                       "accounts": list(accounts)},
         "slurm": {"command_timeout_s": 10, **slurm},
     }, str(tmp_path / "slurm-fair.toml"))
 
 
 @pytest.fixture
-def sub(slurm_env):
-    """Submit held GPU jobs; cancel them all afterwards."""
-    tb, env = slurm_env
-    full = {**os.environ, **env}
+def sub(tb_env):
+    """``sub(account, *sbatch_args, comment="")``: a held GPU job (``--gres=gpu:1`` unless a
+    GPU option is given); ``sub.ids`` lists them."""
+    _, env, full = tb_env
     ids: list[str] = []
 
-    def submit(account: str, gres: str = "--gres=gpu:1", comment: str = "") -> str:
-        argv = ["sbatch", "--parsable", "--hold", "-A", account, "-N1", gres, "-o", "/dev/null",
+    def submit(account: str, *args: str, comment: str = "") -> str:
+        gpu = [a for a in args if a.startswith(("--gres", "--gpus"))] or ["--gres=gpu:1"]
+        rest = [a for a in args if not a.startswith(("--gres", "--gpus"))]
+        argv = ["sbatch", "--parsable", "--hold", "-A", account, "-N1", *gpu, *rest, "-o", "/dev/null",
                 "--wrap", "sleep 600"]
         if comment:
             argv.insert(2, f"--comment={comment}")
-        out = subprocess.run(argv, env=full, capture_output=True, text=True, timeout=30, check=True)
-        ids.append(out.stdout.strip().split(";")[0])
+        ids.append(_run(argv, full, timeout=30).stdout.strip().split(";")[0])
         return ids[-1]
 
     submit.env = env  # type: ignore[attr-defined]
     submit.full_env = full  # type: ignore[attr-defined]
     submit.ids = ids  # type: ignore[attr-defined]
-    yield submit
-    if ids:
-        subprocess.run(["scancel", *ids], env=full, timeout=30, check=False)
+    return submit
 
 
-def view(port, ids):
-    s = port.snapshot()
-    jobs = {j.job_id: (j.gpu_request.gpu_type, j.gpu_request.total, j.qos, j.nice) for j in s.jobs if j.job_id in ids}
-    accounts = {a.name: (tuple(sorted(a.qos)), a.default_qos) for a in s.accounts}
-    qos = {q.name: dict(q.grp_tres) for q in s.qos}
-    return jobs, accounts, qos
+def jobs_view(port, ids):
+    """What "as if slurm-fair never ran" means for a job: partition, GPU request, priority,
+    nice, QOS (and whether it is still held)."""
+    return {j.job_id: (j.partition, j.gpu_request.raw, j.gpu_request.gpu_type, j.priority, j.nice, j.qos,
+                       j.reason)
+            for j in port.jobs() if j.job_id in ids}
 
 
-def test_type_limit_noop_and_revert_on_real_slurm(sub, tmp_path):
-    config = cfg(tmp_path)
-    real = make_port(config, env=sub.env)
-    ids = [sub("physics"), sub("physics", "--gres=gpu:2"), sub("biology", comment="fair:class=resnet-50-bs32")]
-    port = Scoped(real, ids)
-    before = view(real, ids)
+def accounts_view(port, names):
+    acc = {a.name: (tuple(sorted(a.qos)), a.default_qos) for a in port.accounts() if a.name in names}
+    qos = {q.name: dict(q.grp_tres) for q in port.qos() if q.name in {f"fair_{a}" for a in names}}
+    return acc, qos
+
+
+def test_steer_limits_noop_revert_and_run_on_real_slurm(sub, accounts, tmp_path):
+    a, b = accounts
+    config = cfg(tmp_path, accounts)
+    port = make_port(config, env=sub.env)
+    assert port.can_retype_gpu() is False  # 22.05: a typed request cannot be undone
+    free = [sub(a), sub(a, "--gres=gpu:2"), sub(b, "--gpus=1", comment="fair:class=resnet-50-bs32")]
+    typed = sub(b, "--gres=gpu:k80:1")          # the user chose the type
+    chose = sub(a, "-p", "p100")                # the user chose a one-type partition
+    ids = [*free, typed, chose]
+    before_jobs, before_acc = jobs_view(port, ids), accounts_view(port, accounts)
+    assert set(before_jobs) == set(ids) and not before_acc[1]
+    nodes = port.nodes()
+    tp, ptypes = type_partitions(nodes), partition_types(nodes)
+    assert {tp[k] for k in TYPES} and all(ptypes[tp[k]] == {k} for k in TYPES)
+
     res = run_cycle(port, config)
     assert (res.status, res.exit_code) == ("ok", 0), res.to_dict()
-    jobs, accounts, qos = view(real, ids)
-    assert all(t in ("v100", "p100", "k80") for t, *_ in jobs.values()), jobs
-    assert [g for _, g, *_ in jobs.values()] == [1, 2, 1]  # counts kept
-    for tenant in ("physics", "biology"):
-        limits = qos[f"fair_{tenant}"]
-        assert {"gres/gpu:v100", "gres/gpu:p100", "gres/gpu:k80"} <= set(limits)
-        assert accounts[tenant][1] == f"fair_{tenant}"
+    assert {r.action.kind for r in res.results} >= {"ensure_qos", "attach_qos", "set_job_qos", "set_partition"}
+    assert "set_gpu_type" not in {r.action.kind for r in res.results}
+    assert {r.action.tenant for r in res.results} <= set(accounts)  # nothing outside the scope
+    now = {j.job_id: j for j in port.jobs() if j.job_id in ids}
+    for j in free:  # steered: into the partition of its planned type, request still untyped
+        planned = res.plan.jobs[j].planned_type
+        assert planned in TYPES and now[j].partition == tp[planned], (j, planned, now[j].partition)
+        assert now[j].gpu_request.raw == before_jobs[j][1] and now[j].gpu_request.gpu_type is None
+        assert now[j].qos == f"fair_{now[j].account}"
+    assert [now[j].gpu_request.total for j in free] == [1, 2, 1]
+    # fixed types are kept: neither the typed request nor the user's partition moves
+    assert (now[typed].partition, now[typed].gpu_request.gpu_type) == (before_jobs[typed][0], "k80")
+    assert now[chose].partition == "p100" and res.plan.jobs[chose].planned_type == "p100"
+    assert res.plan.jobs[typed].planned_type == "k80"
+    # QOS limits, read back from slurmdbd through the port (sacctmgr)
+    acc, qos = accounts_view(port, accounts)
+    for t in accounts:
+        limits = qos[f"fair_{t}"]
+        assert {f"gres/gpu:{k}" for k in TYPES} | {"gres/gpu"} <= set(limits), limits
+        assert limits["gres/gpu"] == sum(limits[f"gres/gpu:{k}"] for k in TYPES)
+        assert acc[t][1] == f"fair_{t}" and f"fair_{t}" in acc[t][0]
+
     again = run_cycle(port, config)
     assert again.exit_code == 0 and again.results == [], [r.to_dict() for r in again.results]
+
     rv = revert(port, config)
     assert rv.exit_code == 0, rv.failed
-    assert view(real, ids) == before
+    assert jobs_view(port, ids) == before_jobs
+    assert accounts_view(port, accounts) == before_acc  # our QOS deleted, defaults back
+    with StateStore.in_dir(tmp_path / "state") as store:
+        assert store.originals() == {} and store.managed_qos() == {}
+
+    # steered again, released: each job runs on the GPU type it was steered to
+    res = run_cycle(port, config)
+    assert res.exit_code == 0, res.to_dict()
+    planned = {j: res.plan.jobs[j].planned_type for j in ids}
+    _run(["scontrol", "release", ",".join(ids)], sub.full_env)
+    got: dict[str, str | None] = {}
+    deadline = time.time() + 180
+    while time.time() < deadline and len(got) < len(ids):
+        for j in port.jobs():
+            if j.job_id in ids and j.running:
+                got[j.job_id] = j.gpu_type_running
+        time.sleep(1)
+    assert got == planned, (got, planned)
 
 
-def test_job_ending_mid_cycle_is_harmless(sub, tmp_path):
-    config = cfg(tmp_path)
-    ids = [sub("chemistry"), sub("chemistry")]
+def test_job_ending_mid_cycle_is_harmless(sub, accounts, tmp_path):
+    a, _ = accounts
+    config = cfg(tmp_path, accounts)
+    ids = [sub(a), sub(a)]
 
     def cancel_first():
-        subprocess.run(["scancel", ids[0]], env=sub.full_env, timeout=30, check=True)
+        _run(["scancel", ids[0]], sub.full_env)
         time.sleep(1)
 
-    port = Scoped(make_port(config, env=sub.env), ids, after_snapshot=cancel_first)
-    res = run_cycle(port, config)
+    port = make_port(config, env=sub.env)
+    res = run_cycle(Hooked(port, cancel_first), config)
     assert res.exit_code == 0, res.to_dict()
     gone = [r for r in res.results if r.action.job == ids[0]]
     assert gone and all(not r.applied for r in gone) and gone[0].skipped
     assert all(r.applied for r in res.results if r.action.job == ids[1])
-    revert(Scoped(make_port(config, env=sub.env), ids), config)
+    assert revert(port, config).exit_code == 0
 
 
 def _slurmctld_pid(tb) -> int:
@@ -131,11 +230,13 @@ def _slurmctld_pid(tb) -> int:
     pytest.skip("slurmctld pid unknown")
 
 
-def test_slurmctld_stopped_mid_cycle_gives_clean_error(sub, slurm_env, tmp_path):
-    tb, _ = slurm_env
-    config = cfg(tmp_path, command_timeout_s=3, retries=0)
-    ids = [sub("biology"), sub("biology")]
-    before = view(make_port(config, env=sub.env), ids)
+def test_slurmctld_stopped_mid_cycle_gives_clean_error(sub, accounts, tb_env, tmp_path):
+    tb, _, _ = tb_env
+    a, b = accounts
+    config = cfg(tmp_path, accounts, command_timeout_s=3, retries=0)
+    ids = [sub(a), sub(b)]
+    port = make_port(config, env=sub.env)
+    before = jobs_view(port, ids)
     pid = _slurmctld_pid(tb)
     paused = []
 
@@ -144,67 +245,82 @@ def test_slurmctld_stopped_mid_cycle_gives_clean_error(sub, slurm_env, tmp_path)
         paused.append(pid)
 
     try:
-        res = run_cycle(Scoped(make_port(config, env=sub.env), ids, after_snapshot=pause), config)
+        res = run_cycle(Hooked(port, pause), config)
     finally:
         for p in paused:
             os.kill(p, signal.SIGCONT)
     assert res.exit_code == 1 and res.status == "partial", res.to_dict()
-    # job writes go to slurmctld: none of them was applied, and the result says so
+    # job writes go to slurmctld: none was applied, and the result says why
     assert not [r for r in res.results if r.action.job and r.applied]
     assert any("not attempted" in r.error for r in res.results)
     entries = list(AuditLog(tmp_path / "audit.jsonl").entries())
     assert len(entries) == len(res.results)
-    deadline = time.time() + 60
+    with StateStore.in_dir(tmp_path / "state") as store:
+        assert store.last_plan() is None  # a partial cycle is not a good plan
+    assert not (tmp_path / "state" / "plan.json").exists()
+    deadline = time.time() + 90
     while time.time() < deadline and not tb.is_healthy():
         time.sleep(1)
     assert tb.is_healthy()
+    assert jobs_view(port, ids) == before  # no job was half-changed
     # the next cycle completes, and revert gets back to where we started
-    port = Scoped(make_port(cfg(tmp_path), env=sub.env), ids)
-    assert run_cycle(port, cfg(tmp_path)).exit_code == 0
-    assert revert(port, cfg(tmp_path)).exit_code == 0
-    assert view(make_port(config, env=sub.env), ids)[0] == before[0]
+    ok = cfg(tmp_path, accounts)
+    assert run_cycle(make_port(ok, env=sub.env), ok).exit_code == 0
+    assert revert(make_port(ok, env=sub.env), ok).exit_code == 0
+    assert jobs_view(port, ids) == before
 
 
-def _cycle_in_child(tmp: str, env: dict, ids: list, q) -> None:
-    config = cfg(Path(tmp))
+def _cycle_in_child(tmp: str, accounts: list, env: dict, q) -> None:
+    config = cfg(Path(tmp), accounts)
     try:
-        res = run_cycle(Scoped(make_port(config, env=env), ids), config)
+        res = run_cycle(make_port(config, env=env), config)
         q.put(("ran", res.exit_code))
     except LockHeld:
         q.put(("locked", 1))
 
 
-def test_two_concurrent_controllers_do_not_both_act(sub, tmp_path):
-    ids = [sub("physics"), sub("biology")]
+def test_two_concurrent_controllers_do_not_both_act(sub, accounts, tmp_path):
+    a, b = accounts
+    ids = [sub(a), sub(b), sub(a, "--gres=gpu:2")]
     ctx = mp.get_context("fork")
     q = ctx.Queue()
-    procs = [ctx.Process(target=_cycle_in_child, args=(str(tmp_path), sub.env, ids, q)) for _ in range(2)]
+    procs = [ctx.Process(target=_cycle_in_child, args=(str(tmp_path), accounts, sub.env, q)) for _ in range(2)]
     for p in procs:
         p.start()
     for p in procs:
         p.join(120)
     outcomes = sorted(q.get(timeout=5) for _ in procs)
-    assert ("ran", 0) in outcomes
+    assert ("ran", 0) in outcomes, outcomes
     with StateStore.in_dir(tmp_path / "state") as store:
-        cycles = sorted((c["started_at"], c["finished_at"]) for c in store.cycles() if not c["dry_run"])
-    # whoever ran, never at the same time
-    for (s1, e1), (s2, _) in zip(cycles, cycles[1:]):
+        cycles = sorted((c["started_at"], c["finished_at"], c["applied"]) for c in store.cycles() if not c["dry_run"])
+    # whoever ran, never at the same time, and only one of them had anything to apply
+    for (s1, e1, _), (s2, _, _) in zip(cycles, cycles[1:]):
         assert e1 <= s2
-    revert(Scoped(make_port(cfg(tmp_path), env=sub.env), ids), cfg(tmp_path))
+    assert sum(1 for c in cycles if c[2]) == 1, cycles
+    entries = [e for e in AuditLog(tmp_path / "audit.jsonl").entries() if e["applied"]]
+    assert len({e["cycle"] for e in entries}) == 1
+    config = cfg(tmp_path, accounts)
+    assert revert(make_port(config, env=sub.env), config).exit_code == 0
+    assert len(ids) == 3
 
 
-def test_hostile_comment_changes_nothing_it_should_not(sub, tmp_path):
+def test_hostile_comment_changes_nothing_it_should_not(sub, accounts, tmp_path):
+    a, _ = accounts
     marker = tmp_path / "pwned"
-    config = cfg(tmp_path)
-    evil = sub("chemistry", comment=f'fair:class=";scancel 1" fair:preemptible fair:tput=nan $(touch {marker})')
-    ok = sub("chemistry")
-    port = Scoped(make_port(config, env=sub.env), [evil, ok])
+    config = cfg(tmp_path, accounts)
+    comment = f'fair:class=";scancel 1" fair:preemptible fair:tput=nan fair:auto $(touch {marker}) `id` |x'
+    evil = sub(a, comment=comment)
+    ok = sub(a)
+    port = make_port(config, env=sub.env)
+    before = jobs_view(port, [evil, ok])
     res = run_cycle(port, config)
     assert res.exit_code == 0, res.to_dict()
     assert not marker.exists()
     kinds = {r.action.kind for r in res.results if r.action.job == evil}
-    assert kinds <= {"set_job_qos", "set_gpu_type", "set_nice"}
+    assert kinds <= {"set_job_qos", "set_partition", "set_nice"}
     assert res.estimates[evil].source == "flat"
-    jobs, _, _ = view(make_port(config, env=sub.env), [evil, ok])
+    jobs = {j.job_id: j for j in port.jobs() if j.job_id in (evil, ok)}
     assert set(jobs) == {evil, ok}
-    revert(port, config)
+    assert jobs[evil].comment == comment and jobs[evil].gpu_request.raw == before[evil][1]
+    assert revert(port, config).exit_code == 0
+    assert jobs_view(port, [evil, ok]) == before
