@@ -164,7 +164,7 @@ def ceei(problem: Problem, classes: list[JobClass], tol: float = 1e-10, max_iter
     best.iterations = it
     if best.error > tol and not (good_enough is not None and good_enough(best.X)):
         snapped = _snap(classes, types, caps, weight, umax, best, solver=solver, good_enough=good_enough)
-        if snapped is not None and snapped.error < best.error:
+        if snapped is not None and (snapped.error < best.error or (good_enough is not None and good_enough(snapped.X))):
             snapped.budgets, snapped.iterations = best.budgets, it
             best = snapped
     return best
@@ -424,9 +424,9 @@ def _snap(classes: list[JobClass], types: list[str], caps: dict[str, float], wei
         # stalled: bring the activities nearest to zero reduced cost into the support
         red = reduced(*duals)
         near = sorted((r, a) for a, r in red.items() if not best.X.get(a[0], {}).get(a[1], 0.0) > 0)
-        top = [a for _, a in near[:5]]
+        top = [a for _, a in near[:6]]
         trials = [(a,) for a in top] + [(a, b) for i, a in enumerate(top) for b in top[i + 1:]]
-        trials += [tuple(top[:j]) for j in (3, 5) if j <= len(top)]
+        trials += [tuple(top[:j]) for j in (3, 4, 6) if j <= len(top)]
         moved = False
         for extra in trials:
             for rho in (0.5, 0.05, 0.005):
