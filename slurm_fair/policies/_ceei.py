@@ -19,7 +19,10 @@ Computation (``docs/oef.md`` has the proofs):
   and is satiated: all its jobs at their best rate).
 * The budgets are moved by the spending error, ``b_u <- b_u + (w_u - p.y_u)`` (``b = w + Q``
   at a fixed point: the per-class duals are money the tenant does not spend on GPUs), until the
-  relative error is below ``tol``.
+  relative error is below ``snap_below``; this iteration alone can cycle, so
+  :func:`_snap` then closes the error exactly with small LPs on the support (bilinear
+  conditions: linear in the duals for a fixed ``X``, in ``X`` for fixed duals; joint
+  sequential-LP steps; activities brought into the support when it stalls).
 
 The answer is checked exactly by the caller (SI, EF and PE with the ``V_u`` LPs); this module
 only promises a Pareto-efficient point whose spending error it reports.
