@@ -18,6 +18,7 @@ import fcntl
 import json
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -127,7 +128,9 @@ class Testbed:
         """The current environment plus :attr:`env`: pass as ``env=`` to subprocess."""
         return {**os.environ, **self.env}
 
-    def run(self, argv: list[str], timeout: float = 30.0, check: bool = True):
+    def run(
+        self, argv: list[str], timeout: float = 30.0, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         """Run a Slurm command against this testbed; returns the CompletedProcess."""
         return procs.run(argv, env=self.client_env(), timeout=timeout, check=check)
 
