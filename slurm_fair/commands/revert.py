@@ -11,6 +11,7 @@ from ..controller.revert import revert
 from ..errors import SlurmFairError
 from ..slurm import make_port
 from .options import config_option, json_option
+from .run import fmt
 
 
 class _RevertIncomplete(SlurmFairError):
@@ -31,7 +32,10 @@ def command(dry_run: bool, config_path: str | None, as_json: bool) -> None:
         for s in res.steps:
             state = "applied" if s["applied"] else ("skipped" if s["skipped"] else ("would apply" if dry_run else "FAILED"))
             err = f" ({s['error']})" if s["error"] else ""
-            click.echo(f"{s['kind']} {s['target']}: {s['before']} -> {s['after']}: {state}{err}")
-        click.echo(f"revert: {len(res.steps)} steps, {len(res.failed)} failed")
+            click.echo(f"{s['kind']} {s['target']}: {fmt(s['before'])} -> {fmt(s['after'])}: {state}{err}")
+        if dry_run:
+            click.echo(f"revert (dry run, nothing changed): {len(res.steps)} steps")
+        else:
+            click.echo(f"revert: {len(res.steps)} steps, {len(res.failed)} failed")
     if res.exit_code:
         raise _RevertIncomplete(f"{len(res.failed)} step(s) could not be restored; run revert again")

@@ -17,6 +17,19 @@ from ..slurm import make_port
 from .options import config_option, json_option
 
 
+def fmt(v: object) -> str:
+    """An action's before/after for people: ``v100=4, k80=1, total=5``; ``-`` for nothing."""
+    if v is None or v == "":
+        return "-"
+    if isinstance(v, dict):
+        def key(k: str) -> str:
+            return "total" if k == "gres/gpu" else k.removeprefix("gres/gpu:")
+        return ", ".join(f"{key(str(k))}={fmt(x) if x is not None else 'unlimited'}" for k, x in v.items()) or "-"
+    if isinstance(v, (list, tuple)):
+        return ",".join(map(str, v)) or "-"
+    return str(v)
+
+
 def _text(res: CycleResult) -> str:
     d = res.to_dict()
     c = d["counts"]
@@ -29,8 +42,7 @@ def _text(res: CycleResult) -> str:
     if res.dry_run and res.plan is not None:
         lines.append("  plan (dry run, nothing changed):")
         for t, tp in sorted(res.plan.tenants.items()):
-            lim = ", ".join(f"{k.split(':')[-1]}={v}" for k, v in sorted(tp.limits.items()))
-            lines.append(f"    tenant {t}: QOS {tp.qos} GrpTRES {lim}")
+            lines.append(f"    tenant {t}: QOS {tp.qos} GrpTRES {fmt(dict(sorted(tp.limits.items())))}")
         for jp in sorted(res.plan.jobs.values(), key=lambda p: p.rank):
             order = f"nice={jp.nice}" if jp.nice is not None else f"priority={jp.priority}"
             if jp.gpu_type:
@@ -46,7 +58,7 @@ def _text(res: CycleResult) -> str:
     for a in d["actions"]:
         state = "applied" if a["applied"] else ("skipped" if a["skipped"] else ("would apply" if res.dry_run else "NOT applied"))
         err = f" ({a['error']})" if a["error"] else ""
-        lines.append(f"  {a['kind']} {a['target']}: {a['before']} -> {a['after']}: {state}{err}")
+        lines.append(f"  {a['kind']} {a['target']}: {fmt(a['before'])} -> {fmt(a['after'])}: {state}{err}")
     t = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in res.timings.items())
     lines.append(f"  timings: {t}")
     return "\n".join(lines)

@@ -88,7 +88,8 @@ def render(e: dict[str, Any]) -> str:
         for a in e["actions"][-20:]:
             state = "applied" if a.get("applied") else ("skipped" if a.get("skipped") else "NOT applied")
             err = f" ({a['error']})" if a.get("error") else ""
-            lines.append(f"    {a.get('cycle')}: {a.get('kind')} {a.get('before')} -> {a.get('after')}: {state}{err}")
+            lines.append(f"    {a.get('cycle')}: {a.get('kind')} {_fmt(a.get('before'))} -> {_fmt(a.get('after'))}: "
+                         f"{state}{err}")
     return "\n".join(lines)
 
 
@@ -101,3 +102,11 @@ def _how(e: dict[str, Any]) -> str:
     if e.get("partition"):
         return f"steered by moving it to partition {e['partition']} (its request stays untyped)"
     return "no partition holds only this type, so it is not steered"
+
+
+def _fmt(v: Any) -> str:
+    if v is None or v == "":
+        return "-"
+    if isinstance(v, dict):
+        return ", ".join(f"{'total' if k == 'gres/gpu' else str(k).removeprefix('gres/gpu:')}={x}" for k, x in v.items())
+    return str(v)

@@ -38,8 +38,12 @@ class RevertResult:
     cycle_id: str
     steps: list[dict[str, Any]] = field(default_factory=list)
 
+    dry_run: bool = False
+
     @property
     def failed(self) -> list[dict[str, Any]]:
+        if self.dry_run:  # nothing was attempted
+            return [s for s in self.steps if s["error"] and not s["skipped"]]
         return [s for s in self.steps if not s["applied"] and not s["skipped"]]
 
     @property
@@ -47,8 +51,8 @@ class RevertResult:
         return 1 if self.failed else 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cycle": self.cycle_id, "exit_code": self.exit_code, "steps": self.steps,
-                "failed": len(self.failed)}
+        return {"cycle": self.cycle_id, "dry_run": self.dry_run, "exit_code": self.exit_code,
+                "steps": self.steps, "failed": len(self.failed)}
 
 
 def revert(port: SlurmPort, config: Config, *, dry_run: bool = False,
@@ -68,7 +72,7 @@ def revert(port: SlurmPort, config: Config, *, dry_run: bool = False,
 
 def _revert(port: SlurmPort, store: StateStore, audit: AuditLog, s: Settings, dry_run: bool,
             clock: Callable[[], float]) -> RevertResult:
-    res = RevertResult("revert-" + new_cycle_id(clock()))
+    res = RevertResult("revert-" + new_cycle_id(clock()), dry_run=dry_run)
     snapshot = port.snapshot()  # SlurmUnavailable: nothing done, exit 1 at the CLI edge
     jobs = {j.job_id: j for j in snapshot.jobs}
     prioritised = {

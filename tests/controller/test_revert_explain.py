@@ -118,6 +118,9 @@ def test_commands_through_click(fake, tmp_path, monkeypatch):
     assert again["counts"]["actions"] == 0
     ex = runner.invoke(cli.cli, ["explain", ids[0], "--config", str(cfg)], standalone_mode=False)
     assert ex.exit_code == 0 and f"job {ids[0]}" in ex.output
+    dry = runner.invoke(cli.cli, ["revert", "--dry-run", "--config", str(cfg)], standalone_mode=False)
+    assert dry.exit_code == 0 and "would apply" in dry.output and "dry run, nothing changed" in dry.output
+    assert "revert_partition" in dry.output and "gpu" in dry.output
     rv = runner.invoke(cli.cli, ["revert", "--config", str(cfg)], standalone_mode=False)
     assert rv.exit_code == 0 and "0 failed" in rv.output
 
