@@ -90,10 +90,19 @@ def accounts(tb_env):
         if not q.stdout.strip():
             break
         time.sleep(1)
-    for a in names:
-        _run(["sacctmgr", "-i", "delete", "user", "root", f"account={a}"], full, check=False)
-        _run(["sacctmgr", "-i", "delete", "account", a], full, check=False)
-        _run(["sacctmgr", "-i", "delete", "qos", f"fair_{a}"], full, check=False)
+    # slurmdbd refuses to delete what ended jobs still reference while slurmctld keeps them
+    # (MinJobAge): retry until the accounts and their QOS are gone
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        for a in names:
+            _run(["sacctmgr", "-i", "delete", "user", "root", f"account={a}"], full, check=False)
+            _run(["sacctmgr", "-i", "delete", "account", a], full, check=False)
+            _run(["sacctmgr", "-i", "delete", "qos", f"fair_{a}"], full, check=False)
+        left = _run(["sacctmgr", "-n", "-P", "show", "assoc", "format=Account"], full, check=False).stdout.split()
+        left += _run(["sacctmgr", "-n", "-P", "show", "qos", "format=Name"], full, check=False).stdout.split()
+        if not {*names, *(f"fair_{a}" for a in names)} & set(left):
+            break
+        time.sleep(3)
 
 
 def cfg(tmp_path, accounts, **slurm):
