@@ -212,11 +212,23 @@ class SmallLP:
         if self._h is not None:
             self._h.changeColCost(col, -value)
 
-    def solve(self) -> "SmallLP":
+    def solve(self, infeasible_ok: bool = False) -> "SmallLP":
+        """Solve; raise :class:`SolverError` unless optimal.
+
+        With ``infeasible_ok`` an infeasible model is an answer, not a failure: ``self.infeasible``
+        is set and nothing is written (feasibility probes such as gavel-ftf's bisection expect
+        many infeasible models and must not leave a model file behind for each).
+        """
+        self.infeasible = False
         if self.solver_name == "highs":
-            self._solve_highs()
-        else:
+            self._solve_highs(infeasible_ok)
+            return self
+        try:
             self._solve_pulp()
+        except SolverError as exc:
+            if not (infeasible_ok and exc.status == "Infeasible"):
+                raise
+            self.infeasible = True
         return self
 
     def _fail_highs(self, status: str) -> None:
@@ -231,7 +243,7 @@ class SmallLP:
             path = None
         raise SolverError(f"solver highs returned status {status!r} on model {self.name!r}", path, status)
 
-    def _solve_highs(self) -> None:
+    def _solve_highs(self, infeasible_ok: bool = False) -> None:
         import highspy
         import numpy as np
 
@@ -272,6 +284,9 @@ class SmallLP:
             self._h_rows = len(self.rows)
         h.run()
         status = h.getModelStatus()
+        if infeasible_ok and status == highspy.HighsModelStatus.kInfeasible:
+            self.infeasible = True
+            return
         if status != highspy.HighsModelStatus.kOptimal:
             self._fail_highs(h.modelStatusToString(status))
         sol = h.getSolution()

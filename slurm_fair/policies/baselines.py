@@ -24,17 +24,18 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 
-import pulp
 
 from .. import fairness
 from ..errors import SolverError
 from ..jobclasses import JobClass, classes_of, normalised_vector
 from ..model import Allocation, Problem
 from . import PolicyOptions, register
-from ._lp import ClassLP, ClassModel, fallback_allocation, result
+from ._lp import ClassLP, fallback_allocation, result
 from ..solver import INF
 
 _SLACK = 1e-7
+#: relative width at which gavel-ftf's bisection on the largest rho stops
+_FTF_TOLERANCE = 1e-5
 
 
 def _max_throughput_classes(problem: Problem, options: PolicyOptions, classes: list[JobClass]) -> dict:
@@ -152,44 +153,34 @@ def gavel_ftf(problem: Problem, options: PolicyOptions) -> Allocation:
         slack = r * d - age
         return None if slack <= 0 else rem / slack
 
-    def model_for(r: float, stage: str) -> ClassModel | None:
-        cm = ClassModel(problem, f"gavel_ftf_{stage}", classes)
+    # One in-memory model for the whole bisection: a probe only moves the lower bounds of the
+    # per-class rate rows, so HiGHS re-solves warm instead of rebuilding the model every time.
+    cm = ClassLP(problem, "gavel_ftf", classes, options)
+    rows = {c.key: cm.add_row(cm.class_rate(c), 0.0, INF) for c in runnable}
+    cm.set_objective(cm.efficiency())
+
+    def feasible(r: float) -> bool:
         for c in runnable:
             need = bound(c, r)
             if need is None or need > 1 + 1e-12:
-                return None
-            cm.model += pulp.LpConstraint(cm.class_rate(c), pulp.LpConstraintGE, f"ftf_{c.key}", c.count * need)
-        return cm
-
-    def feasible(r: float) -> bool:
-        cm = model_for(r, "probe")
-        if cm is None:
-            return False
-        cm.model += cm.efficiency()
-        try:
-            cm.solve(options)
-        except SolverError as exc:
-            if exc.status == "Infeasible":
                 return False
-            raise
-        return True
+            cm.lp.set_row_bounds(rows[c.key], c.count * need, INF)
+        cm.lp.solve(infeasible_ok=True)
+        return not cm.lp.infeasible
 
     try:
         lo = max([params[c.key][1] / (params[c.key][1] + params[c.key][0] / params[c.key][2]) for c in runnable] + [0.0])
         hi = 1.0  # the isolated allocation itself reaches rho = 1 for every job
         for _ in range(30):
-            if hi - lo <= 1e-6 * hi:
+            if hi - lo <= _FTF_TOLERANCE * hi:
                 break
             mid = (lo + hi) / 2
             if feasible(mid):
                 hi = mid
             else:
                 lo = mid
-        cm = model_for(hi * (1 + 1e-6), "efficiency")
-        if cm is None:  # pragma: no cover - hi is feasible by construction
+        if not feasible(hi * (1 + 1e-6)):  # pragma: no cover - hi is feasible by construction
             raise SolverError("gavel-ftf: no feasible finish-time level", None, "Infeasible")
-        cm.model += cm.efficiency()
-        cm.solve(options)
     except SolverError as exc:
         return fallback_allocation(problem, "gavel-ftf", exc, started)
     return result(problem, "gavel-ftf", classes, cm.values(), options, started, {"max_rho": hi})
