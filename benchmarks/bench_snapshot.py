@@ -36,7 +36,7 @@ def submit(env: dict[str, str], tenants: list[str], jobs: int) -> list[str]:
         if n == 0:
             continue
         argv = ["sbatch", "--parsable", "--hold", f"--array=0-{n - 1}", "-A", tenant, "-J", "bench-snap",
-                "-o", "/dev/null", f"--comment=fair:class=resnet50 bench", syntax, "--wrap", "sleep 1"]
+                "-o", "/dev/null", "--comment=fair:class=resnet50 bench", syntax, "--wrap", "sleep 1"]
         out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=True)
         ids.append(out.stdout.strip().split(";")[0])
     return ids

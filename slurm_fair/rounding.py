@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .model import Allocation, Job, NodeCapacity, Problem, frozen_map
+from .model import Allocation, Job, Problem, frozen_map
 
 #: priority of a (job, type) pair the job never ran on: above every finite ratio
 NEVER_RAN_PRIORITY = 1e9

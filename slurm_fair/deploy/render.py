@@ -109,16 +109,9 @@ class DeployOptions:
 
 def environment() -> jinja2.Environment:
     """StrictUndefined, no autoescape (conf/shell/Lua, not HTML), same loader as the testbed."""
-    from ..testbed.render import templates_dir
+    from ..testbed.render import environment as testbed_environment
 
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
+    return testbed_environment()
 
 
 def render_template(template: str, context: Mapping[str, Any]) -> str:

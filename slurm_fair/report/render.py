@@ -12,12 +12,13 @@ import csv
 import io
 import json
 import math
-from pathlib import Path
 from typing import Any, Callable
 
 import jinja2
 import pandas as pd
 
+from .. import templating
+from ..errors import SlurmFairError
 from .tables import Report
 
 SCHEMA = "slurm-fair/report/v1"
@@ -279,29 +280,12 @@ def charts(r: Report) -> dict[str, str]:
     return out
 
 
-def templates_dir() -> Path:
-    """``$SLURM_FAIR_TEMPLATES``, ``templates/`` beside the package, or the installed share dir
-    (the same search order as the testbed's Slurm templates)."""
-    import os
-    import sys
-
-    candidates = [Path(p) for p in [os.environ.get("SLURM_FAIR_TEMPLATES", "")] if p]
-    candidates += [Path(__file__).resolve().parents[2] / "templates",
-                   Path(sys.prefix) / "share" / "slurm-fair" / "templates"]
-    for c in candidates:
-        if (c / "report.html.j2").is_file():
-            return c
-    from ..errors import SlurmFairError
-
-    raise SlurmFairError("cannot find templates/report.html.j2; looked in "
-                         + ", ".join(str(c) for c in candidates))
-
-
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())), autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
+    directory = templating.templates_dir("report.html.j2")
+    if directory is None:
+        raise SlurmFairError("cannot find templates/report.html.j2; looked in "
+                             + ", ".join(str(c) for c in templating.candidates()))
+    env = templating.environment(directory, autoescape=True)
     env.filters["fmt"] = _fmt
     return env
 

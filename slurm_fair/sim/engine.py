@@ -226,7 +226,6 @@ class Simulator:
         solves, solve_seconds, fallback_allocs = 0, 0.0, 0
         copy_prev: dict[str, tuple[str, tuple[str, ...]]] = {}
         copy_rounds: dict[str, dict[str, int]] = {}
-        last_t = max((j.arrival_s for j in self.workload.jobs), default=0.0)
         t = self.workload.jobs[0].arrival_s if self.workload.jobs else 0.0
 
         while arrivals or active:

@@ -30,7 +30,8 @@ from . import config as tbconfig
 from .config import TestbedConfig
 from .layout import DIR_ENV, Layout
 from .procs import DaemonSpec
-from .render import render_all, repo_root
+from ..templating import repo_root
+from .render import render_all
 
 #: node states (sinfo %T, lower case) that mean "slurmd registered and responding"
 RESPONDING = {"idle", "mixed", "allocated", "completing", "reserved", "planned", "drained", "draining"}

@@ -12,19 +12,16 @@ Where the templates are found (one copy of each, never duplicated into the packa
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from .. import templating
 from ..errors import TestbedError
 from .config import TestbedConfig
 from .layout import Layout
-
-TEMPLATES_ENV = "SLURM_FAIR_TEMPLATES"
 
 #: rendered file name -> template name (under templates/slurm/)
 FILES: dict[str, str] = {
@@ -35,37 +32,21 @@ FILES: dict[str, str] = {
 }
 
 
-def repo_root() -> Path:
-    """The directory holding the ``slurm_fair`` package (the repo root in a source checkout)."""
-    return Path(__file__).resolve().parents[2]
-
-
 def templates_dir() -> Path:
-    """Find the templates directory (see the module docstring for the search order)."""
-    candidates = []
-    if env := os.environ.get(TEMPLATES_ENV):
-        candidates.append(Path(env))
-    candidates += [repo_root() / "templates", Path(sys.prefix) / "share" / "slurm-fair" / "templates"]
-    for c in candidates:
-        if (c / "slurm" / "slurm.conf.j2").is_file():
-            return c
-    raise TestbedError(
-        "cannot find the Slurm templates (templates/slurm/slurm.conf.j2); looked in "
-        + ", ".join(str(c) for c in candidates)
-        + f". Set ${TEMPLATES_ENV} to the templates directory."
-    )
+    """Find the templates directory (search order: :mod:`slurm_fair.templating`)."""
+    found = templating.templates_dir("slurm/slurm.conf.j2")
+    if found is None:
+        raise TestbedError(
+            "cannot find the Slurm templates (templates/slurm/slurm.conf.j2); looked in "
+            + ", ".join(str(c) for c in templating.candidates())
+            + f". Set ${templating.TEMPLATES_ENV} to the templates directory."
+        )
+    return found
 
 
 def environment() -> jinja2.Environment:
     """A jinja2 environment over templates/ that fails on any missing variable."""
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
+    return templating.environment(templates_dir(), autoescape=False)
 
 
 def render(template: str, context: Mapping[str, Any]) -> str:
