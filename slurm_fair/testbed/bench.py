@@ -277,6 +277,9 @@ def emulation_errors(jobs: Sequence[BenchJob], accts: Mapping[str, AccountingRec
         a, ck = accts.get(j.slurm_id), cks.get(j.trace_id)
         if a is None or ck is None or ck.runs != 1 or not a.state.upper().startswith("COMPLETED") or not a.gpu_type:
             continue
+        seg = ck.segments[0]
+        if a.start_time is None or abs(a.start_time.timestamp() - seg.started) > 2.0:
+            continue  # sacct's last run is not the emulator's run (requeued before it started)
         expected = j.expected_s(a.gpu_type)
         if expected / time_scale < min_real_s:
             continue

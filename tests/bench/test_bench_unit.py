@@ -118,7 +118,7 @@ def test_unfinished_jobs_have_no_end() -> None:
 
 def test_emulation_error_compares_elapsed_with_work_over_throughput() -> None:
     job = _job(slurm_id="7")  # 1200 steps at 4/s on a v100 = 300 trace s = 5 real s at S=60
-    ck = Checkpoint(1200.0, 1200.0, True, [Segment("v100", "v100-1", T0, T0 + 5)])
+    ck = Checkpoint(1200.0, 1200.0, True, [Segment("v100", "v100-1", T0 + 0.3, T0 + 5.3)])
     accts, cks = {"7": _acct("7", T0, T0, T0 + 6)}, {"vc1/1": ck}
     [e] = b.emulation_errors([job], accts, cks, 60.0, min_real_s=1.0)
     assert e["expected_s"] == 300.0 and e["elapsed_s"] == 360.0 and e["rel_error"] == pytest.approx(0.2)
