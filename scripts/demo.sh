@@ -43,8 +43,9 @@ echo "   (untyped --gres=gpu:N jobs; the controller pins GPU types, sets QOS lim
 echo "    ${SCALE} trace seconds pass per real second; takes about two minutes)"
 rm -rf "$RUN_DIR"
 SINCE=$(date +%Y-%m-%dT%H:%M:%S)
-$SF testbed bench --trace "$TRACE" --time-scale "$SCALE" --policy "$POLICY" \
-    --run-dir "$RUN_DIR" --json "$RUN_DIR/bench.json"
+$SF testbed bench --trace "$TRACE" --time-scale "$SCALE" --policy "$POLICY" --timeout 300 \
+    --run-dir "$RUN_DIR" --json "$RUN_DIR/bench.json" \
+  || echo "demo: not every job completed in time (see above); the report still covers what ran"
 
 echo
 echo "== What the controller did (from its JSON cycle log) =="
