@@ -20,7 +20,7 @@ from ..testbed.bench import Bench, BenchSpec, fresh_run_dir, write_json
 #: extra rows of the bench (real-run figures the simulator has no equivalent for)
 BENCH_ROWS: tuple[tuple[str, str, str], ...] = (
     ("requeued_jobs", "requeued jobs", "d"),
-    ("requeue_holds_released", "holds scaled", "d"),
+    ("requeue_holds_released", "holds released", "d"),
     ("emulation_rel_error_mean", "emul. err mean", ".1%"),
     ("emulation_rel_error_max", "emul. err max", ".1%"),
     ("wall_seconds", "real s", ".0f"),
@@ -62,7 +62,8 @@ def results_table(docs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
 @click.option("--dir", "state_dir", type=click.Path(file_okay=False), default=None, help="Testbed state directory.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Testbed description.")
 @click.option("--unscaled-requeue-hold", is_flag=True,
-              help="Leave Slurm's 121 s hold of requeued jobs as it is (default: scale it by 1/S like every duration).")
+              help="Leave Slurm's 121 s hold of requeued jobs as it is (default: the controller releases "
+                   "the jobs it requeues, release_requeue_hold = true).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
 def bench(trace: str, time_scale: float, policy: str, json_out: str | None, round_s: float,
           timeout_s: float | None, run_dir: str | None, throughputs: str | None, solver: str | None,

@@ -65,6 +65,8 @@ def _call(port: SlurmPort, action: Action, job: SlurmJob | None) -> None:
         port.set_priority(action.job, int(action.after))
     elif k == "requeue":
         port.requeue(action.job)
+    elif k == "release_hold":
+        port.update_job(action.job, {"StartTime": "now"})
     else:  # pragma: no cover - diff only produces the kinds above
         raise ValueError(f"unknown action kind {k!r}")
 
@@ -84,6 +86,7 @@ def apply(
     accounts = {a.name: a for a in snapshot.accounts}
     results: list[ActionResult] = []
     gone: set[str] = set()
+    not_requeued: set[str] = set()
     failed_qos: set[str] = set()
     unavailable = ""
     for action in actions:
@@ -92,6 +95,9 @@ def apply(
             continue
         if action.job and action.job in gone:
             results.append(ActionResult(action, False, True, "job ended"))
+            continue
+        if action.job in not_requeued and action.params.get("after_requeue"):
+            results.append(ActionResult(action, False, True, "not requeued: still running"))
             continue
         if action.kind == "set_job_qos" and action.params.get("qos") in failed_qos:
             results.append(ActionResult(action, False, False, "not attempted: its QOS could not be set up"))
@@ -126,6 +132,8 @@ def apply(
             result = ActionResult(action, False, False, str(exc))
         else:
             result = ActionResult(action, True)
+        if action.kind == "requeue" and not result.applied:
+            not_requeued.add(action.job)
         results.append(result)
         if on_result:
             on_result(result)

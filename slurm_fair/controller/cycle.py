@@ -97,6 +97,8 @@ class Settings:
     accounts: tuple[str, ...] = ()
     total_limit: bool = True
     pin_gres_type: bool = False
+    min_run_s: float = 0.0
+    release_requeue_hold: bool = False
 
     @classmethod
     def from_config(cls, config: Config) -> "Settings":
@@ -107,6 +109,7 @@ class Settings:
             Path(c["state_dir"]), Path(c["audit_log"]), t["class_table"],
             {name: float(spec["weight"]) for name, spec in config.tenants.items()},
             tuple(str(a) for a in c["accounts"]), bool(c["total_limit"]), bool(c["pin_gres_type"]),
+            float(c["min_run_s"]), bool(c["release_requeue_hold"]),
         )
 
 
@@ -311,12 +314,13 @@ def _cycle(
                 base_nice = {j: o.nice for j, o in originals.items()}
                 settings = PlanSettings(
                     s.slack, s.order, s.round_s, ptypes, type_partitions(snapshot.nodes), retype_ok,
-                    s.total_limit,
+                    s.total_limit, s.min_run_s or None, s.release_requeue_hold,
                 )
                 plan = make_plan(
                     snapshot, built.problem, allocation, placement.types, placement.priority,
                     built.fixed_type, base_nice, settings, round_boundary,
                     {j: o.partition for j, o in originals.items() if o.partition},
+                    store.last_requeues(),
                 )
                 plan = _with_idle_tenants(plan, store, snapshot, s.slack, s.total_limit)
                 for job_id, k in sorted(dict(plan.info.get("unsteered", {})).items()):
@@ -357,6 +361,11 @@ def _cycle(
             audit.write([
                 {"ts": clock(), "cycle": res.cycle_id, "dry_run": False, **r.to_dict()} for r in res.results
             ])
+            requeue_for = dict(plan.info.get("requeue_for", {})) if plan is not None else {}
+            for r in res.results:
+                if r.applied and r.action.kind == "requeue":
+                    store.record_requeue(r.action.job, res.cycle_id, now, r.action.before,
+                                         requeue_for.get(r.action.job, ()))
             if allocation is not None and placement is not None:
                 _record_decisions(store, res, snapshot, built, allocation, placement.types, placement.priority, plan)
                 if round_boundary:
@@ -394,7 +403,8 @@ def _with_idle_tenants(plan: Plan, store: StateStore, snapshot: Snapshot, slack:
     tenants = dict(plan.tenants)
     for t, lim in limits.items():
         tenants[t] = TenantPlan(t, qos_name(t), lim, {}, {}, 1.0)
-    return Plan(tenants, plan.jobs, plan.requeue, plan.gpu_types, plan.policy, plan.status, plan.info)
+    return Plan(tenants, plan.jobs, plan.requeue, plan.gpu_types, plan.policy, plan.status, plan.info,
+                plan.release)
 
 
 def _record_decisions(

@@ -7,7 +7,9 @@ persisted) shows up as a difference again and is re-applied next cycle.
 Actions come out in a safe order: QOS limits first, then attaching the QOS to accounts (a job
 may only be moved to a QOS its account allows), then per job QOS, partition (the default way a
 job is steered to its GPU type), gres type (only with ``pin_gres_type``) and order, and requeues
-last (they are the only action on running jobs).
+last (they are the only action on running jobs). A requeued job is pending once its requeue
+returns, so its own settings (QOS, partition, type, order) follow the requeue, and then, with
+``[controller].release_requeue_hold``, its release from Slurm's requeue hold (``release_hold``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from .plan import TOTAL_KEY, Plan, is_gpu_tres
 
 #: execution order of action kinds
 KIND_ORDER = ("ensure_qos", "attach_qos", "set_job_qos", "set_partition", "set_gpu_type", "set_nice",
-              "set_priority", "requeue")
+              "set_priority", "requeue", "release_hold")
+#: Slurm's reason for a job waiting for its begin time (a requeued job's hold)
+BEGIN_TIME = "BeginTime"
 
 
 @dataclass(frozen=True)
@@ -70,25 +74,39 @@ def diff(plan: Plan, snapshot: Snapshot) -> list[Action]:
             actions.append(Action("attach_qos", t, before=before, after={"default": tp.qos},
                                   params={"qos": tp.qos, "account": t}))
     jobs = {j.job_id: j for j in snapshot.jobs}
+    requeued = {j for j in plan.requeue if jobs.get(j) is not None and jobs[j].running}
     for job_id, jp in sorted(plan.jobs.items(), key=lambda kv: kv[1].rank):
         sj = jobs.get(job_id)
-        if sj is None or not sj.pending:
+        if sj is None or not (sj.pending or (jp.requeued and job_id in requeued)):
             continue
+        after = {"after_requeue": True} if sj.running else {}
         if sj.qos != jp.qos:
-            actions.append(Action("set_job_qos", jp.tenant, job_id, sj.qos, jp.qos, {"qos": jp.qos}))
+            actions.append(Action("set_job_qos", jp.tenant, job_id, sj.qos, jp.qos, {"qos": jp.qos, **after}))
         if jp.partition and sj.partition != jp.partition:
             actions.append(Action("set_partition", jp.tenant, job_id, sj.partition, jp.partition,
-                                  {"partition": jp.partition}))
+                                  {"partition": jp.partition, **after}))
         current_type = sj.gpu_request.gpu_type if sj.gpu_request else None
         if jp.gpu_type and current_type != jp.gpu_type:
             raw = sj.gpu_request.raw if sj.gpu_request else ""
-            actions.append(Action("set_gpu_type", jp.tenant, job_id, raw or current_type, jp.gpu_type))
+            actions.append(Action("set_gpu_type", jp.tenant, job_id, raw or current_type, jp.gpu_type, after))
         if jp.nice is not None and sj.nice != jp.nice:
-            actions.append(Action("set_nice", jp.tenant, job_id, sj.nice, jp.nice))
+            actions.append(Action("set_nice", jp.tenant, job_id, sj.nice, jp.nice, after))
         if jp.priority is not None and sj.priority != jp.priority:
-            actions.append(Action("set_priority", jp.tenant, job_id, sj.priority, jp.priority))
+            actions.append(Action("set_priority", jp.tenant, job_id, sj.priority, jp.priority, after))
     for job_id in plan.requeue:
         sj = jobs.get(job_id)
         if sj is not None and sj.running:
             actions.append(Action("requeue", sj.account, job_id, sj.gpu_type_running, "PENDING"))
-    return sorted(actions, key=lambda a: KIND_ORDER.index(a.kind))
+    for job_id in plan.release:
+        sj = jobs.get(job_id)
+        if sj is not None and (job_id in requeued or (sj.pending and sj.reason == BEGIN_TIME)):
+            actions.append(Action("release_hold", sj.account, job_id, BEGIN_TIME, "now",
+                                  {"after_requeue": True} if job_id in requeued else {}))
+    return sorted(actions, key=_order)
+
+
+def _order(a: Action) -> tuple[int, int]:
+    """Execution order: every change to pending jobs and the requeues first, then what a
+    requeued job gets once it is pending again (its settings, then its release)."""
+    late = bool(a.params.get("after_requeue")) or a.kind == "release_hold"
+    return (1 if late else 0, KIND_ORDER.index(a.kind))

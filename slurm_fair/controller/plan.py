@@ -38,9 +38,22 @@ limit of ``ceil(slack * C_k)`` (0 when strict), because a missing limit would me
   plan exactly, but it freezes multifactor priority for those jobs (Slurm stops updating it
   until ``revert``), and ranks move whenever jobs arrive, so it writes more.
 
-**Time-sharing** (opt-in: ``--requeue`` plus ``fair:preemptible``): at a round boundary, a
-running opted-in job that has run at least one round and that this round's placement does not
-keep on its type is requeued. Jobs are never cancelled.
+**Time-sharing** (opt-in: ``--requeue`` plus ``fair:preemptible``, :func:`choose_requeues`):
+at a round boundary a running opted-in job is requeued only when that makes room for what the
+plan wants this round, i.e. all of
+
+1. the placement does not run it, or runs it on another type;
+2. a pending job that the placement runs this round on the type it holds, and that is sent to
+   that type in this same cycle (steered to the type's partition, pinned, or of that type
+   anyway), cannot start in the GPUs already free there, and *can* start once this job's
+   GPUs are freed (the fewest such jobs are chosen, on one node for a single-node gang);
+3. it has run at least ``min_run_s`` (default one round) since it last started or was last
+   requeued by us (hysteresis).
+
+Otherwise it keeps running (work-conserving). A job the placement runs on the type it holds is
+never requeued, so a job is never requeued only to be restarted on the same type. A requeued job
+is then planned like a pending one in the same cycle (partition of its planned type, its place in
+line) and, with ``release_hold``, released from Slurm's requeue hold. Jobs are never cancelled.
 """
 
 from __future__ import annotations
@@ -92,6 +105,14 @@ class PlanSettings:
     pin_gres: bool = False
     #: add the untyped total ``gres/gpu`` to every tenant's limits
     total_limit: bool = False
+    #: hysteresis: a job is requeued only after running this long (None or 0: one round)
+    min_run_s: float | None = None
+    #: release requeued jobs from Slurm's requeue hold (BeginTime) in the same cycle
+    release_hold: bool = False
+
+    @property
+    def min_run(self) -> float:
+        return float(self.min_run_s) if self.min_run_s else float(self.round_s)
 
 
 @dataclass(frozen=True)
@@ -124,6 +145,8 @@ class JobPlan:
     partition: str | None = None
     #: the type the job is meant to run on (fixed or chosen), whichever way it is enforced
     planned_type: str | None = None
+    #: a running job requeued this cycle: these settings are applied right after the requeue
+    requeued: bool = False
 
 
 @dataclass(frozen=True)
@@ -137,6 +160,8 @@ class Plan:
     policy: str = ""
     status: str = "optimal"
     info: Mapping[str, Any] = field(default_factory=dict)
+    #: requeued jobs to release from Slurm's requeue hold right after their requeue
+    release: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tenants", frozen_map(self.tenants))
@@ -145,7 +170,7 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         return {
             "policy": self.policy, "status": self.status, "gpu_types": list(self.gpu_types),
-            "requeue": list(self.requeue), "info": dict(self.info),
+            "requeue": list(self.requeue), "release": list(self.release), "info": dict(self.info),
             "tenants": {t: _fields(p) for t, p in self.tenants.items()},
             "jobs": {j: _fields(p) for j, p in self.jobs.items()},
         }
@@ -157,12 +182,13 @@ class Plan:
             jobs={j: JobPlan(**p) for j, p in d.get("jobs", {}).items()},
             requeue=tuple(d.get("requeue", ())), gpu_types=tuple(d.get("gpu_types", ())),
             policy=d.get("policy", ""), status=d.get("status", ""), info=d.get("info", {}),
+            release=tuple(d.get("release", ())),
         )
 
     def restricted_to(self, live_jobs: set[str]) -> "Plan":
         """The same plan for the jobs that still exist (re-using a last good plan)."""
         return Plan(
-            self.tenants, {j: p for j, p in self.jobs.items() if j in live_jobs}, (),
+            self.tenants, {j: p for j, p in self.jobs.items() if j in live_jobs and not p.requeued}, (),
             self.gpu_types, self.policy, self.status, self.info,
         )
 
@@ -220,9 +246,11 @@ def make_plan(
     settings: PlanSettings,
     round_boundary: bool,
     base_partition: Mapping[str, str] | None = None,
+    last_requeued: Mapping[str, float] | None = None,
 ) -> Plan:
     """The desired state for this cycle (pure; see the module docstring). ``base_partition``:
-    the partition each job had before our first change (where an unsteerable job goes back)."""
+    the partition each job had before our first change (where an unsteerable job goes back);
+    ``last_requeued``: when the controller last requeued each job (epoch seconds)."""
     base_partition = base_partition or {}
     capacity = {k: int(c) for k, c in problem.gpu_types.items()}
     by_id = {j.job_id: j for j in snapshot.jobs}
@@ -248,6 +276,41 @@ def make_plan(
         )
 
     pending = [by_id[j] for j in pjobs if j in by_id and by_id[j].pending]
+    jobs, unsteered = _job_plans(pending, by_id, pjobs, allocation, placed_types, deficit, fixed_type,
+                                 base_nice, settings, capacity, base_partition)
+
+    requeue: list[str] = []
+    requeue_for: dict[str, list[str]] = {}
+    if round_boundary:
+        requeue_for = choose_requeues(
+            snapshot, problem, placed_types, jobs, settings, deficit, last_requeued or {},
+        )
+        requeue = sorted(requeue_for)
+    if requeue:
+        # a requeued job is pending as soon as the requeue returns: plan it like one (its type,
+        # partition and place in line), so it does not simply restart where it was
+        jobs, unsteered = _job_plans(
+            pending + [by_id[j] for j in requeue], by_id, pjobs, allocation, placed_types, deficit,
+            fixed_type, base_nice, settings, capacity, base_partition, requeued=set(requeue),
+        )
+    info: dict[str, Any] = {}
+    if unsteered:
+        info["unsteered"] = unsteered
+    if requeue_for:
+        info["requeue_for"] = requeue_for
+    return Plan(
+        tenants, jobs, tuple(requeue), tuple(sorted(capacity)), allocation.policy,
+        allocation.status, info, tuple(requeue) if settings.release_hold else (),
+    )
+
+
+def _job_plans(
+    queue: list[SlurmJob], by_id: Mapping[str, SlurmJob], pjobs: Mapping[str, Any], allocation: Allocation,
+    placed_types: Mapping[str, str], deficit: Mapping[str, float], fixed_type: Mapping[str, str],
+    base_nice: Mapping[str, int], settings: PlanSettings, capacity: Mapping[str, int],
+    base_partition: Mapping[str, str], requeued: frozenset[str] | set[str] = frozenset(),
+) -> tuple[dict[str, JobPlan], dict[str, str]]:
+    """Type, enforcement and place in line of every job of ``queue`` (pending, or requeued now)."""
     # place in line: this round's jobs first, then by deficit, then first come first served
     def line_key(sj: SlurmJob) -> tuple:
         submitted = sj.submit_time.timestamp() if sj.submit_time else 0.0
@@ -256,7 +319,7 @@ def make_plan(
 
     jobs: dict[str, JobPlan] = {}
     unsteered: dict[str, str] = {}
-    for rank, sj in enumerate(sorted(pending, key=line_key), start=1):
+    for rank, sj in enumerate(sorted(queue, key=line_key), start=1):
         placed = sj.job_id in placed_types
         gpu_type = partition = None
         planned = fixed_type.get(sj.job_id)
@@ -278,19 +341,156 @@ def make_plan(
         else:
             priority = (PRIORITY_TOP if placed else PRIORITY_REST) - rank
         jobs[sj.job_id] = JobPlan(sj.job_id, sj.account, qos_name(sj.account), gpu_type, rank, placed,
-                                  nice, priority, partition, planned)
+                                  nice, priority, partition, planned, sj.job_id in requeued)
+    return jobs, unsteered
 
-    requeue: list[str] = []
-    if round_boundary:
-        now = snapshot.taken_at.timestamp()
-        for j in problem.jobs:
-            sj = by_id.get(j.id)
-            if sj is None or not sj.running or not preemptible(sj):
-                continue
-            ran = now - sj.start_time.timestamp() if sj.start_time else 0.0
-            if ran >= settings.round_s and placed_types.get(j.id) != sj.gpu_type_running:
-                requeue.append(j.id)
-    return Plan(
-        tenants, jobs, tuple(sorted(requeue)), tuple(sorted(capacity)), allocation.policy,
-        allocation.status, {"unsteered": unsteered} if unsteered else {},
+
+#: pending reasons under which a job cannot start now, whatever GPUs are free
+NOT_STARTABLE = ("JobHeldUser", "JobHeldAdmin", "Dependency", "DependencyNeverSatisfied", "BeginTime",
+                 "ReqNodeNotAvail", "PartitionDown", "PartitionInactive", "AssocMaxJobsLimit")
+
+
+def sent_to(jp: JobPlan, k: str, settings: PlanSettings) -> bool:
+    """Whether this cycle's plan sends a pending job to type ``k`` (so it will take GPUs freed
+    there): its type is pinned, or it is steered to ``k``'s partition, or it can run on ``k``
+    only (a fixed type: the plan leaves partition and request as they are)."""
+    if jp.planned_type != k:
+        return False
+    if jp.gpu_type == k:
+        return True
+    if jp.partition is None:
+        return True
+    return jp.partition == settings.type_partition.get(k)
+
+
+def _gpus_on_nodes(sj: SlurmJob) -> dict[str, int]:
+    """GPUs a running job holds on each of its nodes."""
+    req = sj.gpu_request
+    if req is None or not sj.nodes:
+        return {}
+    if req.per == "node":
+        return {n: req.count for n in sj.nodes}
+    share, extra = divmod(req.total, len(sj.nodes))
+    return {n: share + (1 if i < extra else 0) for i, n in enumerate(sj.nodes)}
+
+
+def choose_requeues(
+    snapshot: Snapshot,
+    problem: Problem,
+    placed_types: Mapping[str, str],
+    jobs: Mapping[str, JobPlan],
+    settings: PlanSettings,
+    deficit: Mapping[str, float],
+    last_requeued: Mapping[str, float],
+) -> dict[str, list[str]]:
+    """Running opted-in jobs to requeue at this round boundary -> the pending jobs they make
+    room for (the rule of the module docstring, "Time-sharing"; pure).
+
+    Free GPUs are counted per node and type: a node's GPUs minus the larger of what Slurm says
+    is used and what the snapshot's running jobs hold. The pending jobs this round's placement
+    runs and that this cycle sends to the type are served in their place in line; each takes
+    free GPUs (the fullest node that fits, like Slurm's best fit) or, when none fit, the GPUs of
+    the fewest eligible running jobs on one node (those furthest ahead of their allocation —
+    lowest deficit priority — first). A pending job that could not start even then frees nothing.
+    """
+    now = snapshot.taken_at.timestamp()
+    by_id = {j.job_id: j for j in snapshot.jobs}
+    in_problem = {j.id for j in problem.jobs}
+    free: dict[tuple[str, str], int] = {}
+    held: dict[tuple[str, str], int] = {}
+    for sj in snapshot.jobs:
+        if sj.running and sj.gpu_type_running:
+            for n, g in _gpus_on_nodes(sj).items():
+                held[(n, sj.gpu_type_running)] = held.get((n, sj.gpu_type_running), 0) + g
+    nodes_of: dict[str, list[str]] = {}
+    for node in snapshot.nodes:
+        if not node.schedulable:
+            continue
+        for k, total in node.gpus_total.items():
+            used = max(int(node.gpus_used.get(k, 0)), held.get((node.name, k), 0))
+            free[(node.name, k)] = max(int(total) - used, 0)
+            nodes_of.setdefault(k, []).append(node.name)
+
+    # eligible running jobs, by type: opted in, not kept on their type, run long enough
+    candidates: dict[str, list[SlurmJob]] = {}
+    for sj in snapshot.jobs:
+        k = sj.gpu_type_running
+        if not sj.running or not k or sj.job_id not in in_problem or not preemptible(sj):
+            continue
+        if placed_types.get(sj.job_id) == k:
+            continue  # the plan runs it where it is: never requeued just to restart
+        since = max(sj.start_time.timestamp() if sj.start_time else now, last_requeued.get(sj.job_id, -math.inf))
+        if now - since < settings.min_run - 1e-6:
+            continue
+        candidates.setdefault(k, []).append(sj)
+    if not candidates:
+        return {}
+    for k in candidates:
+        candidates[k].sort(key=lambda sj: (
+            round(deficit.get(sj.job_id, 0.0), 9),
+            sj.start_time.timestamp() if sj.start_time else now, sj.job_id))
+
+    takers = sorted(
+        (jp for jp in jobs.values()
+         if not jp.requeued and jp.job_id in placed_types and jp.job_id in by_id
+         and by_id[jp.job_id].pending and by_id[jp.job_id].reason not in NOT_STARTABLE
+         and sent_to(jp, placed_types[jp.job_id], settings)),
+        key=lambda jp: jp.rank,
     )
+    chosen: dict[str, list[str]] = {}
+    for jp in takers:
+        k = placed_types[jp.job_id]
+        req = by_id[jp.job_id].gpu_request
+        g = req.total if req else 0
+        names = nodes_of.get(k, [])
+        if g <= 0 or not names:
+            continue
+        fitting = [n for n in names if free[(n, k)] >= g]
+        if fitting:
+            n = min(fitting, key=lambda n: (free[(n, k)], n))
+            free[(n, k)] -= g
+            continue
+        pool = [sj for sj in candidates.get(k, []) if sj.job_id not in chosen]
+        if g <= max(int(node.gpus_total.get(k, 0)) for node in snapshot.nodes if node.name in names):
+            # a single-node gang: the node where the fewest requeues make room
+            best: tuple[int, int, str] | None = None
+            pick: list[SlurmJob] = []
+            for n in names:
+                have, take = free[(n, k)], []
+                for sj in pool:
+                    on = _gpus_on_nodes(sj).get(n, 0)
+                    if on and have < g:
+                        have += on
+                        take.append(sj)
+                if have >= g:
+                    key = (len(take), sum(_gpus_on_nodes(sj).get(n, 0) for sj in take), n)
+                    if best is None or key < best:
+                        best, pick = key, take
+            if best is None:
+                continue
+            target = best[2]
+        else:
+            # a gang over several nodes: count the type as a whole
+            have, pick = sum(free[(n, k)] for n in names), []
+            for sj in pool:
+                if have >= g:
+                    break
+                have += sum(_gpus_on_nodes(sj).values())
+                pick.append(sj)
+            if have < g:
+                continue
+            target = None
+        for sj in pick:
+            chosen[sj.job_id] = [jp.job_id]
+            for n, on in _gpus_on_nodes(sj).items():
+                free[(n, k)] = free.get((n, k), 0) + on
+        if target is not None:
+            free[(target, k)] -= g
+        else:
+            need = g
+            for n in sorted(names, key=lambda n: -free[(n, k)]):
+                use = min(need, free[(n, k)])
+                free[(n, k)] -= use
+                need -= use
+    # a requeued job may have freed more than its taker needed: later takers used the rest
+    return chosen

@@ -68,6 +68,9 @@ CREATE TABLE IF NOT EXISTS managed_qos (
     name TEXT PRIMARY KEY, account TEXT NOT NULL, created_at REAL NOT NULL,
     existed_before INTEGER NOT NULL, account_had_qos INTEGER NOT NULL,
     prev_default_qos TEXT NOT NULL, prev_grp_tres_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS requeues (
+    job_id TEXT NOT NULL, cycle_id TEXT NOT NULL, at REAL NOT NULL, from_type TEXT,
+    for_jobs_json TEXT NOT NULL DEFAULT '[]', PRIMARY KEY (job_id, cycle_id));
 CREATE INDEX IF NOT EXISTS job_cycle_job ON job_cycle (job_id);
 """
 
@@ -245,6 +248,23 @@ class StateStore:
 
     def jobs_seen(self) -> dict[str, dict[str, Any]]:
         return {r["job_id"]: dict(r) for r in self._exec("SELECT * FROM job_seen")}
+
+    # --- requeues (time-sharing) --------------------------------------------------------------
+    def record_requeue(self, job_id: str, cycle_id: str, at: float, from_type: str | None,
+                       for_jobs: Iterable[str] = ()) -> None:
+        """A requeue the controller applied: when, from which type, for which pending jobs."""
+        self._many(
+            "INSERT OR REPLACE INTO requeues (job_id, cycle_id, at, from_type, for_jobs_json) VALUES (?, ?, ?, ?, ?)",
+            [(job_id, cycle_id, at, from_type, json.dumps(sorted(for_jobs)))],
+        )
+
+    def last_requeues(self) -> dict[str, float]:
+        """Job -> when the controller last requeued it (the hysteresis clock)."""
+        return {r["job_id"]: float(r["at"]) for r in
+                self._exec("SELECT job_id, MAX(at) AS at FROM requeues GROUP BY job_id")}
+
+    def requeues_of(self, job_id: str) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._exec("SELECT * FROM requeues WHERE job_id = ? ORDER BY at", (job_id,))]
 
     # --- throughput estimates -----------------------------------------------------------------
     def estimates(self) -> dict[str, dict[str, float]]:

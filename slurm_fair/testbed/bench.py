@@ -21,8 +21,10 @@ What one run does (issue 6, "Real-cluster benchmark"):
 
 Requeues: Slurm holds a requeued job for ``CredExpire + 1`` = 121 real seconds before it may
 start again (reason ``BeginTime``). Unscaled, that hold would last ``121 * S`` trace seconds
-(2 hours at ``S = 60``), so by default the bench releases its own requeued jobs after ``121 / S``
-real seconds (``scontrol update StartTime=now``), which is what the hold is on a real cluster.
+(2 hours at ``S = 60``), so by default the controller's configuration for the run sets
+``[controller].release_requeue_hold = true``: the controller releases each job it requeues in the
+same cycle, once the job is steered and back in line (``scontrol update StartTime=now``). The
+controller is the one place that does this; ``--unscaled-requeue-hold`` leaves Slurm's hold.
 
 Time: ``t0`` is a whole wall-clock second (sacct stores whole seconds, so arrival 0 is recorded
 as exactly 0). One real second is ``S`` trace seconds: Slurm's scheduling latency (about a
@@ -85,7 +87,8 @@ class BenchSpec:
     solver: str | None = None
     throughputs: str | None = None
     python: str = sys.executable
-    #: scale Slurm's requeue hold (121 real s) by the time scale like every other duration
+    #: let the controller release the jobs it requeues (``release_requeue_hold``) instead of
+    #: leaving Slurm's 121 real s hold, which would be ``121 * S`` trace seconds
     scale_requeue_hold: bool = True
 
     @property
@@ -212,6 +215,7 @@ def controller_config(spec: BenchSpec, cluster: str, weights: Mapping[str, float
         f"interval_s = {spec.interval_real_s!r}",
         f"round_s = {spec.interval_real_s!r}",
         f"time_limit_s = {max(1.0, spec.interval_real_s)!r}",
+        f"release_requeue_hold = {'true' if spec.scale_requeue_hold else 'false'}",
         f"state_dir = {json.dumps(str(spec.run_dir / 'controller'))}",
         f"audit_log = {json.dumps(str(spec.run_dir / 'controller' / 'audit.jsonl'))}",
         "",
@@ -377,32 +381,6 @@ class Bench:
         polled = self._poll(ids)
         return set(ids) if polled is None else set(polled)
 
-    def _scale_requeue_holds(self, polled: Mapping[str, tuple[str, str]], held_since: dict[str, float]) -> int:
-        """Release requeued jobs after ``121 / S`` real seconds instead of Slurm's 121.
-
-        Slurm keeps a requeued batch job pending (reason BeginTime) for CredExpire + 1 seconds.
-        On a real cluster that is a third of a 360 s round; unscaled it would be ``S`` times
-        longer in trace time. The bench jobs never ask for a begin time themselves, so a bench job
-        pending for BeginTime is a requeued one. Returns the number of jobs released.
-        """
-        now = self.clock()
-        released = 0
-        for job_id, (state, reason) in polled.items():
-            if state != "PENDING" or reason != "BeginTime":
-                held_since.pop(job_id, None)
-                continue
-            first = held_since.setdefault(job_id, now)
-            if first < 0:  # released, squeue may still show the old reason for a moment
-                if now + first < 2.0:
-                    continue
-                first = held_since[job_id] = now
-            if now - first >= SLURM_REQUEUE_HOLD_S / self.spec.time_scale:
-                proc = self.tb.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], timeout=30, check=False)
-                if proc.returncode == 0:
-                    released += 1
-                    held_since[job_id] = -now
-        return released
-
     def _cancel(self, ids: Sequence[str]) -> None:
         if ids:
             self.tb.run(["scancel", *ids], timeout=30, check=False)
@@ -462,7 +440,7 @@ class Bench:
     def _controller_cycles(self) -> dict[str, Any]:
         """Counts from the controller's --json output lines (one JSON object per cycle)."""
         path = self.spec.run_dir / "controller.log"
-        cycles = ok = requeues = retypes = 0
+        cycles = ok = requeues = retypes = released = 0
         seconds: list[float] = []
         if path.is_file():
             for line in path.read_text(errors="replace").splitlines():
@@ -480,7 +458,10 @@ class Bench:
                         requeues += 1
                     if a.get("applied") and a.get("kind") == "set_gpu_type":
                         retypes += 1
+                    if a.get("applied") and a.get("kind") == "release_hold":
+                        released += 1
         return {"cycles": cycles, "cycles_ok": ok, "requeues": requeues, "gpu_type_pins": retypes,
+                "requeue_holds_released": released,
                 "cycle_seconds_mean": (sum(seconds) / len(seconds)) if seconds else None,
                 "cycle_seconds_max": max(seconds, default=None)}
 
@@ -510,8 +491,6 @@ class Bench:
         submitted: dict[str, BenchJob] = {}
         timed_out = False
         last_poll = 0.0
-        held_since: dict[str, float] = {}
-        self.holds_released = 0
         try:
             while True:
                 now = self.clock()
@@ -522,11 +501,8 @@ class Bench:
                 if submitted and now - last_poll >= 0.5:
                     last_poll = now
                     polled = self._poll(set(submitted))
-                    if polled is not None:
-                        if not pending and not polled:
-                            break
-                        if spec.scale_requeue_hold:
-                            self.holds_released += self._scale_requeue_holds(polled, held_since)
+                    if polled is not None and not pending and not polled:
+                        break
                 if now - t0 > timeout:
                     timed_out = True
                     break
@@ -559,7 +535,8 @@ class Bench:
         metrics["emulation_rel_error_mean"] = sum(abs_err) / len(abs_err) if abs_err else None
         metrics["emulation_rel_error_max"] = max(abs_err, default=None)
         metrics["requeued_jobs"] = sum(1 for c in cks.values() if c.runs > 1)
-        metrics["requeue_holds_released"] = self.holds_released
+        cycles_info = self._controller_cycles() if spec.policy else None
+        metrics["requeue_holds_released"] = cycles_info["requeue_holds_released"] if cycles_info else 0
         metrics["wall_seconds"] = end_wall - t0
         doc = {
             "bench": {
@@ -568,10 +545,9 @@ class Bench:
                 "tenant_map": mapping, "weights": weights, "cluster": self.tb.config.cluster_name,
                 "capacity": self.capacity, "started_at": datetime.fromtimestamp(t0).isoformat(),
                 "timed_out": timed_out, "run_dir": str(spec.run_dir),
-                "requeue_hold_real_s": (SLURM_REQUEUE_HOLD_S / spec.time_scale if spec.scale_requeue_hold
-                                        else SLURM_REQUEUE_HOLD_S),
-                "controller": ({**self._controller_cycles(), "exit_code": ctl_rc, "revert": reverted}
-                               if spec.policy else None),
+                "requeue_hold_real_s": 0.0 if spec.scale_requeue_hold else SLURM_REQUEUE_HOLD_S,
+                "controller": ({**cycles_info, "exit_code": ctl_rc, "revert": reverted}
+                               if cycles_info is not None else None),
                 "units": "trace seconds (real seconds x time_scale); sacct resolution 1 s real",
             },
             "metrics": metrics,

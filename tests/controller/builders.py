@@ -45,7 +45,11 @@ def job(
     started: datetime | None = None,
     per: str = "node",
     partition: str = "gpu",
+    on_node: str | None = None,
+    reason: str = "",
 ) -> SlurmJob:
+    """A job; a running one is on ``on_node`` (default: the first node of its type,
+    ``<type>-1`` as :func:`cluster` names them)."""
     spec = f"gres:gpu:{gpu_type}:{gpus}" if gpu_type else f"gres:gpu:{gpus}"
     field = "TresPerJob" if per == "job" else "TresPerNode"
     return SlurmJob(
@@ -55,7 +59,8 @@ def job(
         priority=1000, nice=nice,
         gpu_request=GpuRequest(gpus, gpu_type, per, 1, f"{field}={spec}"),
         gpu_type_running=running_on if state == "RUNNING" else None,
-        comment=comment, requeue=requeue,
+        comment=comment, requeue=requeue, reason=reason,
+        nodes=((on_node or f"{running_on}-1"),) if state == "RUNNING" and running_on else (),
     )
 
 

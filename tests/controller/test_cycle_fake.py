@@ -219,8 +219,11 @@ def test_preemptible_job_is_requeued_only_at_round_boundaries(tmp_path, fake):
     fake.start(stuck, "k80-1", "k80")  # running, not opted in
     fake.now += timedelta(hours=1)
 
+    waiting = fake.submit("bob", "--gres=gpu:4", hold=False)
+
     def keep_none(problem, allocation, received=None, prev=None):
-        return Placement(types={})
+        # this round runs the waiting job on v100, where the opted-in job holds every GPU
+        return Placement(types={waiting: "v100"})
 
     # the first cycle is a round boundary: the opted-in job is requeued, the other is not
     res = run_cycle(fake, config, place=keep_none)

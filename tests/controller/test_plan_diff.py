@@ -110,10 +110,13 @@ def test_requeue_only_opted_in_jobs_at_round_boundaries():
         job("4", "a", state="RUNNING", running_on="v100", requeue=True, comment="fair:preemptible",
             started=T0 - timedelta(seconds=10)),  # too recent
     ]
-    snap = snapshot(cluster(v100=4), jobs)
-    assert plan_for(snap, {}, {}, boundary=True).requeue == ("1",)
-    assert plan_for(snap, {}, {}, boundary=False).requeue == ()
-    assert plan_for(snap, {}, {"1": "v100"}, boundary=True).requeue == ()
+    # a pending job the placement runs on v100 needs the GPU (v100 is full with the four)
+    snap = snapshot(cluster(v100=4), jobs + [job("5", "b")])
+    assert plan_for(snap, {}, {"5": "v100"}, boundary=True).requeue == ("1",)
+    assert plan_for(snap, {}, {"5": "v100"}, boundary=False).requeue == ()
+    assert plan_for(snap, {}, {"1": "v100", "5": "v100"}, boundary=True).requeue == ()
+    # nobody needs its GPU: it keeps running (work-conserving)
+    assert plan_for(snap, {}, {}, boundary=True).requeue == ()
 
 
 @settings(max_examples=200, deadline=None)

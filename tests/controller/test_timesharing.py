@@ -1,0 +1,349 @@
+"""Time-sharing: when a running opted-in job is requeued at a round boundary (plan.choose_requeues).
+
+The rule (docs/controller.md, "Time-sharing"): only when the round's placement does not run it
+on the type it holds, a pending job that the placement runs on that type and that this cycle
+sends there cannot start without its GPUs, and it has run at least the minimum run time.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from slurm_fair.controller.cycle import run_cycle
+from slurm_fair.controller.diff import diff
+from slurm_fair.controller.plan import NICE_BACK, make_plan, sent_to
+from slurm_fair.model import Allocation
+
+from .builders import T0, cluster, job, snapshot
+from .conftest import make_config
+from .test_plan_diff import problem_of, steering
+
+OLD = T0 - timedelta(hours=1)
+PRE = {"requeue": True, "comment": "fair:preemptible"}
+
+
+def run(jid, account="a", on="k80", gpus=1, started=OLD, node=None, **kw):
+    """A running opted-in job."""
+    return job(jid, account, gpus=gpus, state="RUNNING", running_on=on, started=started, on_node=node,
+               **{**PRE, **kw})
+
+
+def requeues(snap, placed, *, boundary=True, s=None, last=None, deficit=None, x=None):
+    prob = problem_of(snap)
+    s = s or steering(snap)
+    plan = make_plan(snap, prob, Allocation("test", x or {}), placed, deficit or {}, {}, {}, s, boundary,
+                     None, last or {})
+    return plan
+
+
+# --- scenario table ------------------------------------------------------------------------------
+K80_FULL = [run("A"), run("B"), run("C"), run("D")]  # one 4-GPU k80 node, full
+SCENARIOS = [
+    # (name, jobs, placement, expected requeues)
+    ("the k80->k80 loop: planned on the type it runs on, never requeued",
+     K80_FULL + [job("P", "b")], {"A": "k80", "B": "k80", "C": "k80", "D": "k80", "P": "k80"}, ()),
+    ("not placed but nobody pending: keeps running (work-conserving)",
+     K80_FULL, {}, ()),
+    ("a pending job placed on another type does not need k80 GPUs",
+     K80_FULL + [job("P", "b")], {"P": "v100"}, ()),
+    ("a pending job placed on k80 but not this round's: no taker",
+     K80_FULL + [job("P", "b")], {"B": "k80", "C": "k80", "D": "k80"}, ()),
+    ("a pending job placed on k80 that fits in the free GPUs",
+     K80_FULL[:3] + [job("P", "b")], {"P": "k80"}, ()),
+    ("a held pending job cannot take the GPUs",
+     K80_FULL + [job("P", "b", reason="JobHeldUser")], {"P": "k80", "B": "k80", "C": "k80", "D": "k80"}, ()),
+    ("a requeued job still in Slurm's hold cannot take the GPUs",
+     K80_FULL + [job("P", "b", reason="BeginTime")], {"P": "k80", "B": "k80", "C": "k80", "D": "k80"}, ()),
+    ("a taker on k80 that cannot fit even after the requeue: nothing requeued",
+     K80_FULL + [job("P", "b", gpus=4)], {"P": "k80", "B": "k80", "C": "k80", "D": "k80"}, ()),
+    ("one taker on a full k80 node: exactly the one job the placement left out",
+     K80_FULL + [job("P", "b")], {"P": "k80", "B": "k80", "C": "k80", "D": "k80"}, ("A",)),
+    ("one 1-GPU taker, several left out: only one is requeued",
+     K80_FULL + [job("P", "b")], {"P": "k80", "C": "k80", "D": "k80"}, ("A",)),
+    ("a 2-GPU taker: two requeued, not more",
+     K80_FULL + [job("P", "b", gpus=2)], {"P": "k80", "D": "k80"}, ("A", "B")),
+    ("a running job that did not opt in is never requeued",
+     [run("A", requeue=False), run("B"), run("C"), run("D")] + [job("P", "b")],
+     {"P": "k80", "C": "k80", "D": "k80"}, ("B",)),
+    ("placed on another type (migration) and its k80 GPU is needed: requeued",
+     K80_FULL + [job("P", "b")], {"A": "v100", "P": "k80", "B": "k80", "C": "k80", "D": "k80"}, ("A",)),
+]
+
+
+@pytest.mark.parametrize("name,jobs,placed,want", SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_requeue_scenarios(name, jobs, placed, want):
+    snap = snapshot(cluster(v100=4, k80=4), jobs)
+    plan = requeues(snap, placed)
+    assert plan.requeue == want, name
+    for j in want:  # and the taker is named
+        assert plan.info["requeue_for"][j] == ["P"]
+
+
+def test_not_requeued_when_the_taker_cannot_be_steered_to_the_type():
+    # no partition of k80 alone: the pending job cannot be sent there, so it would not take the GPU
+    snap = snapshot(cluster(type_partitions=False, v100=4, k80=4), K80_FULL + [job("P", "b")])
+    plan = requeues(snap, {"P": "k80", "B": "k80", "C": "k80", "D": "k80"})
+    assert plan.info["unsteered"] == {"P": "k80"} and plan.requeue == ()
+
+
+def test_requeue_only_at_round_boundaries():
+    snap = snapshot(cluster(v100=4, k80=4), K80_FULL + [job("P", "b")])
+    placed = {"P": "k80", "B": "k80", "C": "k80", "D": "k80"}
+    assert requeues(snap, placed, boundary=False).requeue == ()
+
+
+@pytest.mark.parametrize("ran_s,last_requeued_ago,min_run_s,want", [
+    (359, None, None, ()),      # less than one round (the default minimum) since it started
+    (360, None, None, ("A",)),  # one round
+    (3600, 100, None, ()),      # started long ago, but we requeued it 100 s ago (restart not seen yet)
+    (3600, 400, None, ("A",)),
+    (900, None, 1200, ()),      # a configured minimum
+    (1200, None, 1200, ("A",)),
+])
+def test_hysteresis(ran_s, last_requeued_ago, min_run_s, want):
+    a = run("A", started=T0 - timedelta(seconds=ran_s))
+    snap = snapshot(cluster(v100=4, k80=4), [a] + K80_FULL[1:] + [job("P", "b")])
+    last = {"A": (T0 - timedelta(seconds=last_requeued_ago)).timestamp()} if last_requeued_ago else {}
+    plan = requeues(snap, {"P": "k80", "B": "k80", "C": "k80", "D": "k80"}, last=last,
+                    s=steering(snap, min_run_s=min_run_s))
+    assert plan.requeue == want
+
+
+def test_the_job_furthest_ahead_of_its_allocation_yields_first():
+    snap = snapshot(cluster(v100=4, k80=4), K80_FULL + [job("P", "b")])
+    plan = requeues(snap, {"P": "k80", "D": "k80"}, deficit={"A": 3.0, "B": 0.5, "C": 1.0})
+    assert plan.requeue == ("B",)
+
+
+def test_requeued_job_is_planned_like_a_pending_one_and_released_after_its_settings():
+    snap = snapshot(cluster(v100=4, k80=4), K80_FULL + [job("P", "b")])
+    placed = {"A": "v100", "P": "k80", "B": "k80", "C": "k80", "D": "k80"}
+    plan = requeues(snap, placed, s=steering(snap, release_hold=True))
+    assert plan.requeue == ("A",) and plan.release == ("A",)
+    jp = plan.jobs["A"]
+    assert (jp.requeued, jp.placed, jp.planned_type, jp.partition, jp.nice) == (True, True, "v100", "v100", 0)
+    kinds = [(a.kind, a.job) for a in diff(plan, snap) if a.job == "A"]
+    assert kinds == [("requeue", "A"), ("set_job_qos", "A"), ("set_partition", "A"), ("release_hold", "A")]
+    # every change to pending jobs (the taker is steered to k80) comes before the requeue
+    order = [(a.kind, a.job) for a in diff(plan, snap)]
+    assert order.index(("set_partition", "P")) < order.index(("requeue", "A"))
+
+
+def test_requeued_job_left_out_of_the_round_goes_to_the_back_of_the_line():
+    snap = snapshot(cluster(v100=4, k80=4), K80_FULL + [job("P", "b")])
+    plan = requeues(snap, {"P": "k80", "B": "k80", "C": "k80", "D": "k80"}, x={"A": {"k80": 0.5}})
+    assert plan.jobs["A"].nice == NICE_BACK and plan.jobs["A"].planned_type == "k80"
+    assert plan.release == ()  # release_hold is off by default
+    assert not [a for a in diff(plan, snap) if a.kind == "release_hold"]
+
+
+def test_a_last_good_plan_never_replays_requeue_settings():
+    snap = snapshot(cluster(v100=4, k80=4), K80_FULL + [job("P", "b")])
+    plan = requeues(snap, {"P": "k80", "B": "k80", "C": "k80", "D": "k80"})
+    kept = plan.restricted_to({j.job_id for j in snap.jobs})
+    assert kept.requeue == () and "A" not in kept.jobs and "P" in kept.jobs
+
+
+# --- properties ----------------------------------------------------------------------------------
+def _free_blocks(snap):
+    """(node, type) -> free GPUs, counted like choose_requeues (independently written)."""
+    held = {}
+    for j in snap.jobs:
+        if j.running:
+            for n in j.nodes:
+                held[(n, j.gpu_type_running)] = held.get((n, j.gpu_type_running), 0) + j.gpu_request.count
+    return {(n.name, k): c - held.get((n.name, k), 0) for n in snap.nodes for k, c in n.gpus_total.items()}
+
+
+def _all_start_without_requeues(snap, plan, placed, k):
+    """Do the pending jobs placed on ``k`` and sent there all start, in line, on the free GPUs?"""
+    free = {n: c for (n, t), c in _free_blocks(snap).items() if t == k}
+    by_id = {j.job_id: j for j in snap.jobs}
+    takers = sorted((jp for jp in plan.jobs.values() if not jp.requeued and placed.get(jp.job_id) == k
+                     and by_id[jp.job_id].pending and sent_to(jp, k, steering(snap))),
+                    key=lambda jp: jp.rank)
+    for jp in takers:
+        g = by_id[jp.job_id].gpu_request.total
+        fits = [n for n, c in free.items() if c >= g]
+        if not fits:
+            return False
+        free[min(fits, key=lambda n: (free[n], n))] -= g
+    return True
+
+
+@st.composite
+def small_cluster_state(draw):
+    nodes = cluster(v100=draw(st.sampled_from([4, 8])), k80=draw(st.sampled_from([4, 8])))
+    free = {n.name: (next(iter(n.gpus_total)), n.gpus_total[next(iter(n.gpus_total))]) for n in nodes}
+    jobs = []
+    for i in range(draw(st.integers(0, 8))):
+        node_name = draw(st.sampled_from(sorted(free)))
+        k, left = free[node_name]
+        if left <= 0:
+            continue
+        g = draw(st.integers(1, left))
+        free[node_name] = (k, left - g)
+        opted = draw(st.booleans())
+        jobs.append(job(f"r{i}", draw(st.sampled_from("ab")), gpus=g, state="RUNNING", running_on=k,
+                        on_node=node_name, requeue=opted or draw(st.booleans()),
+                        comment="fair:preemptible" if opted else "",
+                        started=T0 - timedelta(seconds=draw(st.integers(0, 1500)))))
+    for i in range(draw(st.integers(0, 6))):
+        jobs.append(job(f"p{i}", draw(st.sampled_from("ab")), gpus=draw(st.sampled_from([1, 2, 4])),
+                        reason=draw(st.sampled_from(["Priority", "Resources", "BeginTime"]))))
+    snap = snapshot(nodes, jobs)
+    placed = {}
+    for j in jobs:
+        choice = draw(st.sampled_from([None, "v100", "k80"]))
+        if choice:
+            placed[j.job_id] = choice
+    deficit = {j.job_id: draw(st.floats(0, 5)) for j in jobs}
+    return snap, placed, deficit
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(state=small_cluster_state(), min_run=st.sampled_from([None, 600.0]))
+def test_property_every_requeue_makes_room_for_a_placed_pending_job(state, min_run):
+    snap, placed, deficit = state
+    s = steering(snap, min_run_s=min_run)
+    plan = requeues(snap, placed, s=s, deficit=deficit)
+    by_id = {j.job_id: j for j in snap.jobs}
+    for j in plan.requeue:
+        sj = by_id[j]
+        k = sj.gpu_type_running
+        assert sj.running and sj.requeue and "preemptible" in sj.comment
+        assert placed.get(j) != k  # never requeued to be restarted on the type it runs on
+        assert (T0 - sj.start_time).total_seconds() >= s.min_run
+        takers = plan.info["requeue_for"][j]
+        assert takers
+        for t in takers:
+            tj, tp = by_id[t], plan.jobs[t]
+            assert tj.pending and tj.reason != "BeginTime" and placed.get(t) == k and sent_to(tp, k, s)
+        # the GPUs are needed: without any requeue the pending jobs placed on k could not all start
+        assert not _all_start_without_requeues(snap, plan, placed, k)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), min_run=st.sampled_from([None, 720.0]))
+def test_property_no_job_is_requeued_twice_within_the_minimum_run_time(seed, min_run):
+    """Rounds of random placements over a small queue; requeued jobs restart after a random
+    delay wherever there is room (like Slurm); a job's requeues are at least min_run apart."""
+    rng = random.Random(seed)
+    nodes = cluster(k80=4)
+    jobs = {f"j{i}": job(f"j{i}", "ab"[i % 2], **PRE) for i in range(6)}
+    at = T0
+    s = None
+    last: dict[str, float] = {}
+    history: dict[str, list[float]] = {}
+    for _ in range(20):
+        # Slurm: start pending jobs while there is room on the one node
+        used = sum(j.gpu_request.total for j in jobs.values() if j.state == "RUNNING")
+        for jid, j in sorted(jobs.items()):
+            if j.state == "PENDING" and used < 4 and rng.random() < 0.7:
+                jobs[jid] = job(jid, j.account, state="RUNNING", running_on="k80", started=at, **PRE)
+                used += 1
+        snap = snapshot(nodes, list(jobs.values()), at=at)
+        s = steering(snap, min_run_s=min_run)
+        placed = {jid: "k80" for jid in rng.sample(sorted(jobs), 4)}
+        prob = problem_of(snap)
+        plan = make_plan(snap, prob, Allocation("t", {}), placed, {}, {}, {}, s, True, None, last)
+        for jid in plan.requeue:
+            history.setdefault(jid, []).append(at.timestamp())
+            last[jid] = at.timestamp()
+            jobs[jid] = job(jid, jobs[jid].account, partition="k80", **PRE)
+        at += timedelta(seconds=rng.choice([120, 360, 400, 800]))
+    for jid, times in history.items():
+        assert all(b - a >= s.min_run for a, b in zip(times, times[1:])), (jid, times)
+
+
+# --- the fake: several rounds with time-sharing jobs -------------------------------------------
+def _slurm_schedules(fake, held_until):
+    """What Slurm's scheduler would do between two cycles: start eligible pending jobs in
+    priority order (lower nice first, then job id) on nodes of their partition with room."""
+    used: dict[str, int] = {}
+    for j in fake.jobs():
+        if j.running:
+            for n in j.nodes:
+                used[n] = used.get(n, 0) + j.gpu_request.total
+    nodes = {n.name: n for n in fake.nodes()}
+    now = fake.now
+    for j in sorted((j for j in fake.jobs() if j.pending), key=lambda j: (j.nice, int(j.job_id))):
+        if j.reason == "BeginTime":
+            if now < held_until.get(j.job_id, now):
+                continue
+            fake._put(j, reason="Priority")  # the hold is over
+        parts = set(j.partition.split(","))
+        for name, n in sorted(nodes.items()):
+            (k, cap), = n.gpus_total.items()
+            if parts & set(n.partitions) and cap - used.get(name, 0) >= j.gpu_request.total:
+                fake.start(j.job_id, name, k)
+                used[name] = used.get(name, 0) + j.gpu_request.total
+                break
+
+
+@pytest.mark.parametrize("release", [False, True])
+def test_fake_rounds_of_time_sharing_have_bounded_requeues(tmp_path, fake, release):
+    config = make_config(tmp_path, round_s=360, interval_s=60, release_requeue_hold=release)
+    ids = []
+    for i in range(12):  # 12 one-GPU jobs (two tenants) for the 8 k80: the allocation time-shares
+        jid = fake.submit("alice" if i % 2 else "bob", "--gres=gpu:1", hold=False, partition="k80",
+                          comment="fair:class=a3c fair:preemptible")
+        fake._put(fake.job(jid), requeue=True)
+        ids.append(jid)
+    for i in range(4):  # and jobs that fit on the other types without sharing
+        jid = fake.submit("alice" if i % 2 else "bob", "--gres=gpu:2", hold=False,
+                          comment="fair:class=resnet-50-bs32 fair:preemptible")
+        fake._put(fake.job(jid), requeue=True)
+    held_until: dict[str, object] = {}
+    requeued: list[tuple[int, str, str]] = []  # (cycle, job, type it held)
+    cycles = 36  # 6 rounds
+    for c in range(cycles):
+        res = run_cycle(fake, config)
+        assert res.exit_code == 0, res.message
+        takers = []
+        for r in res.results:
+            if r.action.kind == "requeue" and r.applied:
+                requeued.append((c, r.action.job, r.action.before))
+                held_until[r.action.job] = fake.now + timedelta(seconds=121)
+                takers += res.plan.info["requeue_for"][r.action.job]
+        _slurm_schedules(fake, held_until)
+        for t in takers:  # the job each requeue made room for now runs there
+            assert fake.job(t).running and fake.job(t).gpu_type_running == "k80"
+        fake.now += timedelta(seconds=60)
+    rounds = cycles * 60 // 360
+    # time-sharing happened, at most once per job per round, and bounded by the GPUs a round frees
+    assert requeued
+    # only k80 is shared, and a round requeues at most the 4 k80 jobs the 4 waiting ones replace
+    assert {k for _, _, k in requeued} == {"k80"}
+    assert len(requeued) <= rounds * 4
+    per_job: dict[str, list[int]] = {}
+    for c, j, _ in requeued:
+        per_job.setdefault(j, []).append(c)
+        assert c % 6 == 0  # only at round boundaries
+    for j, cs in per_job.items():
+        assert all(b - a >= 6 for a, b in zip(cs, cs[1:])), (j, cs)  # at least one round apart
+    print(f"release={release}: {len(requeued)} requeues of {len(per_job)} jobs in {rounds} rounds")
+    assert not [c for c in fake.calls if c[0] == "scancel"]
+
+
+@pytest.mark.parametrize("value,ok", [("now", True), ("2026-01-01T12:00:00", True), ("now+1hour", False),
+                                      ("now;scancel", False), ("", False)])
+def test_the_adapter_checks_the_release_value(value, ok):
+    from slurm_fair.slurm.cli import check_start_time
+
+    if ok:
+        check_start_time({"StartTime": value})
+    else:
+        with pytest.raises(ValueError):
+            check_start_time({"StartTime": value})
+
+
+def test_release_through_the_fake_ends_the_hold(fake):
+    jid = fake.submit("alice", "--gres=gpu:1", hold=False)
+    fake._put(fake.job(jid), reason="BeginTime")
+    fake.update_job(jid, {"StartTime": "now"})
+    assert fake.job(jid).reason != "BeginTime"
