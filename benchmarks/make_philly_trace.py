@@ -5,7 +5,7 @@ fit on 8 GPUs; arrival times linearly compressed so that every tenant's 40 arriv
 same 48 hours (the raw VCs start weeks apart, so they would barely compete); ``total_steps``
 divided by 10 so that 240 jobs on 24 GPUs finish in days, not months. Both changes are ours.
 
-    python benchmarks/make_philly_trace.py ../shared/data/gavel/traces/msr/seed=0 \
+    python benchmarks/make_philly_trace.py GAVEL/scheduler/traces/msr/seed=0 \
         > benchmarks/traces/philly_6vc_240.csv
 """
 

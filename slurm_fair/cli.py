@@ -1,7 +1,7 @@
 """The ``slurm-fair`` command line: a thin click group.
 
-Each command lives in ``slurm_fair/commands/<name>.py`` and exposes ``command``. A command whose
-issue has not landed is registered all the same and says so with exit code 2 (never pretends).
+Each command lives in ``slurm_fair/commands/<name>.py`` and exposes ``command``; the group
+imports it only when it is used.
 :func:`main` is the one place that turns :class:`SlurmFairError` into a message and exit code.
 """
 
@@ -13,31 +13,21 @@ import sys
 import click
 
 from . import __version__
-from .errors import NotYetImplemented, SlurmFairError
+from .errors import SlurmFairError
 
-#: command name -> (module under slurm_fair.commands, or None while not built; the issue)
-COMMANDS: dict[str, tuple[str | None, str]] = {
-    "solve": ("solve", "issue 4, the allocation engine"),
-    "simulate": ("simulate", "issue 5, the simulator"),
-    "run": ("run", "issue 6, the controller"),
-    "report": ("report", "issue 7, fairness reports"),
-    "metrics": ("metrics", "issue 7, fairness reports"),
-    "explain": ("explain", "issue 6, the controller"),
-    "snapshot": ("snapshot", "issue 3, the Slurm adapter"),
-    "testbed": ("testbed", "issue 2, the local testbed"),
-    "render-config": ("render_config", "issue 8, deployment"),
-    "revert": ("revert", "issue 6, the controller"),
+#: command name -> its module under slurm_fair.commands (each exposes ``command``)
+COMMANDS: dict[str, str] = {
+    "solve": "solve",
+    "simulate": "simulate",
+    "run": "run",
+    "report": "report",
+    "metrics": "metrics",
+    "explain": "explain",
+    "snapshot": "snapshot",
+    "testbed": "testbed",
+    "render-config": "render_config",
+    "revert": "revert",
 }
-
-
-def _placeholder(name: str, issue: str) -> click.Command:
-    @click.command(name, context_settings={"ignore_unknown_options": True}, add_help_option=False)
-    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-    def command(args: tuple[str, ...]) -> None:
-        raise NotYetImplemented(name, issue)
-
-    command.help = f"Not available yet ({issue})."
-    return command
 
 
 class _LazyGroup(click.Group):
@@ -49,11 +39,8 @@ class _LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
-            module, issue = COMMANDS[cmd_name]
-            if module is None:
-                self.add_command(_placeholder(cmd_name, issue), cmd_name)
-            else:
-                self.add_command(importlib.import_module(f"slurm_fair.commands.{module}").command, cmd_name)
+            module = importlib.import_module(f"slurm_fair.commands.{COMMANDS[cmd_name]}")
+            self.add_command(module.command, cmd_name)
         return self.commands.get(cmd_name)
 
 

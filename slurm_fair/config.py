@@ -150,16 +150,32 @@ def _check_table(
     return out
 
 
-def validate(data: Mapping[str, Any], source: str = "<config>") -> Config:
-    """Validate a parsed TOML document; raise one ConfigError listing every problem."""
-    problems: list[Finding] = []
+def check_sections(
+    data: Mapping[str, Any],
+    schema: Mapping[str, dict[str, Key]],
+    problems: list[Finding],
+    other_sections: tuple[str, ...] = (),
+) -> dict[str, dict[str, Any]]:
+    """Check every ``[section]`` of ``schema`` in ``data`` (defaults filled in) and flag sections
+    that are neither in ``schema`` nor in ``other_sections`` (checked by the caller)."""
     values: dict[str, dict[str, Any]] = {}
-    for section, keys in SCHEMA.items():
+    for section, keys in schema.items():
         raw = data.get(section, {})
         if not isinstance(raw, dict):
             problems.append(Finding(section, "must be a table ([section])"))
             raw = {}
         values[section] = _check_table(raw, keys, section, problems)
+    known = list(schema) + list(other_sections)
+    for section in data:
+        if section not in known:
+            problems.append(Finding(section, "unknown section" + _suggest(section, known)))
+    return values
+
+
+def validate(data: Mapping[str, Any], source: str = "<config>") -> Config:
+    """Validate a parsed TOML document; raise one ConfigError listing every problem."""
+    problems: list[Finding] = []
+    values = check_sections(data, SCHEMA, problems, ("tenants",))
     tenants: dict[str, dict[str, Any]] = {}
     raw_tenants = data.get("tenants", {})
     if not isinstance(raw_tenants, dict):
@@ -170,10 +186,6 @@ def validate(data: Mapping[str, Any], source: str = "<config>") -> Config:
             problems.append(Finding(f"tenants.{name}", "must be a table ([tenants.NAME])"))
             continue
         tenants[name] = _check_table(table, _TENANT_KEYS, f"tenants.{name}", problems)
-    known = list(SCHEMA) + ["tenants"]
-    for section in data:
-        if section not in known:
-            problems.append(Finding(section, "unknown section" + _suggest(section, known)))
     if problems:
         raise ConfigError(source, problems)
     return Config(values=values, tenants=tenants, source=source)

@@ -7,7 +7,7 @@ tests see real exceptions and the command line never shows a traceback for a use
 
 Exit codes:
     1  an operational failure (Slurm unreachable, solver failed, lock held, ...)
-    2  a user mistake (bad input file, bad configuration, bad option) or a command not built yet
+    2  a user mistake (bad input file, bad configuration, bad option)
 """
 
 from __future__ import annotations
@@ -56,26 +56,19 @@ class InputError(UserError):
         self.problems = [p if isinstance(p, Finding) else Finding("", p) for p in problems]
         super().__init__(self.message())
 
+    #: what is invalid, in the message's first line
+    kind = "input"
+
     def message(self) -> str:
-        head = f"{self.source}: invalid input ({len(self.problems)} problem"
-        head += "s)" if len(self.problems) != 1 else ")"
+        n = len(self.problems)
+        head = f"{self.source}: invalid {self.kind} ({n} problem{'s' if n != 1 else ''})"
         return "\n".join([head] + [f"  - {p}" for p in self.problems])
 
 
 class ConfigError(InputError):
     """The configuration file is invalid (all problems at once, each with its key)."""
 
-    def message(self) -> str:
-        head = f"{self.source}: invalid configuration ({len(self.problems)} problem"
-        head += "s)" if len(self.problems) != 1 else ")"
-        return "\n".join([head] + [f"  - {p}" for p in self.problems])
-
-
-class NotYetImplemented(UserError):
-    """A registered command whose issue has not landed yet: says so instead of pretending."""
-
-    def __init__(self, command: str, issue: str):
-        super().__init__(f"`slurm-fair {command}` is not available yet ({issue}).")
+    kind = "configuration"
 
 
 # --- operational failures (exit 1) -----------------------------------------------------------

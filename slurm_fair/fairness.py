@@ -1,4 +1,4 @@
-"""FAIRNESS.md's measures as pure functions: the one definition policies, reports, the simulator
+"""docs/fairness.md's measures as pure functions: the one definition policies, reports, the simulator
 and the tests agree on.
 
 An allocation is given as ``x[job_id][gpu_type]`` (a mapping, e.g. ``Allocation.x``). Every
@@ -6,7 +6,7 @@ function takes the :class:`~slurm_fair.model.Problem` it belongs to. The bundle 
 ``V_u(b)`` is a small LP; it is solved on job *classes* (identical jobs aggregated, see
 :mod:`slurm_fair.jobclasses`) with the fastest solver installed, so the checks stay cheap.
 
-Tolerance everywhere: ``eps(rhs) = 1e-6 * (1 + |rhs|)`` (FAIRNESS.md).
+Tolerance everywhere: ``eps(rhs) = 1e-6 * (1 + |rhs|)`` (docs/fairness.md).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ XMap = Mapping[str, Mapping[str, float]]
 
 
 def eps(rhs: float) -> float:
-    """FAIRNESS.md's tolerance for a comparison against ``rhs``."""
+    """docs/fairness.md's tolerance for a comparison against ``rhs``."""
     return 1e-6 * (1.0 + abs(rhs))
 
 

@@ -1,7 +1,7 @@
 """Aggregation of identical jobs into classes: the key to solving big problems fast.
 
 Jobs of the same tenant with the same GPU count and the same normalised throughput vector are
-interchangeable in every model of FAIRNESS.md (utilities, bundles and the fairness constraints
+interchangeable in every model of docs/fairness.md (utilities, bundles and the fairness constraints
 are sums over jobs). One variable ``X_ck`` per class and type (the class's total time on ``k``,
 ``0 <= sum_k X_ck <= m_c``) replaces ``m_c`` per-job variables; the class's time is then split
 equally over its jobs, which is feasible and gives the same sums. Gavel's scaling study draws

@@ -3,7 +3,7 @@
 Two families live here:
 
 * the **allocation problem** of one cycle (:class:`Job`, :class:`Problem`, :class:`Allocation`),
-  exactly the objects of ``FAIRNESS.md``: policies, the simulator, reports and tests speak it;
+  exactly the objects of ``docs/fairness.md``: policies, the simulator, reports and tests speak it;
 * the **Slurm view** (:class:`Node`, :class:`GpuRequest`, :class:`SlurmJob`, :class:`Account`,
   :class:`Qos`, :class:`Snapshot`): what the adapter reads from a live cluster. The controller
   turns a Snapshot into a Problem; policies never see Slurm types.
@@ -26,7 +26,7 @@ def frozen_map(m: Mapping | None) -> Mapping:
 
 
 # --------------------------------------------------------------------------------------------
-# The allocation problem (FAIRNESS.md)
+# The allocation problem (docs/fairness.md)
 # --------------------------------------------------------------------------------------------
 
 
@@ -106,7 +106,7 @@ class Problem:
 
     @property
     def active_tenants(self) -> list[str]:
-        """Tenants with at least one job: only they take part in the cycle (FAIRNESS.md)."""
+        """Tenants with at least one job: only they take part in the cycle (docs/fairness.md)."""
         return sorted({j.tenant for j in self.jobs})
 
     def jobs_of(self, tenant: str) -> list[Job]:
@@ -275,7 +275,7 @@ class Snapshot:
     cluster: str = ""
 
     def capacity(self) -> dict[str, int]:
-        """Schedulable GPUs per type: nodes up and not drained only (FAIRNESS.md ``C_k``)."""
+        """Schedulable GPUs per type: nodes up and not drained only (docs/fairness.md ``C_k``)."""
         cap: dict[str, int] = {}
         for node in self.nodes:
             if not node.schedulable:

@@ -1,4 +1,4 @@
-"""PROBLEM.json and allocation output (FAIRNESS.md): the one reader/writer of both formats.
+"""PROBLEM.json and allocation output (docs/fairness.md): the one reader/writer of both formats.
 
 Loading validates completely (every bad job and field named, exit 2 through InputError);
 dumping is the exact inverse so ``load(dump(p)) == p`` for any valid problem.
@@ -170,7 +170,7 @@ def _read_job(i: int, raw: Any, gpu_types: dict[str, int] | None) -> tuple[Job |
 
 
 def allocation_to_dict(problem: Problem, allocation: Allocation) -> dict[str, Any]:
-    """FAIRNESS.md's allocation output: policy, status, solver, solve_seconds, allocation
+    """docs/fairness.md's allocation output: policy, status, solver, solve_seconds, allocation
     (``x_jk``, zero types omitted), tenants (bundle, utility) and efficiency; ``info`` entries
     that are plain JSON values are added beside them."""
     from . import fairness  # local: fairness imports the solver, which readers do not need

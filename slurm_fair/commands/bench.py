@@ -49,7 +49,7 @@ def results_table(docs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
 
 
 @click.command("bench")
-@click.option("--trace", required=True, type=click.Path(dir_okay=False, exists=True), help="Trace CSV (FAIRNESS.md).")
+@click.option("--trace", required=True, type=click.Path(dir_okay=False, exists=True), help="Trace CSV (docs/fairness.md).")
 @click.option("--time-scale", type=float, required=True, help="Trace seconds per real second.")
 @click.option("--policy", required=True, help="Controller policy, or 'none' for Slurm alone.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Write the results as JSON.")

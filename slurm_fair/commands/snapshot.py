@@ -1,6 +1,6 @@
 """``slurm-fair snapshot [--json]``: what the controller sees, read from Slurm now.
 
-``--json`` prints a valid PROBLEM.json (FAIRNESS.md) with extra per-job fields; without it,
+``--json`` prints a valid PROBLEM.json (docs/fairness.md) with extra per-job fields; without it,
 readable tables of nodes/GPUs per type and of GPU jobs. Slurm is found through ``[slurm]`` of
 the configuration plus the process environment (``SLURM_CONF``), so
 ``eval "$(slurm-fair testbed env)"; slurm-fair snapshot`` reads the testbed.

@@ -1,4 +1,4 @@
-"""``slurm-fair solve``: one cycle's allocation from a PROBLEM.json, as FAIRNESS.md's JSON.
+"""``slurm-fair solve``: one cycle's allocation from a PROBLEM.json, as docs/fairness.md's JSON.
 
 Thin on purpose: read and validate the problem, run the named policy, add the efficiency bound
 ``E*`` and ``E / E*`` and this round's placement, write JSON. Bad input exits 2 through
@@ -35,7 +35,7 @@ from ..solver import SOLVERS, fastest_available
               help="Directory where a failed model's .lp file is kept (default: a temporary one).")
 def command(input_path: str, policy: str, solver: str | None, time_limit: float, output_path: str | None,
             keep_lp_dir: str | None) -> None:
-    """Compute one cycle's allocation (FAIRNESS.md's output format)."""
+    """Compute one cycle's allocation (docs/fairness.md's output format)."""
     started = time.perf_counter()
     info = policies.get(policy)  # unknown policy: UserError before any work
     problem = load_problem(input_path, source=input_path)

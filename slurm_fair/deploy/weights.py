@@ -6,7 +6,7 @@ of its share, which is what heterogeneity-aware fairness means.
 
 Our choice (documented in docs/deployment.md): the weight of type ``k`` is the mean, over the job
 keys of the throughput table measured with a non-zero value on *every* type of the cluster, of
-``T_jk / max_k' T_jk'`` (the normalised throughput ``n_jk`` of FAIRNESS.md); the weights are then
+``T_jk / max_k' T_jk'`` (the normalised throughput ``n_jk`` of docs/fairness.md); the weights are then
 divided by the largest so the fastest type has weight 1.0. Measured zeros (out of memory) are
 left out: they say nothing about speed. A type the table does not know needs an explicit
 ``billing_weight`` in the inventory, else a clear error.

@@ -1,7 +1,7 @@
 """A competitive equilibrium from (weighted) equal incomes (CEEI) for best-use valuations.
 
 Market: one good per GPU type ``k`` (supply ``C_k > 0``), price ``p_k >= 0``; tenant ``u`` has
-income ``w_u`` and values a bundle ``y`` at ``V_u(y)`` (FAIRNESS.md). A CEEI is prices and a
+income ``w_u`` and values a bundle ``y`` at ``V_u(y)`` (docs/fairness.md). A CEEI is prices and a
 feasible allocation in which every tenant's bundle maximises ``V_u`` over ``p.y <= w_u`` (a
 cheapest such bundle when it is satiated) and every type with ``p_k > 0`` is fully allocated. It
 is SI, EF and Pareto-efficient (``docs/oef.md``, "CEEI").

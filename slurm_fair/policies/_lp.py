@@ -221,7 +221,7 @@ def clip_capacity(problem: Problem, x: dict[str, dict[str, float]]) -> dict[str,
 def equal_split_classes(problem: Problem, classes: list[JobClass]) -> dict[int, dict[str, float]]:
     """The equal split with best use: each tenant's classes use ``(w_u/W) C`` as well as they can.
 
-    Always feasible, SI and EF (FAIRNESS.md); the documented fallback of every LP policy. Its
+    Always feasible, SI and EF (docs/fairness.md); the documented fallback of every LP policy. Its
     small per-tenant LPs use the fastest installed solver.
     """
     X: dict[int, dict[str, float]] = {}

@@ -96,7 +96,7 @@ class _Tenants:
         return out
 
     def fair(self, X: ClassX) -> bool:
-        """SI and EF of a class solution, exactly as FAIRNESS.md checks them."""
+        """SI and EF of a class solution, exactly as docs/fairness.md checks them."""
         util = _utilities(self.classes, X)
         for u in self.names:
             if util.get(u, 0.0) < self.si[u] - fairness.eps(self.si[u]):

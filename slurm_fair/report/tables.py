@@ -7,7 +7,7 @@ Every definition is written out in ``docs/reports.md``; the short version:
   equal ``sacct``'s to the second;
 * a job's *active* time is ``[submit, end)`` clipped the same way: the time it wanted GPUs;
 * normalised-throughput-hours (NTH) = GPU-hours x ``n_jk`` of the job on the type it ran on;
-* window utility ``U_u`` = the tenant's NTH; window bundle value ``V_u(B)`` = FAIRNESS.md's
+* window utility ``U_u`` = the tenant's NTH; window bundle value ``V_u(B)`` = docs/fairness.md's
   ``V_u`` with the window as the period: 1-GPU units, demand of a job = ``g_j`` x its active
   hours (the LP is :func:`slurm_fair.fairness.best_use`, unchanged);
 * sharing-incentive ratio = ``U_u / V_u((w_u/W) C H)``; envy ``V_u((w_u/w_v) Y_v) / U_u``;
@@ -140,7 +140,7 @@ def jobs_frame(inputs: ReportInputs) -> pd.DataFrame:
 
 
 def entitled_shares(inputs: ReportInputs, tenants: list[str]) -> dict[str, float]:
-    """``w_u / W`` over the tenants active in the window (FAIRNESS.md: only they take part)."""
+    """``w_u / W`` over the tenants active in the window (docs/fairness.md: only they take part)."""
     total = sum(inputs.weights.get(t, 1.0) for t in tenants)
     return {t: inputs.weights.get(t, 1.0) / total for t in tenants} if total > 0 else {}
 

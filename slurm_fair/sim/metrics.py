@@ -1,4 +1,4 @@
-"""The metrics of FAIRNESS.md as pure functions over job records and round samples.
+"""The metrics of docs/fairness.md as pure functions over job records and round samples.
 
 Two inputs, both plain data, so the same code scores a simulation and a real cluster (where the
 records come from Slurm accounting):
@@ -10,7 +10,7 @@ records come from Slurm accounting):
   fragmented GPUs, fairness checks. :func:`samples_from_records` derives the time-based part
   from job records when no simulator log exists.
 
-Definitions that are our own choices (FAIRNESS.md leaves them open) are written at each function
+Definitions that are our own choices (docs/fairness.md leaves them open) are written at each function
 and in ``docs/simulator.md``.
 """
 

@@ -38,7 +38,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 
 
 def policy_metrics(result: SimResult) -> dict[str, Any]:
-    """Every metric of one run (FAIRNESS.md names) plus the run's own figures."""
+    """Every metric of one run (docs/fairness.md names) plus the run's own figures."""
     out = summarize(result.records, result.samples, result.capacity)
     tenants = out.pop("tenants")
     out.update(

@@ -116,7 +116,7 @@ def _read_text(path: Path) -> str:
 
 
 def read_csv(path: str | Path, table: ThroughputTable | None = None) -> tuple[list[TraceJob], dict[str, float]]:
-    """Read a trace CSV (FAIRNESS.md): ``tenant,job_id,job_type,gpus,total_steps,arrival_s[,weight]``."""
+    """Read a trace CSV (docs/fairness.md): ``tenant,job_id,job_type,gpus,total_steps,arrival_s[,weight]``."""
     path = Path(path)
     text = _read_text(path)
     source = str(path)

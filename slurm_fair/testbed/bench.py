@@ -2,7 +2,7 @@
 
 What one run does (issue 6, "Real-cluster benchmark"):
 
-1. read the trace CSV (FAIRNESS.md format) with the simulator's reader; map its tenants onto the
+1. read the trace CSV (docs/fairness.md format) with the simulator's reader; map its tenants onto the
    testbed's accounts (identity when every trace tenant is an account, else sorted trace tenants
    round-robin onto the accounts in file order: deterministic, and printed);
 2. with a policy: write a controller configuration into the run directory (state, audit log,

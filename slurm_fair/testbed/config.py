@@ -21,7 +21,7 @@ from typing import Any
 
 from ClusterShell.NodeSet import NodeSet, NodeSetException
 
-from ..config import Key, _check_table, _suggest
+from ..config import Key, _check_table, check_sections
 from ..errors import ConfigError, Finding
 
 #: environment variable naming the testbed description (beats ./conf/testbed.toml)
@@ -135,17 +135,7 @@ class TestbedConfig:
 def validate(data: Mapping[str, Any], source: str = "<testbed config>") -> TestbedConfig:
     """Validate a parsed testbed TOML document; raise one ConfigError listing every problem."""
     problems: list[Finding] = []
-    values: dict[str, dict[str, Any]] = {}
-    for section, keys in SECTIONS.items():
-        raw = data.get(section, {})
-        if not isinstance(raw, dict):
-            problems.append(Finding(section, "must be a table ([section])"))
-            raw = {}
-        values[section] = _check_table(raw, keys, section, problems)
-    known = list(SECTIONS) + ["gpu_types", "tenants"]
-    for section in data:
-        if section not in known:
-            problems.append(Finding(section, "unknown section" + _suggest(section, known)))
+    values = check_sections(data, SECTIONS, problems, ("gpu_types", "tenants"))
 
     cluster = values["cluster"]
     nodes = _nodes(data.get("gpu_types", DEFAULT_GPU_TYPES), cluster, values["ports"], problems)

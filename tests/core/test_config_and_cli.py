@@ -1,0 +1,125 @@
+"""The foundation: validated configuration, the policy registry, and the CLI's error edge."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slurm_fair import config, policies
+from slurm_fair.cli import COMMANDS, cli, main
+from slurm_fair.errors import ConfigError, UserError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "slurm-fair.toml"
+    p.write_text(text)
+    return p
+
+
+def test_shipped_configuration_is_valid_and_equals_the_defaults():
+    shipped = config.load(REPO / "conf" / "slurm-fair.toml")
+    defaults = config.validate({})
+    assert dict(shipped.values) == dict(defaults.values)
+
+
+def test_every_problem_of_a_file_is_reported_at_once_with_its_key(tmp_path):
+    path = write(tmp_path, """
+[controller]
+polcy = "oef"
+solver = "gurobi"
+time_limit_s = -1
+slack = "lots"
+
+[tenant.physics]
+weight = 2
+
+[tenants.biology]
+wieght = 2
+""")
+    with pytest.raises(ConfigError) as info:
+        config.load(path)
+    found = {(p.where, p.what) for p in info.value.problems}
+    wheres = [p.where for p in info.value.problems]
+    assert len(info.value.problems) == 6
+    assert ("controller.polcy", "unknown key (did you mean 'policy'?)") in found
+    assert "controller.solver" in wheres and "controller.time_limit_s" in wheres
+    assert "controller.slack" in wheres
+    assert ("tenant", "unknown section (did you mean 'tenants'?)") in found
+    assert ("tenants.biology.wieght", "unknown key (did you mean 'weight'?)") in found
+    assert str(path) in info.value.message()
+
+
+def test_a_boolean_is_not_a_number():
+    with pytest.raises(ConfigError) as info:
+        config.validate({"controller": {"time_limit_s": True}})
+    assert info.value.problems[0].where == "controller.time_limit_s"
+
+
+@pytest.mark.parametrize("text, what", [("[controller\n", "not valid TOML"), (None, "file not found")])
+def test_unreadable_files_are_config_errors(tmp_path, text, what):
+    path = tmp_path / "missing.toml" if text is None else write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        config.load(path)
+    assert what in info.value.message() and info.value.exit_code == 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.sampled_from(sorted(config.SCHEMA["controller"])),
+                       st.one_of(st.integers(-5, 5), st.floats(-2, 2, allow_nan=False), st.text(max_size=5),
+                                 st.booleans()), max_size=5))
+def test_validation_accepts_exactly_what_the_schema_allows(table):
+    """Valid values come back unchanged, invalid ones are each named: never a crash."""
+    try:
+        cfg = config.validate({"controller": table})
+    except ConfigError as exc:
+        bad = {p.where.split(".")[1] for p in exc.problems}
+        assert bad and bad <= set(table)
+        return
+    for key, value in table.items():
+        assert cfg.get("controller", key) == value
+
+
+def test_unknown_policy_suggests_the_close_name():
+    with pytest.raises(UserError, match="did you mean 'oef'"):
+        policies.get("oeff")
+    assert {"oef", "oef-noncoop", "gavel-mmf", "gavel-ftf", "max-throughput", "agnostic", "fifo",
+            "fft", "hadar", "hadare", "hops"} <= set(policies.names())
+
+
+def test_every_mission_command_is_registered_and_loads():
+    wanted = {"solve", "simulate", "run", "report", "explain", "snapshot", "testbed", "render-config", "revert"}
+    ctx = click.Context(cli)
+    assert wanted <= set(cli.list_commands(ctx))
+    for name in COMMANDS:
+        assert isinstance(cli.get_command(ctx, name), click.Command), name
+
+
+def test_user_mistakes_exit_2_without_traceback(tmp_path, capsys):
+    bad = write(tmp_path, "[controller]\npolcy = 1\n")
+    code = main(["run", "--once", "--dry-run", "--config", str(bad)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "controller.polcy" in err and "Traceback" not in err
+
+
+def test_click_usage_errors_exit_2():
+    result = CliRunner().invoke(cli, ["solve", "--no-such-option"])
+    assert result.exit_code == 2
+
+
+def test_the_console_script_maps_errors_to_exit_codes(tmp_path):
+    problem = tmp_path / "p.json"
+    problem.write_text("{not json")
+    proc = subprocess.run([sys.executable, "-m", "slurm_fair.cli", "solve", "--input", str(problem),
+                           "--policy", "oef"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and str(problem) in proc.stderr
