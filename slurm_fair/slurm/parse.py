@@ -366,7 +366,7 @@ SINFO_FIELDS: tuple[str, ...] = (
     "Features",
 )
 
-#: sacct -X -o fields (JobName, user text, last)
+#: sacct -X -o fields (JobName and Comment, user text, last)
 SACCT_FIELDS: tuple[str, ...] = (
     "JobID",
     "Account",
@@ -379,6 +379,7 @@ SACCT_FIELDS: tuple[str, ...] = (
     "Start",
     "End",
     "JobName",
+    "Comment",
 )
 
 ASSOC_FIELDS: tuple[str, ...] = ("Cluster", "Account", "User", "Partition", "Share", "QOS", "DefaultQOS")
@@ -524,7 +525,7 @@ def parse_sinfo(text: str, fs: str) -> list[Node]:
 def parse_sacct(text: str, fs: str) -> list[AccountingRecord]:
     out = []
     for f in split_records(text, fs, len(SACCT_FIELDS)):
-        job_id, account, user, state, partition, alloc, elapsed, submit, start, end, name = f
+        job_id, account, user, state, partition, alloc, elapsed, submit, start, end, name, comment = f
         gpus, gpu_type = gpus_in_tres_map(parse_tres_map(alloc))
         out.append(
             AccountingRecord(
@@ -540,6 +541,7 @@ def parse_sacct(text: str, fs: str) -> list[AccountingRecord]:
                 elapsed_s=float(parse_int(elapsed)),
                 partition=partition.strip(),
                 name=name,
+                comment=comment,
             )
         )
     return out

@@ -71,8 +71,8 @@ class FakeHarness(Harness):
     def cancel(self, job_id):
         self.port.finish(job_id)
 
-    def run_to_completion(self, account, gpu_type, gpus=1):
-        job_id = self.port.submit(account, f"--gres=gpu:{gpu_type}:{gpus}", hold=False)
+    def run_to_completion(self, account, gpu_type, gpus=1, comment=""):
+        job_id = self.port.submit(account, f"--gres=gpu:{gpu_type}:{gpus}", hold=False, comment=comment)
         node = next(n.name for n in self.port.nodes() if gpu_type in n.gpus_total)
         self.port.start(job_id, node, gpu_type)
         from datetime import timedelta
@@ -114,9 +114,11 @@ class RealHarness(Harness):
                 return
             subprocess.run(["sleep", "0.2"], check=False)
 
-    def run_to_completion(self, account, gpu_type, gpus=1):
+    def run_to_completion(self, account, gpu_type, gpus=1, comment=""):
         argv = ["sbatch", "--parsable", "--wait", "-A", account, "-J", "sf-acct", "-o", "/dev/null",
                 f"--gres=gpu:{gpu_type}:{gpus}", "--wrap", "sleep 2"]
+        if comment:
+            argv.append(f"--comment={comment}")
         out = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=120)
         if out.returncode != 0:
             raise RuntimeError(f"sbatch failed: {out.stderr.strip()}")

@@ -217,7 +217,8 @@ def test_accounting_reports_tenant_type_and_gpus(cluster: Harness):
     t = gpu_types_of(cluster)[-1]
     tenant = cluster.tenants[1]
     since = (cluster.port.now if getattr(cluster.port, "now", None) else datetime.now()) - timedelta(hours=1)
-    job_id = cluster.run_to_completion(tenant, t, 2)
+    comment = "fair:class=resnet50 | $(touch /nonexistent) ;x"
+    job_id = cluster.run_to_completion(tenant, t, 2, comment=comment)
     until = since + timedelta(hours=2)
     rec = None
     for _ in range(50):  # slurmdbd may take a moment to store the end record
@@ -228,6 +229,7 @@ def test_accounting_reports_tenant_type_and_gpus(cluster: Harness):
         time.sleep(0.2)
     assert rec is not None and rec.end_time is not None
     assert (rec.account, rec.gpu_type, rec.gpus) == (tenant, t, 2)
+    assert rec.comment == comment  # AccountingStoreFlags=job_comment: reports can read fair:class
     assert rec.elapsed_s >= 1
     usage = usage_by_tenant_type([rec], since, until)
     assert usage == {tenant: {t: pytest.approx(2 * (rec.end_time - rec.start_time).total_seconds())}}

@@ -53,6 +53,14 @@ def test_constructed_formats(fake):
     assert jobs["507"].partition == "gpu" and jobs["507"].tags == {"tput": "12.5"}
 
 
+def test_accounting_keeps_the_comment_with_its_tags(fake):
+    """sacct's Comment (last column, user text) reaches the record: reports read fair:class."""
+    recs = {r.job_id: r for r in fake.accounting(datetime(2025, 1, 1), datetime(2026, 1, 1))}
+    assert recs["401"].comment == "fair:class=resnet50 fair:tput=12.5"
+    assert recs["401"].gpu_type == "v100" and recs["401"].gpus == 4
+    assert recs["402"].comment == "" and recs["402"].name == "fold\nnewline in name"
+
+
 def test_writes_change_what_is_read(fake):
     job = fake.job("503")
     fake.set_gpu_type(job, "a100")
