@@ -61,7 +61,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "controller": {
         "policy": Key((str,), "oef", "allocation policy run each cycle"),
-        "solver": Key((str,), "cbc", "LP solver: cbc or highs", _one_of("cbc", "highs")),
+        "solver": Key((str,), "auto", "LP solver: auto (highs when highspy is installed, else cbc), cbc or highs",
+                      _one_of("auto", "cbc", "highs")),
         "time_limit_s": Key(NUM, 30.0, "solver time limit per cycle", _positive),
         "interval_s": Key(NUM, 60.0, "seconds between cycles with run --loop", _positive),
         "round_s": Key(NUM, 360.0, "round length for time-sharing (Gavel: 360 s)", _positive),

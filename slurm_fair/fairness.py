@@ -6,7 +6,11 @@ function takes the :class:`~slurm_fair.model.Problem` it belongs to. The bundle 
 ``V_u(b)`` is a small LP; it is solved on job *classes* (identical jobs aggregated, see
 :mod:`slurm_fair.jobclasses`) with the fastest solver installed, so the checks stay cheap.
 
-Tolerance everywhere: ``eps(rhs) = 1e-6 * (1 + |rhs|)`` (docs/fairness.md).
+Tolerance everywhere: ``eps(rhs) = 1e-6 * (1 + |rhs|)`` (docs/fairness.md). A constraint built
+from a *computed* value (a floor taken from a solution, an EF cut tight at a point, an SI
+constant) is relaxed by :func:`slack` (a tenth of ``eps``), so that the point it was taken from
+stays feasible under solver round-off, while a point that uses the whole relaxation still passes
+the exact checks with ``eps``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,19 @@ XMap = Mapping[str, Mapping[str, float]]
 def eps(rhs: float) -> float:
     """docs/fairness.md's tolerance for a comparison against ``rhs``."""
     return 1e-6 * (1.0 + abs(rhs))
+
+
+#: the share of ``eps`` that a constraint built from a computed value is relaxed by
+SLACK_SHARE = 0.1
+
+
+def slack(rhs: float) -> float:
+    """Round-off allowance of a constraint built from a computed value ``rhs``: ``eps(rhs) / 10``.
+
+    Larger than the solvers' feasibility tolerances (1e-7 absolute for CBC and PuLP's HiGHS,
+    1e-9 in the in-process models) and than CBC's printed solution precision (8 significant
+    digits), smaller than ``eps`` so the exact checks are unchanged."""
+    return SLACK_SHARE * eps(rhs)
 
 
 # --- sums of an allocation -------------------------------------------------------------------
@@ -155,7 +172,7 @@ def best_use(
     rhs = [float(bundle[k]) for k in types] + [float(c.count) for c in classes]
     rows = [(rc, rv, -INF, b) for rc, rv, b in zip(row_cols, row_vals, rhs)]
     lp = SmallLP(cost, [0.0] * len(cols), [INF] * len(cols), rows, name="best_use",
-                 backend=None if solver in (None, "highs") else solver)
+                 backend=None if solver in (None, "auto", "highs") else solver)
     lp.solve()
     p = {k: max(0.0, lp.duals[tindex[k]]) for k in types}
     # types absent from the bundle (or useless to the tenant) get the price that makes the
@@ -203,7 +220,7 @@ class BestUseModel:
         rows += [(row_cols[len(self.types) + i], row_vals[len(self.types) + i], -INF, float(c.count))
                  for i, c in enumerate(classes)]
         self.lp = SmallLP(list(self.cost), [0.0] * len(self.cols), [INF] * len(self.cols), rows,
-                          name="best_use", backend=None if solver in (None, "highs") else solver)
+                          name="best_use", backend=None if solver in (None, "auto", "highs") else solver)
         self.absent = {k: max((c.n.get(k, 0.0) / c.gpus for c in classes), default=0.0) for k in types}
 
     def __call__(self, bundle: Mapping[str, float]) -> BestUse:
@@ -286,9 +303,11 @@ def is_envy_free(problem: Problem, x: XMap) -> bool:
 
 def pareto_gap(problem: Problem, x: XMap) -> float:
     """How much more total utility a feasible allocation could reach while giving every tenant
-    at least its ``U_u``: ``max {E' : U'_u >= U_u} - E`` (0 when ``x`` is Pareto-efficient)."""
+    at least its ``U_u``: ``max {E' : U'_u >= U_u} - E`` (0 when ``x`` is Pareto-efficient).
+
+    Computed as :func:`pareto_bound` (an upper bound robust to round-off in ``x``)."""
     utilities = tenant_utilities(problem, x)
-    best = _max_efficiency(problem, floors=utilities)
+    best = pareto_bound(problem, classes_of(problem), utilities)
     return max(0.0, best - sum(utilities.values()))
 
 
@@ -307,14 +326,37 @@ def _max_efficiency(problem: Problem, floors: Mapping[str, float] | None) -> flo
     return max_efficiency_classes(problem, classes_of(problem), floors)[0]
 
 
+def pareto_bound(
+    problem: Problem, classes: list[JobClass], floors: Mapping[str, float], solver: str | None = None,
+) -> float:
+    """An upper bound on ``v(f) = max {E : U_u >= f_u}`` that round-off cannot make infeasible.
+
+    The floors usually come from a computed allocation, which solver round-off (CBC prints 8
+    significant digits) can leave a hair outside the feasible set, so ``v(f)`` itself may be
+    infeasible by 1e-8. The LP is solved with every floor relaxed by ``r_u = slack(f_u)``; ``v``
+    is concave in ``f`` and ``-mu`` (``mu >= 0`` the floor rows' duals) is a supergradient at
+    ``f - r``, so ``v(f) <= v(f - r) - sum_u mu_u r_u``: the bound returned. It is what the PE
+    check compares with ``E + eps``."""
+    value, _, correction = _max_efficiency_lp(problem, classes, floors, solver)
+    return value - correction
+
+
 def max_efficiency_classes(
     problem: Problem, classes: list[JobClass], floors: Mapping[str, float] | None = None,
     solver: str | None = None,
 ) -> tuple[float, dict[int, dict[str, float]]]:
     """``max E`` over class solutions (optionally with ``U_u >= floors[u]``, each floor relaxed
-    by 1e-9 relative so the allocation that set it stays feasible): the value and a solution."""
+    by :func:`slack` so the allocation that set it stays feasible): the value and a solution."""
+    value, X, _ = _max_efficiency_lp(problem, classes, floors, solver)
+    return value, X
+
+
+def _max_efficiency_lp(
+    problem: Problem, classes: list[JobClass], floors: Mapping[str, float] | None, solver: str | None,
+) -> tuple[float, dict[int, dict[str, float]], float]:
+    """``max E`` (floors relaxed by ``slack``): value, solution and ``sum_u mu_u slack(f_u)``."""
     if not classes:
-        return 0.0, {}
+        return 0.0, {}, 0.0
     caps = {k: float(c) for k, c in problem.gpu_types.items()}
     types = [k for k in problem.types if caps.get(k, 0.0) > 0]
     tindex = {k: i for i, k in enumerate(types)}
@@ -340,21 +382,26 @@ def max_efficiency_classes(
                     row_cols[r].append(col)
                     row_vals[r].append(v)
     if not cols:
-        return 0.0, {c.key: {} for c in classes}
+        return 0.0, {c.key: {} for c in classes}, 0.0
     rows = [(row_cols[i], row_vals[i], -INF, caps[k]) for i, k in enumerate(types)]
     rows += [(row_cols[len(types) + i], row_vals[len(types) + i], -INF, float(c.count)) for i, c in enumerate(classes)]
+    relax: list[float] = []
     if floors:
         for u in tenants:
             f = float(floors.get(u, 0.0))
+            relax.append(slack(f))
             rows.append((row_cols[len(types) + len(classes) + uindex[u]],
-                         row_vals[len(types) + len(classes) + uindex[u]], f - 1e-9 * (1 + abs(f)), INF))
+                         row_vals[len(types) + len(classes) + uindex[u]], f - relax[-1], INF))
     lp = SmallLP(cost, [0.0] * len(cols), [INF] * len(cols), rows, name="max_efficiency",
-                 backend=None if solver in (None, "highs") else solver).solve()
+                 backend=None if solver in (None, "auto", "highs") else solver).solve()
     X: dict[int, dict[str, float]] = {c.key: {} for c in classes}
     for (ck, k), v in zip(cols, lp.x):
         if v > 1e-10:
             X[ck][k] = v
-    return lp.objective, X
+    first = len(types) + len(classes)
+    # a binding >= row of a maximisation has dual <= 0: mu_u = -dual (clipped: never loosen)
+    correction = sum(max(0.0, -lp.duals[first + i]) * r for i, r in enumerate(relax))
+    return lp.objective, X, correction
 
 
 # --- job-level and over-time measures ------------------------------------------------------

@@ -6,6 +6,8 @@ read PuLP's status, raise :class:`~slurm_fair.errors.SolverError` naming it, and
 as an ``.lp`` file so the failure can be reproduced with any LP solver.
 
 Solvers:
+    ``auto``   the default everywhere (policy options, ``solve``/``simulate``, the controller's
+               ``[controller].solver``): ``highs`` when ``highspy`` is installed, else ``cbc``.
     ``cbc``    PuLP's bundled CBC (always there), messages off, time limit passed on.
     ``highs``  HiGHS through PuLP's in-process ``highspy`` API; needs the optional extra
                (``pip install 'slurm-fair[highs]'``), a :class:`UserError` otherwise.
@@ -25,6 +27,8 @@ import pulp
 from .errors import SolverError, UserError
 
 SOLVERS = ("cbc", "highs")
+#: what a user may ask for: a solver, or ``auto`` (see :func:`resolve`)
+SOLVER_CHOICES = ("auto",) + SOLVERS
 
 
 @dataclass(frozen=True)
@@ -52,8 +56,19 @@ def fastest_available() -> str:
     return "highs" if highs_available() else "cbc"
 
 
+def resolve(solver: str | None) -> str:
+    """The one default rule: ``auto`` (or None) is ``highs`` in-process when ``highspy`` is
+    installed, else ``cbc``; ``cbc`` and ``highs`` are kept as asked (forcing)."""
+    if solver in (None, "auto"):
+        return fastest_available()
+    if solver not in SOLVERS:
+        raise UserError(f"unknown solver {solver!r}; choose one of: {', '.join(SOLVER_CHOICES)}")
+    return solver
+
+
 def make_solver(solver: str, time_limit_s: float | None) -> pulp.LpSolver:
     """A configured PuLP solver object; messages off, the time limit passed to the solver."""
+    solver = resolve(solver)
     limit = None if time_limit_s is None else max(1, int(round(time_limit_s)))
     if solver == "cbc":
         return pulp.PULP_CBC_CMD(msg=False, timeLimit=limit)
@@ -63,7 +78,7 @@ def make_solver(solver: str, time_limit_s: float | None) -> pulp.LpSolver:
                 "solver 'highs' needs highspy: pip install 'slurm-fair[highs]' (or use --solver cbc)"
             )
         return pulp.HiGHS(msg=False, timeLimit=time_limit_s)
-    raise UserError(f"unknown solver {solver!r}; choose one of: {', '.join(SOLVERS)}")
+    raise UserError(f"unknown solver {solver!r}; choose one of: {', '.join(SOLVER_CHOICES)}")
 
 
 def _keep_model(model: pulp.LpProblem, keep_lp_dir: str | None) -> str:
@@ -81,7 +96,7 @@ def _keep_model(model: pulp.LpProblem, keep_lp_dir: str | None) -> str:
 
 def solve(
     model: pulp.LpProblem,
-    solver: str = "cbc",
+    solver: str = "auto",
     time_limit_s: float | None = 30.0,
     keep_lp_dir: str | None = None,
 ) -> SolveResult:
@@ -90,6 +105,7 @@ def solve(
     Only a proven optimum is accepted: a solution stopped by the time limit is feasible at best,
     and a policy promising fairness properties cannot hand that on silently.
     """
+    solver = resolve(solver)
     backend = make_solver(solver, time_limit_s)
     start = time.perf_counter()
     try:
@@ -120,7 +136,7 @@ def duals(
     CBC reports them that way; PuLP's HiGHS API hands on HiGHS' own sign, which is the opposite
     for maximisation, so it is flipped here rather than in every caller.
     """
-    sign = -1.0 if (solver == "highs" and model.sense == pulp.LpMaximize) else 1.0
+    sign = -1.0 if (resolve(solver) == "highs" and model.sense == pulp.LpMaximize) else 1.0
     rows = model.constraints
     keys = names if names is not None else list(rows)
     return {k: sign * float(rows[k].pi or 0.0) for k in keys}

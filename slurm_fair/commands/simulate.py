@@ -62,7 +62,8 @@ def _speeds(items: tuple[str, ...]) -> dict[str, float]:
 @click.option("--window", default=None, metavar="START:END", help="Keep arrivals in [START, END) seconds, re-based to START.")
 @click.option("--max-jobs", type=int, default=None, help="Keep at most N jobs per tenant (after --window).")
 @click.option("--weight", "weights", multiple=True, metavar="TENANT=W", help="Tenant weight (default 1, or the CSV weight column).")
-@click.option("--solver", type=click.Choice(["cbc", "highs"]), default=None, help="LP solver (default: highs when installed, else cbc).")
+@click.option("--solver", type=click.Choice(["auto", "cbc", "highs"]), default="auto", show_default=True,
+              help="LP solver: auto (highs in-process when highspy is installed, else cbc), or force cbc or highs.")
 @click.option("--horizon-h", type=float, default=None, help="Stop after this many simulated hours.")
 @click.option("--no-fairness-checks", is_flag=True, help="Skip the per-round SI/EF checks (faster).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Write the results as JSON.")
@@ -74,11 +75,11 @@ def command(traces: tuple[str, ...], synthetic: int | None, tenants: int, seed: 
             node_speeds: tuple[str, ...], node_speed_spread: float, throughputs: str | None,
             policy_names: tuple[str, ...], round_s: float, restart_s: float, fork_sync: float,
             resolve_every: int, static: bool, window: str | None, max_jobs: int | None,
-            weights: tuple[str, ...], solver: str | None, horizon_h: float | None,
+            weights: tuple[str, ...], solver: str, horizon_h: float | None,
             no_fairness_checks: bool, json_out: str | None, plot_out: str | None,
             save_workload: str | None, quiet: bool) -> None:
     """Simulate policies on a trace and compare JCT, fairness and efficiency."""
-    from ..solver import fastest_available
+    from ..solver import resolve
 
     if bool(traces) == (synthetic is not None):
         raise UserError("give either --trace FILE... or --synthetic N")
@@ -109,7 +110,7 @@ def command(traces: tuple[str, ...], synthetic: int | None, tenants: int, seed: 
     config = SimConfig(
         round_s=round_s, restart_s=restart_s, fork_sync=fork_sync, resolve_every=resolve_every,
         horizon_s=horizon_h * 3600 if horizon_h else None, check_fairness=not no_fairness_checks,
-        solver=solver or fastest_available(),
+        solver=resolve(solver),
     )
     console = Console(stderr=True)
     results = {}

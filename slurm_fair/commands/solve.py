@@ -17,15 +17,15 @@ from .. import fairness, policies, rounding
 from ..errors import SolverError, UserError
 from ..policies import PolicyOptions
 from ..problem_io import allocation_to_dict, load_problem
-from ..solver import SOLVERS, fastest_available
+from ..solver import SOLVER_CHOICES
 
 
 @click.command("solve")
 @click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False), help="PROBLEM.json to solve.")
 @click.option("--policy", required=True, help="Policy name (see --list-policies).")
-@click.option("--solver", type=click.Choice(SOLVERS), default=None,
-              help="LP solver of the policy's models: highs (in-process, the default when highspy is "
-                   "installed) or cbc (through PuLP, the default otherwise). Small internal LPs (bundle "
+@click.option("--solver", type=click.Choice(SOLVER_CHOICES), default="auto", show_default=True,
+              help="LP solver of the policy's models: auto (highs in-process when highspy is installed, "
+                   "else cbc), or force highs or cbc (through PuLP). Small internal LPs (bundle "
                    "values, fairness checks, market prices) always use HiGHS when it is installed.")
 @click.option("--time-limit", "time_limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
               help="Seconds allowed per LP solve.")
@@ -33,13 +33,13 @@ from ..solver import SOLVERS, fastest_available
               help="Write the JSON here instead of stdout.")
 @click.option("--keep-lp-dir", type=click.Path(file_okay=False), default=None,
               help="Directory where a failed model's .lp file is kept (default: a temporary one).")
-def command(input_path: str, policy: str, solver: str | None, time_limit: float, output_path: str | None,
+def command(input_path: str, policy: str, solver: str, time_limit: float, output_path: str | None,
             keep_lp_dir: str | None) -> None:
     """Compute one cycle's allocation (docs/fairness.md's output format)."""
     started = time.perf_counter()
     info = policies.get(policy)  # unknown policy: UserError before any work
     problem = load_problem(input_path, source=input_path)
-    options = PolicyOptions(solver=solver or fastest_available(), time_limit_s=time_limit, keep_lp_dir=keep_lp_dir)
+    options = PolicyOptions(solver=solver, time_limit_s=time_limit, keep_lp_dir=keep_lp_dir)
     allocation = info.allocate(problem, options)
     out = allocation_to_dict(problem, allocation)
     bound = allocation.info.get("efficiency_bound")

@@ -25,14 +25,31 @@ class PolicyOptions:
     ``state`` belongs to the caller (simulator or controller) and survives between rounds:
     dynamic policies (FFT's compensation, Hadar's prices, ...) keep their memory there and must
     not keep any elsewhere, so a policy stays a function of its inputs.
+
+    ``solver``: ``auto`` (HiGHS in-process when ``highspy`` is installed, else CBC: the same
+    rule as ``slurm-fair solve``/``simulate`` and the controller's ``[controller].solver``),
+    or ``cbc`` / ``highs`` to force one (:func:`slurm_fair.solver.resolve`).
     """
 
-    solver: str = "cbc"
+    solver: str = "auto"
     time_limit_s: float = 30.0
     #: where to keep the model file when a solve fails (None: a temporary directory)
     keep_lp_dir: str | None = None
     round_s: float = 360.0
     state: MutableMapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from ..solver import SOLVER_CHOICES
+
+        if self.solver not in SOLVER_CHOICES:
+            raise UserError(f"unknown solver {self.solver!r}; choose one of: {', '.join(SOLVER_CHOICES)}")
+
+    @property
+    def resolved_solver(self) -> str:
+        """The solver ``solver`` stands for here (``auto`` resolved)."""
+        from ..solver import resolve
+
+        return resolve(self.solver)
 
 
 AllocateFn = Callable[[Problem, PolicyOptions], Allocation]

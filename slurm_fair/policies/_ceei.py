@@ -34,12 +34,17 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+from .. import fairness
 from ..jobclasses import JobClass
 from ..model import Problem
 from ..errors import SolverError
 from ..solver import INF, SmallLP
 
 _INITIAL_TANGENTS = 30
+#: a tenant within this relative distance of its best utility counts as satiated in the closing
+#: step; it is then kept at least there (less fairness.slack: the row is built from a computed
+#: point and must not cut that point off under round-off)
+_SATIATED = 1e-7
 
 
 @dataclass
@@ -81,7 +86,7 @@ def ceei(problem: Problem, classes: list[JobClass], tol: float = 1e-10, max_iter
     tcol = {u: nx + i for i, u in enumerate(tenants)}
     lp = SmallLP(cost + [0.0] * len(tenants), [0.0] * nx + [-INF] * len(tenants),
                  [INF] * (nx + len(tenants)), [], name="eisenberg_gale",
-                 backend=None if solver in (None, "highs") else solver)
+                 backend=None if solver in (None, "auto", "highs") else solver)
     cap_rows = {}
     for k in types:
         idx = [i for i, (_, kk) in enumerate(cols) if kk == k]
@@ -205,7 +210,7 @@ def _snap(classes: list[JobClass], types: list[str], caps: dict[str, float], wei
     by_key = {c.key: c for c in classes if c.tenant in weight}
     tenants = sorted(weight)
     acts = [(ck, k) for ck, c in by_key.items() for k in types if c.n.get(k, 0.0) > 0]
-    backend = None if solver in (None, "highs") else solver
+    backend = None if solver in (None, "auto", "highs") else solver
 
     def measure(X, prices):
         spend = {u: 0.0 for u in tenants}
@@ -215,7 +220,7 @@ def _snap(classes: list[JobClass], types: list[str], caps: dict[str, float], wei
             for k, v in row.items():
                 spend[c.tenant] += prices.get(k, 0.0) * c.gpus * v
                 util[c.tenant] += c.n[k] * v
-        sat = {u for u in tenants if util[u] >= umax[u] * (1 - 1e-7)}
+        sat = {u for u in tenants if util[u] >= umax[u] * (1 - _SATIATED)}
         err = 0.0
         for u in tenants:
             e = (spend[u] - weight[u]) / weight[u]
@@ -292,7 +297,7 @@ def _snap(classes: list[JobClass], types: list[str], caps: dict[str, float], wei
                 lp.add_row(cols, [1.0] * len(cols), lo, float(c.count))
         for u in sat:  # a satiated tenant stays satiated (it may then spend less than w_u)
             cols = [ix[a] for a in face if by_key[a[0]].tenant == u]
-            lp.add_row(cols, [by_key[face[j][0]].n[face[j][1]] for j in cols], umax[u] * (1 - 1e-12), INF)
+            lp.add_row(cols, [by_key[face[j][0]].n[face[j][1]] for j in cols], umax[u] * (1 - _SATIATED) - fairness.slack(umax[u]), INF)
         for i, u in enumerate(tenants):
             cols = [ix[a] for a in face if by_key[a[0]].tenant == u and prices[a[1]] > 0]
             vals = [prices[face[j][1]] * by_key[face[j][0]].gpus for j in cols]
@@ -361,7 +366,7 @@ def _snap(classes: list[JobClass], types: list[str], caps: dict[str, float], wei
         for u in sat:  # a satiated tenant stays satiated (it may then spend less than w_u)
             cols = [ix[a] for a in support if by_key[a[0]].tenant == u]
             lp.add_row(cols, [by_key[a[0]].n[a[1]] for a in support if by_key[a[0]].tenant == u],
-                       umax[u] * (1 - 1e-12), INF)
+                       umax[u] * (1 - _SATIATED) - fairness.slack(umax[u]), INF)
         for u in tenants:
             cols, vals, const = [], [], 0.0
             for a in support:

@@ -94,8 +94,9 @@ class ClassLP:
     Columns ``X_ck`` (one per class and type it can run on), then any extra columns; rows
     capacity (one per type) and demand (one per class), then whatever the caller adds. Terms are
     ``{column: coefficient}`` dicts. The model is solved in-process with HiGHS and re-solved warm
-    after rows are added, truncated or re-bounded; with ``options.solver == "cbc"`` it goes
-    through PuLP/CBC instead (a fresh model per solve).
+    after rows are added, truncated or re-bounded; when ``options.solver`` resolves to ``cbc``
+    (forced, or ``auto`` without ``highspy``) it goes through PuLP/CBC instead (a fresh model per
+    solve).
     """
 
     def __init__(self, problem: Problem, name: str, classes: list[JobClass], options: PolicyOptions,
@@ -122,7 +123,7 @@ class ClassLP:
         rows = [(cols, vals, -INF, caps[k]) for k, (cols, vals) in cap_terms.items() if cols] + dem_rows
         nx = len(self.cols)
         self.lp = SmallLP([0.0] * nx, [0.0] * nx, [INF] * nx, rows, name=name,
-                          backend="cbc" if options.solver == "cbc" else None,
+                          backend="cbc" if options.resolved_solver == "cbc" else None,
                           time_limit_s=options.time_limit_s, keep_lp_dir=options.keep_lp_dir)
         self._owner = {c.key: c.tenant for c in classes}
         self._utility: dict[str, dict[int, float]] = {}
@@ -218,6 +219,35 @@ def clip_capacity(problem: Problem, x: dict[str, dict[str, float]]) -> dict[str,
     return x
 
 
+def feasible_classes(problem: Problem, classes: list[JobClass],
+                     X: Mapping[int, Mapping[str, float]]) -> dict[int, dict[str, float]]:
+    """``X`` made exactly feasible the way :func:`result` makes the answer feasible (negatives
+    dropped, a class's total scaled down to ``m_c``, a type's use scaled down to ``C_k``): solver
+    round-off (CBC prints 8 significant digits) can leave a solution 1e-8 outside the feasible
+    set, and a point that is checked, or whose utilities become floors of another model, must be
+    the point that is returned."""
+    out: dict[int, dict[str, float]] = {}
+    for c in classes:
+        row = {k: float(v) for k, v in X.get(c.key, {}).items() if v > 1e-10 and c.n.get(k, 0.0) > 0}
+        total = sum(row.values())
+        if total > c.count:
+            row = {k: v * c.count / total for k, v in row.items()}
+        out[c.key] = row
+    used: dict[str, float] = {}
+    gpus = {c.key: c.gpus for c in classes}
+    for ck, row in out.items():
+        for k, v in row.items():
+            used[k] = used.get(k, 0.0) + gpus[ck] * v
+    for k, u in used.items():
+        cap = float(problem.gpu_types.get(k, 0))
+        if u > cap:
+            factor = cap / u if u > 0 else 0.0
+            for row in out.values():
+                if k in row:
+                    row[k] *= factor
+    return out
+
+
 def equal_split_classes(problem: Problem, classes: list[JobClass]) -> dict[int, dict[str, float]]:
     """The equal split with best use: each tenant's classes use ``(w_u/W) C`` as well as they can.
 
@@ -251,5 +281,5 @@ def result(problem: Problem, policy: str, classes: list[JobClass], X: Mapping[in
     e = fairness.efficiency(problem, x)
     extra["efficiency"] = e
     extra["classes"] = len(classes)
-    return Allocation(policy=policy, x=x, status=status, solver=options.solver,
+    return Allocation(policy=policy, x=x, status=status, solver=options.resolved_solver,
                       solve_seconds=time.perf_counter() - started, info=extra)

@@ -90,7 +90,9 @@ def _max_min(problem: Problem, options: PolicyOptions, name: str, agnostic: bool
     cm.set_objective({t: 1.0})
     cm.solve()
     t_star = max(0.0, cm.value(t))
-    cm.add_row({t: 1.0}, t_star * (1 - _SLACK), INF)
+    # held at its optimum less round-off (t_star is computed: fairness.slack keeps the first
+    # stage's own answer feasible under the solvers' tolerances)
+    cm.add_row({t: 1.0}, t_star - max(_SLACK * t_star, fairness.slack(t_star)), INF)
     cm.set_objective(cm.efficiency())
     cm.solve()
     return classes, cm.values(), t_star

@@ -34,7 +34,7 @@ from ..jobclasses import JobClass, classes_of
 from ..model import Allocation, Problem
 from . import PolicyOptions, register
 from ._ceei import ceei
-from ._lp import ClassLP, equal_split_classes, fallback_allocation, result
+from ._lp import ClassLP, equal_split_classes, fallback_allocation, feasible_classes, result
 from .baselines import _max_min, _max_throughput_classes
 
 ClassX = Mapping[int, Mapping[str, float]]
@@ -144,17 +144,20 @@ class _Climb:
         cm.lp.truncate(self.base)
         util = _utilities(t.classes, X)
         for u in t.names:
-            si = min(t.si[u], util.get(u, 0.0))  # X is SI: keep it feasible despite round-off
-            cm.lp.set_row_bounds(self.si_rows[u], si, INF)
+            # X is SI (up to eps): keep it feasible despite round-off; the answer is re-verified
+            si = min(t.si[u], util.get(u, 0.0))
+            cm.lp.set_row_bounds(self.si_rows[u], si - fairness.slack(si), INF)
         bundles = _bundles(t.classes, X, self.problem.types)
         cuts = []
         for (u, v), cert in t.envy_certificates(X).items():
             scale = t.weight[u] / t.weight[v]
             const = sum(c.count * cert.q.get(c.key, 0.0) for c in t.mine[u])
             # the cut is tight at X up to solver round-off; never let round-off cut X itself off
-            # (X is verified SI+EF, so this moves the bound by round-off only)
+            # (X is verified SI+EF, so this moves the bound by round-off only): the constant is
+            # at most the cut's value at X, less slack (eps/10; the answer is checked with eps)
             at_x = util.get(u, 0.0) - scale * sum(cert.p.get(k, 0.0) * y for k, y in bundles[v].items())
             const = min(const, at_x)
+            const -= fairness.slack(cert.value)
             slack = util.get(u, 0.0) - cert.value
             cuts.append((u, v, scale, cert.p, const, slack <= self.NEAR * (1 + util.get(u, 0.0))))
         added = [False] * len(cuts)
@@ -172,7 +175,7 @@ class _Climb:
                 add(i)
         while True:
             self._solve()
-            X_new = cm.values()
+            X_new = feasible_classes(self.problem, t.classes, cm.values())
             u_new = _utilities(t.classes, X_new)
             b_new = _bundles(t.classes, X_new, self.problem.types)
             late = [i for i, (u, v, scale, p, const, _) in enumerate(cuts) if not added[i]
@@ -188,21 +191,33 @@ class _Climb:
 
         Stage 1: ``max E`` with ``U_u >= U_u(X)``; stage 2: at that ``E``, move the bundles as
         little as possible (L1) from ``X``'s, which keeps envy away when it can be kept away.
+        Floors and the ``E`` row are relaxed by ``fairness.slack``; the model is restored to the
+        climb's rows even when a solve fails.
         """
+        try:
+            return self._polish(X)
+        except SolverError:
+            self.cm.lp.reset()  # rebuild the in-memory model from scratch for the next solve
+            raise
+        finally:
+            self.cm.lp.truncate(self.base)
+            self.cm.set_objective(self.cm.efficiency())
+
+    def _polish(self, X: ClassX) -> tuple[dict | None, float]:
         t, cm = self.t, self.cm
         cm.lp.truncate(self.base)
         util = _utilities(t.classes, X)
         e_now = sum(util.values())
         for u in t.names:
             floor = util.get(u, 0.0)
-            cm.lp.set_row_bounds(self.si_rows[u], floor - 1e-9 * (1 + floor), INF)
+            cm.lp.set_row_bounds(self.si_rows[u], floor - fairness.slack(floor), INF)
         cm.set_objective(cm.efficiency())
         self._solve()
         e_max = cm.lp.objective
         gap = max(0.0, e_max - e_now)
         if gap <= fairness.eps(e_now):
             return None, gap
-        cm.add_row(cm.efficiency(), e_max - 1e-9 * (1 + e_max), INF)
+        cm.add_row(cm.efficiency(), e_max - fairness.slack(e_max), INF)
         bundles = _bundles(t.classes, X, self.problem.types)
         gpus = {c.key: c.gpus for c in t.classes}
         for u in t.names:
@@ -213,16 +228,23 @@ class _Climb:
                 cm.add_row({**terms, d: 1.0}, bundles[u][k], INF)
         cm.set_objective({d: -1.0 for d in self.dev.values()})
         self._solve()
-        X_near = cm.values()
+        X_near = feasible_classes(self.problem, t.classes, cm.values())
         cm.lp.truncate(self.base)
         cm.set_objective(cm.efficiency())
         return X_near, gap
 
-    def climb(self, X: ClassX, e: float) -> tuple[ClassX, float, int]:
-        """Iterate the linearised LP from the SI+EF point ``X`` until ``E`` stops improving."""
+    def climb(self, X: ClassX, e: float) -> tuple[ClassX, float, int, str | None]:
+        """Iterate the linearised LP from the SI+EF point ``X`` until ``E`` stops improving.
+
+        The last value says why the climb stopped early when a step's solve failed (the last
+        verified point is kept): None when it ran to its end."""
         rounds = 0
         for rounds in range(1, MAX_ROUNDS + 1):
-            X_new = self.step(X)
+            try:
+                X_new = self.step(X)
+            except SolverError as exc:
+                self.cm.lp.reset()
+                return X, e, rounds, str(exc)
             e_new = _efficiency(self.t.classes, X_new)
             improved = e_new > e + _REL_IMPROVEMENT * (1 + e)
             if not improved:
@@ -230,7 +252,7 @@ class _Climb:
             if not self.t.fair(X_new):  # round-off broke a property: keep the last verified point
                 break
             X, e = X_new, e_new
-        return X, e, rounds
+        return X, e, rounds, None
 
 
 def _mix(a: ClassX, b: ClassX, step: float) -> dict[int, dict[str, float]]:
@@ -271,93 +293,146 @@ def _pareto_ok(problem: Problem, t: _Tenants, X: ClassX) -> tuple[bool, float]:
 
 @register("oef", "OEF (cooperative): maximum efficiency subject to sharing incentive, envy-freeness and Pareto efficiency")
 def oef(problem: Problem, options: PolicyOptions) -> Allocation:
+    """See the module docstring and docs/oef.md. Every candidate is made exactly feasible
+    (:func:`~._lp.feasible_classes`) and checked exactly (SI, EF with ``eps``; PE with
+    :func:`slurm_fair.fairness.pareto_bound`) before it counts. A stage whose solve fails is
+    recorded in ``info['degraded']`` and skipped; the answer is then the best verified
+    SI+EF+PE candidate, else the best verified SI+EF one (``pareto_efficient: false``), and the
+    equal split (status ``fallback``) only when nothing could be verified at all."""
     started = time.perf_counter()
     classes = classes_of(problem)
     tried: dict[str, str] = {}
+    degraded: dict[str, str] = {}
     try:
         t = _Tenants(problem, classes)
-        # the efficiency bound first: when the most efficient allocation is already SI and EF
-        # it is the answer (E = E*, and it is Pareto-efficient by construction)
-        top = _max_throughput_classes(problem, options, classes)
+        X0 = feasible_classes(problem, classes, equal_split_classes(problem, classes))
+    except SolverError as exc:  # no SI constant, nothing can be verified: the documented fallback
+        return fallback_allocation(problem, "oef", exc, started)
+    clean = lambda X: feasible_classes(problem, classes, X)  # noqa: E731
+    #: verified candidates: (E, name, X, pareto gap or None when PE was not verified)
+    fair_points: list[tuple[float, str, ClassX, float | None]] = []
+    passing: list[tuple[float, str, ClassX]] = []
+
+    def consider(name: str, X: ClassX | None) -> bool:
+        if X is None:
+            tried.setdefault(name, "failed")
+            return False
+        X = clean(X)
+        try:
+            if not t.fair(X):
+                tried[name] = "not SI+EF"
+                return False
+        except SolverError as exc:
+            tried[name] = "check failed"
+            degraded[f"check of {name}"] = str(exc)
+            return False
+        e = _efficiency(classes, X)
+        try:
+            pe, gap = _pareto_ok(problem, t, X)
+        except SolverError as exc:
+            tried[name] = "SI+EF, PE check failed"
+            degraded[f"PE check of {name}"] = str(exc)
+            fair_points.append((e, name, X, None))
+            return False
+        fair_points.append((e, name, X, gap))
+        if not pe:
+            tried[name] = f"SI+EF, not PE (gap {gap:.3g})"
+            return False
+        tried[name] = "SI+EF+PE"
+        passing.append((e, name, X))
+        return True
+
+    # 0. the efficiency bound: when the most efficient allocation is already SI and EF it is
+    #    the answer (E = E*, and it is Pareto-efficient by construction)
+    e_star: float | None = None
+    try:
+        top = clean(_max_throughput_classes(problem, options, classes))
         e_star = _efficiency(classes, top)
         if t.fair(top):
             info = {"winner": "max-throughput", "candidates": {"max-throughput": "SI+EF+PE"},
                     "ccp_rounds": 0, "pareto_efficient": True, "pareto_gap": 0.0,
-                    "efficiency_bound": e_star, "efficiency_ratio": 1.0}
+                    "efficiency_bound": e_star, "efficiency_ratio": 1.0, "degraded": {}}
             return result(problem, "oef", classes, top, options, started, info)
-        passing: list[tuple[float, str, ClassX]] = []
+        tried["max-throughput"] = "not SI+EF"
+    except SolverError as exc:
+        tried["max-throughput"] = "failed"
+        degraded["max-throughput"] = str(exc)
+    lp = _Climb(problem, t, options)
+    rounds = 0
 
-        def consider(name: str, X: ClassX | None) -> bool:
-            if X is None:
-                tried[name] = "failed"
-                return False
-            if not t.fair(X):
-                tried[name] = "not SI+EF"
-                return False
-            pe, gap = _pareto_ok(problem, t, X)
-            if not pe:
-                tried[name] = f"SI+EF, not PE (gap {gap:.3g})"
-                return False
-            tried[name] = "SI+EF+PE"
-            passing.append((_efficiency(classes, X), name, X))
-            return True
-
-        lp = _Climb(problem, t, options)
-
-        def climb(name: str, X: ClassX) -> tuple[ClassX, int]:
-            """max E s.t. SI+EF (convex-concave) from the fair point X, then a Pareto polish."""
-            X, e, rounds = lp.climb(X, _efficiency(classes, X))
+    def climb(name: str, X: ClassX) -> None:
+        """max E s.t. SI+EF (convex-concave) from the fair point X, then a Pareto polish."""
+        nonlocal rounds
+        X, _, more, why = lp.climb(clean(X), _efficiency(classes, clean(X)))
+        rounds += more
+        if why is not None:
+            degraded[f"ccp from {name}"] = why
+        try:
             better, _ = lp.polish(X)
-            if not consider(f"ccp+polish from {name}", X if better is None else better) and better is not None:
-                # the polish broke SI/EF: the climb's own answer may still be PE
-                consider(f"ccp from {name}", X)
-            return X, rounds
+        except SolverError as exc:
+            degraded[f"polish from {name}"] = str(exc)
+            tried[f"ccp+polish from {name}"] = "failed"
+            consider(f"ccp from {name}", X)
+            return
+        if not consider(f"ccp+polish from {name}", X if better is None else better) and better is not None:
+            # the polish broke SI/EF: the climb's own answer may still be PE
+            consider(f"ccp from {name}", X)
 
-        def at_bound() -> bool:
-            """A verified candidate reaches E*: no other candidate can be more efficient."""
-            return any(e >= e_star - fairness.eps(e_star) for e, _, _ in passing)
+    def at_bound() -> bool:
+        """A verified candidate reaches E*: no other candidate can be more efficient."""
+        return e_star is not None and any(e >= e_star - fairness.eps(e_star) for e, _, _ in passing)
 
-        # 1. the climb from the equal split with best use (always SI+EF)
-        X0 = equal_split_classes(problem, classes)
-        X, rounds = climb("equal-split", X0)
-        eq = None
-        if not at_bound():
-            # 2. gavel-mmf's answer, a candidate when it happens to be SI+EF+PE, and the climb
-            #    from it when it is a better fair start
-            gm: ClassX | None = None
+    # 1. the climb from the equal split with best use (always SI+EF; itself a candidate, so a
+    #    verified SI+EF point exists whatever fails later)
+    consider("equal-split", X0)
+    climb("equal-split", X0)
+    eq = None
+    if not at_bound():
+        # 2. gavel-mmf's answer, a candidate when it happens to be SI+EF+PE, and the climb
+        #    from it when it is a better fair start
+        gm: ClassX | None = None
+        try:
+            _, gm, _ = _max_min(problem, options, "oef_gavel", agnostic=False)
+        except SolverError as exc:
+            degraded["gavel-mmf"] = str(exc)
+        consider("gavel-mmf", gm)
+        if gm is not None and tried["gavel-mmf"].startswith("SI+EF") and _efficiency(classes, clean(gm)) > _efficiency(classes, X0):
+            climb("gavel-mmf", gm)
+    if not at_bound():
+        # 3. the competitive equilibrium from equal incomes (SI, EF and PE by construction)
+        #    and the climb from it
+        def good(X: ClassX) -> bool:
+            X = clean(X)
             try:
-                _, gm, _ = _max_min(problem, options, "oef_gavel", agnostic=False)
+                return t.fair(X) and _pareto_ok(problem, t, X)[0]
             except SolverError:
-                pass
-            consider("gavel-mmf", gm)
-            if gm is not None and tried["gavel-mmf"].startswith("SI+EF") and _efficiency(classes, gm) > _efficiency(classes, X0):
-                X, more = climb("gavel-mmf", gm)
-                rounds += more
-        if not at_bound():
-            # 3. the competitive equilibrium from equal incomes (SI, EF and PE by construction)
-            #    and the climb from it
-            try:
-                eq = ceei(problem, classes, good_enough=lambda X: t.fair(X) and _pareto_ok(problem, t, X)[0])
-            except SolverError:
-                pass
-            consider("ceei", None if eq is None else eq.X)
-            if eq is not None and tried["ceei"].startswith("SI+EF") and _efficiency(classes, eq.X) > _efficiency(classes, X0):
-                X, more = climb("ceei", eq.X)
-                rounds += more
-        if not passing:  # pragma: no cover - the CEEI passes up to its tolerance
-            pe, gap = _pareto_ok(problem, t, X)
-            info = {"winner": "ccp (not verified PE)", "candidates": tried,
-                    "ccp_rounds": rounds, "pareto_efficient": pe, "pareto_gap": gap,
-                    "efficiency_bound": e_star}
-            return result(problem, "oef", classes, X, options, started, info)
+                return False
+
+        try:
+            eq = ceei(problem, classes, good_enough=good)
+        except SolverError as exc:
+            degraded["ceei"] = str(exc)
+        consider("ceei", None if eq is None else eq.X)
+        if eq is not None and tried["ceei"].startswith("SI+EF") and _efficiency(classes, clean(eq.X)) > _efficiency(classes, X0):
+            climb("ceei", eq.X)
+    if passing:
         passing.sort(key=lambda r: r[0], reverse=True)
         e_best, winner, X = passing[0]
-    except SolverError as exc:
-        return fallback_allocation(problem, "oef", exc, started)
+        pe, gap = True, 0.0
+    elif not fair_points:  # every check failed: nothing verified, the documented fallback
+        why = "; ".join(f"{k}: {v}" for k, v in degraded.items()) or "no candidate could be verified"
+        return fallback_allocation(problem, "oef", SolverError(f"oef: no verified candidate ({why})", None, "Error"), started)
+    else:
+        # no candidate verified PE: the most efficient verified SI+EF one (the equal split at
+        # worst), reported as such
+        fair_points.sort(key=lambda r: r[0], reverse=True)
+        e_best, winner, X, g = fair_points[0]
+        pe, gap = False, g
+        winner = f"{winner} (SI+EF, not verified PE)"
     info = {"winner": winner, "candidates": tried, "ccp_rounds": rounds,
-            "pareto_efficient": True, "pareto_gap": 0.0, "efficiency_bound": e_star,
-            "efficiency_ratio": fairness.efficiency_ratio(e_best, e_star),
-            "ceei_spending_error": None if eq is None else eq.error}
+            "pareto_efficient": pe, "pareto_gap": gap, "efficiency_bound": e_star,
+            "efficiency_ratio": None if e_star is None else fairness.efficiency_ratio(e_best, e_star),
+            "ceei_spending_error": None if eq is None else eq.error, "degraded": degraded}
     return result(problem, "oef", classes, X, options, started, info)
 
 

@@ -109,10 +109,31 @@ def test_fallback_is_si_and_ef(monkeypatch) -> None:
     monkeypatch.setattr(lp.ClassModel, "solve", broken)
     monkeypatch.setattr(lp.ClassLP, "solve", broken)
     p = ind.random_problem(__import__("random").Random(5))
-    a = policies.allocate("oef", p, PolicyOptions(solver="highs"))
+    a = policies.allocate("gavel-mmf", p, PolicyOptions(solver="highs"))
     assert a.status == "fallback"
     x = {j: dict(r) for j, r in a.x.items()}
     assert ind.capacity_ok(p, x) and ind.si_ok(p, x) and ind.ef_ok(p, x)
+
+
+def test_oef_degrades_to_a_verified_candidate(monkeypatch) -> None:
+    """With every main model failing, oef does not drop to the fallback: it returns the best
+    candidate it could still verify (the equal split or the CEEI, whose LPs are separate) and
+    names the failed stages in info['degraded']."""
+    import slurm_fair.policies._lp as lp
+
+    def broken(self, *args):
+        raise SolverError("forced", "kept.lp", "Not Solved")
+
+    monkeypatch.setattr(lp.ClassLP, "solve", broken)
+    p = ind.random_problem(__import__("random").Random(5))
+    a = policies.allocate("oef", p, PolicyOptions(solver="highs"))
+    assert a.status == "optimal"
+    assert {"max-throughput", "ccp from equal-split", "gavel-mmf"} <= set(a.info["degraded"])
+    assert a.info["candidates"]["equal-split"].startswith("SI+EF")
+    x = {j: dict(r) for j, r in a.x.items()}
+    assert ind.capacity_ok(p, x) and ind.si_ok(p, x) and ind.ef_ok(p, x)
+    if a.info["pareto_efficient"]:  # claimed PE only when verified
+        assert ind.pe_gap(p, x) <= ind.tol(sum(ind.utilities(p, x).values()))
 
 
 @settings(max_examples=30, deadline=None)
