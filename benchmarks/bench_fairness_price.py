@@ -84,6 +84,10 @@ def main() -> None:
         print(f"| {name} | {statistics.mean(r['ratio']):.4f} | {min(r['ratio']):.4f} | "
               f"{sum(r['si']):.0f}/{done} | {sum(r['ef']):.0f}/{done} | {sum(r['pe']):.0f}/{done} | "
               f"{statistics.median(r['s']):.3f} |")
+    sp = [nc / o for nc, o in zip(rows["oef-noncoop"]["ratio"], rows["oef"]["ratio"]) if o > 0]
+    if sp:
+        print(f"\nprice of strategy-proofness: E(oef-noncoop) / E(oef) per problem: mean {statistics.mean(sp):.4f}, "
+              f"min {min(sp):.4f}, below 0.999 on {sum(r < 0.999 for r in sp)}/{len(sp)}")
     for note in notes:
         print(note)
 

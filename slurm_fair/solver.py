@@ -300,6 +300,13 @@ class SmallLP:
             self._h_rows = len(self.rows)
         h.run()
         status = h.getModelStatus()
+        if status == highspy.HighsModelStatus.kInfeasible and not infeasible_ok:
+            # HiGHS' presolve can call a feasible LP with nearly dependent rows infeasible (seen
+            # with floors taken from a feasible allocation): decide once more without it
+            h.setOptionValue("presolve", "off")
+            h.run()
+            status = h.getModelStatus()
+            h.setOptionValue("presolve", "choose")
         if infeasible_ok and status == highspy.HighsModelStatus.kInfeasible:
             self.infeasible = True
             return

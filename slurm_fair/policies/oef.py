@@ -283,10 +283,12 @@ def _fair_step(t: _Tenants, a: ClassX, b: ClassX, probes: int = 8) -> float:
 
 
 def _pareto_ok(problem: Problem, t: _Tenants, X: ClassX) -> tuple[bool, float]:
-    """Exact PE check of a class solution: ``max E s.t. U_u >= U_u(X)`` is at most ``E + eps``."""
+    """Exact PE check of a class solution: ``max E s.t. U_u >= U_u(X)`` is at most ``E + eps``
+    (the maximum bounded from above by :func:`slurm_fair.fairness.pareto_bound`, which relaxes
+    the floors against round-off and takes the relaxation back out with the floors' duals)."""
     util = _utilities(t.classes, X)
     e = sum(util.values())
-    best, _ = fairness.max_efficiency_classes(problem, t.classes, util)
+    best = fairness.pareto_bound(problem, t.classes, util)
     gap = max(0.0, best - e)
     return gap <= fairness.eps(e), gap
 

@@ -71,6 +71,11 @@ def max_efficiency(problem: Problem, floors: dict[str, float] | None = None) -> 
         rows.append([-n_of(jobs[a], k) if jobs[a].tenant == u else 0.0 for a, k in idx])
         rhs.append(-(floor - 1e-9 * (1 + abs(floor))))
     res = linprog(c, A_ub=np.array(rows), b_ub=np.array(rhs), bounds=(0, None), method="highs")
+    if res.status == 2:
+        # HiGHS' presolve can call a feasible LP with nearly dependent floor rows infeasible
+        # (seen on a problem whose allocation satisfies every row exactly): decide without it
+        res = linprog(c, A_ub=np.array(rows), b_ub=np.array(rhs), bounds=(0, None), method="highs",
+                      options={"presolve": False})
     assert res.status == 0, res.message
     return -res.fun
 
