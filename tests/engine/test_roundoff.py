@@ -49,7 +49,7 @@ def _job(jid: str, tenant: str, gpus: int, thr: dict) -> Job:
 
 
 # Reduced from the sweep's hypothesis problem 235 (weights 1 and 100, throughput ratios up to
-# 1000): the CEEI is SI+EF+PE, but the floors' duals are large (~60), so relaxing the floors of
+# 1000): the CEEI is SI+EF+PE, but the floors' duals are large, so relaxing the floors of
 # the PE check by slack (1e-7) without taking the relaxation back out (fairness.pareto_bound)
 # raised max E by 6e-6 > eps and rejected the CEEI; oef then answered a point 0.0098 from PE.
 WEIGHTED = Problem(
