@@ -58,7 +58,7 @@ def results_table(docs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None,
               help="Directory for checkpoints, job output and controller state (default: a new temp dir).")
 @click.option("--throughputs", type=click.Path(dir_okay=False), default=None, help="Gavel-format throughput JSON.")
-@click.option("--solver", type=click.Choice(["cbc", "highs"]), default=None, help="Controller LP solver.")
+@click.option("--solver", type=click.Choice(["auto", "cbc", "highs"]), default=None, help="Controller LP solver (default auto: HiGHS when installed, else CBC).")
 @click.option("--dir", "state_dir", type=click.Path(file_okay=False), default=None, help="Testbed state directory.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Testbed description.")
 @click.option("--unscaled-requeue-hold", is_flag=True,

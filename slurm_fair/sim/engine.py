@@ -63,7 +63,7 @@ class SimConfig:
     #: stop after this much simulated time (None: run until every job finished)
     horizon_s: float | None = None
     check_fairness: bool = True
-    solver: str = "cbc"
+    solver: str = "auto"
     time_limit_s: float = 30.0
     keep_lp_dir: str | None = None
 
