@@ -39,7 +39,8 @@ $SF testbed status
 
 echo
 echo "== Emulated workload: $(($(wc -l < "$TRACE") - 1)) Philly-derived jobs of 3 tenants, policy $POLICY =="
-echo "   (untyped --gres=gpu:N jobs; the controller pins GPU types, sets QOS limits and order;"
+echo "   (untyped --gres=gpu:N jobs; the controller steers each to its GPU type's partition, sets"
+echo "    per-tenant QOS limits and the order;"
 echo "    ${SCALE} trace seconds pass per real second; takes about two minutes)"
 rm -rf "$RUN_DIR"
 SINCE=$(date +%Y-%m-%dT%H:%M:%S)
@@ -52,7 +53,7 @@ echo "== What the controller did (from its JSON cycle log) =="
 .venv/bin/python - "$RUN_DIR/bench.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))["bench"]["controller"]
-print(f"  {c['cycles']} cycles ({c['cycles_ok']} ok), {c['gpu_type_pins']} GPU types pinned, "
+print(f"  {c['cycles']} cycles ({c['cycles_ok']} ok), {c['gpu_type_steers']} GPU-type steerings, "
       f"{c['requeues']} round-boundary requeues, mean cycle {c['cycle_seconds_mean']:.2f} s; revert: {c['revert']}")
 PY
 

@@ -456,11 +456,11 @@ class Bench:
                 for a in c.get("actions", []):
                     if a.get("applied") and a.get("kind") == "requeue":
                         requeues += 1
-                    if a.get("applied") and a.get("kind") == "set_gpu_type":
-                        retypes += 1
+                    if a.get("applied") and a.get("kind") in ("set_partition", "set_gpu_type"):
+                        retypes += 1  # steered to a type's partition, or its gres pinned
                     if a.get("applied") and a.get("kind") == "release_hold":
                         released += 1
-        return {"cycles": cycles, "cycles_ok": ok, "requeues": requeues, "gpu_type_pins": retypes,
+        return {"cycles": cycles, "cycles_ok": ok, "requeues": requeues, "gpu_type_steers": retypes,
                 "requeue_holds_released": released,
                 "cycle_seconds_mean": (sum(seconds) / len(seconds)) if seconds else None,
                 "cycle_seconds_max": max(seconds, default=None)}
