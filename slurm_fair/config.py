@@ -203,18 +203,23 @@ def default_path() -> Path | None:
     return None
 
 
-def load(path: str | os.PathLike[str] | None = None) -> Config:
-    """Load and validate a configuration file (defaults only when there is none)."""
-    p = Path(path) if path is not None else default_path()
-    if p is None:
-        return validate({}, "<defaults>")
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Parse a TOML file; a missing, unreadable or malformed file is a ConfigError naming it."""
+    p = Path(path)
     try:
         with open(p, "rb") as fh:
-            data = tomllib.load(fh)
+            return tomllib.load(fh)
     except FileNotFoundError:
         raise ConfigError(str(p), ["file not found"]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(p), [f"not valid TOML: {exc}"]) from None
     except OSError as exc:
         raise ConfigError(str(p), [f"cannot read: {exc.strerror}"]) from None
-    return validate(data, str(p))
+
+
+def load(path: str | os.PathLike[str] | None = None) -> Config:
+    """Load and validate a configuration file (defaults only when there is none)."""
+    p = Path(path) if path is not None else default_path()
+    if p is None:
+        return validate({}, "<defaults>")
+    return validate(read_toml(p), str(p))

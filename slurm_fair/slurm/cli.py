@@ -62,6 +62,28 @@ def _check_job_id(job_id: str) -> str:
     return str(job_id)
 
 
+def refuse_retype(job: SlurmJob, have: str | None, want: str | None, can_retype: bool, slurm: str) -> None:
+    """Refuse, before anything is sent, a GPU-request change this Slurm cannot undo or honour.
+
+    Slurm before 23.11 cannot change a ``--gpus-per-task`` request of a pending job, nor a typed
+    request (it would then ask for *both* types and wait forever). The fake applies the same
+    rule, so unit tests see what the real adapter would refuse.
+    """
+    per = job.gpu_request.per if job.gpu_request else "node"
+    if per == "task" and not can_retype:
+        raise SlurmCommandError(
+            ["scontrol", "update", f"JobId={job.job_id}"], 1,
+            f"job {job.job_id} asks for GPUs per task; Slurm before 23.11 cannot change "
+            "a --gpus-per-task request (TresPerTask) of a pending job",
+        )
+    if have is not None and have != want and not can_retype:
+        raise SlurmCommandError(
+            ["scontrol", "update", f"JobId={job.job_id}"], 1,
+            f"job {job.job_id} already asks for {have} GPUs; {slurm} cannot "
+            f"change a typed GPU request to {want or 'untyped'} (it would ask for both types)",
+        )
+
+
 class SlurmCli:
     """SlurmPort over Slurm's commands.
 
@@ -204,19 +226,7 @@ class SlurmCli:
         return self.tres_prefix() == "gres/"
 
     def _refuse_retype(self, job: SlurmJob, have: str | None, want: str | None) -> None:
-        per = job.gpu_request.per if job.gpu_request else "node"
-        if per == "task" and not self.can_retype_gpu():
-            raise SlurmCommandError(
-                ["scontrol", "update", f"JobId={job.job_id}"], 1,
-                f"job {job.job_id} asks for GPUs per task; Slurm before 23.11 cannot change "
-                "a --gpus-per-task request (TresPerTask) of a pending job",
-            )
-        if have is not None and have != want and not self.can_retype_gpu():
-            raise SlurmCommandError(
-                ["scontrol", "update", f"JobId={job.job_id}"], 1,
-                f"job {job.job_id} already asks for {have} GPUs; this Slurm (before 23.11) cannot "
-                f"change a typed GPU request to {want or 'untyped'} (it would ask for both types)",
-            )
+        refuse_retype(job, have, want, self.can_retype_gpu(), "this Slurm (before 23.11)")
 
     def tres_prefix(self) -> str:
         """How this Slurm wants a GPU request written: ``gres:`` before 23.11, ``gres/`` after.

@@ -22,10 +22,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..errors import JobGone, SlurmCommandError
+from ..errors import JobGone
 from ..model import Account, AccountingRecord, GpuRequest, Node, Qos, SlurmJob, Snapshot
 from . import parse
-from .cli import UPDATABLE_FIELDS, _split_raw, check_start_time
+from .cli import UPDATABLE_FIELDS, _split_raw, check_start_time, refuse_retype
 
 #: reasons Slurm gives a held job
 HELD_ADMIN, HELD_USER = "JobHeldAdmin", "JobHeldUser"
@@ -169,19 +169,7 @@ class FakeSlurm:
         return m is None or (int(m.group(1)), int(m.group(2))) >= (23, 11)
 
     def _refuse_retype(self, job: SlurmJob, have: str | None, want: str | None) -> None:
-        per = job.gpu_request.per if job.gpu_request else "node"
-        if per == "task" and not self.can_retype_gpu():
-            raise SlurmCommandError(
-                ["scontrol", "update", f"JobId={job.job_id}"], 1,
-                f"job {job.job_id} asks for GPUs per task; Slurm before 23.11 cannot change "
-                "a --gpus-per-task request (TresPerTask) of a pending job",
-            )
-        if have is not None and have != want and not self.can_retype_gpu():
-            raise SlurmCommandError(
-                ["scontrol", "update", f"JobId={job.job_id}"], 1,
-                f"job {job.job_id} already asks for {have} GPUs; Slurm {self.slurm_version} cannot "
-                f"change a typed GPU request",
-            )
+        refuse_retype(job, have, want, self.can_retype_gpu(), f"Slurm {self.slurm_version}")
 
     def _after_rewrite(self, job: SlurmJob) -> int:
         """Like the real adapter, a request rewrite holds and releases a job that was not held,

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ClusterShell.NodeSet import NodeSet, NodeSetException
 
-from ..config import Key, _check_table, check_sections
+from ..config import Key, _check_table, check_sections, read_toml
 from ..errors import ConfigError, Finding
 
 #: environment variable naming the testbed description (beats ./conf/testbed.toml)
@@ -247,14 +245,4 @@ def load(path: str | os.PathLike[str] | None) -> TestbedConfig:
     """Load and validate a testbed description; ``None`` means the built-in defaults."""
     if path is None:
         return validate({}, "<defaults>")
-    p = Path(path)
-    try:
-        with open(p, "rb") as fh:
-            data = tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(str(p), ["file not found"]) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(str(p), [f"not valid TOML: {exc}"]) from None
-    except OSError as exc:
-        raise ConfigError(str(p), [f"cannot read: {exc.strerror}"]) from None
-    return validate(data, str(p))
+    return validate(read_toml(path), str(path))
