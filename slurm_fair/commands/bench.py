@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..sim.report import COLUMNS
+from ..sim.report import COLUMNS, format_metric
 from ..testbed import Testbed
 from ..testbed.bench import Bench, BenchSpec, fresh_run_dir, write_json
 
@@ -27,16 +27,6 @@ BENCH_ROWS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _fmt(value: Any, fmt: str) -> str:
-    if value is None:
-        return "-"
-    if fmt == "h":
-        return f"{value / 3600:.2f}"
-    if fmt == "d":
-        return f"{int(value)}"
-    return format(value, fmt)
-
-
 def results_table(docs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
     """One row per metric (the simulator's rows, then the bench's), one column per run."""
     table = Table(title=title)
@@ -44,7 +34,7 @@ def results_table(docs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
     for name in docs:
         table.add_column(name, justify="right")
     for key, header, fmt in [c for c in COLUMNS if c[0] != "wall_seconds"] + list(BENCH_ROWS):
-        table.add_row(header, *[_fmt(d["metrics"].get(key), fmt) for d in docs.values()])
+        table.add_row(header, *[format_metric(d["metrics"].get(key), fmt) for d in docs.values()])
     return table
 
 

@@ -69,7 +69,8 @@ def document(results: Mapping[str, SimResult], workload: Workload, cluster: Clus
     }
 
 
-def _fmt(value: Any, fmt: str) -> str:
+def format_metric(value: Any, fmt: str) -> str:
+    """A metric as the comparison tables show it (``h``: seconds as hours, ``d``: integer)."""
     if value is None:
         return "-"
     if fmt == "h":
@@ -87,5 +88,5 @@ def comparison_table(doc: Mapping[str, Any]) -> Table:
     for name in doc["policies"]:
         table.add_column(name, justify="right")
     for key, header, fmt in COLUMNS:
-        table.add_row(header, *[_fmt(m.get(key), fmt) for m in doc["policies"].values()])
+        table.add_row(header, *[format_metric(m.get(key), fmt) for m in doc["policies"].values()])
     return table
