@@ -36,13 +36,17 @@ def test_recycled_pid_with_another_start_time_is_stale(tmp_path):
     me = psutil.Process()
     (tmp_path / LOCK_NAME).write_text(json.dumps({"pid": me.pid, "start": me.create_time() - 1000}))
     with ControllerLock(tmp_path):
-        pass
+        held = json.loads((tmp_path / LOCK_NAME).read_text())
+        assert held["pid"] == psutil.Process().pid  # taken over, now ours
+        assert held["start"] == psutil.Process().create_time()
 
 
 def test_garbage_lock_file_is_stale(tmp_path):
     (tmp_path / LOCK_NAME).write_text("not json")
     with ControllerLock(tmp_path):
-        pass
+        held = json.loads((tmp_path / LOCK_NAME).read_text())
+        assert held["pid"] == psutil.Process().pid  # taken over, now ours
+        assert held["start"] == psutil.Process().create_time()
 
 
 def test_live_lock_of_another_process(tmp_path):
