@@ -151,6 +151,18 @@ def _check_table(
     return out
 
 
+
+def expand_hostlist(hostlist: str, where: str, problems: list[Finding]) -> list[str] | None:
+    """Node names of a Slurm hostlist (``gpu-[1-4]``) via ClusterShell; None and a Finding
+    at ``where`` when it is not a hostlist."""
+    from ClusterShell.NodeSet import NodeSet, NodeSetException
+
+    try:
+        return list(NodeSet(hostlist))
+    except NodeSetException as exc:
+        problems.append(Finding(where, f"not a valid hostlist: {exc}"))
+        return None
+
 def check_sections(
     data: Mapping[str, Any],
     schema: Mapping[str, dict[str, Key]],

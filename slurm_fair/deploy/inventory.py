@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ClusterShell.NodeSet import NodeSet, NodeSetException
+from ClusterShell.NodeSet import NodeSet
 
-from ..config import Key, _check_table, _suggest
+from ..config import Key, _check_table, _suggest, expand_hostlist
 from ..errors import ConfigError, Finding
 
 #: strict patterns for everything that reaches a rendered file
@@ -162,10 +162,8 @@ def validate(data: Mapping[str, Any], source: str = "<inventory>") -> Inventory:
         if not spec["nodes"]:
             problems.append(Finding(f"{where}.nodes", "missing (a hostlist such as gpu-[1-4])"))
             continue
-        try:
-            names = list(NodeSet(spec["nodes"]))
-        except NodeSetException as exc:
-            problems.append(Finding(f"{where}.nodes", f"not a valid hostlist: {exc}"))
+        names = expand_hostlist(spec["nodes"], f"{where}.nodes", problems)
+        if names is None:
             continue
         if spec["billing_weight"]:
             overrides[gpu_type] = float(spec["billing_weight"])

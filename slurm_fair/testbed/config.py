@@ -17,9 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ClusterShell.NodeSet import NodeSet, NodeSetException
 
-from ..config import Key, _check_table, check_sections, read_toml
+from ..config import Key, _check_table, check_sections, expand_hostlist, read_toml
 from ..errors import ConfigError, Finding
 
 #: environment variable naming the testbed description (beats ./conf/testbed.toml)
@@ -182,10 +181,8 @@ def _nodes(
         if "nodes" not in table:
             problems.append(Finding(f"{where}.nodes", "missing (a hostlist such as v100-[1-2])"))
             continue
-        try:
-            names = list(NodeSet(spec["nodes"]))
-        except NodeSetException as exc:
-            problems.append(Finding(f"{where}.nodes", f"not a valid hostlist: {exc}"))
+        names = expand_hostlist(spec["nodes"], f"{where}.nodes", problems)
+        if names is None:
             continue
         if not names:
             problems.append(Finding(f"{where}.nodes", "names no node"))
