@@ -123,3 +123,11 @@ def test_the_console_script_maps_errors_to_exit_codes(tmp_path):
                            "--policy", "oef"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and str(problem) in proc.stderr
+
+
+def test_hostlists_expand_or_name_the_key():
+    problems: list = []
+    assert config.expand_hostlist("v100-[1-3]", "gpu_types.v100.nodes", problems) == ["v100-1", "v100-2", "v100-3"]
+    assert config.expand_hostlist("v100-[1-", "gpu_types.v100.nodes", problems) is None
+    assert [p.where for p in problems] == ["gpu_types.v100.nodes"]
+    assert "not a valid hostlist" in problems[0].what
