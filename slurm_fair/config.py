@@ -74,7 +74,6 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "total_limit": Key((bool,), True, "also limit each tenant's untyped gres/gpu total (binds untyped jobs)"),
         "pin_gres_type": Key((bool,), False, "rewrite gres requests to the type, only where Slurm can undo it (>= 23.11)"),
         "min_run_s": Key(NUM, 0.0, "time-sharing hysteresis: a job is requeued only after running this long (0: one round)", _non_negative),
-        "release_requeue_hold": Key((bool,), False, "release a job the controller requeued from Slurm's requeue hold (CredExpire+1 s) at once"),
     },
     "throughput": {
         "class_table": Key((str,), "", "CSV of class x GPU type throughputs (empty: embedded)"),

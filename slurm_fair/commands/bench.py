@@ -20,7 +20,6 @@ from ..testbed.bench import Bench, BenchSpec, fresh_run_dir, write_json
 #: extra rows of the bench (real-run figures the simulator has no equivalent for)
 BENCH_ROWS: tuple[tuple[str, str, str], ...] = (
     ("requeued_jobs", "requeued jobs", "d"),
-    ("requeue_holds_released", "holds released", "d"),
     ("emulation_rel_error_mean", "emul. err mean", ".1%"),
     ("emulation_rel_error_max", "emul. err max", ".1%"),
     ("wall_seconds", "real s", ".0f"),
@@ -51,13 +50,10 @@ def results_table(docs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
 @click.option("--solver", type=click.Choice(["auto", "cbc", "highs"]), default=None, help="Controller LP solver (default auto: HiGHS when installed, else CBC).")
 @click.option("--dir", "state_dir", type=click.Path(file_okay=False), default=None, help="Testbed state directory.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Testbed description.")
-@click.option("--unscaled-requeue-hold", is_flag=True,
-              help="Leave Slurm's 121 s hold of requeued jobs as it is (default: the controller releases "
-                   "the jobs it requeues, release_requeue_hold = true).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
 def bench(trace: str, time_scale: float, policy: str, json_out: str | None, round_s: float,
           timeout_s: float | None, run_dir: str | None, throughputs: str | None, solver: str | None,
-          state_dir: str | None, config_path: str | None, unscaled_requeue_hold: bool, quiet: bool) -> None:
+          state_dir: str | None, config_path: str | None, quiet: bool) -> None:
     """Run an emulated trace on the testbed (Slurm alone or with the controller) and score it."""
     tb = Testbed(dir=state_dir, config=config_path)
     say = (lambda _m: None) if quiet else (lambda m: click.echo(f"bench: {m}", err=True))
@@ -65,7 +61,6 @@ def bench(trace: str, time_scale: float, policy: str, json_out: str | None, roun
         trace=Path(trace), time_scale=time_scale,
         policy=None if policy == "none" else policy, run_dir=fresh_run_dir(run_dir), round_s=round_s,
         timeout_real_s=timeout_s, solver=solver, throughputs=throughputs,
-        scale_requeue_hold=not unscaled_requeue_hold,
     )
     say(f"run directory {spec.run_dir}")
     result = Bench(tb, spec, say).run()

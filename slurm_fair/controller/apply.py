@@ -65,8 +65,6 @@ def _call(port: SlurmPort, action: Action, job: SlurmJob | None) -> None:
         port.set_priority(action.job, int(action.after))
     elif k == "requeue":
         port.requeue(action.job)
-    elif k == "release_hold":
-        port.update_job(action.job, {"StartTime": "now"})
     else:  # pragma: no cover - diff only produces the kinds above
         raise ValueError(f"unknown action kind {k!r}")
 

@@ -98,7 +98,6 @@ class Settings:
     total_limit: bool = True
     pin_gres_type: bool = False
     min_run_s: float = 0.0
-    release_requeue_hold: bool = False
 
     @classmethod
     def from_config(cls, config: Config) -> "Settings":
@@ -109,7 +108,7 @@ class Settings:
             Path(c["state_dir"]), Path(c["audit_log"]), t["class_table"],
             {name: float(spec["weight"]) for name, spec in config.tenants.items()},
             tuple(str(a) for a in c["accounts"]), bool(c["total_limit"]), bool(c["pin_gres_type"]),
-            float(c["min_run_s"]), bool(c["release_requeue_hold"]),
+            float(c["min_run_s"]),
         )
 
 
@@ -314,7 +313,7 @@ def _cycle(
                 base_nice = {j: o.nice for j, o in originals.items()}
                 settings = PlanSettings(
                     s.slack, s.order, s.round_s, ptypes, type_partitions(snapshot.nodes), retype_ok,
-                    s.total_limit, s.min_run_s or None, s.release_requeue_hold,
+                    s.total_limit, s.min_run_s or None,
                 )
                 plan = make_plan(
                     snapshot, built.problem, allocation, placement.types, placement.priority,
@@ -403,8 +402,7 @@ def _with_idle_tenants(plan: Plan, store: StateStore, snapshot: Snapshot, slack:
     tenants = dict(plan.tenants)
     for t, lim in limits.items():
         tenants[t] = TenantPlan(t, qos_name(t), lim, {}, {}, 1.0)
-    return Plan(tenants, plan.jobs, plan.requeue, plan.gpu_types, plan.policy, plan.status, plan.info,
-                plan.release)
+    return Plan(tenants, plan.jobs, plan.requeue, plan.gpu_types, plan.policy, plan.status, plan.info)
 
 
 def _record_decisions(

@@ -8,8 +8,9 @@ Actions come out in a safe order: QOS limits first, then attaching the QOS to ac
 may only be moved to a QOS its account allows), then per job QOS, partition (the default way a
 job is steered to its GPU type), gres type (only with ``pin_gres_type``) and order, and requeues
 last (they are the only action on running jobs). A requeued job is pending once its requeue
-returns, so its own settings (QOS, partition, type, order) follow the requeue, and then, with
-``[controller].release_requeue_hold``, its release from Slurm's requeue hold (``release_hold``).
+returns, so its own settings (QOS, partition, type, order) follow the requeue. Slurm then holds
+it for its credential lifetime + 1 s (a relaunch on the same node sooner would fail with
+"credential revoked"); the controller never shortens that hold.
 """
 
 from __future__ import annotations
@@ -22,9 +23,7 @@ from .plan import TOTAL_KEY, Plan, is_gpu_tres
 
 #: execution order of action kinds
 KIND_ORDER = ("ensure_qos", "attach_qos", "set_job_qos", "set_partition", "set_gpu_type", "set_nice",
-              "set_priority", "requeue", "release_hold")
-#: Slurm's reason for a job waiting for its begin time (a requeued job's hold)
-BEGIN_TIME = "BeginTime"
+              "set_priority", "requeue")
 
 
 @dataclass(frozen=True)
@@ -97,16 +96,11 @@ def diff(plan: Plan, snapshot: Snapshot) -> list[Action]:
         sj = jobs.get(job_id)
         if sj is not None and sj.running:
             actions.append(Action("requeue", sj.account, job_id, sj.gpu_type_running, "PENDING"))
-    for job_id in plan.release:
-        sj = jobs.get(job_id)
-        if sj is not None and (job_id in requeued or (sj.pending and sj.reason == BEGIN_TIME)):
-            actions.append(Action("release_hold", sj.account, job_id, BEGIN_TIME, "now",
-                                  {"after_requeue": True} if job_id in requeued else {}))
     return sorted(actions, key=_order)
 
 
 def _order(a: Action) -> tuple[int, int]:
     """Execution order: every change to pending jobs and the requeues first, then what a
-    requeued job gets once it is pending again (its settings, then its release)."""
-    late = bool(a.params.get("after_requeue")) or a.kind == "release_hold"
+    requeued job gets once it is pending again (its settings)."""
+    late = bool(a.params.get("after_requeue"))
     return (1 if late else 0, KIND_ORDER.index(a.kind))

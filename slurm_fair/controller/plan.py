@@ -53,7 +53,8 @@ plan wants this round, i.e. all of
 Otherwise it keeps running (work-conserving). A job the placement runs on the type it holds is
 never requeued, so a job is never requeued only to be restarted on the same type. A requeued job
 is then planned like a pending one in the same cycle (partition of its planned type, its place in
-line) and, with ``release_hold``, released from Slurm's requeue hold. Jobs are never cancelled.
+line); Slurm holds it for its credential lifetime + 1 s before it may start again (the
+controller never shortens that: a relaunch on the same node sooner fails). Jobs are never cancelled.
 """
 
 from __future__ import annotations
@@ -107,8 +108,6 @@ class PlanSettings:
     total_limit: bool = False
     #: hysteresis: a job is requeued only after running this long (None or 0: one round)
     min_run_s: float | None = None
-    #: release requeued jobs from Slurm's requeue hold (BeginTime) in the same cycle
-    release_hold: bool = False
 
     @property
     def min_run(self) -> float:
@@ -160,8 +159,6 @@ class Plan:
     policy: str = ""
     status: str = "optimal"
     info: Mapping[str, Any] = field(default_factory=dict)
-    #: requeued jobs to release from Slurm's requeue hold right after their requeue
-    release: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tenants", frozen_map(self.tenants))
@@ -170,7 +167,7 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         return {
             "policy": self.policy, "status": self.status, "gpu_types": list(self.gpu_types),
-            "requeue": list(self.requeue), "release": list(self.release), "info": dict(self.info),
+            "requeue": list(self.requeue), "info": dict(self.info),
             "tenants": {t: _fields(p) for t, p in self.tenants.items()},
             "jobs": {j: _fields(p) for j, p in self.jobs.items()},
         }
@@ -182,7 +179,6 @@ class Plan:
             jobs={j: JobPlan(**p) for j, p in d.get("jobs", {}).items()},
             requeue=tuple(d.get("requeue", ())), gpu_types=tuple(d.get("gpu_types", ())),
             policy=d.get("policy", ""), status=d.get("status", ""), info=d.get("info", {}),
-            release=tuple(d.get("release", ())),
         )
 
     def restricted_to(self, live_jobs: set[str]) -> "Plan":
@@ -300,7 +296,7 @@ def make_plan(
         info["requeue_for"] = requeue_for
     return Plan(
         tenants, jobs, tuple(requeue), tuple(sorted(capacity)), allocation.policy,
-        allocation.status, info, tuple(requeue) if settings.release_hold else (),
+        allocation.status, info,
     )
 
 

@@ -68,6 +68,7 @@ _CLUSTER_KEYS: dict[str, Key] = {
     "job_submit_script": Key((str,), "", "testbed only"),
     "max_job_count": Key((int,), 0, "testbed only"),
     "min_job_age_s": Key((int,), 0, "testbed only"),
+    "cred_expire_s": Key((int,), 0, "testbed only"),
 }
 _GPU_KEYS: dict[str, Key] = {
     "nodes": Key((str,), "", "hostlist of the nodes with this GPU type"),

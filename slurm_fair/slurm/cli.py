@@ -23,9 +23,7 @@ from . import parse
 from .run import Runner
 
 #: pending-job fields update_job may change (anything else is a programming error)
-UPDATABLE_FIELDS = frozenset({"Partition", "QOS", "ReqNodeList", "ExcNodeList", "Features", "StartTime"})
-#: the StartTime values update_job sends: ``now`` (release a requeued job's hold) or a timestamp
-_START_TIME = re.compile(r"^(now|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?)$")
+UPDATABLE_FIELDS = frozenset({"Partition", "QOS", "ReqNodeList", "ExcNodeList", "Features"})
 
 _NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,64}$")
 _TRES_KEY = re.compile(r"^(cpu|mem|node|billing|energy|gres/[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+)?)$")
@@ -48,12 +46,6 @@ def _check_name(kind: str, value: str) -> str:
     if not _NAME.match(value or ""):
         raise ValueError(f"invalid {kind} name {value!r}")
     return value
-
-
-def check_start_time(fields: Mapping[str, str]) -> None:
-    """``StartTime`` may only be ``now`` or ``YYYY-MM-DDTHH:MM[:SS]`` (no ``now+...`` arithmetic)."""
-    if "StartTime" in fields and not _START_TIME.match(str(fields["StartTime"])):
-        raise ValueError(f"invalid value for StartTime: {fields['StartTime']!r}")
 
 
 def _check_job_id(job_id: str) -> str:
@@ -320,7 +312,6 @@ class SlurmCli:
         bad = set(fields) - UPDATABLE_FIELDS
         if bad:
             raise ValueError(f"cannot update {', '.join(sorted(bad))} (allowed: {sorted(UPDATABLE_FIELDS)})")
-        check_start_time(fields)
         if fields:
             self._update(job_id, **dict(fields))
 

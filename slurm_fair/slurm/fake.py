@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 from ..errors import JobGone
 from ..model import Account, AccountingRecord, GpuRequest, Node, Qos, SlurmJob, Snapshot
 from . import parse
-from .cli import UPDATABLE_FIELDS, _split_raw, check_start_time, refuse_retype
+from .cli import UPDATABLE_FIELDS, _split_raw, refuse_retype
 
 #: reasons Slurm gives a held job
 HELD_ADMIN, HELD_USER = "JobHeldAdmin", "JobHeldUser"
@@ -230,11 +230,8 @@ class FakeSlurm:
         bad = set(fields) - UPDATABLE_FIELDS
         if bad:
             raise ValueError(f"cannot update {', '.join(sorted(bad))}")
-        check_start_time(fields)
         job = self._pending(job_id)
         changes: dict[str, object] = {}
-        if "StartTime" in fields and job.reason == "BeginTime":
-            changes["reason"] = "Priority"  # the requeue hold is over
         if "Partition" in fields:
             changes["partition"] = fields["Partition"]
         if "QOS" in fields:

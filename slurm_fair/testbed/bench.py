@@ -19,12 +19,11 @@ What one run does (issue 6, "Real-cluster benchmark"):
    :class:`~slurm_fair.sim.metrics.JobRecord` in *trace* seconds (``(t - t0) * S``), and compute
    the metrics with the simulator's own :func:`~slurm_fair.sim.metrics.summarize`.
 
-Requeues: Slurm holds a requeued job for ``CredExpire + 1`` = 121 real seconds before it may
-start again (reason ``BeginTime``). Unscaled, that hold would last ``121 * S`` trace seconds
-(2 hours at ``S = 60``), so by default the controller's configuration for the run sets
-``[controller].release_requeue_hold = true``: the controller releases each job it requeues in the
-same cycle, once the job is steered and back in line (``scontrol update StartTime=now``). The
-controller is the one place that does this; ``--unscaled-requeue-hold`` leaves Slurm's hold.
+Requeues: Slurm holds a requeued job for its credential lifetime + 1 s before it may start again
+(reason ``BeginTime``; a relaunch on the same node sooner fails with "credential revoked", so
+nobody shortens the hold). The testbed sets a short lifetime (``cluster.cred_expire_s``, default
+10 s, so the hold is 11 real s = ``11 * S`` trace s); the result records it as
+``requeue_hold_real_s``.
 
 Time: ``t0`` is a whole wall-clock second (sacct stores whole seconds, so arrival 0 is recorded
 as exactly 0). One real second is ``S`` trace seconds: Slurm's scheduling latency (about a
@@ -67,8 +66,6 @@ ACTIVE_STATES = (
     "RESIZING", "SIGNALING", "STAGE_OUT", "SUSPENDED", "STOPPED",
 )
 JOB_NAME_PREFIX = "sfb"
-#: Slurm holds a requeued batch job for CredExpire + 1 s (default 120 + 1) before it may start
-SLURM_REQUEUE_HOLD_S = 121.0
 
 Say = Callable[[str], None]
 
@@ -87,9 +84,6 @@ class BenchSpec:
     solver: str | None = None
     throughputs: str | None = None
     python: str = sys.executable
-    #: let the controller release the jobs it requeues (``release_requeue_hold``) instead of
-    #: leaving Slurm's 121 real s hold, which would be ``121 * S`` trace seconds
-    scale_requeue_hold: bool = True
 
     @property
     def interval_real_s(self) -> float:
@@ -215,7 +209,6 @@ def controller_config(spec: BenchSpec, cluster: str, weights: Mapping[str, float
         f"interval_s = {spec.interval_real_s!r}",
         f"round_s = {spec.interval_real_s!r}",
         f"time_limit_s = {max(1.0, spec.interval_real_s)!r}",
-        f"release_requeue_hold = {'true' if spec.scale_requeue_hold else 'false'}",
         f"state_dir = {json.dumps(str(spec.run_dir / 'controller'))}",
         f"audit_log = {json.dumps(str(spec.run_dir / 'controller' / 'audit.jsonl'))}",
         "",
@@ -440,7 +433,7 @@ class Bench:
     def _controller_cycles(self) -> dict[str, Any]:
         """Counts from the controller's --json output lines (one JSON object per cycle)."""
         path = self.spec.run_dir / "controller.log"
-        cycles = ok = requeues = retypes = released = 0
+        cycles = ok = requeues = retypes = 0
         seconds: list[float] = []
         if path.is_file():
             for line in path.read_text(errors="replace").splitlines():
@@ -458,10 +451,7 @@ class Bench:
                         requeues += 1
                     if a.get("applied") and a.get("kind") in ("set_partition", "set_gpu_type"):
                         retypes += 1  # steered to a type's partition, or its gres pinned
-                    if a.get("applied") and a.get("kind") == "release_hold":
-                        released += 1
         return {"cycles": cycles, "cycles_ok": ok, "requeues": requeues, "gpu_type_steers": retypes,
-                "requeue_holds_released": released,
                 "cycle_seconds_mean": (sum(seconds) / len(seconds)) if seconds else None,
                 "cycle_seconds_max": max(seconds, default=None)}
 
@@ -536,7 +526,6 @@ class Bench:
         metrics["emulation_rel_error_max"] = max(abs_err, default=None)
         metrics["requeued_jobs"] = sum(1 for c in cks.values() if c.runs > 1)
         cycles_info = self._controller_cycles() if spec.policy else None
-        metrics["requeue_holds_released"] = cycles_info["requeue_holds_released"] if cycles_info else 0
         metrics["wall_seconds"] = end_wall - t0
         doc = {
             "bench": {
@@ -545,7 +534,7 @@ class Bench:
                 "tenant_map": mapping, "weights": weights, "cluster": self.tb.config.cluster_name,
                 "capacity": self.capacity, "started_at": datetime.fromtimestamp(t0).isoformat(),
                 "timed_out": timed_out, "run_dir": str(spec.run_dir),
-                "requeue_hold_real_s": 0.0 if spec.scale_requeue_hold else SLURM_REQUEUE_HOLD_S,
+                "requeue_hold_real_s": self.tb.config.cred_expire_s + 1,
                 "controller": ({**cycles_info, "exit_code": ctl_rc, "revert": reverted}
                                if cycles_info is not None else None),
                 "units": "trace seconds (real seconds x time_scale); sacct resolution 1 s real",

@@ -50,6 +50,10 @@ SECTIONS: dict[str, dict[str, Key]] = {
         ),
         "max_job_count": Key((int,), 20000, "MaxJobCount (a 10,000-job benchmark fits)", _positive),
         "min_job_age_s": Key((int,), 30, "MinJobAge: how long finished jobs stay in squeue", _positive),
+        "cred_expire_s": Key(
+            (int,), 10, "job credential lifetime (AuthInfo cred_expire); a requeued job waits this + 1 s",
+            lambda v: None if v >= 5 else "must be >= 5",
+        ),
     },
     "ports": {
         "slurmctld": Key((int,), 16817, "SlurmctldPort", _port),
@@ -115,6 +119,7 @@ class TestbedConfig:
     stop_timeout_s: float
     max_job_count: int
     min_job_age_s: int
+    cred_expire_s: int = 10
     job_submit_lua: bool = False
     job_submit_script: str = ""
     source: str = "<defaults>"
@@ -155,6 +160,7 @@ def validate(data: Mapping[str, Any], source: str = "<testbed config>") -> Testb
         stop_timeout_s=float(values["timeouts"]["stop_s"]),
         max_job_count=cluster["max_job_count"],
         min_job_age_s=cluster["min_job_age_s"],
+        cred_expire_s=cluster["cred_expire_s"],
         job_submit_lua=cluster["job_submit_lua"],
         job_submit_script=cluster["job_submit_script"],
         source=source,

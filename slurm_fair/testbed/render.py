@@ -100,6 +100,7 @@ def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
         "max_job_count": cfg.max_job_count,
         "max_array_size": cfg.max_job_count + 1,
         "min_job_age": cfg.min_job_age_s,
+        "cred_expire": cfg.cred_expire_s,
         "job_submit_lua": cfg.job_submit_lua,
         "timeouts": {"slurmctld": 30, "slurmd": 30, "kill_wait": 5},
         "priority": {

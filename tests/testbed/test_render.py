@@ -48,7 +48,7 @@ def test_slurm_conf_declares_typed_gpus_per_node(rendered) -> None:
     assert conf["PriorityType"] == "priority/multifactor"
     assert conf["SelectType"] == "select/cons_tres"
     assert conf["SlurmdParameters"] == "config_overrides"
-    assert conf["AuthInfo"] == f"socket={layout.munge_socket}"
+    assert conf["AuthInfo"] == f"socket={layout.munge_socket},cred_expire=10"  # short requeue hold
     assert conf["AccountingStoragePass"] == str(layout.munge_socket)
     assert "%n" in conf["SlurmdSpoolDir"] and "%n" in conf["SlurmdPidFile"]
     assert set(conf["AccountingStorageEnforce"].split(",")) >= {"associations", "limits", "qos"}
@@ -85,7 +85,7 @@ def test_slurmdbd_conf_points_at_the_testbed_database(rendered) -> None:
     assert conf["StorageType"] == "accounting_storage/mysql"
     assert conf["StorageHost"] == "127.0.0.1"
     assert conf["StoragePass"] == layout.db_password()
-    assert conf["AuthInfo"] == f"socket={layout.munge_socket}"
+    assert conf["AuthInfo"] == f"socket={layout.munge_socket},cred_expire=10"  # short requeue hold
 
 
 def test_missing_variable_is_an_error_not_an_empty_string(rendered) -> None:
