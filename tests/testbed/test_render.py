@@ -85,7 +85,7 @@ def test_slurmdbd_conf_points_at_the_testbed_database(rendered) -> None:
     assert conf["StorageType"] == "accounting_storage/mysql"
     assert conf["StorageHost"] == "127.0.0.1"
     assert conf["StoragePass"] == layout.db_password()
-    assert conf["AuthInfo"] == f"socket={layout.munge_socket},cred_expire=10"  # short requeue hold
+    assert conf["AuthInfo"] == f"socket={layout.munge_socket}"
 
 
 def test_missing_variable_is_an_error_not_an_empty_string(rendered) -> None:
