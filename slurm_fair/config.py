@@ -74,6 +74,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "total_limit": Key((bool,), True, "also limit each tenant's untyped gres/gpu total (binds untyped jobs)"),
         "pin_gres_type": Key((bool,), False, "rewrite gres requests to the type, only where Slurm can undo it (>= 23.11)"),
         "min_run_s": Key(NUM, 0.0, "time-sharing hysteresis: a job is requeued only after running this long (0: one round)", _non_negative),
+        "requeue_cost_s": Key(NUM, 150.0, "what a requeue costs a job (Slurm's hold, cred_expire + 1 s, plus a restart); "
+                              "a job moves to a faster idle type only when the expected gain beats it", _non_negative),
+        "move_up_gain": Key(NUM, 0.25, "a job moves up only to a type at least this much faster (0.25: 25 %)", _non_negative),
+        "plan_file": Key((str,), "", "the plan file job_submit.lua reads (empty: state_dir/plan.json)"),
     },
     "throughput": {
         "class_table": Key((str,), "", "CSV of class x GPU type throughputs (empty: embedded)"),

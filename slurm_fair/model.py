@@ -19,6 +19,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Mapping
 
+from .gangs import Shape, can_hold
 
 def frozen_map(m: Mapping | None) -> Mapping:
     """A read-only view of a copy of ``m`` (dataclasses stay hashable-ish and immutable)."""
@@ -53,10 +54,22 @@ class Job:
     prev_type: str | None = None
     #: free-form extra fields (state, requested type, ...) carried through unchanged
     extra: Mapping[str, object] = field(default_factory=dict)
+    #: the gang's geometry (:mod:`slurm_fair.gangs`): GPUs on each of its nodes, or any split
+    #: over at most ``max_nodes`` nodes; both None: any split (a problem without nodes)
+    gpus_per_node: int | None = None
+    max_nodes: int | None = None
+    #: the nodes whose CPUs and memory can host one part of the job (None: any node)
+    hosts: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "throughput", frozen_map(self.throughput))
         object.__setattr__(self, "extra", frozen_map(self.extra))
+        if self.hosts is not None:
+            object.__setattr__(self, "hosts", frozenset(self.hosts))
+
+    @property
+    def shape(self) -> Shape:
+        return Shape(self.gpus, self.gpus_per_node, self.max_nodes)
 
     @property
     def best_throughput(self) -> float:
@@ -115,6 +128,23 @@ class Problem:
     def weight(self, tenant: str) -> float:
         return float(self.tenants.get(tenant, 1.0))
 
+    def holds(self, job: Job, gpu_type: str) -> bool:
+        """Whether the type's capacity could hold the job's gang (:func:`type_holds`)."""
+        return type_holds(job, gpu_type, self.nodes, int(self.gpu_types.get(gpu_type, 0)))
+
+
+def type_holds(job: Job, gpu_type: str, nodes: tuple[NodeCapacity, ...], capacity: int) -> bool:
+    """Whether GPUs of ``gpu_type`` could hold the job's gang, all of them free: per node when
+    there is node structure (only the nodes in ``job.hosts``; :mod:`slurm_fair.gangs`), else by
+    the type's GPU count. A type that cannot must get ``T_jk = 0``: no policy may give the job
+    time where no node can hold it."""
+    if job.gpus > capacity:
+        return False
+    if not nodes:
+        return True
+    return can_hold(job.shape, (n.gpus for n in nodes
+                                if n.gpu_type == gpu_type and (job.hosts is None or n.name in job.hosts)))
+
 
 @dataclass(frozen=True)
 class Allocation:
@@ -160,10 +190,19 @@ class Node:
     partitions: tuple[str, ...] = ()
     features: tuple[str, ...] = ()
     cpus: int = 0
+    #: RealMemory in MB (0: unknown)
+    memory_mb: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpus_total", frozen_map(self.gpus_total))
         object.__setattr__(self, "gpus_used", frozen_map(self.gpus_used))
+
+    def can_host(self, job: "SlurmJob") -> bool:
+        """Whether this node's CPUs and memory can hold one node's part of ``job`` (unknown
+        sizes, 0, never exclude)."""
+        if job.min_cpus and self.cpus and job.min_cpus > self.cpus:
+            return False
+        return not (job.min_memory_mb and self.memory_mb and job.min_memory_mb > self.memory_mb)
 
     @property
     def schedulable(self) -> bool:
@@ -224,6 +263,16 @@ class SlurmJob:
     #: parsed ``fair:key=value`` tags of the comment (user text, parsed defensively)
     tags: Mapping[str, str] = field(default_factory=dict)
     requeue: bool = False
+    #: CPUs and memory (MB) it needs on each node (0: nothing asked; squeue cannot tell
+    #: ``--mem-per-cpu`` from ``--mem``, so this is the number as printed)
+    min_cpus: int = 0
+    min_memory_mb: int = 0
+    #: the most nodes it may use (squeue prints the node count when unlimited, so a free
+    #: ``--gpus=N`` request without ``-N`` reads as "on as many nodes as it asks for": the safe side)
+    max_nodes: int = 0
+    #: administrators' comment (users cannot set it): where the submit plugin records the
+    #: partition a job asked for before it chose one (``slurm-fair:partition=...``)
+    admin_comment: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tags", frozen_map(self.tags))
@@ -231,6 +280,29 @@ class SlurmJob:
     @property
     def is_gpu_job(self) -> bool:
         return self.gpu_request is not None and self.gpu_request.total > 0
+
+    def gpus_on_nodes(self) -> dict[str, int]:
+        """GPUs a running job holds on each of its nodes (a free split: spread evenly, which
+        is what Slurm does for ``--gpus`` with ``-N``)."""
+        req = self.gpu_request
+        if req is None or not self.nodes:
+            return {}
+        if req.per == "node":
+            return {n: req.count for n in self.nodes}
+        share, extra = divmod(req.total, len(self.nodes))
+        return {n: share + (1 if i < extra else 0) for i, n in enumerate(self.nodes)}
+
+    @property
+    def shape(self) -> Shape:
+        """The gang's geometry (:mod:`slurm_fair.gangs`): ``--gres``/``--gpus-per-node`` are
+        per node on exactly ``-N`` nodes; ``--gpus``/``--gpus-per-task`` any split over at most
+        ``max_nodes`` nodes."""
+        req = self.gpu_request
+        if req is None:
+            return Shape(0)
+        if req.per == "node":
+            return Shape(req.total, req.count, req.nodes)
+        return Shape(req.total, None, max(self.max_nodes, req.nodes, 1))
 
     @property
     def pending(self) -> bool:

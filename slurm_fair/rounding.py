@@ -8,6 +8,15 @@ rounds it actually ran there (a job that never ran where it was allocated has th
 Jobs are placed greedily by that priority, so the jobs furthest behind their allocation go
 first; then leftover GPUs are filled with any job that can use them (work conservation).
 
+Who goes first among pairs that never ran where they are allocated (Gavel gives them all the
+top priority): the job that received the least service so far, on any type. Without that
+rule a running job allocated time on a second type ties with a job that never ran at all, and
+the placement moves running jobs between types instead of starting waiting ones.
+
+Jobs are gangs on real nodes (:mod:`slurm_fair.gangs`): with node structure a job is placed only
+where its shape fits in the GPUs free per node (and only on ``job.hosts``), never by a per-type
+count alone.
+
 Inputs besides the problem and the allocation:
 
 ``received[job_id][gpu_type]``
@@ -17,6 +26,11 @@ Inputs besides the problem and the allocation:
     the type it ran on in the previous round. Among equal priorities the previous type wins, and
     a job keeps its previous type when its allocation there is positive and its priority ties,
     so a job is not restarted elsewhere for nothing.
+``prev_nodes[job_id]``
+    GPUs per node it holds now: placed on its previous type, it keeps those nodes when free.
+``fixed[job_id]``
+    a type it runs on this round whatever the priorities (the controller's running jobs that
+    cannot be stopped); its ``prev_nodes`` are reserved before anything else is placed.
 """
 
 from __future__ import annotations
@@ -24,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from .gangs import choose_nodes
 from .model import Allocation, Job, Problem, frozen_map
 
 #: priority of a (job, type) pair the job never ran on: above every finite ratio
@@ -79,61 +94,55 @@ class _Pool:
 
     def __init__(self, problem: Problem):
         self.free_type = {k: int(c) for k, c in problem.gpu_types.items()}
-        self.by_type: dict[str, list[list]] = {}
+        self.free_node: dict[str, dict[str, int]] = {}
         self.with_nodes = bool(problem.nodes)
         for node in problem.nodes:
-            self.by_type.setdefault(node.gpu_type, []).append([node.name, int(node.gpus)])
+            self.free_node.setdefault(node.gpu_type, {})[node.name] = int(node.gpus)
         if self.with_nodes:
             for k in self.free_type:
-                node_total = sum(n[1] for n in self.by_type.get(k, []))
-                self.free_type[k] = min(self.free_type[k], node_total)
+                self.free_type[k] = min(self.free_type[k], sum(self.free_node.get(k, {}).values()))
 
-    def take(self, gpu_type: str, gpus: int, wanted: tuple[str, ...] = ()) -> dict[str, int] | None:
-        """Reserve ``gpus`` GPUs of ``gpu_type``; ``{node: gpus}`` used, None when they do not fit.
-
-        Node choice: the ``wanted`` nodes when the policy named some (Hops picks fast nodes) and
-        they have room; else the fullest node that fits the whole gang (best fit keeps big holes
-        for big jobs); otherwise the largest free nodes first, which needs the fewest nodes.
-        """
-        if self.free_type.get(gpu_type, 0) < gpus:
+    def take(self, job: Job, gpu_type: str, wanted: tuple[str, ...] = ()) -> dict[str, int] | None:
+        """Reserve the job's gang on ``gpu_type``: ``{node: gpus}`` used ({} without node
+        structure), None when it does not fit now (:func:`slurm_fair.gangs.choose_nodes`:
+        ``wanted`` nodes first, then best fit, counted per node, only nodes in ``job.hosts``)."""
+        if self.free_type.get(gpu_type, 0) < job.gpus:
             return None
         if not self.with_nodes:
-            self.free_type[gpu_type] -= gpus
+            self.free_type[gpu_type] -= job.gpus
             return {}
-        nodes = self.by_type.get(gpu_type, [])
-        hinted = [n for w in wanted for n in nodes if n[0] == w]
-        if wanted and len(hinted) == len(wanted) and sum(n[1] for n in hinted) >= gpus:
-            need, chosen = gpus, {}
-            for n in hinted:
-                use = min(n[1], need)
-                if use > 0:
-                    n[1] -= use
-                    need -= use
-                    chosen[n[0]] = use
-            self.free_type[gpu_type] -= gpus
-            return chosen
-        fitting = [n for n in nodes if n[1] >= gpus]
-        if fitting:
-            best = min(fitting, key=lambda n: (n[1], n[0]))
-            best[1] -= gpus
-            chosen = {best[0]: gpus}
-        else:
-            need, picked = gpus, []
-            for n in sorted(nodes, key=lambda n: (-n[1], n[0])):
-                if need <= 0:
-                    break
-                if n[1] <= 0:
-                    continue
-                use = min(n[1], need)
-                picked.append((n, use))
-                need -= use
-            if need > 0:
-                return None
-            for n, use in picked:
-                n[1] -= use
-            chosen = {n[0]: use for n, use in picked}
-        self.free_type[gpu_type] -= gpus
+        nodes = self.free_node.get(gpu_type, {})
+        usable = nodes if job.hosts is None else {n: f for n, f in nodes.items() if n in job.hosts}
+        chosen = choose_nodes(job.shape, usable, wanted)
+        if chosen is None:
+            return None
+        for n, g in chosen.items():
+            nodes[n] -= g
+        self.free_type[gpu_type] -= job.gpus
         return chosen
+
+    def keep(self, job: Job, gpu_type: str, on: Mapping[str, int]) -> dict[str, int] | None:
+        """Reserve exactly the GPUs per node the job holds now when all are free, else None.
+
+        Naming its nodes as ``wanted`` is not enough: ``choose_nodes`` re-cuts the gang over
+        them (a 2+2 split becomes 4 on one node), which moves a running job for nothing."""
+        nodes = self.free_node.get(gpu_type, {})
+        if not self.with_nodes or sum(on.values()) != job.gpus or any(nodes.get(n, 0) < g for n, g in on.items()):
+            return None
+        for n, g in on.items():
+            nodes[n] -= g
+        self.free_type[gpu_type] -= job.gpus
+        return {n: int(g) for n, g in on.items()}
+
+    def hold(self, job: Job, gpu_type: str, on: Mapping[str, int]) -> dict[str, int]:
+        """Reserve exactly what a job that cannot move holds now (never refused: it runs)."""
+        self.free_type[gpu_type] = self.free_type.get(gpu_type, 0) - job.gpus
+        if not self.with_nodes:
+            return {}
+        nodes = self.free_node.setdefault(gpu_type, {})
+        for n, g in on.items():
+            nodes[n] = nodes.get(n, 0) - int(g)
+        return {n: int(g) for n, g in on.items()}
 
 
 def place(
@@ -141,16 +150,51 @@ def place(
     allocation: Allocation,
     received: Mapping[str, Mapping[str, float]] | None = None,
     prev: Mapping[str, str] | None = None,
+    prev_nodes: Mapping[str, Mapping[str, int]] | None = None,
+    fixed: Mapping[str, str] | None = None,
 ) -> Placement:
-    """Turn ``allocation`` into this round's placement (see the module docstring)."""
+    """Turn ``allocation`` into this round's placement (see the module docstring).
+
+    ``prev_nodes[job]``: the GPUs per node it holds now (placed on its previous type, it keeps
+    them when they are free); ``fixed[job]``: a type the job runs on this round whatever the
+    priorities (a running job that cannot be stopped: its ``prev_nodes`` are reserved first).
+    """
     received = received or {}
     prev = prev or {}
+    prev_nodes = prev_nodes or {}
+    fixed = fixed or {}
     # optional node choice of the policy: allocation.info["nodes"] = {job_id: (node, ...)}
     node_hints: Mapping[str, tuple[str, ...]] = allocation.info.get("nodes", {}) or {}
     pool = _Pool(problem)
     jobs: dict[str, Job] = {j.id: j for j in problem.jobs}
+    types: dict[str, str] = {}
+    node_gpus: dict[str, dict[str, int]] = {}
+    for job_id, k in sorted(fixed.items()):
+        if job_id in jobs:
+            types[job_id] = k
+            got = pool.hold(jobs[job_id], k, prev_nodes.get(job_id, {}))
+            if pool.with_nodes:
+                node_gpus[job_id] = got
 
-    pairs: list[tuple[float, int, float, str, str]] = []
+    def wanted(job_id: str, k: str) -> tuple[str, ...]:
+        hint = tuple(node_hints.get(job_id, ()))
+        if not hint and prev.get(job_id) == k:
+            hint = tuple(sorted(prev_nodes.get(job_id, {})))
+        return hint
+
+    def take(job_id: str, k: str) -> dict[str, int] | None:
+        """The job's gang on ``k``: on its previous type, without a policy hint, exactly the
+        GPUs it holds when they are free; else by :meth:`_Pool.take`."""
+        if prev.get(job_id) == k and not node_hints.get(job_id) and prev_nodes.get(job_id):
+            kept = pool.keep(jobs[job_id], k, prev_nodes[job_id])
+            if kept is not None:
+                return kept
+        return pool.take(jobs[job_id], k, wanted(job_id, k))
+
+    # service received so far (share of the job's rounds it ran, any type): among "never ran
+    # here" pairs, a job that never ran anywhere goes before one that ran on another type
+    service = {j: sum(float(v) for v in received.get(j, {}).values()) for j in jobs}
+    pairs: list[tuple[int, float, float, int, float, str, str]] = []
     job_priority: dict[str, float] = {}
     for job in problem.jobs:
         best = 0.0
@@ -158,31 +202,34 @@ def place(
             if job.throughput.get(k, 0.0) <= 0:
                 continue
             x = allocation.fraction(job.id, k)
-            pr = pair_priority(x, float(received.get(job.id, {}).get(k, 0.0)))
+            got_k = float(received.get(job.id, {}).get(k, 0.0))
+            pr = pair_priority(x, got_k)
             best = max(best, pr)
             if pr > 0:
                 keep = 1 if prev.get(job.id) == k else 0
-                pairs.append((pr, keep, x, job.id, k))
+                never = got_k <= _EPS
+                pairs.append((0 if never else 1, service[job.id] if never else 0.0,
+                              -_rounded(pr), -keep, -x, job.id, k))
         job_priority[job.id] = best
-    # highest priority first; ties: previous type, larger share, then a stable name order
-    pairs.sort(key=lambda p: (-_rounded(p[0]), -p[1], -p[2], p[3], p[4]))
+    # "never ran here" pairs first, the least served job first; then by Gavel's priority; ties:
+    # previous type, larger share, then a stable name order
+    pairs.sort(key=lambda p: (p[0], _rounded(p[1]), p[2], p[3], p[4], p[5], p[6]))
 
-    types: dict[str, str] = {}
-    node_gpus: dict[str, dict[str, int]] = {}
-    for _, _, _, job_id, k in pairs:
+    for *_, job_id, k in pairs:
         if job_id in types:
             continue
-        got = pool.take(k, jobs[job_id].gpus, tuple(node_hints.get(job_id, ())))
+        got = take(job_id, k)
         if got is not None:
             types[job_id] = k
             if pool.with_nodes:
                 node_gpus[job_id] = got
 
     # work conservation: leftover GPUs go to waiting jobs that can use them, the most deprived
-    # first, each on its fastest type that still fits (its previous type when equally fast)
+    # first (the least served among equals), each on its fastest type that still fits (its
+    # previous type when equally fast)
     waiting = sorted(
         (j for j in problem.jobs if j.id not in types and j.best_throughput > 0),
-        key=lambda j: (-_rounded(job_priority[j.id]), j.id),
+        key=lambda j: (-_rounded(job_priority[j.id]), _rounded(service[j.id]), j.id),
     )
     for job in waiting:
         options = sorted(
@@ -190,7 +237,7 @@ def place(
             key=lambda k: (-job.normalised(k), 0 if prev.get(job.id) == k else 1, k),
         )
         for k in options:
-            got = pool.take(k, job.gpus)
+            got = take(job.id, k)
             if got is not None:
                 types[job.id] = k
                 if pool.with_nodes:

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from .. import policies, rounding
 from ..config import Config
@@ -38,7 +38,8 @@ from .lock import ControllerLock
 from .plan import Plan, PlanSettings, gres_key, make_plan, qos_name, tenant_limits
 from .problem import build_problem
 from .state import StateStore
-from .steer import partition_types, type_partitions
+from .requeue import eligible as rq_eligible
+from .steer import partition_type, partition_types, submitted_partition, type_partitions
 
 AllocateFn = Callable[[str, Problem, policies.PolicyOptions], Allocation]
 PlaceFn = Callable[..., rounding.Placement]
@@ -98,6 +99,13 @@ class Settings:
     total_limit: bool = True
     pin_gres_type: bool = False
     min_run_s: float = 0.0
+    requeue_cost_s: float = 150.0
+    move_up_gain: float = 0.25
+    plan_file: Path | None = None
+
+    @property
+    def plan_path(self) -> Path:
+        return self.plan_file or self.state_dir / planfile.PLAN_FILE
 
     @classmethod
     def from_config(cls, config: Config) -> "Settings":
@@ -108,7 +116,8 @@ class Settings:
             Path(c["state_dir"]), Path(c["audit_log"]), t["class_table"],
             {name: float(spec["weight"]) for name, spec in config.tenants.items()},
             tuple(str(a) for a in c["accounts"]), bool(c["total_limit"]), bool(c["pin_gres_type"]),
-            float(c["min_run_s"]),
+            float(c["min_run_s"]), float(c["requeue_cost_s"]), float(c["move_up_gain"]),
+            Path(c["plan_file"]) if c["plan_file"] else None,
         )
 
 
@@ -205,6 +214,42 @@ def run_cycle(
             lock.release()
 
 
+def refused_now(snapshot: Snapshot, originals: Mapping[str, Any],
+                ptypes: Mapping[str, frozenset[str]]) -> dict[str, tuple[str, str]]:
+    """Pending jobs Slurm marks ``BadConstraints`` in a single-type partition they did not ask
+    for (so we, or the submit plugin, sent them there): job -> (that type, partition). Our own
+    check (:func:`.steer.partition_holds`) should prevent it; this catches what it cannot see
+    (features, licences, a node that changed), so the job is sent back and never there again."""
+    out = {}
+    for sj in snapshot.gpu_jobs():
+        if not sj.pending or sj.reason != "BadConstraints":
+            continue
+        o = originals.get(sj.job_id)
+        asked = o.partition if o is not None and o.partition else submitted_partition(sj)
+        k = partition_type(sj.partition, ptypes)
+        if k and sj.partition != asked:
+            out[sj.job_id] = (k, sj.partition)
+    return out
+
+
+def staying(snapshot: Snapshot, built: Any, round_boundary: bool, round_s: float, min_run_s: float,
+            last_requeued: Mapping[str, float]) -> dict[str, str]:
+    """Running jobs the controller will not stop this cycle -> their type: every running job
+    between round boundaries; at a boundary, those not opted in to time-sharing or not run
+    long enough (:func:`.requeue.eligible`). The rounding step keeps them on their nodes, so it
+    never plans a pending job into GPUs that will not be freed."""
+    now = snapshot.taken_at.timestamp()
+    min_run = min_run_s or round_s
+    in_problem = {j.id for j in built.problem.jobs}
+    out = {}
+    for sj in snapshot.gpu_jobs():
+        if not sj.running or not sj.gpu_type_running or sj.job_id not in in_problem:
+            continue
+        if not round_boundary or not rq_eligible(sj, now, min_run, last_requeued):
+            out[sj.job_id] = sj.gpu_type_running
+    return out
+
+
 def in_scope(snapshot: Snapshot, accounts: tuple[str, ...]) -> Snapshot:
     """Only the jobs of ``[controller].accounts`` (all when empty): other jobs are neither
     planned nor touched, and only these accounts' QOS are managed. Capacity stays the whole
@@ -276,11 +321,18 @@ def _cycle(
                 store.set_meta("last_snapshot_at", repr(now))
             seen = store.jobs_seen()
             originals = store.originals()
+            refused = refused_now(snapshot, originals, ptypes)
+            if not dry_run:
+                for job_id, (k, part) in refused.items():
+                    store.refuse_type(job_id, k, part, now)
+            bad = store.refused_types()
+            for job_id, (k, _) in refused.items():
+                bad.setdefault(job_id, set()).add(k)
             built = build_problem(
                 snapshot, est, originals, s.weights, store.job_service(),
                 {j: r["first_seen"] for j, r in seen.items()},
                 {j: r["last_type"] for j, r in seen.items()},
-                ptypes, retype_ok,
+                ptypes, retype_ok, bad,
             )
             res.left_out = dict(built.left_out)
         # 4. policy + rounding
@@ -289,6 +341,7 @@ def _cycle(
         placement = None
         round_start = float(store.get_meta("round_started_at") or 0.0)
         round_boundary = now - round_start >= s.round_s
+        last_requeued = store.last_requeues()
         with timer.phase("policy"):
             try:
                 if built.problem.jobs:
@@ -303,7 +356,9 @@ def _cycle(
                 else:
                     allocation = Allocation(policy=s.policy, x={}, status="empty")
                 with timer.phase("rounding"):
-                    placement = place(built.problem, allocation, built.received, built.prev)
+                    held = staying(snapshot, built, round_boundary, s.round_s, s.min_run_s, last_requeued)
+                    placement = place(built.problem, allocation, built.received, built.prev,
+                                      built.prev_nodes, held)
             except (SolverError, ArithmeticError, ValueError) as exc:
                 res.message = f"policy {s.policy!r} failed: {exc}"
                 allocation = None
@@ -313,13 +368,14 @@ def _cycle(
                 base_nice = {j: o.nice for j, o in originals.items()}
                 settings = PlanSettings(
                     s.slack, s.order, s.round_s, ptypes, type_partitions(snapshot.nodes), retype_ok,
-                    s.total_limit, s.min_run_s or None,
+                    s.total_limit, s.min_run_s or None, s.requeue_cost_s, s.move_up_gain,
+                    tuple(n for n in snapshot.nodes if n.schedulable),
                 )
                 plan = make_plan(
                     snapshot, built.problem, allocation, placement.types, placement.priority,
                     built.fixed_type, base_nice, settings, round_boundary,
                     {j: o.partition for j, o in originals.items() if o.partition},
-                    store.last_requeues(),
+                    last_requeued,
                 )
                 plan = _with_idle_tenants(plan, store, snapshot, s.slack, s.total_limit)
                 for job_id, k in sorted(dict(plan.info.get("unsteered", {})).items()):
@@ -361,10 +417,12 @@ def _cycle(
                 {"ts": clock(), "cycle": res.cycle_id, "dry_run": False, **r.to_dict()} for r in res.results
             ])
             requeue_for = dict(plan.info.get("requeue_for", {})) if plan is not None else {}
+            moves = dict(plan.info.get("move_up", {})) if plan is not None else {}
             for r in res.results:
                 if r.applied and r.action.kind == "requeue":
-                    store.record_requeue(r.action.job, res.cycle_id, now, r.action.before,
-                                         requeue_for.get(r.action.job, ()))
+                    j = r.action.job
+                    store.record_requeue(j, res.cycle_id, now, r.action.before, requeue_for.get(j, ()),
+                                         "move-up" if j in moves else "make-room", moves.get(j))
             if allocation is not None and placement is not None:
                 _record_decisions(store, res, snapshot, built, allocation, placement.types, placement.priority, plan)
                 if round_boundary:
@@ -373,7 +431,7 @@ def _cycle(
                 store.save_plan(res.cycle_id, now, plan.to_dict())
                 entries = planfile.plan_entries(plan, snapshot, table)
                 planfile.write(
-                    s.state_dir / planfile.PLAN_FILE,
+                    s.plan_path,
                     planfile.render(entries, now, max(3 * s.interval_s, 180.0), res.cycle_id),
                 )
         return res

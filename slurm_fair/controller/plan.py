@@ -64,12 +64,14 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from ..model import Allocation, Problem, Snapshot, SlurmJob, frozen_map
-from .estimates import preemptible
-from .steer import current_type
+from ..model import Allocation, Node, Problem, Snapshot, SlurmJob, frozen_map
+from . import requeue as rq
+from .steer import current_type, partition_holds
 
-#: nice added to pending GPU jobs this round does not place (order = nice)
-NICE_BACK = 100_000
+#: nice taken off the jobs this round places (order = nice): a band above every multifactor
+#: priority (the sum of the PriorityWeight* factors is far below it), so they go first and every
+#: job keeps its own multifactor order inside its band
+NICE_BAND = 10_000_000
 #: priorities used with order = priority: placed jobs from PRIORITY_TOP down, the rest below
 PRIORITY_TOP = 1_000_000
 PRIORITY_REST = 500_000
@@ -108,6 +110,12 @@ class PlanSettings:
     total_limit: bool = False
     #: hysteresis: a job is requeued only after running this long (None or 0: one round)
     min_run_s: float | None = None
+    #: what a requeue costs a job (Slurm's requeue hold + a restart), for moves to a faster type
+    requeue_cost_s: float = 150.0
+    #: a move up needs a type at least this much faster (n_up >= n_cur * (1 + move_up_gain))
+    move_up_gain: float = 0.25
+    #: schedulable nodes, to check that a partition can hold a job before it is sent there
+    nodes: tuple[Node, ...] = ()
 
     @property
     def min_run(self) -> float:
@@ -216,19 +224,26 @@ def choose_type(
 ) -> str | None:
     """The type to send a pending job to (module docstring, "Type"); ``current`` is the type it
     would get as it stands (default: its request's type)."""
-    if placed_type:
-        return placed_type
+    ranked = rank_types(job, x, placed_type, throughput, capacity, current)
+    return ranked[0] if ranked else current
+
+
+def rank_types(
+    job: SlurmJob, x: Mapping[str, float], placed_type: str | None, throughput: Mapping[str, float],
+    capacity: Mapping[str, int], current: str | None = None,
+) -> list[str]:
+    """Every type the job may be sent to, best first: the placement's, its current type while
+    the allocation gives it time there, the others by ``x_jk``, then by speed."""
     if current is None:
         current = job.gpu_request.gpu_type if job.gpu_request else None
-    if current and x.get(current, 0.0) > 1e-9:
-        return current
-    positive = {k: v for k, v in x.items() if v > 1e-9}
-    if positive:
-        return max(sorted(positive), key=lambda k: positive[k])
     usable = [k for k in sorted(throughput) if throughput[k] > 0 and capacity.get(k, 0) > 0]
-    if not usable:
-        return current
-    return max(usable, key=lambda k: (throughput[k], capacity.get(k, 0)))
+    positive = {k: v for k, v in x.items() if v > 1e-9 and k in usable}
+    first = [placed_type] if placed_type else []
+    if current and positive.get(current, 0.0) > 0:
+        first.append(current)
+    by_x = sorted(positive, key=lambda k: (-positive[k], k))
+    by_speed = sorted(usable, key=lambda k: (-throughput[k], -capacity.get(k, 0), k))
+    return list(dict.fromkeys(first + by_x + by_speed))
 
 
 def make_plan(
@@ -248,6 +263,7 @@ def make_plan(
     the partition each job had before our first change (where an unsteerable job goes back);
     ``last_requeued``: when the controller last requeued each job (epoch seconds)."""
     base_partition = base_partition or {}
+    last_requeued = last_requeued or {}
     capacity = {k: int(c) for k, c in problem.gpu_types.items()}
     by_id = {j.job_id: j for j in snapshot.jobs}
     pjobs = {j.id: j for j in problem.jobs}
@@ -272,68 +288,127 @@ def make_plan(
         )
 
     pending = [by_id[j] for j in pjobs if j in by_id and by_id[j].pending]
-    jobs, unsteered = _job_plans(pending, by_id, pjobs, allocation, placed_types, deficit, fixed_type,
-                                 base_nice, settings, capacity, base_partition)
+    ctx = _Ctx(by_id, pjobs, allocation, placed_types, deficit, fixed_type, base_nice, settings,
+               capacity, base_partition)
+    jobs, unsteered = _job_plans(pending, ctx)
 
-    requeue: list[str] = []
+    # who is requeued (controller/requeue.py): to make room at a round boundary, to move up
+    now = snapshot.taken_at.timestamp()
+    free = rq.free_gpus(snapshot)
+    eligible = [sj for sj in snapshot.jobs
+                if sj.job_id in pjobs and rq.eligible(sj, now, settings.min_run, last_requeued)]
+    takers = [rq.Taker(by_id[jp.job_id], placed_types[jp.job_id])
+              for jp in sorted(jobs.values(), key=lambda jp: jp.rank)
+              if jp.job_id in placed_types and sent_to(jp, placed_types[jp.job_id], settings)]
     requeue_for: dict[str, list[str]] = {}
     if round_boundary:
-        requeue_for = choose_requeues(
-            snapshot, problem, placed_types, jobs, settings, deficit, last_requeued or {},
-        )
-        requeue = sorted(requeue_for)
+        victims: dict[str, list[SlurmJob]] = {}
+        for sj in eligible:
+            if placed_types.get(sj.job_id) != sj.gpu_type_running:  # never requeued to restart in place
+                victims.setdefault(sj.gpu_type_running or "", []).append(sj)
+        for k in victims:
+            victims[k].sort(key=lambda sj: (round(deficit.get(sj.job_id, 0.0), 9),
+                                            sj.start_time.timestamp() if sj.start_time else now, sj.job_id))
+        startable = [t for t in takers if t.job.reason not in rq.NOT_STARTABLE]
+        requeue_for = rq.make_room(free, startable, victims, _hosts(settings))
+        blocked = [t for t in takers if t.job.reason in rq.NOT_STARTABLE]
+        rq.make_room(free, blocked, {}, _hosts(settings))  # their GPUs are not idle for moves
+    else:
+        rq.make_room(free, takers, {}, _hosts(settings))
+    movers = sorted((sj for sj in eligible if sj.job_id not in requeue_for),
+                    key=lambda sj: (-pjobs[sj.job_id].attained_s, sj.job_id))
+    moves = rq.move_up(free, movers, problem, settings.requeue_cost_s, settings.move_up_gain,
+                       _hosts(settings), lambda sj, k: _steerable(sj, k, settings))
+    requeue = sorted(set(requeue_for) | set(moves))
     if requeue:
         # a requeued job is pending as soon as the requeue returns: plan it like one (its type,
         # partition and place in line), so it does not simply restart where it was
-        jobs, unsteered = _job_plans(
-            pending + [by_id[j] for j in requeue], by_id, pjobs, allocation, placed_types, deficit,
-            fixed_type, base_nice, settings, capacity, base_partition, requeued=set(requeue),
-        )
+        jobs, unsteered = _job_plans(pending + [by_id[j] for j in requeue], ctx,
+                                     requeued=set(requeue), moves=moves)
     info: dict[str, Any] = {}
     if unsteered:
         info["unsteered"] = unsteered
     if requeue_for:
         info["requeue_for"] = requeue_for
+    if moves:
+        info["move_up"] = moves
     return Plan(
         tenants, jobs, tuple(requeue), tuple(sorted(capacity)), allocation.policy,
         allocation.status, info,
     )
 
 
+@dataclass(frozen=True)
+class _Ctx:
+    """What every job plan of one cycle reads."""
+
+    by_id: Mapping[str, SlurmJob]
+    pjobs: Mapping[str, Any]
+    allocation: Allocation
+    placed_types: Mapping[str, str]
+    deficit: Mapping[str, float]
+    fixed_type: Mapping[str, str]
+    base_nice: Mapping[str, int]
+    settings: PlanSettings
+    capacity: Mapping[str, int]
+    base_partition: Mapping[str, str]
+
+
+def _hosts(settings: PlanSettings):
+    nodes = {n.name: n for n in settings.nodes}
+    return lambda sj, name: name not in nodes or nodes[name].can_host(sj)
+
+
+def _steerable(sj: SlurmJob, k: str, settings: PlanSettings) -> bool:
+    """A partition of type ``k`` exists and its nodes can hold the job (never strand a job)."""
+    part = settings.type_partition.get(k)
+    if part is None:
+        return settings.pin_gres
+    return not settings.nodes or partition_holds(sj, part, settings.nodes)
+
+
 def _job_plans(
-    queue: list[SlurmJob], by_id: Mapping[str, SlurmJob], pjobs: Mapping[str, Any], allocation: Allocation,
-    placed_types: Mapping[str, str], deficit: Mapping[str, float], fixed_type: Mapping[str, str],
-    base_nice: Mapping[str, int], settings: PlanSettings, capacity: Mapping[str, int],
-    base_partition: Mapping[str, str], requeued: frozenset[str] | set[str] = frozenset(),
+    queue: list[SlurmJob], ctx: _Ctx, requeued: frozenset[str] | set[str] = frozenset(),
+    moves: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, JobPlan], dict[str, str]]:
     """Type, enforcement and place in line of every job of ``queue`` (pending, or requeued now)."""
+    moves = moves or {}
+    settings = ctx.settings
+
+    def placed_type(job_id: str) -> str | None:
+        return moves.get(job_id) or ctx.placed_types.get(job_id)
+
     # place in line: this round's jobs first, then by deficit, then first come first served
     def line_key(sj: SlurmJob) -> tuple:
         submitted = sj.submit_time.timestamp() if sj.submit_time else 0.0
-        return (0 if sj.job_id in placed_types else 1, -round(deficit.get(sj.job_id, 0.0), 9),
+        return (0 if placed_type(sj.job_id) else 1, -round(ctx.deficit.get(sj.job_id, 0.0), 9),
                 submitted, sj.job_id)
 
     jobs: dict[str, JobPlan] = {}
     unsteered: dict[str, str] = {}
     for rank, sj in enumerate(sorted(queue, key=line_key), start=1):
-        placed = sj.job_id in placed_types
+        placed = placed_type(sj.job_id) is not None
         gpu_type = partition = None
-        planned = fixed_type.get(sj.job_id)
+        planned = ctx.fixed_type.get(sj.job_id)
         if planned is None:
-            planned = choose_type(
-                sj, allocation.x.get(sj.job_id, {}), placed_types.get(sj.job_id),
-                pjobs[sj.job_id].throughput, capacity, current_type(sj, settings.ptypes),
+            ranked = rank_types(
+                sj, ctx.allocation.x.get(sj.job_id, {}), placed_type(sj.job_id),
+                ctx.pjobs[sj.job_id].throughput, ctx.capacity, current_type(sj, settings.ptypes),
             )
+            ok = [k for k in ranked if _steerable(sj, k, settings)]
+            planned = ok[0] if ok else (ranked[0] if ranked else None)
             if planned and settings.pin_gres:
                 gpu_type = planned
+            elif planned and ok:
+                partition = settings.type_partition[planned]
             elif planned:
-                partition = settings.type_partition.get(planned)
-                if partition is None:
-                    unsteered[sj.job_id] = planned
-                    partition = base_partition.get(sj.job_id, sj.partition)
+                unsteered[sj.job_id] = planned
+                partition = ctx.base_partition.get(sj.job_id, sj.partition)
+            if placed and planned != placed_type(sj.job_id):
+                placed = False  # its placed type cannot be reached: it waits like the others
         nice = priority = None
         if settings.order == "nice":
-            nice = int(base_nice.get(sj.job_id, sj.nice)) + (0 if placed else NICE_BACK)
+            nice = own_nice(sj, ctx.base_nice) - (NICE_BAND if placed else 0)
         else:
             priority = (PRIORITY_TOP if placed else PRIORITY_REST) - rank
         jobs[sj.job_id] = JobPlan(sj.job_id, sj.account, qos_name(sj.account), gpu_type, rank, placed,
@@ -341,9 +416,13 @@ def _job_plans(
     return jobs, unsteered
 
 
-#: pending reasons under which a job cannot start now, whatever GPUs are free
-NOT_STARTABLE = ("JobHeldUser", "JobHeldAdmin", "Dependency", "DependencyNeverSatisfied", "BeginTime",
-                 "ReqNodeNotAvail", "PartitionDown", "PartitionInactive", "AssocMaxJobsLimit")
+def own_nice(sj: SlurmJob, recorded: Mapping[str, int]) -> int:
+    """The job's nice without our band: as recorded before our first change, else as it is,
+    unless it already carries the band (only an administrator can set a negative nice, so a
+    nice that low is ours: never stack a second band on it)."""
+    if sj.job_id in recorded:
+        return int(recorded[sj.job_id])
+    return sj.nice + NICE_BAND if sj.nice <= -NICE_BAND // 2 else sj.nice
 
 
 def sent_to(jp: JobPlan, k: str, settings: PlanSettings) -> bool:
@@ -357,136 +436,3 @@ def sent_to(jp: JobPlan, k: str, settings: PlanSettings) -> bool:
     if jp.partition is None:
         return True
     return jp.partition == settings.type_partition.get(k)
-
-
-def _gpus_on_nodes(sj: SlurmJob) -> dict[str, int]:
-    """GPUs a running job holds on each of its nodes."""
-    req = sj.gpu_request
-    if req is None or not sj.nodes:
-        return {}
-    if req.per == "node":
-        return {n: req.count for n in sj.nodes}
-    share, extra = divmod(req.total, len(sj.nodes))
-    return {n: share + (1 if i < extra else 0) for i, n in enumerate(sj.nodes)}
-
-
-def choose_requeues(
-    snapshot: Snapshot,
-    problem: Problem,
-    placed_types: Mapping[str, str],
-    jobs: Mapping[str, JobPlan],
-    settings: PlanSettings,
-    deficit: Mapping[str, float],
-    last_requeued: Mapping[str, float],
-) -> dict[str, list[str]]:
-    """Running opted-in jobs to requeue at this round boundary -> the pending jobs they make
-    room for (the rule of the module docstring, "Time-sharing"; pure).
-
-    Free GPUs are counted per node and type: a node's GPUs minus the larger of what Slurm says
-    is used and what the snapshot's running jobs hold. The pending jobs this round's placement
-    runs and that this cycle sends to the type are served in their place in line; each takes
-    free GPUs (the fullest node that fits, like Slurm's best fit) or, when none fit, the GPUs of
-    the fewest eligible running jobs on one node (those furthest ahead of their allocation —
-    lowest deficit priority — first). A pending job that could not start even then frees nothing.
-    """
-    now = snapshot.taken_at.timestamp()
-    by_id = {j.job_id: j for j in snapshot.jobs}
-    in_problem = {j.id for j in problem.jobs}
-    free: dict[tuple[str, str], int] = {}
-    held: dict[tuple[str, str], int] = {}
-    for sj in snapshot.jobs:
-        if sj.running and sj.gpu_type_running:
-            for n, g in _gpus_on_nodes(sj).items():
-                held[(n, sj.gpu_type_running)] = held.get((n, sj.gpu_type_running), 0) + g
-    nodes_of: dict[str, list[str]] = {}
-    for node in snapshot.nodes:
-        if not node.schedulable:
-            continue
-        for k, total in node.gpus_total.items():
-            used = max(int(node.gpus_used.get(k, 0)), held.get((node.name, k), 0))
-            free[(node.name, k)] = max(int(total) - used, 0)
-            nodes_of.setdefault(k, []).append(node.name)
-
-    # eligible running jobs, by type: opted in, not kept on their type, run long enough
-    candidates: dict[str, list[SlurmJob]] = {}
-    for sj in snapshot.jobs:
-        k = sj.gpu_type_running
-        if not sj.running or not k or sj.job_id not in in_problem or not preemptible(sj):
-            continue
-        if placed_types.get(sj.job_id) == k:
-            continue  # the plan runs it where it is: never requeued just to restart
-        since = max(sj.start_time.timestamp() if sj.start_time else now, last_requeued.get(sj.job_id, -math.inf))
-        if now - since < settings.min_run - 1e-6:
-            continue
-        candidates.setdefault(k, []).append(sj)
-    if not candidates:
-        return {}
-    for k in candidates:
-        candidates[k].sort(key=lambda sj: (
-            round(deficit.get(sj.job_id, 0.0), 9),
-            sj.start_time.timestamp() if sj.start_time else now, sj.job_id))
-
-    takers = sorted(
-        (jp for jp in jobs.values()
-         if not jp.requeued and jp.job_id in placed_types and jp.job_id in by_id
-         and by_id[jp.job_id].pending and by_id[jp.job_id].reason not in NOT_STARTABLE
-         and sent_to(jp, placed_types[jp.job_id], settings)),
-        key=lambda jp: jp.rank,
-    )
-    chosen: dict[str, list[str]] = {}
-    for jp in takers:
-        k = placed_types[jp.job_id]
-        req = by_id[jp.job_id].gpu_request
-        g = req.total if req else 0
-        names = nodes_of.get(k, [])
-        if g <= 0 or not names:
-            continue
-        fitting = [n for n in names if free[(n, k)] >= g]
-        if fitting:
-            n = min(fitting, key=lambda n: (free[(n, k)], n))
-            free[(n, k)] -= g
-            continue
-        pool = [sj for sj in candidates.get(k, []) if sj.job_id not in chosen]
-        if g <= max(int(node.gpus_total.get(k, 0)) for node in snapshot.nodes if node.name in names):
-            # a single-node gang: the node where the fewest requeues make room
-            best: tuple[int, int, str] | None = None
-            pick: list[SlurmJob] = []
-            for n in names:
-                have, take = free[(n, k)], []
-                for sj in pool:
-                    on = _gpus_on_nodes(sj).get(n, 0)
-                    if on and have < g:
-                        have += on
-                        take.append(sj)
-                if have >= g:
-                    key = (len(take), sum(_gpus_on_nodes(sj).get(n, 0) for sj in take), n)
-                    if best is None or key < best:
-                        best, pick = key, take
-            if best is None:
-                continue
-            target = best[2]
-        else:
-            # a gang over several nodes: count the type as a whole
-            have, pick = sum(free[(n, k)] for n in names), []
-            for sj in pool:
-                if have >= g:
-                    break
-                have += sum(_gpus_on_nodes(sj).values())
-                pick.append(sj)
-            if have < g:
-                continue
-            target = None
-        for sj in pick:
-            chosen[sj.job_id] = [jp.job_id]
-            for n, on in _gpus_on_nodes(sj).items():
-                free[(n, k)] = free.get((n, k), 0) + on
-        if target is not None:
-            free[(target, k)] -= g
-        else:
-            need = g
-            for n in sorted(names, key=lambda n: -free[(n, k)]):
-                use = min(need, free[(n, k)])
-                free[(n, k)] -= use
-                need -= use
-    # a requeued job may have freed more than its taker needed: later takers used the rest
-    return chosen

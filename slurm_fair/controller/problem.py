@@ -12,24 +12,30 @@ What the controller knows and a generic Snapshot->Problem conversion does not:
   *original* partition(s) (steering moves it into one of them, :mod:`.steer`);
 * a running job that has not opted in to time-sharing cannot move: it is pinned to the type it
   runs on (the policy still counts it, so the tenant's share includes what it already holds);
-* a gang larger than a type's capacity cannot run there; a job that fits nowhere is left out
-  (with a warning) rather than making the whole problem infeasible;
+* a gang runs where some nodes can hold it (:mod:`slurm_fair.gangs`): ``--gres=gpu:8`` needs a
+  node with 8 GPUs (and the CPUs and memory it asks for per node), so the problem carries the
+  schedulable nodes and every job its shape, and a type whose nodes cannot hold the gang gets
+  ``T_jk = 0``; a type where Slurm already refused the job (``BadConstraints`` after we sent it
+  there, ``bad_types``) too; a job that fits nowhere is left out (with a warning) rather than
+  making the whole problem infeasible;
 * tenant weights: ``[tenants.NAME].weight`` from the configuration, else the account's Slurm
   shares, else 1;
 * history for the rounding step: ``received[j][k]`` is the share of the job's time in the system
-  it spent running on ``k``, from the service the state store accumulated.
+  it spent running on ``k``, from the service the state store accumulated. A job's time in the
+  system starts at its first submission: Slurm resets ``SubmitTime`` when a job is requeued, so
+  the earlier of it and the controller's first sighting counts.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Mapping
 
-from ..model import Job, Problem, Snapshot, SlurmJob
+from ..model import Job, NodeCapacity, Problem, Snapshot, SlurmJob, type_holds
 from .estimates import Estimate, job_tags, preemptible
 from .state import OriginalRequest
-from .steer import partition_type, reachable_types
+from .steer import partition_type, reachable_types, submitted_partition
 
 
 def user_typed(
@@ -49,8 +55,15 @@ def user_typed(
         if retype_ok and ("auto" in job_tags(job) or (original is not None and not original.gpu_type)):
             return None
         return req_type
-    part = original.partition if original is not None and original.partition else job.partition
-    return partition_type(part, ptypes or {})
+    return partition_type(_asked_partition(job, original), ptypes or {})
+
+
+def _asked_partition(job: SlurmJob, original: OriginalRequest | None) -> str:
+    """The partition(s) the user asked for: recorded before our first change, else the submit
+    plugin's record, else the job's own."""
+    if original is not None and original.partition:
+        return original.partition
+    return submitted_partition(job)
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,8 @@ class BuiltProblem:
     fixed_type: Mapping[str, str]
     received: Mapping[str, Mapping[str, float]]
     prev: Mapping[str, str]
+    #: GPUs per node each running job holds now (the rounding keeps a job on its nodes)
+    prev_nodes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 def _job_order(job: SlurmJob) -> tuple:
@@ -83,9 +98,14 @@ def build_problem(
     last_type: Mapping[str, str | None] | None = None,
     ptypes: Mapping[str, frozenset[str]] | None = None,
     retype_ok: bool = False,
+    bad_types: Mapping[str, set[str] | frozenset[str]] | None = None,
 ) -> BuiltProblem:
-    """The cycle's :class:`Problem` (pure)."""
+    """The cycle's :class:`Problem` (pure). ``bad_types[job]``: types Slurm refused it in."""
     capacity = snapshot.capacity()
+    bad_types = bad_types or {}
+    up = [n for n in snapshot.nodes if n.schedulable]
+    nodes = tuple(NodeCapacity(n.name, k, int(c)) for n in up for k, c in sorted(n.gpus_total.items()) if c > 0)
+    prev_nodes: dict[str, dict[str, int]] = {}
     now = snapshot.taken_at.timestamp()
     job_service = job_service or {}
     first_seen = first_seen or {}
@@ -104,15 +124,19 @@ def build_problem(
             left_out[sj.job_id] = "no throughput estimate"
             continue
         g = sj.gpu_request.total if sj.gpu_request else 0
-        tput = {k: v for k, v in est.throughput.items() if k in capacity and capacity[k] >= g}
+        shape = sj.shape
+        hosts = frozenset(n.name for n in up if n.can_host(sj))
+        gang = Job(id=sj.job_id, tenant=sj.account, gpus=g, throughput={}, gpus_per_node=shape.per_node,
+                   max_nodes=shape.max_nodes, hosts=None if len(hosts) == len(up) else hosts)
+        tput = {k: v for k, v in est.throughput.items()
+                if k not in bad_types.get(sj.job_id, ()) and type_holds(gang, k, nodes, capacity.get(k, 0))}
         original = originals.get(sj.job_id)
         fixed_type = user_typed(sj, original, ptypes, retype_ok)
         if fixed_type:
             fixed[sj.job_id] = fixed_type
             tput = {k: v for k, v in tput.items() if k == fixed_type}
         elif ptypes:
-            part = original.partition if original is not None and original.partition else sj.partition
-            allowed = reachable_types(part, ptypes)
+            allowed = reachable_types(_asked_partition(sj, original), ptypes)
             if allowed is not None:
                 tput = {k: v for k, v in tput.items() if k in allowed}
         if sj.running and not preemptible(sj):
@@ -121,7 +145,8 @@ def build_problem(
         if not tput:
             left_out[sj.job_id] = "fits on no schedulable GPU type"
             continue
-        arrived = _ts(sj.submit_time) or first_seen.get(sj.job_id) or now
+        seen = [t for t in (_ts(sj.submit_time), first_seen.get(sj.job_id)) if t is not None]
+        arrived = min(seen) if seen else now
         age = max(now - arrived, 0.0)
         service = job_service.get(sj.job_id, {})
         if age > 0:
@@ -129,18 +154,18 @@ def build_problem(
         p = sj.gpu_type_running if sj.running else last_type.get(sj.job_id)
         if p:
             prev[sj.job_id] = p
-        jobs.append(
-            Job(
-                id=sj.job_id, tenant=sj.account, gpus=g, throughput=tput, age_s=age,
-                attained_s=sum(service.values()), prev_type=p,
-                extra={"state": sj.state.upper()},
-            )
-        )
+        if sj.running and sj.gpu_type_running:
+            prev_nodes[sj.job_id] = sj.gpus_on_nodes()
+        jobs.append(replace(
+            gang, throughput=tput, age_s=age, attained_s=sum(service.values()), prev_type=p,
+            extra={"state": sj.state.upper()},
+        ))
     tenants = {}
     for t in {j.tenant for j in jobs}:
         w = weights.get(t)
         if w is None:
             w = shares.get(t) if shares.get(t, 0) and shares.get(t, 0) > 0 else 1.0
         tenants[t] = float(w)
-    problem = Problem(gpu_types={k: c for k, c in capacity.items() if c > 0}, tenants=tenants, jobs=tuple(jobs))
-    return BuiltProblem(problem, left_out, fixed, received, prev)
+    problem = Problem(gpu_types={k: c for k, c in capacity.items() if c > 0}, tenants=tenants, jobs=tuple(jobs),
+                      nodes=nodes)
+    return BuiltProblem(problem, left_out, fixed, received, prev, prev_nodes)

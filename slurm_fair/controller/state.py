@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DB_NAME = "state.sqlite"
 
 _SCHEMA = """
@@ -70,7 +70,11 @@ CREATE TABLE IF NOT EXISTS managed_qos (
     prev_default_qos TEXT NOT NULL, prev_grp_tres_json TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS requeues (
     job_id TEXT NOT NULL, cycle_id TEXT NOT NULL, at REAL NOT NULL, from_type TEXT,
-    for_jobs_json TEXT NOT NULL DEFAULT '[]', PRIMARY KEY (job_id, cycle_id));
+    for_jobs_json TEXT NOT NULL DEFAULT '[]', reason TEXT NOT NULL DEFAULT 'make-room',
+    to_type TEXT, PRIMARY KEY (job_id, cycle_id));
+CREATE TABLE IF NOT EXISTS refused_types (
+    job_id TEXT NOT NULL, gpu_type TEXT NOT NULL, partition TEXT NOT NULL, at REAL NOT NULL,
+    PRIMARY KEY (job_id, gpu_type));
 CREATE INDEX IF NOT EXISTS job_cycle_job ON job_cycle (job_id);
 """
 
@@ -117,10 +121,18 @@ class StateStore:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
+        self._migrate()
         self._db.execute(
-            "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
             (str(SCHEMA_VERSION),),
         )
+
+    def _migrate(self) -> None:
+        """Bring a store written by an earlier version up to this schema (columns only added)."""
+        cols = {r["name"] for r in self._db.execute("PRAGMA table_info(requeues)")}
+        for name, decl in (("reason", "TEXT NOT NULL DEFAULT 'make-room'"), ("to_type", "TEXT")):
+            if name not in cols:
+                self._db.execute(f"ALTER TABLE requeues ADD COLUMN {name} {decl}")
 
     @classmethod
     def in_dir(cls, state_dir: str | Path) -> "StateStore":
@@ -251,12 +263,26 @@ class StateStore:
 
     # --- requeues (time-sharing) --------------------------------------------------------------
     def record_requeue(self, job_id: str, cycle_id: str, at: float, from_type: str | None,
-                       for_jobs: Iterable[str] = ()) -> None:
-        """A requeue the controller applied: when, from which type, for which pending jobs."""
+                       for_jobs: Iterable[str] = (), reason: str = "make-room", to_type: str | None = None) -> None:
+        """A requeue the controller applied: when, from which type, why (``make-room`` for
+        ``for_jobs``, or ``move-up`` to ``to_type``)."""
         self._many(
-            "INSERT OR REPLACE INTO requeues (job_id, cycle_id, at, from_type, for_jobs_json) VALUES (?, ?, ?, ?, ?)",
-            [(job_id, cycle_id, at, from_type, json.dumps(sorted(for_jobs)))],
+            "INSERT OR REPLACE INTO requeues (job_id, cycle_id, at, from_type, for_jobs_json, reason, to_type)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(job_id, cycle_id, at, from_type, json.dumps(sorted(for_jobs)), reason, to_type)],
         )
+
+    # --- types Slurm refused a job in (BadConstraints) ------------------------------------------
+    def refuse_type(self, job_id: str, gpu_type: str, partition: str, at: float) -> None:
+        """Slurm marked the job ``BadConstraints`` in the partition we sent it to: never again."""
+        self._many("INSERT OR IGNORE INTO refused_types (job_id, gpu_type, partition, at) VALUES (?, ?, ?, ?)",
+                   [(job_id, gpu_type, partition, at)])
+
+    def refused_types(self) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for r in self._exec("SELECT job_id, gpu_type FROM refused_types"):
+            out.setdefault(r["job_id"], set()).add(r["gpu_type"])
+        return out
 
     def last_requeues(self) -> dict[str, float]:
         """Job -> when the controller last requeued it (the hysteresis clock)."""

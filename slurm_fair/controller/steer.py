@@ -15,9 +15,16 @@ with the most nodes of ``k`` wins (then the name, for a stable choice).
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, Mapping
 
+from ..gangs import can_hold
 from ..model import Node, SlurmJob
+
+#: what the submit plugin writes into a job's admin comment when it chooses the partitions:
+#: the partition(s) the job asked for (users cannot set an admin comment, so it can be trusted)
+SUBMITTED_MARK = "slurm-fair:partition="
+_MARK = re.compile(r"(?:^|\s)" + re.escape(SUBMITTED_MARK) + r"([A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*)(?:\s|$)")
 
 
 def partition_types(nodes: Iterable[Node]) -> dict[str, frozenset[str]]:
@@ -76,3 +83,26 @@ def current_type(job: SlurmJob, ptypes: Mapping[str, frozenset[str]]) -> str | N
     if job.gpu_request is not None and job.gpu_request.gpu_type:
         return job.gpu_request.gpu_type
     return partition_type(job.partition, ptypes)
+
+
+def submitted_partition(job: SlurmJob) -> str:
+    """The partition(s) the job was submitted to: the submit plugin's record in the admin
+    comment when it chose the partitions itself, else the job's partition."""
+    m = _MARK.search(job.admin_comment or "")
+    return m.group(1) if m else job.partition
+
+
+def partition_holds(job: SlurmJob, partition: str, nodes: Iterable[Node]) -> bool:
+    """Whether the schedulable nodes of ``partition`` that can host the job (CPUs, memory)
+    could hold its GPU gang, all of them free, with GPUs of the types it may get there (a
+    typed request: that type only). Slurm keeps a job it cannot hold pending for ever
+    (``BadConstraints``): the controller never sends a job where this is false."""
+    want = job.gpu_request.gpu_type if job.gpu_request else None
+    sizes: dict[str, list[int]] = {}
+    for n in nodes:
+        if partition not in n.partitions or not n.schedulable or not n.can_host(job):
+            continue
+        for k, c in n.gpus_total.items():
+            if want is None or k == want:
+                sizes.setdefault(k, []).append(int(c))
+    return any(can_hold(job.shape, counts) for counts in sizes.values())

@@ -297,7 +297,8 @@ class FakeSlurm:
         """Add a pending job as ``sbatch`` with these GPU options would (Slurm 22.05 forms)."""
         args = shlex.split(gpu_args) if isinstance(gpu_args, str) else list(gpu_args)
         per_job = per_node = per_task = ""
-        nodes = tasks = 1
+        nodes = tasks = cpus = 1
+        mem = "0"
         pairs: list[tuple[str, str]] = []
         it = iter(args)
         for arg in it:
@@ -319,6 +320,10 @@ class FakeSlurm:
                 nodes = int(value)
             elif key in ("-n", "--ntasks"):
                 tasks = int(value)
+            elif key in ("-c", "--cpus-per-task"):
+                cpus = int(value)
+            elif key == "--mem":
+                mem = value if value[-1:].isalpha() else f"{value}M"
             else:
                 raise ValueError(f"fake sbatch does not know {key!r}")
         job_id = str(self._next_id)
@@ -328,7 +333,7 @@ class FakeSlurm:
             job_id, "PD", account, user, part, qos, HELD_ADMIN if hold else "Priority",
             (self.now or datetime.now()).strftime("%Y-%m-%dT%H:%M:%S"), "N/A",
             "0" if hold else str(priority), "0", str(nodes), str(tasks), per_job, per_node,
-            per_task, "", "", "0", name, comment,
+            per_task, "", "", "0", str(cpus), mem, str(nodes), "", name, comment,
         ]
         job = parse.job_from_record(fields)
         self._jobs[job_id] = job

@@ -106,6 +106,21 @@ def parse_int(text: str, default: int = 0) -> int:
             raise SlurmOutputError(f"not an integer: {t!r}") from None
 
 
+_MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$", re.IGNORECASE)
+_MEM_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
+
+
+def parse_memory_mb(text: str) -> int:
+    """``1000M``, ``4G``, ``64000`` (MB) -> MB; N/A and friends -> 0."""
+    t = text.strip()
+    if t.lower() in _NONE:
+        return 0
+    m = _MEM.match(t)
+    if not m:
+        raise SlurmOutputError(f"not a Slurm memory size: {t!r}")
+    return int(round(float(m.group(1)) * _MEM_MB[m.group(2).upper()]))
+
+
 def parse_elapsed(text: str) -> float:
     """``[D-]HH:MM:SS[.sss]``, ``MM:SS`` or plain seconds -> seconds."""
     t = text.strip()
@@ -351,6 +366,10 @@ SQUEUE_FIELDS: tuple[str, ...] = (
     "tres-alloc",
     "NodeList",
     "Requeue",
+    "MinCpus",
+    "MinMemory",
+    "MaxNodes",
+    "admin_comment",
     "Name",
     "Comment",
 )
@@ -364,6 +383,7 @@ SINFO_FIELDS: tuple[str, ...] = (
     "GresUsed",
     "Partition",
     "Features",
+    "Memory",
 )
 
 #: sacct -X -o fields (JobName and Comment, user text, last)
@@ -461,7 +481,7 @@ def job_from_record(f: Sequence[str]) -> SlurmJob:
     """One squeue record (:data:`SQUEUE_FIELDS` order) -> :class:`SlurmJob`."""
     (job_id, state, account, user, partition, qos, reason, submit, start, priority, nice,
      num_nodes, num_tasks, per_job, per_node, per_task, tres_alloc, nodelist, requeue,
-     name, comment) = f
+     min_cpus, min_memory, max_nodes, admin_comment, name, comment) = f
     st = state_name(state)
     if comment == "(null)":  # how squeue prints "no comment"
         comment = ""
@@ -490,6 +510,10 @@ def job_from_record(f: Sequence[str]) -> SlurmJob:
         comment=comment,
         tags=parse_tags(comment),
         requeue=requeue.strip().lower() in {"1", "yes", "true"},
+        min_cpus=parse_int(min_cpus),
+        min_memory_mb=parse_memory_mb(min_memory),
+        max_nodes=parse_int(max_nodes, nodes),
+        admin_comment=_text(admin_comment),
     )
 
 
@@ -501,7 +525,7 @@ def parse_sinfo(text: str, fs: str) -> list[Node]:
     """sinfo -N lists a node once per partition: merge those lines into one Node each."""
     merged: dict[str, dict] = {}
     for f in split_records(text, fs, len(SINFO_FIELDS)):
-        nodelist, state, cpus, gres, gres_used, partition, features = f
+        nodelist, state, cpus, gres, gres_used, partition, features, memory = f
         for name in expand_hostlist(nodelist):
             n = merged.get(name)
             if n is None:
@@ -515,6 +539,7 @@ def parse_sinfo(text: str, fs: str) -> list[Node]:
                         x for x in features.strip().split(",") if x and x.lower() not in _NONE
                     ),
                     "cpus": parse_int(cpus),
+                    "memory_mb": parse_memory_mb(memory),
                 }
             p = partition.strip().rstrip("*")
             if p and p not in n["partitions"]:

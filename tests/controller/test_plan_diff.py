@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from slurm_fair.model import Account, Allocation, Job, Problem, Qos
 from slurm_fair.controller.diff import diff
-from slurm_fair.controller.plan import NICE_BACK, PlanSettings, make_plan, qos_name, tenant_limits
+from slurm_fair.controller.plan import NICE_BAND, PlanSettings, make_plan, qos_name, tenant_limits
 from slurm_fair.controller.steer import partition_types, type_partitions
 
 from .builders import T0, cluster, job, snapshot
@@ -48,7 +48,9 @@ def test_scenario_two_tenants_get_typed_ordered_and_limited():
     assert {j: p.partition for j, p in plan.jobs.items()} == {"1": "v100", "2": "k80", "3": "k80"}
     assert all(p.gpu_type is None for p in plan.jobs.values())
     assert [plan.jobs[j].rank for j in ("1", "3", "2")] == [1, 2, 3]
-    assert plan.jobs["2"].nice == NICE_BACK and plan.jobs["1"].nice == 0
+    # this round's jobs go a band ahead; the others keep their own nice (and their
+    # multifactor order among themselves)
+    assert plan.jobs["2"].nice == 0 and plan.jobs["1"].nice == -NICE_BAND
     # alice: bundle v100 1.0, k80 0.5 -> ceil; bob: 1 GPU of each on average, 2 placed on k80
     assert dict(plan.tenants["alice"].limits) == {"gres/gpu:v100": 1, "gres/gpu:k80": 1}
     assert dict(plan.tenants["bob"].limits) == {"gres/gpu:v100": 1, "gres/gpu:k80": 2}
@@ -67,7 +69,7 @@ def test_pin_gres_mode_rewrites_the_request_instead_of_the_partition():
     snap = snapshot(cluster(v100=4, k80=4), [job("1", "alice")])
     plan = plan_for(snap, {"1": {"k80": 1.0}}, {"1": "k80"}, s=steering(snap, pin_gres=True))
     assert (plan.jobs["1"].gpu_type, plan.jobs["1"].partition) == ("k80", None)
-    assert [a.kind for a in diff(plan, snap) if a.job] == ["set_job_qos", "set_gpu_type"]
+    assert [a.kind for a in diff(plan, snap) if a.job] == ["set_job_qos", "set_gpu_type", "set_nice"]
 
 
 def test_type_without_its_own_partition_is_not_steered_and_reported():
@@ -140,10 +142,10 @@ def test_diff_is_empty_when_slurm_already_matches():
     snap = snapshot(cluster(v100=4, k80=4), [job("1", "a")])
     plan = plan_for(snap, {"1": {"v100": 1.0}}, {"1": "v100"})
     first = diff(plan, snap)
-    assert [a.kind for a in first] == ["ensure_qos", "attach_qos", "set_job_qos", "set_partition"]
+    assert [a.kind for a in first] == ["ensure_qos", "attach_qos", "set_job_qos", "set_partition", "set_nice"]
     applied = snapshot(
         cluster(v100=4, k80=4),
-        [job("1", "a", partition="v100", qos="fair_a")],
+        [job("1", "a", partition="v100", qos="fair_a", nice=-NICE_BAND)],
         accounts=[Account("a", 1.0, ("normal", "fair_a"), "fair_a")],
         qos=[Qos("normal"), Qos("fair_a", {"gres/gpu:v100": 1, "gres/gpu:k80": 0, "cpu": 8})],
     )
@@ -153,14 +155,14 @@ def test_diff_is_empty_when_slurm_already_matches():
 def test_diff_sees_a_lost_change_again():
     plan_snap = snapshot(cluster(v100=4, k80=4), [job("1", "a")])
     plan = plan_for(plan_snap, {"1": {"v100": 1.0}}, {"1": "v100"})
-    lost = snapshot(cluster(v100=4, k80=4), [job("1", "a", partition="gpu", qos="fair_a")],
+    lost = snapshot(cluster(v100=4, k80=4), [job("1", "a", partition="gpu", qos="fair_a", nice=-NICE_BAND)],
                     accounts=[Account("a", 1.0, ("fair_a",), "fair_a")],
                     qos=[Qos("fair_a", {"gres/gpu:v100": 1, "gres/gpu:k80": 0})])
     assert [a.kind for a in diff(plan, lost)] == ["set_partition"]
 
 
 def test_diff_removes_a_total_limit_that_was_turned_off():
-    snap = snapshot(cluster(v100=4, k80=4), [job("1", "a", partition="v100", qos="fair_a")],
+    snap = snapshot(cluster(v100=4, k80=4), [job("1", "a", partition="v100", qos="fair_a", nice=-NICE_BAND)],
                     accounts=[Account("a", 1.0, ("fair_a",), "fair_a")],
                     qos=[Qos("fair_a", {"gres/gpu:v100": 1, "gres/gpu:k80": 0, "gres/gpu": 1})])
     plan = plan_for(snap, {"1": {"v100": 1.0}}, {"1": "v100"})

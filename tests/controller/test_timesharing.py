@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from slurm_fair.controller.cycle import run_cycle
 from slurm_fair.controller.diff import diff
-from slurm_fair.controller.plan import NICE_BACK, make_plan, sent_to
+from slurm_fair.controller.plan import NICE_BAND, make_plan, sent_to
 from slurm_fair.model import Allocation
 
 from .builders import T0, cluster, job, snapshot
@@ -125,11 +125,11 @@ def test_requeued_job_is_planned_like_a_pending_one_after_its_requeue():
     plan = requeues(snap, placed)
     assert plan.requeue == ("A",)
     jp = plan.jobs["A"]
-    assert (jp.requeued, jp.placed, jp.planned_type, jp.partition, jp.nice) == (True, True, "v100", "v100", 0)
+    assert (jp.requeued, jp.placed, jp.planned_type, jp.partition, jp.nice) == (True, True, "v100", "v100", -NICE_BAND)
     kinds = [(a.kind, a.job) for a in diff(plan, snap) if a.job == "A"]
     # Slurm's own requeue hold is left alone: releasing it early makes a relaunch on the same
     # node fail ("credential revoked")
-    assert kinds == [("requeue", "A"), ("set_job_qos", "A"), ("set_partition", "A")]
+    assert kinds == [("requeue", "A"), ("set_job_qos", "A"), ("set_partition", "A"), ("set_nice", "A")]
     # every change to pending jobs (the taker is steered to k80) comes before the requeue
     order = [(a.kind, a.job) for a in diff(plan, snap)]
     assert order.index(("set_partition", "P")) < order.index(("requeue", "A"))
@@ -138,7 +138,8 @@ def test_requeued_job_is_planned_like_a_pending_one_after_its_requeue():
 def test_requeued_job_left_out_of_the_round_goes_to_the_back_of_the_line():
     snap = snapshot(cluster(v100=4, k80=4), K80_FULL + [job("P", "b")])
     plan = requeues(snap, {"P": "k80", "B": "k80", "C": "k80", "D": "k80"}, x={"A": {"k80": 0.5}})
-    assert plan.jobs["A"].nice == NICE_BACK and plan.jobs["A"].planned_type == "k80"
+    assert plan.jobs["A"].nice == 0 and plan.jobs["A"].planned_type == "k80"
+    assert plan.jobs["P"].nice == -NICE_BAND
 
 
 def test_a_last_good_plan_never_replays_requeue_settings():

@@ -48,12 +48,16 @@ def populate(env: dict[str, str], accounts: list[str]) -> list[str]:
         (accounts[2 % len(accounts)], ["--gres=gpu:k80:1"], "$(touch /tmp/x) | `id`; fair:tput=3.5"),
         (accounts[2 % len(accounts)], ["--gpus=1"], ""),
         (accounts[0], ["-n", "1"], "cpu only"),
+        (accounts[1], ["--gres=gpu:1", "-c", "4", "--mem=2000", "--hold"], "fair:class=a3c"),
     ]
     for account, args, comment in specs:
         argv = ["sbatch", "--parsable", "-A", account, "-J", f"rec-{account}", "-o", "/dev/null",
                 f"--comment={comment}" if comment else "--comment=", *args, "--wrap", "sleep 300"]
         out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30, check=True)
         jobs.append(out.stdout.strip().split(";")[0])
+    # what job_submit.lua records when it chooses a job's partitions (users cannot set it)
+    subprocess.run(["scontrol", "update", f"JobId={jobs[-1]}", "AdminComment=slurm-fair:partition=gpu"],
+                   env=env, timeout=30, check=True)
     subprocess.run(["sleep", "3"], check=False)
     return jobs
 

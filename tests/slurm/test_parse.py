@@ -206,7 +206,7 @@ def squeue_job(draw):
         "2025-01-02T03:04:05", "2025-01-02T03:05:00" if fields["state"] == "R" else "N/A", "100",
         "0", str(nodes), str(tasks), cols["job"], cols["node"], cols["task"],
         f"cpu=1,gres/gpu={n},gres/gpu:{t or 'v100'}={n}", "v100-1" if fields["state"] == "R" else "",
-        "0", fields["name"], fields["comment"],
+        "0", "1", "0", "1", "(null)", fields["name"], fields["comment"],
     ]
     if form == "none":
         expected_total = None

@@ -1,0 +1,183 @@
+"""Which running jobs the controller requeues, and why (pure).
+
+Slurm cannot move a running job: the only way to change who runs where is ``scontrol requeue``
+(the job is stopped, pending again, and Slurm holds it for its credential lifetime + 1 s before
+it may start again; it resumes from its checkpoint). A requeue costs that hold plus a restart, so
+the controller requeues a job for one of two reasons only, and never a job that has not opted in
+(``--requeue`` *and* ``fair:preemptible``) or that ran less than ``min_run`` since it last
+started or was last requeued by us (hysteresis):
+
+**make room** (time-sharing, at round boundaries): a pending job that this round's placement
+runs on type ``k``, and that this cycle sends to ``k``, cannot start in the GPUs free on ``k``
+now, but can once some running jobs that the placement does not keep on ``k`` are stopped.
+The fewest such jobs are chosen, those furthest ahead of their allocation (lowest deficit
+priority) first. A pending job that would not fit even then frees nothing.
+
+**move up** (any cycle): a job runs on a type much slower than another type whose GPUs are idle
+now and stay idle after this cycle's plan (nobody the plan starts needs them), its gang fits
+there, and the expected gain beats the cost: with ``a`` the time it has run so far (the usual
+estimate of what is left for a job of unknown length), ``a * (1 - n_cur / n_up) > cost``, where
+``cost`` is Slurm's requeue hold plus a restart (``[controller].requeue_cost_s``).
+
+Free GPUs are counted per node (a node's GPUs minus the larger of what Slurm reports used and
+what the snapshot's running jobs hold) and gangs are fitted by :mod:`slurm_fair.gangs`, the
+same rule as the rounding step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+from ..gangs import choose_nodes
+from ..model import Problem, Snapshot, SlurmJob
+from .estimates import preemptible
+
+#: pending reasons under which a job cannot start now, whatever GPUs are free
+NOT_STARTABLE = ("JobHeldUser", "JobHeldAdmin", "Dependency", "DependencyNeverSatisfied", "BeginTime",
+                 "ReqNodeNotAvail", "PartitionDown", "PartitionInactive", "AssocMaxJobsLimit",
+                 "BadConstraints")
+
+
+@dataclass(frozen=True)
+class Taker:
+    """A pending job this cycle starts on ``gpu_type`` (placed and sent there)."""
+
+    job: SlurmJob
+    gpu_type: str
+
+
+def eligible(sj: SlurmJob, now: float, min_run: float, last_requeued: Mapping[str, float]) -> bool:
+    """Opted in, and has run at least ``min_run`` since its start and our last requeue of it."""
+    if not sj.running or not sj.gpu_type_running or not preemptible(sj):
+        return False
+    since = max(sj.start_time.timestamp() if sj.start_time else now, last_requeued.get(sj.job_id, -math.inf))
+    return now - since >= min_run - 1e-6
+
+
+def free_gpus(snapshot: Snapshot) -> dict[str, dict[str, int]]:
+    """``{type: {node: free GPUs}}`` of the schedulable nodes, now."""
+    held: dict[tuple[str, str], int] = {}
+    for sj in snapshot.jobs:
+        if sj.running and sj.gpu_type_running:
+            for n, g in sj.gpus_on_nodes().items():
+                held[(n, sj.gpu_type_running)] = held.get((n, sj.gpu_type_running), 0) + g
+    free: dict[str, dict[str, int]] = {}
+    for node in snapshot.nodes:
+        if not node.schedulable:
+            continue
+        for k, total in node.gpus_total.items():
+            used = max(int(node.gpus_used.get(k, 0)), held.get((node.name, k), 0))
+            free.setdefault(k, {})[node.name] = max(int(total) - used, 0)
+    return free
+
+
+def _usable(free: Mapping[str, int], job: SlurmJob, hosts: Callable[[SlurmJob, str], bool]) -> dict[str, int]:
+    return {n: f for n, f in free.items() if hosts(job, n)}
+
+
+def make_room(
+    free: dict[str, dict[str, int]],
+    takers: Sequence[Taker],
+    victims: Mapping[str, Sequence[SlurmJob]],
+    hosts: Callable[[SlurmJob, str], bool],
+) -> dict[str, list[str]]:
+    """Jobs to requeue -> the takers they make room for (the rule of the module docstring).
+
+    ``free`` is updated in place (takers' GPUs taken, victims' GPUs given back); ``victims[k]``
+    are the eligible running jobs on ``k`` that the plan does not keep there, in the order they
+    should be given up (furthest ahead of their allocation first).
+    """
+    chosen: dict[str, list[str]] = {}
+    for t in takers:
+        k, sj = t.gpu_type, t.job
+        pool = free.setdefault(k, {})
+        got = choose_nodes(sj.shape, _usable(pool, sj, hosts))
+        if got is None:
+            pick = _fewest(sj, pool, [v for v in victims.get(k, ()) if v.job_id not in chosen], hosts)
+            if pick is None:
+                continue
+            for v in pick:
+                chosen[v.job_id] = [sj.job_id]
+                for n, g in v.gpus_on_nodes().items():
+                    pool[n] = pool.get(n, 0) + g
+            got = choose_nodes(sj.shape, _usable(pool, sj, hosts))
+            if got is None:  # cannot happen: _fewest checked it
+                continue
+        for n, g in got.items():
+            pool[n] -= g
+    return chosen
+
+
+def _fewest(sj: SlurmJob, pool: Mapping[str, int], candidates: Sequence[SlurmJob],
+            hosts: Callable[[SlurmJob, str], bool]) -> list[SlurmJob] | None:
+    """The fewest ``candidates`` (taken in their order, then pruned) whose GPUs let ``sj`` fit."""
+    trial = dict(pool)
+    picked: list[SlurmJob] = []
+    for v in candidates:
+        if choose_nodes(sj.shape, _usable(trial, sj, hosts)) is not None:
+            break
+        on = v.gpus_on_nodes()
+        if not any(hosts(sj, n) for n in on):
+            continue  # its GPUs are on nodes the taker cannot use
+        picked.append(v)
+        for n, g in on.items():
+            trial[n] = trial.get(n, 0) + g
+    if choose_nodes(sj.shape, _usable(trial, sj, hosts)) is None:
+        return None
+    for v in list(reversed(picked)):  # give back any job the taker turns out not to need
+        less = dict(trial)
+        for n, g in v.gpus_on_nodes().items():
+            less[n] -= g
+        if choose_nodes(sj.shape, _usable(less, sj, hosts)) is not None:
+            picked.remove(v)
+            trial = less
+    return picked
+
+
+def move_up(
+    free: dict[str, dict[str, int]],
+    running: Sequence[SlurmJob],
+    problem: Problem,
+    cost_s: float,
+    min_gain: float,
+    hosts: Callable[[SlurmJob, str], bool],
+    steerable: Callable[[SlurmJob, str], bool],
+) -> dict[str, str]:
+    """Running jobs to requeue so they restart on a faster idle type -> that type.
+
+    ``running``: the eligible jobs (opted in, run long enough), the longest-running first (the
+    largest expected gain). ``free`` must already exclude what this cycle's plan starts;
+    it is updated for every move chosen. ``min_gain``: the faster type must be at least this
+    much faster (``n_up >= n_cur * (1 + min_gain)``). ``steerable(job, k)``: the job can be sent
+    to ``k`` (a partition of that type holds it).
+    """
+    pjobs = {j.id: j for j in problem.jobs}
+    moves: dict[str, str] = {}
+    for sj in running:
+        job = pjobs.get(sj.job_id)
+        cur = sj.gpu_type_running
+        if job is None or cur is None:
+            continue
+        n_cur = job.normalised(cur)
+        attained = job.attained_s
+        best: tuple[float, str, dict[str, int]] | None = None
+        for k in sorted(problem.gpu_types):
+            n_up = job.normalised(k)
+            if k == cur or n_up < n_cur * (1.0 + min_gain) or not steerable(sj, k):
+                continue
+            gain = attained * (1.0 - n_cur / n_up) if n_up > 0 else 0.0
+            if gain <= cost_s:
+                continue
+            got = choose_nodes(sj.shape, _usable(free.get(k, {}), sj, hosts))
+            if got is not None and (best is None or n_up > best[0]):
+                best = (n_up, k, got)
+        if best is not None:
+            _, k, got = best
+            moves[sj.job_id] = k
+            for n, g in got.items():
+                free[k][n] -= g
+            for n, g in sj.gpus_on_nodes().items():
+                free.setdefault(cur, {})[n] = free.get(cur, {}).get(n, 0) + g
+    return moves
