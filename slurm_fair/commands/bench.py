@@ -13,9 +13,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from ..errors import SlurmFairError
 from ..sim.report import COLUMNS, format_metric
 from ..testbed import Testbed
-from ..testbed.bench import Bench, BenchSpec, fresh_run_dir, write_json
+from ..testbed.bench import Bench, BenchSpec, Interrupted, fresh_run_dir, write_json
 
 #: extra rows of the bench (real-run figures the simulator has no equivalent for)
 BENCH_ROWS: tuple[tuple[str, str, str], ...] = (
@@ -24,6 +25,15 @@ BENCH_ROWS: tuple[tuple[str, str, str], ...] = (
     ("emulation_rel_error_max", "emul. err max", ".1%"),
     ("wall_seconds", "real s", ".0f"),
 )
+
+
+class BenchInterrupted(SlurmFairError):
+    """A signal ended the run after its cleanup: one line saying what was cleaned up, and the
+    shell's exit code for the signal (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
+
+    def __init__(self, exc: Interrupted) -> None:
+        self.exit_code = exc.exit_code
+        super().__init__(exc.summary())
 
 
 def results_table(docs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
@@ -54,7 +64,11 @@ def results_table(docs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
 def bench(trace: str, time_scale: float, policy: str, json_out: str | None, round_s: float,
           timeout_s: float | None, run_dir: str | None, throughputs: str | None, solver: str | None,
           state_dir: str | None, config_path: str | None, quiet: bool) -> None:
-    """Run an emulated trace on the testbed (Slurm alone or with the controller) and score it."""
+    """Run an emulated trace on the testbed (Slurm alone or with the controller) and score it.
+
+    Interrupted (Ctrl-C, SIGTERM, SIGHUP), it stops its controller, cancels its jobs and reverts
+    first, then exits with 128 + the signal.
+    """
     tb = Testbed(dir=state_dir, config=config_path)
     say = (lambda _m: None) if quiet else (lambda m: click.echo(f"bench: {m}", err=True))
     spec = BenchSpec(
@@ -63,7 +77,10 @@ def bench(trace: str, time_scale: float, policy: str, json_out: str | None, roun
         timeout_real_s=timeout_s, solver=solver, throughputs=throughputs,
     )
     say(f"run directory {spec.run_dir}")
-    result = Bench(tb, spec, say).run()
+    try:
+        result = Bench(tb, spec, say).run()
+    except Interrupted as exc:
+        raise BenchInterrupted(exc) from None
     doc = result.doc
     if json_out:
         write_json(doc, json_out)

@@ -12,9 +12,10 @@ What one run does (issue 6, "Real-cluster benchmark"):
    (``--gres=gpu:N``, one node), ``--requeue``, ``--comment "fair:class=<class> fair:preemptible"``;
    its payload is :mod:`slurm_fair.testbed.emulator`, which works ``total_steps / T(type it landed
    on)`` trace seconds and checkpoints into the run directory;
-4. wait until no job of the run is pending or running (a timeout cancels the run's own leftover
-   jobs: that is the harness, the controller never cancels anything), stop the controller and
-   ``slurm-fair revert`` so the next run starts from a clean Slurm;
+4. wait until no job of the run is pending or running, then clean up (:meth:`Bench._cleanup`, the
+   one way out of every run: finished, timed out, failed or interrupted by SIGINT/SIGTERM/SIGHUP):
+   stop the controller, cancel the run's own unfinished jobs (that is the harness, the controller
+   never cancels anything) and ``slurm-fair revert`` so the next run starts from a clean Slurm;
 5. read ``sacct`` through the Slurm adapter, turn each job into a simulator
    :class:`~slurm_fair.sim.metrics.JobRecord` in *trace* seconds (``(t - t0) * S``), and compute
    the metrics with the simulator's own :func:`~slurm_fair.sim.metrics.summarize`.
@@ -46,11 +47,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from types import FrameType
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .. import throughput_table as tt
 from ..controller.estimates import gavel_class_name
@@ -68,6 +72,134 @@ ACTIVE_STATES = (
 JOB_NAME_PREFIX = "sfb"
 
 Say = Callable[[str], None]
+
+#: the signals that end a run through its cleanup (Ctrl-C, ``kill``, a closed terminal)
+INTERRUPT_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: real seconds for ``slurm-fair revert`` at the end of a run (the testbed's takes a few seconds)
+REVERT_TIMEOUT_S = 120.0
+#: real seconds to wait for cancelled jobs to leave squeue's active states before reverting
+#: (revert counts a job it rewrote that still runs as not restored)
+CANCEL_WAIT_S = 30.0
+
+
+class Interrupted(KeyboardInterrupt):
+    """A run was stopped by a signal (raised by the handlers :meth:`Bench.run` installs).
+
+    A KeyboardInterrupt, so whatever lets Ctrl-C through (``except Exception`` does not catch it,
+    pytest stops) treats SIGTERM and SIGHUP the same way. ``cleanup`` is what the run undid before
+    the exception left :meth:`Bench.run`.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = int(signum)
+        self.cleanup: Cleanup | None = None
+
+    @property
+    def signame(self) -> str:
+        try:
+            return signal.Signals(self.signum).name
+        except ValueError:
+            return f"signal {self.signum}"
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention: 128 + signal number (130 for Ctrl-C, 143 for SIGTERM)."""
+        return 128 + self.signum
+
+    def summary(self) -> str:
+        done = self.cleanup.summary() if self.cleanup else "nothing cleaned up"
+        return f"interrupted by {self.signame}; {done}"
+
+
+@dataclass
+class Cleanup:
+    """What the end of a run undid; recorded in the result JSON as ``bench.cleanup``."""
+
+    reason: str  # finished, timeout, SIGINT/SIGTERM/SIGHUP, or error: <exception type>
+    jobs_cancelled: list[str] = field(default_factory=list)
+    controller_started: bool = False
+    controller_exit_code: int | None = None
+    controller_killed: bool = False  # did not stop on SIGTERM in time: SIGKILL to its process group
+    revert: str | None = None  # ok, exit N, timed out, failed: ...; None without a controller
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One line for people: jobs cancelled, controller stopped, revert result."""
+        n = len(self.jobs_cancelled)
+        parts = [f"cancelled {n} job(s)" + (f" ({', '.join(self.jobs_cancelled)})" if n else "")]
+        if self.controller_started:
+            how = "killed" if self.controller_killed else "stopped"
+            parts.append(f"controller {how} (exit {self.controller_exit_code})")
+            parts.append(f"revert {self.revert}")
+        else:
+            parts.append("no controller")
+        parts += [f"error: {e}" for e in self.errors]
+        return ", ".join(parts)
+
+
+class SignalGuard:
+    """Turns SIGINT/SIGTERM/SIGHUP into :class:`Interrupted` while a run is in progress.
+
+    Without it SIGTERM kills the bench and leaves its controller (own session) looping with its
+    QOS limits in place and the jobs running. Handlers are installed only in the main thread
+    (Python refuses them elsewhere and delivers signals there only; the bench is also a library)
+    and the previous ones come back on exit. Inside :meth:`deferred` a signal is only recorded
+    and raised when the block ends, so an ``sbatch`` whose job id we would never learn, or a
+    controller whose process we would never hold, cannot slip through the cleanup. Only the first
+    signal raises: later ones (a second Ctrl-C during the cleanup) are recorded, never raised.
+    """
+
+    def __init__(self, signals: Sequence[int] = INTERRUPT_SIGNALS) -> None:
+        self.signals = tuple(signals)
+        self.received: list[int] = []
+        self._saved: dict[int, Any] = {}
+        self._depth = 0
+        self._raised = False
+
+    @property
+    def installed(self) -> bool:
+        return bool(self._saved)
+
+    def __enter__(self) -> "SignalGuard":
+        if threading.current_thread() is threading.main_thread():
+            for s in self.signals:
+                prev = signal.signal(s, self._handle)
+                self._saved[s] = signal.SIG_DFL if prev is None else prev  # None: not set from Python
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth += 1  # from here on a signal is only recorded...
+        while self._saved:
+            s, prev = self._saved.popitem()
+            signal.signal(s, prev)
+        if self.received and not self._raised:  # ...and handed to the previous handler, never lost
+            self._raised = True
+            signal.raise_signal(self.received[0])
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
+        if self._depth == 0:
+            self._raise_pending()
+
+    def _raise_pending(self) -> None:
+        if self.received and not self._raised:
+            self._raised = True
+            raise Interrupted(self.received[0])
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Signals in this block wait for its end (its own exception, if any, becomes the cause)."""
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self._raise_pending()
 
 
 @dataclass(frozen=True)
@@ -311,6 +443,13 @@ class Bench:
         self.clock, self.sleep = clock, sleep
         self.controller: subprocess.Popen | None = None
         self.config_path = spec.run_dir / "controller.toml"
+        #: real seconds the controller gets to finish its cycle after SIGTERM before SIGKILL
+        self.controller_grace_s = min(30.0, max(10.0, 2.0 * spec.interval_real_s))
+        #: Slurm job id -> job, for everything sbatch accepted in this run
+        self.submitted: dict[str, BenchJob] = {}
+        #: set by the first (and only) cleanup of the run
+        self.cleanup: Cleanup | None = None
+        self._guard = SignalGuard(signals=())  # replaced by the installed one during run()
         cfg = tb.config
         self.node_types = {n.name: n.gpu_type for n in cfg.nodes}
         self.node_gpus = {n.name: (n.gpu_type, n.gpus) for n in cfg.nodes}
@@ -375,8 +514,24 @@ class Bench:
         return set(ids) if polled is None else set(polled)
 
     def _cancel(self, ids: Sequence[str]) -> None:
-        if ids:
-            self.tb.run(["scancel", *ids], timeout=30, check=False)
+        """scancel ``ids``; once more if scancel itself was killed by a signal (a second Ctrl-C
+        in the terminal reaches it too)."""
+        for _ in range(2):
+            if not ids or self.tb.run(["scancel", *ids], timeout=30, check=False).returncode >= 0:
+                return
+
+    def _cancel_unfinished(self) -> list[str]:
+        """Cancel the run's jobs Slurm still has pending/running; wait (bounded) until they are gone."""
+        if not self.submitted:
+            return []
+        left = sorted(self._active(set(self.submitted)), key=_job_id_key)
+        if not left:
+            return []
+        self._cancel(left)
+        deadline = self.clock() + CANCEL_WAIT_S
+        while self._active(set(left)) and self.clock() < deadline:
+            self.sleep(0.5)
+        return left
 
     def _accounting(self, since: datetime, ids: set[str], wait_s: float = 60.0) -> dict[str, AccountingRecord]:
         """sacct records of ``ids``, waiting until slurmdbd has every end time."""
@@ -401,34 +556,59 @@ class Bench:
         solver = self.spec.solver or fastest_available()
         (self.spec.run_dir / "controller").mkdir(exist_ok=True)
         self.config_path.write_text(controller_config(self.spec, self.tb.config.cluster_name, weights, solver))
-        log = open(self.spec.run_dir / "controller.log", "ab")
-        self.controller = subprocess.Popen(
-            self._cli_argv("run", "--loop", "--interval", repr(self.spec.interval_real_s), "--json",
-                           "--config", str(self.config_path)),
-            stdout=log, stderr=subprocess.STDOUT, env=self.tb.client_env(), start_new_session=True,
-        )
-        log.close()
+        with open(self.spec.run_dir / "controller.log", "ab") as log:
+            self.controller = subprocess.Popen(
+                self._cli_argv("run", "--loop", "--interval", repr(self.spec.interval_real_s), "--json",
+                               "--config", str(self.config_path)),
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.tb.client_env(),
+                start_new_session=True,
+            )
 
-    def _stop_controller(self) -> int | None:
+    def _stop_controller(self) -> tuple[int | None, bool]:
+        """Stop the controller; (its exit code, whether it had to be killed).
+
+        SIGTERM first: the loop finishes the cycle in progress and exits between cycles. When it
+        is not gone after :attr:`controller_grace_s`, SIGKILL to its whole process group (it runs
+        in its own session, so the group is its pid): a solver or Slurm command it started dies
+        with it. Stragglers of the group are killed either way, so nothing of it outlives the run.
+        """
         p = self.controller
         if p is None:
-            return None
+            return None, False
+        killed = False
         if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
+            p.send_signal(signal.SIGTERM)  # a no-op when it has just exited
             try:
-                p.wait(timeout=max(30.0, 3 * self.spec.interval_real_s))
+                p.wait(timeout=self.controller_grace_s)
             except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=10)
-        return p.returncode
+                killed = True
+                _killpg(p.pid, signal.SIGKILL)
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass  # unkillable (uninterruptible sleep): reported as exit None
+        _killpg(p.pid, signal.SIGKILL)
+        return p.returncode, killed
 
     def _revert(self) -> str:
-        proc = subprocess.run(
-            self._cli_argv("revert", "--config", str(self.config_path)),
-            env=self.tb.client_env(), capture_output=True, text=True, timeout=300,
-        )
-        (self.spec.run_dir / "revert.log").write_text(proc.stdout + proc.stderr)
-        return "ok" if proc.returncode == 0 else f"exit {proc.returncode}"
+        """``slurm-fair revert`` with the run's controller config; its output goes to revert.log.
+
+        Own session, like the controller: a second Ctrl-C in the terminal must not stop it halfway.
+        """
+        log = self.spec.run_dir / "revert.log"
+        try:
+            proc = subprocess.run(
+                self._cli_argv("revert", "--config", str(self.config_path)),
+                env=self.tb.client_env(), capture_output=True, text=True, timeout=REVERT_TIMEOUT_S,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        except subprocess.TimeoutExpired:
+            log.write_text(f"revert timed out after {REVERT_TIMEOUT_S:.0f} s\n")
+            return f"timed out after {REVERT_TIMEOUT_S:.0f} s (see {log})"
+        except OSError as exc:
+            return f"failed: {exc}"
+        log.write_text(proc.stdout + proc.stderr)
+        return "ok" if proc.returncode == 0 else f"exit {proc.returncode} (see {log})"
 
     def _controller_cycles(self) -> dict[str, Any]:
         """Counts from the controller's --json output lines (one JSON object per cycle)."""
@@ -457,6 +637,22 @@ class Bench:
 
     # --- main -------------------------------------------------------------------------------
     def run(self) -> BenchResult:
+        """Run the bench; whatever way it ends, :meth:`_cleanup` has run once before this returns.
+
+        SIGINT/SIGTERM/SIGHUP raise :class:`Interrupted` meanwhile (main thread only), carrying
+        the cleanup's record; the previous signal handlers are back when this returns or raises.
+        """
+        with SignalGuard() as guard:
+            self._guard = guard
+            try:
+                return self._run()
+            except BaseException as exc:
+                done = self._cleanup(_reason(exc))
+                if isinstance(exc, Interrupted):
+                    exc.cleanup = done
+                raise
+
+    def _run(self) -> BenchResult:
         spec = self.spec
         jobs, mapping, weights = self.prepare()
         for sub in ("ckpt", "scripts", "out"):
@@ -473,41 +669,17 @@ class Bench:
                  f"policy {spec.policy or 'none (Slurm alone)'}; time scale {spec.time_scale:g}; timeout {timeout:.0f} s")
         since = datetime.fromtimestamp(math.floor(self.clock()) - 2)
         if spec.policy:
-            self._start_controller(weights)
+            with self._guard.deferred():  # a started controller is always one we hold
+                self._start_controller(weights)
             self.sleep(min(2.0, spec.interval_real_s))  # let the first cycle see the empty queue
         t0 = float(math.ceil(self.clock()))
         self.sleep(max(0.0, t0 - self.clock()))
-        pending = list(jobs)
-        submitted: dict[str, BenchJob] = {}
-        timed_out = False
-        last_poll = 0.0
-        try:
-            while True:
-                now = self.clock()
-                while pending and t0 + pending[0].arrival_s / spec.time_scale <= now:
-                    job = pending.pop(0)
-                    self._submit(job)
-                    submitted[job.slurm_id] = job
-                if submitted and now - last_poll >= 0.5:
-                    last_poll = now
-                    polled = self._poll(set(submitted))
-                    if polled is not None and not pending and not polled:
-                        break
-                if now - t0 > timeout:
-                    timed_out = True
-                    break
-                nxt = t0 + pending[0].arrival_s / spec.time_scale if pending else now + 0.5
-                self.sleep(max(0.02, min(0.25, nxt - self.clock())))
-        except BaseException:
-            self._cleanup(submitted)
-            raise
+        timed_out = self._submit_and_wait(jobs, t0, timeout)
         end_wall = self.clock()
         if timed_out:
-            left = sorted(self._active(set(submitted)))
-            self.say(f"timeout after {timeout:.0f} s: cancelling {len(left)} unfinished job(s) of this run")
-            self._cancel(left)
-        ctl_rc = self._stop_controller()
-        reverted = self._revert() if spec.policy else None
+            self.say(f"timeout after {timeout:.0f} s: cancelling the unfinished jobs of this run")
+        cleanup = self._cleanup("timeout" if timed_out else "finished")
+        submitted = self.submitted
         accts = self._accounting(since, set(submitted))
         cks: dict[str, Checkpoint] = {}
         for j in jobs:
@@ -535,8 +707,9 @@ class Bench:
                 "capacity": self.capacity, "started_at": datetime.fromtimestamp(t0).isoformat(),
                 "timed_out": timed_out, "run_dir": str(spec.run_dir),
                 "requeue_hold_real_s": self.tb.config.cred_expire_s + 1,
-                "controller": ({**cycles_info, "exit_code": ctl_rc, "revert": reverted}
+                "controller": ({**cycles_info, "exit_code": cleanup.controller_exit_code, "revert": cleanup.revert}
                                if cycles_info is not None else None),
+                "cleanup": cleanup.to_dict(),
                 "units": "trace seconds (real seconds x time_scale); sacct resolution 1 s real",
             },
             "metrics": metrics,
@@ -545,17 +718,90 @@ class Bench:
         }
         return BenchResult(doc, jobs)
 
-    def _cleanup(self, submitted: Mapping[str, BenchJob]) -> None:
-        """Interrupted: cancel this run's own jobs, stop the controller, revert (best effort)."""
+    def _submit_and_wait(self, jobs: Sequence[BenchJob], t0: float, timeout: float) -> bool:
+        """Submit every job at its scaled arrival; wait until none is left. True on timeout."""
+        spec = self.spec
+        pending = list(jobs)
+        last_poll = 0.0
+        while True:
+            now = self.clock()
+            while pending and t0 + pending[0].arrival_s / spec.time_scale <= now:
+                job = pending.pop(0)
+                with self._guard.deferred():  # an accepted job always has its id recorded
+                    self._submit(job)
+                    self.submitted[job.slurm_id] = job
+            if self.submitted and now - last_poll >= 0.5:
+                last_poll = now
+                polled = self._poll(set(self.submitted))
+                if polled is not None and not pending and not polled:
+                    return False
+            if now - t0 > timeout:
+                return True
+            nxt = t0 + pending[0].arrival_s / spec.time_scale if pending else now + 0.5
+            self.sleep(max(0.02, min(0.25, nxt - self.clock())))
+
+    def _cleanup(self, reason: str) -> Cleanup:
+        """Stop the controller, cancel this run's unfinished jobs, revert: the one way out of a run.
+
+        Runs once (later calls return the first record). Signals meanwhile are recorded, not
+        raised: a second Ctrl-C must not leave half a cleanup, and every step has a timeout, so
+        it ends anyway. The controller goes first so it never acts on jobs being cancelled, and
+        is gone even if a later step fails; revert runs after the cancelled jobs left (it counts
+        a job it rewrote that still runs as not restored), and only when this run started a
+        controller (a reused run directory may hold another run's controller.toml).
+        """
+        if self.cleanup is not None:
+            return self.cleanup
+        with self._guard.deferred():
+            c = self.cleanup = Cleanup(reason, controller_started=self.controller is not None)
+            anything = c.controller_started or bool(self.submitted)
+            signalled = reason.startswith("SIG")  # the command prints the summary with the exit
+            if signalled and anything:
+                self._tell(f"interrupted by {reason}: stopping the controller, cancelling this run's jobs, reverting")
+            try:
+                c.controller_exit_code, c.controller_killed = self._stop_controller()
+            except Exception as exc:  # noqa: BLE001 - the jobs and the revert must still follow
+                c.errors.append(f"stopping the controller: {exc}")
+            try:
+                c.jobs_cancelled = self._cancel_unfinished()
+            except Exception as exc:  # noqa: BLE001 - the revert must still follow
+                c.errors.append(f"cancelling jobs: {exc}")
+            if c.controller_started:
+                c.revert = self._revert()
+            if anything and not signalled:
+                self._tell(f"cleanup: {c.summary()}")
+        return c
+
+    def _tell(self, message: str) -> None:
+        """``say`` that cannot fail: after SIGHUP the terminal may be gone (EIO, EPIPE)."""
         try:
-            self._cancel(sorted(self._active(set(submitted))))
-        finally:
-            self._stop_controller()
-            if self.spec.policy and self.config_path.is_file():
-                try:
-                    self._revert()
-                except (OSError, subprocess.SubprocessError):
-                    pass
+            self.say(message)
+        except OSError:
+            pass
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a run ended early, for :attr:`Cleanup.reason`."""
+    if isinstance(exc, Interrupted):
+        return exc.signame
+    if isinstance(exc, KeyboardInterrupt):
+        return "SIGINT"
+    return f"error: {type(exc).__name__}"
+
+
+def _job_id_key(job_id: str) -> tuple[int, str]:
+    """Slurm job ids sort as numbers."""
+    head = job_id.split("_")[0]
+    return (int(head) if head.isdigit() else 0, job_id)
+
+
+def _killpg(pgid: int, signum: int) -> None:
+    """Signal a process group that may be gone already (called right after its leader was
+    reaped: the group id cannot have been reused while members remain)."""
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _default_timeout(jobs: Sequence[BenchJob], time_scale: float) -> float:
