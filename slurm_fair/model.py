@@ -192,10 +192,13 @@ class Node:
     cpus: int = 0
     #: RealMemory in MB (0: unknown)
     memory_mb: int = 0
+    #: PriorityTier of each of its partitions: Slurm tries a job's partitions highest tier first
+    tiers: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpus_total", frozen_map(self.gpus_total))
         object.__setattr__(self, "gpus_used", frozen_map(self.gpus_used))
+        object.__setattr__(self, "tiers", frozen_map(self.tiers))
 
     def can_host(self, job: "SlurmJob") -> bool:
         """Whether this node's CPUs and memory can hold one node's part of ``job`` (unknown

@@ -2,34 +2,52 @@
 slurm-fair job_submit.lua -- rendered by `slurm-fair render-config` from
 templates/deploy/job_submit.lua.j2. Install it beside slurm.conf and set JobSubmitPlugins=lua.
 
-Types untyped GPU requests at submission (--gres=gpu:2, --gpus=2, --gpus-per-node/-socket/-task)
-from the controller's latest plan file, so a tenant's typed QOS limits (GrpTRES=gres/gpu:TYPE=N)
-bind from the first second instead of from the next controller cycle. The count is kept.
+Sends a new untyped GPU job (--gres=gpu:2, --gpus=2, --gpus-per-node/-socket/-task) submitted to
+a partition of several GPU types where the controller's latest plan wants it, before Slurm can
+start it on whatever node comes first: its partitions become the single-type partitions the plan
+prefers for its account and class (only those whose nodes can hold it), and its admin comment
+records what it asked for ("slurm-fair:partition=gpu"; users cannot set an admin comment, so the
+controller may trust it and `slurm-fair revert` puts the partition back). Slurm tries the listed
+partitions by PriorityTier (fastest type first in slurm-fair's configuration). Where the plan
+says the controller may type requests (Slurm >= 23.11, pin_gres=1) the request is typed instead.
 
 Never rejects or fails a job: on a missing, unreadable, malformed or stale plan, a typed request,
-or any error of its own, the job goes through untouched (always slurm.SUCCESS). Lua 5.1.
+a partition of one GPU type, no partition that can hold the job, or any error of its own, the job
+goes through untouched (always slurm.SUCCESS). Lua 5.1.
 
 Plan file (slurm_fair/controller/planfile.py): one flat JSON object, one pair per line:
-    "format": 1, "generated_at": <unix s>, "expires_at": <unix s>, "gpu_type/<account>/<class>": "<type>"
+    "format": 2, "generated_at": <unix s>, "expires_at": <unix s>, "pin_gres": 0|1,
+    "spans/<partition>": "<types>", "partition/<type>": "<partition>",
+    "shapes/<type>": "<gpus>x<cpus>x<mem MB>x<count> ...", "types/<account>/<class>": "<types>"
 Lookup: <account>/<class>, <account>/*, */<class>, */*; class from `fair:class=NAME` in --comment.
 --]]
 
 local PLAN_FILE = "/var/lib/slurm-fair/plan.json"
 local MAX_AGE_S = 180
-local PLAN_FORMAT = "1"
+local PLAN_FORMAT = "2"
 local MAX_LINES = 100000
+local MARK = "slurm-fair:partition="
 local TRES_FIELDS = { "tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task" }
+-- Slurm's "not set" values arrive as huge numbers (NO_VAL, NO_VAL16, the MEM_PER_CPU flag)
+local UNSET = 65534
 
 -- A global table so a test driver can call the pieces (slurmctld ignores it).
 slurm_fair = {}
 local M = slurm_fair
 
-local function valid_type(t)
-  return type(t) == "string" and string.len(t) <= 32 and string.find(t, "^%a[%w_]*$") ~= nil
+local function valid_name(t)
+  return type(t) == "string" and string.len(t) <= 64 and string.find(t, "^[%w_][%w%._%-]*$") ~= nil
 end
 
 local function valid_class(c)
   return type(c) == "string" and string.len(c) <= 64 and string.find(c, "^%w[%w%._%+%-]*$") ~= nil
+end
+
+function M.words(s, sep)
+  local out = {}
+  if type(s) ~= "string" then return out end
+  for w in string.gmatch(s, "[^" .. (sep or "%s") .. "]+") do table.insert(out, w) end
+  return out
 end
 
 -- Read and check the plan. Returns the table of pairs, or nil and the reason.
@@ -122,29 +140,90 @@ function M.job_class(comment)
   return "*"
 end
 
-function M.pick_type(plan, account, class)
+-- The preferred types of account/class (a list), and the key they came from.
+function M.pick_types(plan, account, class)
   local keys = {
-    "gpu_type/" .. account .. "/" .. class, "gpu_type/" .. account .. "/*",
-    "gpu_type/*/" .. class, "gpu_type/*/*",
+    "types/" .. account .. "/" .. class, "types/" .. account .. "/*",
+    "types/*/" .. class, "types/*/*",
   }
   for _, k in ipairs(keys) do
-    local t = plan[k]
-    if t ~= nil and valid_type(t) then return t, k end
+    if plan[k] ~= nil then
+      local out = {}
+      for _, t in ipairs(M.words(plan[k])) do
+        if valid_name(t) then table.insert(out, t) end
+      end
+      if #out > 0 then return out, k end
+    end
+  end
+  return nil
+end
+
+local function number(v)
+  local n = tonumber(v)
+  if n == nil or n < 0 or n >= UNSET then return nil end
+  return n
+end
+
+-- What one node of the job must hold, from its request: gpus (per node), nodes, cpus, mem (MB).
+function M.need(job_desc, field, count)
+  local nodes = number(job_desc.min_nodes) or 1
+  if nodes < 1 then nodes = 1 end
+  local gpn = count
+  if field ~= "tres_per_node" then
+    -- --gpus / --gpus-per-task: split over at most max_nodes nodes; unset counts as the node
+    -- count (the safe side: a partition is listed only if it can hold the job on that many)
+    local tasks = number(job_desc.num_tasks) or 1
+    local total = count
+    if field == "tres_per_task" then total = count * math.max(tasks, 1) end
+    local spread = number(job_desc.max_nodes) or nodes
+    if spread < nodes then spread = nodes end
+    gpn = math.ceil(total / spread)
+  end
+  local mem = tonumber(job_desc.pn_min_memory)
+  if mem == nil or mem >= 2 ^ 62 or mem < 0 then mem = 0 end  -- per CPU (flag bit) or unset
+  return { gpus = gpn, nodes = nodes, cpus = number(job_desc.pn_min_cpus) or 0, mem = mem }
+end
+
+-- Whether some node size of "GxCxMxN ..." holds `need` on enough nodes.
+function M.fits(shapes, need)
+  for _, s in ipairs(M.words(shapes)) do
+    local g, c, m, n = string.match(s, "^(%d+)x(%d+)x(%d+)x(%d+)$")
+    if g ~= nil and tonumber(g) >= need.gpus and tonumber(n) >= need.nodes
+       and (tonumber(c) == 0 or tonumber(c) >= need.cpus) and (tonumber(m) == 0 or tonumber(m) >= need.mem) then
+      return true
+    end
+  end
+  return false
+end
+
+-- The partition(s) the job asked for: its own, else the default one of part_list.
+function M.asked(job_desc, part_list)
+  if type(job_desc.partition) == "string" and job_desc.partition ~= "" then return job_desc.partition end
+  if type(part_list) == "table" then
+    for _, p in pairs(part_list) do
+      if type(p) == "table" and p.flag_default == 1 and valid_name(p.name) then return p.name end
+    end
   end
   return nil
 end
 
 -- The whole decision for one job. Returns (changes table or nil, reason). Pure apart from
 -- reading the plan file.
-function M.decide(job_desc, now)
-  local specs, untyped = {}, false
+function M.decide(job_desc, part_list, now)
+  local specs, untyped, field, count = {}, false, nil, 0
   for _, f in ipairs(TRES_FIELDS) do
     local v = job_desc[f]
     if v ~= nil and v ~= "" then
       for elem in string.gmatch(v, "[^,]+") do
-        local kind = M.classify(elem)
+        local kind, _, suffix = M.classify(elem)
         if kind == "typed" then return nil, "typed request (" .. f .. "=" .. v .. ")" end
-        if kind == "untyped" then untyped = true end
+        if kind == "untyped" then
+          untyped = true
+          if field == nil then
+            field = f
+            count = tonumber(string.sub(suffix, 2)) or 1
+          end
+        end
       end
       specs[f] = v
     end
@@ -152,25 +231,59 @@ function M.decide(job_desc, now)
   if not untyped then return nil, "no untyped GPU request" end
   local plan, why = M.read_plan(PLAN_FILE, now)
   if plan == nil then return nil, "plan " .. PLAN_FILE .. " " .. why end
+  local asked = M.asked(job_desc, part_list)
+  if asked == nil then return nil, "no partition" end
+  local allowed = {}
+  for _, p in ipairs(M.words(asked, ",")) do
+    local span = plan["spans/" .. p]
+    if span == nil then return nil, "partition " .. p .. " is not one of several GPU types" end
+    for _, t in ipairs(M.words(span)) do allowed[t] = true end
+  end
   local account = job_desc.account
   if account == nil or account == "" then account = job_desc.default_account end
   if account == nil or account == "" then account = "*" end
   account = string.lower(account)
   local class = M.job_class(job_desc.comment)
-  local gpu_type, key = M.pick_type(plan, account, class)
-  if gpu_type == nil then return nil, "no plan entry for " .. account .. "/" .. class end
+  local types, key = M.pick_types(plan, account, class)
+  if types == nil then return nil, "no plan entry for " .. account .. "/" .. class end
+  local need = M.need(job_desc, field, count)
+  local fitting = {}
+  for _, t in ipairs(types) do
+    local part = plan["partition/" .. t]
+    if allowed[t] and valid_name(part) and M.fits(plan["shapes/" .. t], need) then
+      table.insert(fitting, { type = t, partition = part })
+    end
+  end
+  if #fitting == 0 then return nil, "no listed partition can hold the job" end
   local changes = {}
-  for f, v in pairs(specs) do
-    local new = M.rewrite(v, gpu_type)
-    if new ~= nil then changes[f] = new end
+  if plan["pin_gres"] == "1" then
+    for f, v in pairs(specs) do
+      local new = M.rewrite(v, fitting[1].type)
+      if new ~= nil then changes[f] = new end
+    end
+    local comment = job_desc.comment
+    if comment == nil or comment == "" then
+      changes.comment = "fair:auto"
+    elseif string.find(comment, "fair:auto", 1, true) == nil then
+      changes.comment = comment .. " fair:auto"
+    end
+    return changes, key .. " -> gres type " .. fitting[1].type .. " (plan cycle " .. tostring(plan["cycle"]) .. ")"
   end
-  local comment = job_desc.comment
-  if comment == nil or comment == "" then
-    changes.comment = "fair:auto"
-  elseif string.find(comment, "fair:auto", 1, true) == nil then
-    changes.comment = comment .. " fair:auto"
+  local parts, seen = {}, {}
+  for _, f in ipairs(fitting) do
+    if not seen[f.partition] then
+      table.insert(parts, f.partition)
+      seen[f.partition] = true
+    end
   end
-  return changes, key .. "=" .. gpu_type .. " (plan cycle " .. tostring(plan["cycle"]) .. ")"
+  changes.partition = table.concat(parts, ",")
+  local note = job_desc.admin_comment
+  if note == nil or note == "" then
+    changes.admin_comment = MARK .. asked
+  elseif string.find(note, MARK, 1, true) == nil then
+    changes.admin_comment = note .. " " .. MARK .. asked
+  end
+  return changes, key .. " -> partitions " .. changes.partition .. " (plan cycle " .. tostring(plan["cycle"]) .. ")"
 end
 
 local function log(fmt, ...)
@@ -179,16 +292,17 @@ end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
   local ok, err = pcall(function()
-    local changes, why = M.decide(job_desc, os.time())
+    local changes, why = M.decide(job_desc, part_list, os.time())
     if changes == nil then
       if slurm.log_debug ~= nil then slurm.log_debug("slurm-fair: job untouched: %s", why) end
       return
     end
+    -- the record of what the job asked for first: a job is never steered without it
+    if changes.admin_comment ~= nil then job_desc.admin_comment = changes.admin_comment end
     for f, v in pairs(changes) do
-      if f ~= "comment" then job_desc[f] = v end
+      if f ~= "admin_comment" then job_desc[f] = v end
     end
-    if changes.comment ~= nil then job_desc.comment = changes.comment end
-    log("slurm-fair: typed GPU request of uid %s: %s", tostring(submit_uid), why)
+    log("slurm-fair: GPU job of uid %s: %s", tostring(submit_uid), why)
   end)
   if not ok then
     log("slurm-fair: error, job left as submitted: %s", tostring(err))

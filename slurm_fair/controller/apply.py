@@ -23,6 +23,7 @@ from ..model import Snapshot, SlurmJob
 from ..slurm.port import SlurmPort
 from .diff import Action
 from .state import ManagedQos, OriginalRequest, StateStore
+from .steer import submitted_partition
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,8 @@ def original_of(job: SlurmJob) -> OriginalRequest:
         job_id=job.job_id, account=job.account, gres_raw=req.raw if req else "",
         gpu_type=req.gpu_type if req else None, gpu_count=req.count if req else 0,
         gpu_per=req.per if req else "node", priority=job.priority, nice=job.nice,
-        partition=job.partition, qos=job.qos,
+        # what the user asked for, also when the submit plugin already chose the partitions
+        partition=submitted_partition(job), qos=job.qos,
     )
 
 

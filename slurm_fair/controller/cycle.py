@@ -429,7 +429,7 @@ def _cycle(
                     store.set_meta("round_started_at", repr(now))
             if res.status == "ok":
                 store.save_plan(res.cycle_id, now, plan.to_dict())
-                entries = planfile.plan_entries(plan, snapshot, table)
+                entries = planfile.plan_entries(plan, snapshot, table, retype_ok)
                 planfile.write(
                     s.plan_path,
                     planfile.render(entries, now, max(3 * s.interval_s, 180.0), res.cycle_id),

@@ -4,11 +4,13 @@ Everything comes from what the controller recorded (state store + audit log), so
 what the controller actually decided, not a recomputation with today's data: the job's
 throughput estimate and where each number came from, its tenant's weight, fair share and bundle,
 the allocation ``x_jk``, the rounding step's deficit priority and whether this round placed it,
-its place in line, the QOS limits of its tenant, and every action applied to it.
+its place in line, the QOS limits of its tenant, every requeue of it (to make room for which
+pending jobs, or to move up to which faster type) and every action applied to it.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..config import Config
@@ -33,7 +35,10 @@ def explain(config: Config, job_id: str) -> dict[str, Any]:
                 f"job {job_id}: no decision recorded in {s.state_dir} (not a GPU job, not seen by "
                 "a cycle yet, or another state_dir)"
             )
-        out: dict[str, Any] = {"job": job_id, "actions": actions}
+        out: dict[str, Any] = {"job": job_id, "actions": actions, "requeues": [
+            {"cycle": r["cycle_id"], "at": r["at"], "reason": r["reason"], "from_type": r["from_type"],
+             "to_type": r["to_type"], "for_jobs": json.loads(r["for_jobs_json"] or "[]")}
+            for r in store.requeues_of(job_id)]}
         if original is not None:
             out["original"] = {"gres": original.gres_raw, "partition": original.partition,
                                "qos": original.qos, "nice": original.nice,
@@ -83,6 +88,10 @@ def render(e: dict[str, Any]) -> str:
         o = e["original"]
         lines.append(f"  original request: {o['gres']} partition={o['partition']} qos={o['qos']} "
                      f"nice={o['nice']} (restored by slurm-fair revert)")
+    for r in e.get("requeues", []):
+        why = (f"to move up to {r['to_type']}" if r["reason"] == "move-up"
+               else "to make room for " + (", ".join(r["for_jobs"]) or "a pending job"))
+        lines.append(f"  requeued in cycle {r['cycle']} from {r['from_type']} {why}")
     if e["actions"]:
         lines.append("  actions:")
         for a in e["actions"][-20:]:

@@ -1,33 +1,52 @@
-"""The plan file: what a ``job_submit.lua`` plugin needs to type an untyped GPU request.
+"""The plan file: what ``job_submit.lua`` needs to send a new job where the plan wants it.
 
-Typed ``GrpTRES`` limits do not bind untyped requests (``--gres=gpu:2``), so a job submitted
-between two cycles would escape its tenant's limits until the controller types it. The plugin
-closes that gap by reading this file at submission. It must be trivial to parse from Lua without
-a JSON library, so the file is one flat JSON object, one ``"key": value`` pair per line, keys and
-values free of quotes and backslashes::
+Between two cycles Slurm starts a new untyped job within seconds wherever its partition has
+room (by node ``Weight``, else by name: ``k80-1`` before ``v100-1``), before the controller ever
+sees it. The plugin closes that gap at submission: for an untyped GPU job submitted to a
+partition of several GPU types it sets the job's partitions to the single-type partitions the
+plan prefers for the job's tenant and class, and records what the job asked for in its admin
+comment (``slurm-fair:partition=gpu``) so the controller may still use every type of it and
+``revert`` can put it back. The file must be trivial to parse from Lua without a JSON library:
+one flat JSON object, one ``"key": value`` pair per line, keys and values free of quotes,
+commas and backslashes::
 
     {
-    "format": 1,
+    "format": 2,
     "generated_at": 1732190000,
     "expires_at": 1732190180,
     "cycle": "20261121T133200Z-1a2b",
-    "gpu_type/physics/resnet-50-bs32": "v100",
-    "gpu_type/physics/*": "p100",
-    "gpu_type/*/resnet-50-bs32": "v100",
-    "gpu_type/*/*": "k80"
+    "pin_gres": 0,
+    "spans/gpu": "k80 p100 v100",
+    "partition/v100": "v100",
+    "shapes/v100": "4x16x64000x2",
+    "types/physics/resnet-50-bs32": "v100 p100 k80",
+    "types/physics/*": "v100 p100 k80",
+    "types/*/recommendation-bs1024": "p100 k80",
+    "types/*/*": "v100 p100 k80"
     }
 
-Lookup for a job of account ``A`` with class ``C`` (from ``fair:class=C`` in its comment, or
-``*``): ``gpu_type/A/C``, then ``gpu_type/A/*``, then ``gpu_type/*/C``, then ``gpu_type/*/*``.
-``generated_at``/``expires_at`` are integer Unix seconds; a plugin must leave the job untouched
-when ``now > expires_at`` (the controller stopped: a stale plan is worse than none) or when the
-file is missing. A Lua line pattern that reads it: ``'^"([^"]+)": "?([^",]*)"?,?$'``.
+* ``spans/<P>``: a partition of several GPU types and its types: only jobs submitted to such
+  partitions (all of them; the default partition when none is named) are changed;
+* ``partition/<type>``: the single-type partition a job of that type is sent to;
+* ``shapes/<type>``: that partition's schedulable nodes, ``GPUSxCPUSxMEM_MBxCOUNT`` per distinct
+  node size, so the plugin only lists partitions some node of which can hold the job (GPUs per
+  node, node count, CPUs, memory): Slurm refuses a job none of whose partitions can;
+* ``types/<A>/<C>`` (tenant ``A``, class ``C`` from ``fair:class=C``, else ``*``; lookup
+  ``A/C``, ``A/*``, ``*/C``, ``*/*``): the types in order of preference (:func:`prefer`);
+* ``pin_gres``: 1 when the controller may also type the request itself (a Slurm that can undo
+  it, ``[controller].pin_gres_type``): the plugin then types it to the first type instead.
 
-How the types are chosen (per tenant ``A``): for class ``C``, the type with the most room under
-``A``'s limits (limit minus GPUs its running and typed pending jobs already ask for), preferring
-the class's fastest type among those with room; ``A/*`` is the type of ``A``'s largest bundle
-share; ``*/C`` and ``*/*`` (tenants without jobs yet) the type with the most free GPUs, the
-class's fastest among them for ``*/C``.
+``generated_at``/``expires_at`` are integer Unix seconds; the plugin leaves a job untouched when
+``now > expires_at`` (the controller stopped: a stale plan is worse than none) or the file is
+missing. A Lua line pattern that reads it: ``'^"([^"]+)": "?([^",]*)"?,?$'``.
+
+Which types, in which order (:func:`prefer`): the types where the job's class runs (``T > 0``),
+those the tenant still has room for under its limits first (limit minus the GPUs its running
+and pending jobs hold there; for ``*/...`` the free GPUs), fastest for the class first. Slurm
+tries a job's partitions by ``PriorityTier`` (the testbed and the deployment templates rank
+them by speed), not in the order given, so a type is dropped when Slurm could try it before a
+listed type more than :data:`SLOWER` faster for this class: a job never starts more than 10 %
+slower than the best type it was offered.
 """
 
 from __future__ import annotations
@@ -36,68 +55,98 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
-from ..model import Snapshot
+from ..model import Node, Snapshot
 from .estimates import ClassTable
 from .plan import Plan, gres_key
-from .steer import current_type, partition_types
+from .steer import current_type, partition_types, type_partitions
 
 PLAN_FILE = "plan.json"
-FORMAT = 1
+FORMAT = 2
+#: a listed type Slurm may try first must be at least this fraction of the best listed speed
+SLOWER = 0.9
 _SAFE = re.compile(r"^[A-Za-z0-9._+*/-]+$")
 
 
-def _best(options: list[str], score: Mapping[str, float], tie: Mapping[str, float]) -> str | None:
-    opts = [k for k in options if score.get(k, 0) > 0]
-    if not opts:
-        return None
-    return max(sorted(opts), key=lambda k: (score[k], tie.get(k, 0.0)))
+def prefer(types: Sequence[str], speed: Mapping[str, float], room: Mapping[str, float] | None,
+           tiers: Mapping[str, int]) -> list[str]:
+    """The types to offer a job, best first (module docstring)."""
+    runnable = [k for k in types if speed.get(k, 0.0) > 0]
+    roomy = [k for k in runnable if room is None or room.get(k, 0) > 0] or runnable
+    out: list[str] = []
+    for k in sorted(roomy, key=lambda k: (-speed[k], -tiers.get(k, 0), k)):
+        if any(tiers.get(k, 0) >= tiers.get(u, 0) and speed[k] < SLOWER * speed[u] for u in out):
+            continue  # Slurm could start it here although a much faster listed type is free
+        out.append(k)
+    return out
 
 
-def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable) -> dict[str, str]:
-    """``{"gpu_type/<tenant>/<class>": type}`` (pure)."""
+def _shapes(nodes: Sequence[Node], partition: str, gpu_type: str) -> str:
+    """``GPUSxCPUSxMEMxCOUNT`` per distinct node size of the partition's schedulable nodes."""
+    sizes: dict[tuple[int, int, int], int] = {}
+    for n in nodes:
+        if partition in n.partitions and n.schedulable and n.gpus_total.get(gpu_type, 0) > 0:
+            key = (int(n.gpus_total[gpu_type]), int(n.cpus), int(n.memory_mb))
+            sizes[key] = sizes.get(key, 0) + 1
+    return " ".join(f"{g}x{c}x{m}x{count}" for (g, c, m), count in sorted(sizes.items()))
+
+
+def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable, pin_gres: bool = False) -> dict[str, str]:
+    """Every entry of the file but the header (pure)."""
     types = list(plan.gpu_types)
     capacity = snapshot.capacity()
-    used: dict[str, dict[str, int]] = {}
+    ptypes = partition_types(snapshot.nodes)
+    steer_to = type_partitions(snapshot.nodes)
+    tiers: dict[str, int] = {}
+    for n in snapshot.nodes:
+        for k in n.gpus_total:
+            part = steer_to.get(k)
+            if part is not None and part in n.tiers:
+                tiers[k] = max(tiers.get(k, 0), int(n.tiers[part]))
     free = dict(capacity)
     for node in snapshot.nodes:
         if node.schedulable:
             for k, n in node.gpus_used.items():
                 free[k] = free.get(k, 0) - int(n)
-    ptypes = partition_types(snapshot.nodes)
+    used: dict[str, dict[str, int]] = {}
     for j in snapshot.gpu_jobs():
         # a pending job counts on the type it will get: its typed request or its partition's
         k = j.gpu_type_running if j.running else current_type(j, ptypes)
-        if k:
+        if k and j.gpu_request is not None:
             used.setdefault(j.account, {})
-            used[j.account][k] = used[j.account].get(k, 0) + j.gpu_request.total  # type: ignore[union-attr]
-    out: dict[str, str] = {}
-    free_score = {k: float(max(free.get(k, 0), 0)) for k in types}
-    any_type = _best(types, free_score, capacity) or (max(types, key=lambda k: capacity.get(k, 0)) if types else None)
-    if any_type:
-        out["gpu_type/*/*"] = any_type
-    for c, row in table.rows.items():
-        if not _SAFE.match(c):
-            continue
-        with_room = [k for k in types if free_score.get(k, 0) > 0]
-        pick = _best(with_room, {k: row.get(k, 0.0) for k in with_room}, free_score)
-        if pick:
-            out[f"gpu_type/*/{c}"] = pick
+            used[j.account][k] = used[j.account].get(k, 0) + j.gpu_request.total
+
+    out: dict[str, str] = {"pin_gres": "1" if pin_gres else "0"}
+    for p, ts in sorted(ptypes.items()):
+        real = sorted(t for t in ts if t)
+        if len(real) > 1 and _SAFE.match(p) and all(t in steer_to for t in real):
+            out[f"spans/{p}"] = " ".join(real)
+    for k in types:
+        part = steer_to.get(k)
+        if part and _SAFE.match(part) and _SAFE.match(k):
+            out[f"partition/{k}"] = part
+            shapes = _shapes(snapshot.nodes, part, k)
+            if shapes:
+                out[f"shapes/{k}"] = shapes
+    flat = {k: 1.0 for k in types}
+    rows = {c: row for c, row in table.rows.items() if _SAFE.match(c)}
+    free_room = {k: float(max(free.get(k, 0), 0)) for k in types}
+
+    def put(key: str, order: list[str]) -> None:
+        if order:
+            out[key] = " ".join(order)
+
+    put("types/*/*", prefer(types, flat, free_room, tiers))
+    for c, row in rows.items():
+        put(f"types/*/{c}", prefer(types, row, free_room, tiers))
     for t, tp in plan.tenants.items():
         if not _SAFE.match(t):
             continue
-        room = {k: tp.limits.get(gres_key(k), 0) - used.get(t, {}).get(k, 0) for k in types}
-        own = _best(types, dict(tp.bundle), room) or _best(types, {k: float(v) for k, v in room.items()}, capacity)
-        if own:
-            out[f"gpu_type/{t}/*"] = own
-        with_room = [k for k in types if room[k] > 0]
-        for c, row in table.rows.items():
-            if not _SAFE.match(c):
-                continue
-            pick = _best(with_room, {k: row.get(k, 0.0) for k in with_room}, room)
-            if pick:
-                out[f"gpu_type/{t}/{c}"] = pick
+        room = {k: float(tp.limits.get(gres_key(k), 0) - used.get(t, {}).get(k, 0)) for k in types}
+        put(f"types/{t}/*", prefer(types, flat, room, tiers))
+        for c, row in rows.items():
+            put(f"types/{t}/{c}", prefer(types, row, room, tiers))
     return out
 
 

@@ -1,6 +1,7 @@
 """``slurm-fair revert``: put Slurm back as if slurm-fair had never run.
 
-From the state store, for every job we rewrote that is still pending: its original GPU request
+From the state store, for every job we rewrote that is still pending, and for every pending
+job whose partitions the submit plugin chose (its admin comment records what it asked for): its original GPU request
 (the raw string, so the form ``--gres``/``--gpus`` comes back too; only ever changed where Slurm
 can undo it), its original partition (the default steering), its QOS, its nice value, and
 its priority handed back to priority/multifactor when we had fixed it. Jobs that ended are
@@ -10,7 +11,7 @@ Then every QOS we created or changed: the account's previous default QOS is rest
 is detached from the account when the account did not have it before, its limits are removed,
 and a QOS we created is deleted (a QOS still used by running jobs cannot be deleted: it is kept
 without limits and reported, and ``revert`` can be run again later). The plan file is removed
-so a submit plugin stops typing jobs.
+so the submit plugin stops steering new jobs.
 
 Each step is recorded in the audit log (``kind`` prefixed ``revert_``); the exit code is 1 when
 anything could not be restored.
@@ -25,12 +26,12 @@ from typing import Any, Callable
 from ..config import Config
 from ..errors import JobGone, SlurmError, SlurmUnavailable
 from ..slurm.port import SlurmPort
-from . import planfile
 from .audit import AuditLog
-from .cycle import Settings, new_cycle_id
+from .cycle import Settings, in_scope, new_cycle_id
 from .lock import ControllerLock
 from .plan import is_gpu_tres
 from .state import StateStore
+from .steer import submitted_partition
 
 
 @dataclass
@@ -73,7 +74,7 @@ def revert(port: SlurmPort, config: Config, *, dry_run: bool = False,
 def _revert(port: SlurmPort, store: StateStore, audit: AuditLog, s: Settings, dry_run: bool,
             clock: Callable[[], float]) -> RevertResult:
     res = RevertResult("revert-" + new_cycle_id(clock()), dry_run=dry_run)
-    snapshot = port.snapshot()  # SlurmUnavailable: nothing done, exit 1 at the CLI edge
+    snapshot = in_scope(port.snapshot(), s.accounts)  # SlurmUnavailable: nothing done, exit 1
     jobs = {j.job_id: j for j in snapshot.jobs}
     prioritised = {
         str(e.get("job")) for e in audit.entries() if e.get("kind") == "set_priority" and e.get("applied")
@@ -134,6 +135,15 @@ def _revert(port: SlurmPort, store: StateStore, audit: AuditLog, s: Settings, dr
         if ok and not dry_run:
             store.forget_original(job_id)
 
+    # jobs only the submit plugin touched: their partition back to what they asked for
+    recorded = store.originals()
+    for job_id, job in sorted(jobs.items()):
+        asked = submitted_partition(job)
+        if job_id in recorded or not job.pending or asked == job.partition:
+            continue
+        step("partition", job.account, job_id, job.partition, asked,
+             lambda j=job_id, p=asked: port.update_job(j, {"Partition": p}))
+
     accounts = {a.name: a for a in snapshot.accounts}
     qos_now = {q.name: q for q in snapshot.qos}
     for name, m in sorted(store.managed_qos().items()):
@@ -161,7 +171,7 @@ def _revert(port: SlurmPort, store: StateStore, audit: AuditLog, s: Settings, dr
             store.forget_qos(name)
 
     if not dry_run:
-        (s.state_dir / planfile.PLAN_FILE).unlink(missing_ok=True)
+        s.plan_path.unlink(missing_ok=True)
         now = clock()
         audit.write([{"ts": now, "cycle": res.cycle_id, "dry_run": False, **e} for e in res.steps])
     return res

@@ -33,7 +33,7 @@ from ..controller.plan import qos_name
 from ..errors import ConfigError, Finding, UserError
 from ..throughput_table import ThroughputTable
 from .inventory import ACCOUNT_RE, CLUSTER_RE, GPU_TYPE_RE, Inventory
-from .weights import billing_weights
+from .weights import billing_weights, speed_order
 
 #: absolute paths without '..', spaces, quotes or shell metacharacters
 PATH_RE = re.compile(r"^/(?!.*(^|/)\.\.(/|$))[A-Za-z0-9_./@+-]*$")
@@ -201,6 +201,7 @@ def cluster_context(
     if problems:
         raise ConfigError(config.source, problems)
     weights = billing_weights(inv.gpu_types, table, inv.billing_overrides, inv.source)
+    rank = speed_order(weights)
     c = config["controller"]
     interval = float(c["interval_s"])
     cluster_name = config["cluster"]["name"] or inv.cluster_name
@@ -210,7 +211,8 @@ def cluster_context(
         "cluster_where": cluster_name,
         "gpu_types": list(inv.gpu_types),
         "nodes": [{"name": n.name, "gpu_type": n.gpu_type, "device_files": n.files} for n in inv.nodes],
-        "node_gres": _node_gres(inv),
+        "node_gres": _node_gres(inv, rank),
+        "tiers": {t: len(rank) + 1 - r for t, r in rank.items()},
         "nodes_by_type": {t: inv.hostlist(t) for t in inv.gpu_types},
         "capacity": inv.capacity(),
         "weights": {t: _fmt(w) for t, w in weights.items()},
@@ -235,17 +237,20 @@ def _fmt(w: float) -> str:
     return f"{w:.4f}".rstrip("0").rstrip(".") if w else "0"
 
 
-def _node_gres(inv: Inventory) -> list[dict[str, str]]:
-    """Per node the Gres= value (several types on one node joined by commas), nodes folded."""
+def _node_gres(inv: Inventory, rank: Mapping[str, int]) -> list[dict[str, Any]]:
+    """Per node the Gres= value (several types on one node joined by commas) and its Weight
+    (the rank of its fastest type: 1 = fastest), nodes folded."""
     from ClusterShell.NodeSet import NodeSet
 
     per_node: dict[str, list[str]] = {}
+    weight: dict[str, int] = {}
     for n in inv.nodes:
         per_node.setdefault(n.name, []).append(f"gpu:{n.gpu_type}:{n.gpus}")
-    groups: dict[str, list[str]] = {}
+        weight[n.name] = min(weight.get(n.name, rank[n.gpu_type]), rank[n.gpu_type])
+    groups: dict[tuple[str, int], list[str]] = {}
     for name, gres in per_node.items():
-        groups.setdefault(",".join(gres), []).append(name)
-    return [{"nodes": str(NodeSet.fromlist(names)), "gres": g} for g, names in groups.items()]
+        groups.setdefault((",".join(gres), weight[name]), []).append(name)
+    return [{"nodes": str(NodeSet.fromlist(names)), "gres": g, "weight": w} for (g, w), names in groups.items()]
 
 
 def _raise_unsafe(ctx: Mapping[str, Any], source: str) -> None:

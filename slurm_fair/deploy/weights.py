@@ -57,3 +57,15 @@ def billing_weights(
         weights = {k: v / top for k, v in mean.items()}
     weights.update(overrides)
     return {k: round(weights[k], 4) for k in gpu_types}
+
+
+def speed_order(weights: Mapping[str, float]) -> dict[str, int]:
+    """``{gpu_type: rank}``, 1 = fastest (largest billing weight), ties by name.
+
+    Slurm gets this order twice: node ``Weight=rank`` (Slurm fills the lowest weight first, so a
+    job that may run anywhere lands on the fastest free GPUs, not on ``k80-1`` because of its
+    name) and partition ``PriorityTier = number of types + 1 - rank`` (a job offered several
+    single-type partitions is tried in the fastest one first).
+    """
+    ordered = sorted(weights, key=lambda k: (-weights[k], k))
+    return {k: i for i, k in enumerate(ordered, start=1)}

@@ -384,6 +384,7 @@ SINFO_FIELDS: tuple[str, ...] = (
     "Partition",
     "Features",
     "Memory",
+    "PriorityTier",
 )
 
 #: sacct -X -o fields (JobName and Comment, user text, last)
@@ -525,7 +526,7 @@ def parse_sinfo(text: str, fs: str) -> list[Node]:
     """sinfo -N lists a node once per partition: merge those lines into one Node each."""
     merged: dict[str, dict] = {}
     for f in split_records(text, fs, len(SINFO_FIELDS)):
-        nodelist, state, cpus, gres, gres_used, partition, features, memory = f
+        nodelist, state, cpus, gres, gres_used, partition, features, memory, tier = f
         for name in expand_hostlist(nodelist):
             n = merged.get(name)
             if n is None:
@@ -540,10 +541,12 @@ def parse_sinfo(text: str, fs: str) -> list[Node]:
                     ),
                     "cpus": parse_int(cpus),
                     "memory_mb": parse_memory_mb(memory),
+                    "tiers": {},
                 }
             p = partition.strip().rstrip("*")
             if p and p not in n["partitions"]:
                 n["partitions"].append(p)
+                n["tiers"][p] = parse_int(tier)
     return [Node(**{**n, "partitions": tuple(n["partitions"])}) for n in merged.values()]
 
 

@@ -327,7 +327,12 @@ class Testbed:
             path = L.etc / name
             path.write_text(text)
             path.chmod(0o600 if name == "slurmdbd.conf" else 0o644)
-        if self.config.job_submit_lua:
+        if self.config.job_submit_lua and not self.config.job_submit_script:
+            from ..deploy.render import render_template
+
+            (L.etc / "job_submit.lua").write_text(render_template(
+                "deploy/job_submit.lua.j2", {"plan_path": str(L.plan_file), "max_age_s": 180}))
+        elif self.config.job_submit_lua:
             script = Path(self.config.job_submit_script)
             if not script.is_absolute():
                 script = repo_root() / script

@@ -44,9 +44,10 @@ SECTIONS: dict[str, dict[str, Key]] = {
         "name": Key((str,), "fairtb", "Slurm ClusterName", _name),
         "cpus_per_node": Key((int,), 16, "virtual CPUs per node (config_overrides)", _positive),
         "memory_mb": Key((int,), 64000, "RealMemory per node in MB", _positive),
-        "job_submit_lua": Key((bool,), False, "enable JobSubmitPlugins=lua"),
+        "job_submit_lua": Key((bool,), True, "enable JobSubmitPlugins=lua"),
         "job_submit_script": Key(
-            (str,), "", "job_submit.lua to install beside slurm.conf (repo-relative or absolute)"
+            (str,), "", "job_submit.lua to install beside slurm.conf (repo-relative or absolute; "
+            "empty: slurm-fair's own, reading the plan file <dir>/run/slurm-fair-plan.json)"
         ),
         "max_job_count": Key((int,), 20000, "MaxJobCount (a 10,000-job benchmark fits)", _positive),
         "min_job_age_s": Key((int,), 30, "MinJobAge: how long finished jobs stay in squeue", _positive),
@@ -120,7 +121,7 @@ class TestbedConfig:
     max_job_count: int
     min_job_age_s: int
     cred_expire_s: int = 10
-    job_submit_lua: bool = False
+    job_submit_lua: bool = True
     job_submit_script: str = ""
     source: str = "<defaults>"
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
@@ -143,10 +144,6 @@ def validate(data: Mapping[str, Any], source: str = "<testbed config>") -> Testb
     nodes = _nodes(data.get("gpu_types", DEFAULT_GPU_TYPES), cluster, values["ports"], problems)
     tenants, descriptions = _tenants(data.get("tenants", DEFAULT_TENANTS), problems)
     _check_ports(values["ports"], len(nodes), problems)
-    if cluster["job_submit_lua"] and not cluster["job_submit_script"]:
-        problems.append(
-            Finding("cluster.job_submit_script", "required when cluster.job_submit_lua = true")
-        )
     if problems:
         raise ConfigError(source, problems)
     return TestbedConfig(

@@ -72,6 +72,12 @@ class Layout:
         return self.run / "munge.sock"
 
     @property
+    def plan_file(self) -> Path:
+        """The plan file the testbed's own job_submit.lua reads (a controller writes it with
+        ``[controller].plan_file``)."""
+        return self.run / "slurm-fair-plan.json"
+
+    @property
     def mysql_socket(self) -> Path:
         return self.run / "mysql.sock"
 

@@ -19,7 +19,9 @@ from typing import Any
 import jinja2
 
 from .. import templating
-from ..errors import TestbedError
+from ..deploy.weights import billing_weights, speed_order
+from ..errors import ConfigError, TestbedError
+from ..throughput_table import load as load_table
 from .config import TestbedConfig
 from .layout import Layout
 
@@ -76,6 +78,13 @@ def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
             }
         )
     by_type = {t: ",".join(n.name for n in cfg.nodes_of(t)) for t in cfg.gpu_types}
+    try:
+        billing = billing_weights(list(cfg.gpu_types), load_table(None), source=cfg.source)
+    except ConfigError:  # a type the measured table does not know: no speed order to give
+        billing = {t: 1.0 for t in cfg.gpu_types}
+    rank = speed_order(billing)
+    for node in nodes:
+        node["weight"] = rank[node["gpu_type"]]
     return {
         "cluster_name": cfg.cluster_name,
         "control_host": "localhost",
@@ -136,6 +145,9 @@ def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
         "nodes_by_type": by_type,
         "all_nodes": ",".join(n.name for n in cfg.nodes),
         "default_partition": "gpu",
+        # fair-share charges a GPU-hour by the type's measured speed; fastest type = 1
+        "billing": {t: f"{w:g}" for t, w in billing.items()},
+        "tiers": {t: len(rank) + 1 - r for t, r in rank.items()},
     }
 
 

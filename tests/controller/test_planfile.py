@@ -1,23 +1,35 @@
-"""The plan file the submit plugin reads: flat, line-parsable, with an expiry."""
+"""The plan file the submit plugin reads: flat, line-parsable, with an expiry; and the order in
+which it offers GPU types (checked against what Slurm does with a partition list)."""
 
 from __future__ import annotations
 
+import itertools
 import re
+from dataclasses import replace
 
+from hypothesis import given, settings, strategies as st
+
+from slurm_fair.controller import planfile
 from slurm_fair.controller.estimates import ClassTable
 from slurm_fair.controller.plan import PlanSettings, make_plan
-from slurm_fair.controller import planfile
 from slurm_fair.model import Allocation, Job, Problem
 
-from .builders import cluster, job, snapshot
+from .builders import cluster, job, node, snapshot
 
 #: the pattern docs/controller.md gives Lua plugin authors
 LUA_LINE = re.compile(r'^"([^"]+)": "?([^",]*)"?,?$')
-TABLE = ClassTable({"resnet": {"k80": 1.0, "v100": 8.0}, "a3c": {"k80": 3.0, "v100": 3.1}}, "t")
+TABLE = ClassTable({"resnet": {"k80": 1.0, "v100": 8.0}, "a3c": {"k80": 3.0, "v100": 3.1},
+                    "rec": {"k80": 2.0, "v100": 1.0}}, "t")
+TIERS = {"v100": 3, "p100": 2, "k80": 1}
+
+
+def tiered(nodes):
+    """The testbed's layout: each node in ``gpu`` and in its type's partition, tiers by speed."""
+    return [replace(n, tiers={"gpu": 1, **{k: TIERS[k] for k in n.gpus_total}}, memory_mb=64000) for n in nodes]
 
 
 def test_plan_file_round_trip_and_line_format(tmp_path):
-    snap = snapshot(cluster(v100=4, k80=8), [job("1", "alice", gpus=2), job("2", "bob")])
+    snap = snapshot(tiered(cluster(v100=4, k80=8)), [job("1", "alice", gpus=2), job("2", "bob")])
     prob = Problem(snap.capacity(), {}, (Job("1", "alice", 2, {"v100": 8, "k80": 1}), Job("2", "bob", 1, {"v100": 1, "k80": 1})))
     x = {"1": {"v100": 1.0}, "2": {"k80": 1.0}}
     plan = make_plan(snap, prob, Allocation("t", x), {"1": "v100", "2": "k80"}, {}, {}, {}, PlanSettings(), False)
@@ -25,17 +37,22 @@ def test_plan_file_round_trip_and_line_format(tmp_path):
     text = planfile.render(entries, 1000.4, 180, "cyc")
     planfile.write(tmp_path / "plan.json", text)
     doc = planfile.read(tmp_path / "plan.json")
-    assert doc["generated_at"] == 1000 and doc["expires_at"] == 1180 and doc["format"] == 1
+    assert doc["generated_at"] == 1000 and doc["expires_at"] == 1180 and doc["format"] == 2
     lua = {}
     for line in text.splitlines()[1:-1]:
         m = LUA_LINE.match(line)
         assert m, line
         lua[m.group(1)] = m.group(2)
     assert {k: str(v) for k, v in doc.items()} == lua
-    # alice's bundle is on v100; resnet is much faster there and alice has room there
-    assert doc["gpu_type/alice/*"] == "v100" and doc["gpu_type/alice/resnet"] == "v100"
-    assert doc["gpu_type/bob/*"] == "k80"
-    assert doc["gpu_type/*/*"] in ("v100", "k80")
+    assert doc["spans/gpu"] == "k80 v100" and doc["partition/v100"] == "v100" and doc["pin_gres"] == "0"
+    # one 4-GPU v100 node; two 4-GPU k80 nodes (32 CPUs, 64000 MB each)
+    assert doc["shapes/v100"] == "4x32x64000x1" and doc["shapes/k80"] == "4x32x64000x2"
+    # alice's limits leave room on v100 only; resnet is much faster there
+    assert doc["types/alice/resnet"] == "v100"
+    # bob has room on k80 only: rec runs faster there anyway
+    assert doc["types/bob/rec"] == "k80"
+    # nobody's limits: the free GPUs decide; a3c is within 10 % on both, so both are offered
+    assert doc["types/*/a3c"] == "v100 k80"
 
 
 def test_unsafe_names_are_left_out():
@@ -43,3 +60,53 @@ def test_unsafe_names_are_left_out():
     prob = Problem(snap.capacity(), {}, (Job("1", 'ev"il', 1, {"v100": 1}),))
     plan = make_plan(snap, prob, Allocation("t", {"1": {"v100": 1}}), {"1": "v100"}, {}, {}, {}, PlanSettings(), False)
     assert not any('"' in k for k in planfile.plan_entries(plan, snap, TABLE))
+
+
+def test_a_partition_whose_types_cannot_all_be_steered_is_not_offered():
+    nodes = [node("v100-1", "v100", partitions=("gpu", "v100")), node("k80-1", "k80", partitions=("gpu",))]
+    snap = snapshot(nodes, [job("1", "a")])
+    plan = make_plan(snap, Problem(snap.capacity(), {}, ()), Allocation("t", {}), {}, {}, {}, {}, PlanSettings(), False)
+    entries = planfile.plan_entries(plan, snap, TABLE)
+    assert "spans/gpu" not in entries and "partition/k80" not in entries
+
+
+def test_pin_gres_is_announced():
+    snap = snapshot(cluster(v100=4), [])
+    plan = make_plan(snap, Problem(snap.capacity(), {}, ()), Allocation("t", {}), {}, {}, {}, {}, PlanSettings(), False)
+    assert planfile.plan_entries(plan, snap, TABLE, pin_gres=True)["pin_gres"] == "1"
+
+
+def slurm_choice(offered, free, tiers):
+    """Slurm tries a job's partitions highest PriorityTier first (equal tiers: any order) and
+    starts it in the first with room: every type it might pick."""
+    avail = [k for k in offered if k in free]
+    if not avail:
+        return []
+    top = max(tiers.get(k, 0) for k in avail)
+    return [k for k in avail if tiers.get(k, 0) == top]
+
+
+TYPES = ["a100", "v100", "p100", "k80"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    speed=st.fixed_dictionaries({k: st.sampled_from([0.0, 0.5, 1.0, 2.0, 2.1, 3.0, 8.0]) for k in TYPES}),
+    tiers=st.fixed_dictionaries({k: st.integers(0, 3) for k in TYPES}),
+    room=st.one_of(st.none(), st.fixed_dictionaries({k: st.integers(-1, 2) for k in TYPES})),
+)
+def test_property_slurm_never_starts_a_job_much_slower_than_an_offered_free_type(speed, tiers, room):
+    offered = planfile.prefer(TYPES, speed, room, tiers)
+    runnable = [k for k in TYPES if speed[k] > 0]
+    assert set(offered) <= set(runnable)
+    assert bool(offered) == bool(runnable)
+    if offered:
+        roomy = [k for k in runnable if room is None or room[k] > 0] or runnable
+        assert speed[offered[0]] == max(speed[k] for k in roomy)  # the best type is always offered
+        assert set(offered) <= set(roomy)
+    # whichever of the offered types are free, Slurm's pick is within 10 % of the best free one
+    for r in range(1, len(offered) + 1):
+        for free in itertools.combinations(offered, r):
+            best = max(speed[k] for k in free)
+            for pick in slurm_choice(offered, set(free), tiers):
+                assert speed[pick] >= planfile.SLOWER * best - 1e-12, (offered, free, pick)

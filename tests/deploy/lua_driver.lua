@@ -26,17 +26,24 @@ elseif case == "read_plan" then
   print("ok=" .. show(plan ~= nil)); print("why=" .. show(why))
   if plan then for k, v in pairs(plan) do print("plan." .. k .. "=" .. v) end end
 elseif case == "submit" then
-  -- ARGS: now field=value ... ; the job_desc is a plain table; os.time is pinned to `now`
+  -- ARGS: now field=value ... ; the job_desc is a plain table; os.time is pinned to `now`;
+  -- part_list holds "gpu" (the default partition) and the partitions named by default_part=
   local now = tonumber(arg[3])
   os.time = function() return now end
   local job = {}
+  local parts = { gpu = { name = "gpu", flag_default = 1 } }
   for i = 4, #arg do
     local k, v = string.match(arg[i], "^([%w_]+)=(.*)$")
-    job[k] = v
+    if k == "default_part" then
+      parts = { [v] = { name = v, flag_default = 1 } }
+    else
+      job[k] = v
+    end
   end
-  local rc2 = slurm_job_submit(job, {}, 1000)
+  local rc2 = slurm_job_submit(job, parts, 1000)
   print("rc=" .. show(rc2))
-  for _, f in ipairs({ "tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task", "comment" }) do
+  for _, f in ipairs({ "tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task", "comment",
+                       "partition", "admin_comment" }) do
     print(f .. "=" .. show(job[f]))
   end
   for _, l in ipairs(slurm.logged) do print("log=" .. l) end

@@ -55,9 +55,15 @@ def one(out: dict[str, list[str]], key: str) -> str:
     return out[key][0]
 
 
-def plan_text(generated: int, valid: int = 180, **entries: str) -> str:
-    lines = ['"format": 1', f'"generated_at": {generated}', f'"expires_at": {generated + valid}',
-             '"cycle": "c1"'] + [f'"{k}": "{v}"' for k, v in entries.items()]
+#: the shape of the testbed: one partition of three types, a partition per type, node sizes
+LAYOUT = {"spans/gpu": "k80 p100 v100", "partition/v100": "v100", "partition/p100": "p100",
+          "partition/k80": "k80", "shapes/v100": "4x16x64000x2", "shapes/p100": "4x16x64000x2",
+          "shapes/k80": "8x16x64000x1"}
+
+
+def plan_text(generated: int, valid: int = 180, layout: bool = True, **entries: str) -> str:
+    lines = ['"format": 2', f'"generated_at": {generated}', f'"expires_at": {generated + valid}',
+             '"cycle": "c1"'] + [f'"{k}": "{v}"' for k, v in {**(LAYOUT if layout else {}), **entries}.items()]
     return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
@@ -100,15 +106,15 @@ def test_job_class(script, comment, expected):
 
 def test_read_plan_fresh_stale_expired_malformed(script):
     path, plan = script
-    plan.write_text(plan_text(NOW - 10, **{"gpu_type/*/*": "k80"}))
+    plan.write_text(plan_text(NOW - 10, **{"types/*/*": "k80"}))
     out = lua(path, "read_plan", str(plan), str(NOW))
-    assert one(out, "ok") == "true" and one(out, "plan.gpu_type/*/*") == "k80"
+    assert one(out, "ok") == "true" and one(out, "plan.types/*/*") == "k80"
     assert one(lua(path, "read_plan", str(plan), str(NOW + 200)), "why").startswith("stale")  # expired
     plan.write_text(plan_text(NOW - 200, valid=3600))  # not expired but older than max age 180
     assert one(lua(path, "read_plan", str(plan), str(NOW)), "why").startswith("stale")
     plan.write_text(plan_text(NOW)[:-3])  # truncated: no closing brace
     assert one(lua(path, "read_plan", str(plan), str(NOW)), "ok") == "false"
-    plan.write_text('{\n"format": 2,\n"generated_at": 1,\n"expires_at": 2\n}\n')
+    plan.write_text('{\n"format": 1,\n"generated_at": 1,\n"expires_at": 2\n}\n')
     assert one(lua(path, "read_plan", str(plan), str(NOW)), "why").startswith("unknown format")
     plan.unlink()
     assert one(lua(path, "read_plan", str(plan), str(NOW)), "why") == "missing or unreadable"
@@ -118,45 +124,85 @@ def submit(script, now, **fields) -> dict[str, list[str]]:
     return lua(script[0], "submit", str(now), *(f"{k}={v}" for k, v in fields.items()))
 
 
-def test_submit_types_by_account_class_then_wildcards(script):
+def test_submit_steers_by_account_class_then_wildcards(script):
     _, plan = script
-    plan.write_text(plan_text(NOW, **{"gpu_type/bio/*": "k80", "gpu_type/bio/resnet": "v100",
-                                      "gpu_type/*/resnet": "k80", "gpu_type/*/*": "v100"}))
+    plan.write_text(plan_text(NOW, **{"types/bio/*": "k80", "types/bio/resnet": "v100 p100",
+                                      "types/*/resnet": "p100 k80", "types/*/*": "v100 k80"}))
     out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2")
-    assert (one(out, "rc"), one(out, "tres_per_node"), one(out, "comment")) == ("0", "gres:gpu:k80:2", "fair:auto")
+    assert (one(out, "rc"), one(out, "partition"), one(out, "admin_comment")) == ("0", "k80", "slurm-fair:partition=gpu")
+    assert one(out, "tres_per_node") == "gres:gpu:2" and one(out, "comment") == "nil"  # request untouched
     out = submit(script, NOW, account="BIO", tres_per_job="gres:gpu:4", comment="fair:class=resnet")
-    assert one(out, "tres_per_job") == "gres:gpu:v100:4"
-    assert one(out, "comment") == "fair:class=resnet fair:auto"
+    assert one(out, "partition") == "v100,p100" and one(out, "tres_per_job") == "gres:gpu:4"
     out = submit(script, NOW, default_account="chem", tres_per_task="gres:gpu:1", comment="fair:class=resnet")
-    assert one(out, "tres_per_task") == "gres:gpu:k80:1"
-    out = submit(script, NOW, account="chem", tres_per_socket="gres:gpu:1")
-    assert one(out, "tres_per_socket") == "gres:gpu:v100:1"
-    assert any("typed GPU request" in line for line in out["log"])
+    assert one(out, "partition") == "p100,k80"
+    out = submit(script, NOW, account="chem", tres_per_socket="gres:gpu:1", partition="gpu")
+    assert one(out, "partition") == "v100,k80"
+    assert any("partitions v100,k80" in line for line in out["log"])
+
+
+def test_only_partitions_that_can_hold_the_job(script):
+    _, plan = script
+    plan.write_text(plan_text(NOW, **{"types/*/*": "v100 p100 k80"}))
+    # 8 GPUs on one node: only the k80 node has 8
+    assert one(submit(script, NOW, account="a", tres_per_node="gres:gpu:8"), "partition") == "k80"
+    # two nodes of 4: not k80 (one node)
+    assert one(submit(script, NOW, account="a", tres_per_node="gres:gpu:4", min_nodes="2"), "partition") == "v100,p100"
+    # --gpus=8 without -N: counted as one node (the safe side)
+    assert one(submit(script, NOW, account="a", tres_per_job="gres:gpu:8"), "partition") == "k80"
+    # --gpus=8 -N 2: 4 per node, any type with two nodes
+    assert one(submit(script, NOW, account="a", tres_per_job="gres:gpu:8", max_nodes="2", min_nodes="2"),
+               "partition") == "v100,p100"
+    # more CPUs or memory per node than any node has: untouched
+    for extra in ({"pn_min_cpus": "32"}, {"pn_min_memory": "128000"}):
+        out = submit(script, NOW, account="a", tres_per_node="gres:gpu:1", **extra)
+        assert (one(out, "partition"), one(out, "admin_comment")) == ("nil", "nil")
+    # memory per CPU (Slurm's flag bit) is not compared with node memory
+    out = submit(script, NOW, account="a", tres_per_node="gres:gpu:1", pn_min_memory=str(2**63 + 1000))
+    assert one(out, "partition") == "v100,p100,k80"
+    # 16 GPUs on a node: nowhere; untouched, Slurm decides
+    assert one(submit(script, NOW, account="a", tres_per_node="gres:gpu:16"), "partition") == "nil"
 
 
 def test_submit_leaves_untouched(script):
     _, plan = script
-    plan.write_text(plan_text(NOW, **{"gpu_type/*/*": "v100"}))
+    plan.write_text(plan_text(NOW, **{"types/*/*": "v100"}))
     typed = submit(script, NOW, account="bio", tres_per_node="gres:gpu:k80:2", tres_per_job="gres:gpu:1")
-    assert (one(typed, "tres_per_node"), one(typed, "tres_per_job"), one(typed, "comment")) == (
-        "gres:gpu:k80:2", "gres:gpu:1", "nil")
+    assert (one(typed, "tres_per_node"), one(typed, "partition"), one(typed, "comment")) == (
+        "gres:gpu:k80:2", "nil", "nil")
     cpu_only = submit(script, NOW, account="bio")
-    assert one(cpu_only, "comment") == "nil"
+    assert (one(cpu_only, "partition"), one(cpu_only, "admin_comment")) == ("nil", "nil")
     stale = submit(script, NOW + 1000, account="bio", tres_per_node="gres:gpu:2")
-    assert (one(stale, "rc"), one(stale, "tres_per_node")) == ("0", "gres:gpu:2")
-    plan.write_text(plan_text(NOW, **{"gpu_type/*/*": "v100;rm"}))  # invalid type: never used
+    assert (one(stale, "rc"), one(stale, "partition")) == ("0", "nil")
+    # the user chose a partition of one type (or one the plan does not know): left as asked
+    assert one(submit(script, NOW, account="bio", tres_per_node="gres:gpu:2", partition="k80"), "partition") == "k80"
+    mixed = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2", partition="gpu,debug")
+    assert one(mixed, "partition") == "gpu,debug"
+    # no default partition known: untouched
+    assert one(submit(script, NOW, account="bio", tres_per_node="gres:gpu:2", default_part="cpu"), "partition") == "nil"
+    plan.write_text(plan_text(NOW, **{"types/*/*": "v100;rm"}))  # invalid type: never used
     bad = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2")
-    assert one(bad, "tres_per_node") == "gres:gpu:2"
+    assert one(bad, "partition") == "nil"
+    plan.write_text(plan_text(NOW, **{"types/*/*": "v100", "partition/v100": "v100;rm"}))  # invalid partition
+    assert one(submit(script, NOW, account="bio", tres_per_node="gres:gpu:2"), "partition") == "nil"
     plan.write_text("not a plan at all\n")
     bad = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2")
-    assert (one(bad, "rc"), one(bad, "tres_per_node")) == ("0", "gres:gpu:2")
+    assert (one(bad, "rc"), one(bad, "tres_per_node"), one(bad, "partition")) == ("0", "gres:gpu:2", "nil")
 
 
-def test_auto_tag_not_duplicated(script):
+def test_pin_gres_types_the_request_instead(script):
     _, plan = script
-    plan.write_text(plan_text(NOW, **{"gpu_type/*/*": "v100"}))
+    plan.write_text(plan_text(NOW, pin_gres="1", **{"types/bio/*": "k80 v100", "types/*/*": "v100"}))
+    out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2")
+    assert (one(out, "tres_per_node"), one(out, "comment"), one(out, "partition")) == ("gres:gpu:k80:2", "fair:auto", "nil")
     out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2", comment="fair:auto")
-    assert one(out, "comment") == "fair:auto"
+    assert one(out, "comment") == "fair:auto"  # not duplicated
+
+
+def test_existing_admin_comment_is_kept(script):
+    _, plan = script
+    plan.write_text(plan_text(NOW, **{"types/*/*": "v100"}))
+    out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:1", admin_comment="ticket-42")
+    assert one(out, "admin_comment") == "ticket-42 slurm-fair:partition=gpu"
 
 
 def test_plugin_error_never_rejects(script):
@@ -167,11 +213,11 @@ def test_plugin_error_never_rejects(script):
 
 
 def test_real_time_plan_from_controller_renderer(script):
-    """A plan written by the controller's own planfile.render parses and types."""
+    """A plan written by the controller's own planfile.render parses and steers."""
     from slurm_fair.controller import planfile
 
     _, plan = script
     now = int(time.time())
-    plan.write_text(planfile.render({"gpu_type/*/*": "k80", "gpu_type/bio/*": "v100"}, now, 180, "cyc-1"))
+    plan.write_text(planfile.render({**LAYOUT, "types/*/*": "k80", "types/bio/*": "v100 p100"}, now, 180, "cyc-1"))
     out = submit(script, now, account="bio", tres_per_node="gres:gpu:2")
-    assert one(out, "tres_per_node") == "gres:gpu:v100:2"
+    assert one(out, "partition") == "v100,p100"

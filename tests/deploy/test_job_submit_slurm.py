@@ -73,9 +73,10 @@ class Cluster:
         self.tb, self.plan, self.rendered = tb, plan, rendered
 
     def write_plan(self, entries: dict[str, str], age_s: int = 0, valid_s: int = 180) -> None:
+        """A plan with this cluster's layout (as the controller writes it) plus ``entries``."""
         now = int(time.time()) - age_s
-        lines = ['"format": 1', f'"generated_at": {now}', f'"expires_at": {now + valid_s}', '"cycle": "test"']
-        lines += [f'"{k}": "{v}"' for k, v in entries.items()]
+        lines = ['"format": 2', f'"generated_at": {now}', f'"expires_at": {now + valid_s}', '"cycle": "test"']
+        lines += [f'"{k}": "{v}"' for k, v in {**LAYOUT, **entries}.items()]
         self.plan.write_text("{\n" + ",\n".join(lines) + "\n}\n")
 
     def sbatch(self, *args: str) -> subprocess.CompletedProcess:
@@ -126,65 +127,83 @@ def cluster():
             shutil.rmtree(root, ignore_errors=True)
 
 
-PLAN = {"gpu_type/biology/*": "p100", "gpu_type/biology/resnet": "v100", "gpu_type/*/*": "k80"}
+#: what the controller's plan file says about this cluster: one node of 4 GPUs per type
+LAYOUT = {"spans/gpu": "k80 p100 v100", **{f"partition/{t}": t for t in ("v100", "p100", "k80")},
+          **{f"shapes/{t}": "4x8x16000x1" for t in ("v100", "p100", "k80")}}
+PLAN = {"types/biology/*": "p100 k80", "types/biology/resnet": "v100 p100", "types/*/*": "k80"}
+MARK = "slurm-fair:partition=gpu"
 
 
-def test_fresh_plan_types_gres_request(cluster):
+def test_fresh_plan_steers_an_untyped_gres_request(cluster):
     cluster.write_plan(PLAN)
     job = cluster.submit("-A", "biology", "--gres=gpu:2")
-    assert job["TresPerNode"] == "gres:gpu:p100:2"
-    assert "fair:auto" in job["Comment"]
+    assert (job["Partition"], job["AdminComment"]) == ("p100,k80", MARK)
+    assert job["TresPerNode"] == "gres:gpu:2"  # the request itself stays untyped
 
 
-def test_fresh_plan_types_gpus_request(cluster):
+def test_fresh_plan_steers_a_gpus_request(cluster):
     cluster.write_plan(PLAN)
     job = cluster.submit("-A", "biology", "--gpus=2")
-    assert job["TresPerJob"] == "gres:gpu:p100:2"
+    assert (job["Partition"], job["TresPerJob"]) == ("p100,k80", "gres:gpu:2")
 
 
 def test_class_tag_and_other_account(cluster):
     cluster.write_plan(PLAN)
     tagged = cluster.submit("-A", "biology", "--gres=gpu:1", "--comment=fair:class=resnet")
-    assert tagged["TresPerNode"] == "gres:gpu:v100:1"
-    assert tagged["Comment"] == "fair:class=resnet fair:auto"
+    assert tagged["Partition"] == "v100,p100" and tagged["Comment"] == "fair:class=resnet"
     other = cluster.submit("-A", "physics", "--gres=gpu:3")
-    assert other["TresPerNode"] == "gres:gpu:k80:3"
+    assert other["Partition"] == "k80"
 
 
-def test_typed_request_is_never_changed(cluster):
+def test_a_job_no_single_type_can_hold_stays_where_it_asked(cluster):
+    cluster.write_plan(PLAN)
+    # two 4-GPU nodes: every type here has one node, only the all-types partition has three
+    job = cluster.submit("-A", "biology", "-N", "2", "--gres=gpu:4")
+    assert job["Partition"] == "gpu" and job.get("AdminComment", "(null)") == "(null)"
+
+
+def test_typed_request_or_chosen_partition_is_never_changed(cluster):
     cluster.write_plan(PLAN)
     job = cluster.submit("-A", "biology", "--gres=gpu:k80:1")
-    assert job["TresPerNode"] == "gres:gpu:k80:1"
-    assert "fair:auto" not in job.get("Comment", "(null)")
+    assert (job["TresPerNode"], job["Partition"]) == ("gres:gpu:k80:1", "gpu")
+    job = cluster.submit("-A", "biology", "-p", "v100", "--gres=gpu:1")
+    assert job["Partition"] == "v100" and job.get("AdminComment", "(null)") == "(null)"
+
+
+def test_pin_gres_plan_types_the_request(cluster):
+    cluster.write_plan({**PLAN, "pin_gres": "1"})
+    job = cluster.submit("-A", "biology", "--gres=gpu:2")
+    assert (job["TresPerNode"], job["Partition"]) == ("gres:gpu:p100:2", "gpu")
+    assert "fair:auto" in job["Comment"]
 
 
 def test_missing_plan_leaves_job_untouched(cluster):
     cluster.plan.unlink(missing_ok=True)
     job = cluster.submit("-A", "biology", "--gres=gpu:2")
-    assert job["TresPerNode"] == "gres:gpu:2"
+    assert (job["TresPerNode"], job["Partition"]) == ("gres:gpu:2", "gpu")
 
 
 def test_stale_plan_leaves_job_untouched(cluster):
     cluster.write_plan(PLAN, age_s=1000)  # expired 820 s ago
     job = cluster.submit("-A", "biology", "--gres=gpu:2")
-    assert job["TresPerNode"] == "gres:gpu:2"
+    assert job["Partition"] == "gpu"
     cluster.write_plan(PLAN, age_s=400, valid_s=3600)  # not expired, but older than the max age
     job = cluster.submit("-A", "biology", "--gpus=2")
-    assert job["TresPerJob"] == "gres:gpu:2"
+    assert job["Partition"] == "gpu"
 
 
-@pytest.mark.parametrize("text", ["{\n\"format\": 1,\n\"generated_at\": oops\n", "\x00\x01garbage", "",
-                                  "{\n\"format\": 1,\n\"gpu_type/*/*\": \"k80\"\n}\n"])
+@pytest.mark.parametrize("text", ["{\n\"format\": 2,\n\"generated_at\": oops\n", "\x00\x01garbage", "",
+                                  "{\n\"format\": 1,\n\"types/*/*\": \"k80\"\n}\n"])
 def test_malformed_plan_job_accepted_untouched(cluster, text):
     cluster.plan.write_text(text)
     job = cluster.submit("-A", "biology", "--gres=gpu:2")
-    assert job["TresPerNode"] == "gres:gpu:2"
+    assert (job["TresPerNode"], job["Partition"]) == ("gres:gpu:2", "gpu")
 
 
 def test_hostile_plan_value_is_not_used(cluster):
-    cluster.write_plan({"gpu_type/biology/*": "p100:9", "gpu_type/*/*": "v100"})
+    cluster.write_plan({"types/biology/*": "p100:9 k80;x", "types/*/*": "v100"})
     job = cluster.submit("-A", "biology", "--gres=gpu:2")
-    assert job["TresPerNode"] == "gres:gpu:v100:2"  # the bad entry is skipped, the next one used
+    assert job["Partition"] == "v100"  # the bad entry has no valid type: the next one is used
 
 
 def test_billing_weights_charge_fast_gpus_more(cluster):

@@ -72,9 +72,9 @@ def test_duplicate_nodes_and_port_collisions() -> None:
     assert "collides" in problems["ports.mariadb"]
 
 
-def test_lua_flag_needs_a_script() -> None:
-    problems = _problems({"cluster": {"job_submit_lua": True}})
-    assert "cluster.job_submit_script" in problems
+def test_lua_is_on_by_default_with_slurm_fairs_own_script() -> None:
+    cfg = tbconfig.validate({}, "t")
+    assert cfg.job_submit_lua and cfg.job_submit_script == ""
 
 
 def test_load_reports_missing_and_broken_files(tmp_path: Path) -> None:

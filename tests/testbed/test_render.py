@@ -56,7 +56,7 @@ def test_slurm_conf_declares_typed_gpus_per_node(rendered) -> None:
     assert nodes["a-1"]["Gres"] == "gpu:a100:2" and nodes["k-1"]["Gres"] == "gpu:k80:4"
     assert len({r["Port"] for r in nodes.values()}) == 3
     assert all(r["NodeAddr"] == "127.0.0.1" for r in nodes.values())
-    assert "JobSubmitPlugins" not in conf
+    assert conf["JobSubmitPlugins"] == "lua"  # slurm-fair's own plugin, on by default
 
 
 def test_partitions_per_type_and_a_default(rendered) -> None:
@@ -124,7 +124,28 @@ def test_too_long_directory_is_refused_before_starting(tmp_path: Path) -> None:
         Layout(deep).check()
 
 
-def test_job_submit_lua_is_opt_in_and_installed_beside_slurm_conf(tmp_path: Path) -> None:
+def test_default_job_submit_lua_is_slurm_fairs_reading_the_testbed_plan_file(tmp_path: Path) -> None:
+    cfg = validate({}, "t")
+    tb = Testbed(dir=tmp_path / "tb", config=cfg)
+    files = render_all(cfg, tb.layout)
+    tb._prepare(files)
+    text = (tb.layout.etc / "job_submit.lua").read_text()
+    assert f'local PLAN_FILE = "{tb.layout.plan_file}"' in text and "function slurm_job_submit" in text
+
+
+def test_nodes_weighted_and_partitions_tiered_and_billed_by_speed(tmp_path: Path) -> None:
+    cfg = validate({}, "t")
+    conf = render_all(cfg, Testbed(dir=tmp_path / "tb", config=cfg).layout)["slurm.conf"]
+    weight = {r["NodeName"]: int(r["Weight"]) for r in _kv_lines(conf) if "NodeName" in r}
+    assert weight["v100-1"] < weight["p100-1"] < weight["k80-1"]  # Slurm fills the lowest first
+    parts = {r["PartitionName"]: r for r in _kv_lines(conf) if "PartitionName" in r}
+    tier = {p: int(r["PriorityTier"]) for p, r in parts.items()}
+    assert tier["v100"] > tier["p100"] > tier["k80"]
+    billing = dict(kv.split("=") for kv in parts["gpu"]["TRESBillingWeights"].split(","))
+    assert float(billing["GRES/gpu:v100"]) == 1.0 > float(billing["GRES/gpu:p100"]) > float(billing["GRES/gpu:k80"]) > 0
+
+
+def test_job_submit_lua_script_given_is_installed_beside_slurm_conf(tmp_path: Path) -> None:
     script = tmp_path / "submit.lua"
     script.write_text("function slurm_job_submit(j, p, u) return slurm.SUCCESS end\n")
     cfg = validate({"cluster": {"job_submit_lua": True, "job_submit_script": str(script)}}, "t")
