@@ -45,8 +45,9 @@ def _speeds(items: tuple[str, ...]) -> dict[str, float]:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of --synthetic and --node-speed-spread.")
 @click.option("--rate", type=float, default=20.0, show_default=True, help="Arrivals per hour of --synthetic (Poisson).")
 @click.option("--max-duration-h", type=float, default=None, help="Cap the durations drawn by --synthetic (hours).")
-@click.option("--cluster", "cluster_spec", required=True, help="GPUs per type: v100=8,p100=8,k80=8 or Gavel's 36:36:36 (v100:p100:k80).")
-@click.option("--gpus-per-node", type=int, default=None, help="Cut each type into nodes of this many GPUs.")
+@click.option("--cluster", "cluster_spec", required=True,
+              help="GPUs per type: v100=8,p100=8,k80=8, nodes x GPUs per node: v100=2x4,k80=1x8, or Gavel's 36:36:36 (v100:p100:k80).")
+@click.option("--gpus-per-node", type=int, default=None, help="Cut the types given as a plain count into nodes of this many GPUs.")
 @click.option("--node-speed", "node_speeds", multiple=True, metavar="NODE=FACTOR", help="Speed factor of a node (needs --gpus-per-node).")
 @click.option("--node-speed-spread", type=float, default=0.0, show_default=True,
               help="Draw node speed factors uniformly in [1-S, 1+S] (needs --gpus-per-node).")
@@ -54,7 +55,11 @@ def _speeds(items: tuple[str, ...]) -> dict[str, float]:
               help="Gavel-format throughput JSON (default: the embedded measured table).")
 @click.option("--policy", "policy_names", multiple=True, required=True, help="Policy to run (repeat to compare).")
 @click.option("--round-s", type=float, default=360.0, show_default=True, help="Round length in seconds.")
-@click.option("--restart-s", type=float, default=30.0, show_default=True, help="Overhead of a start, type change or resume.")
+@click.option("--restart-s", type=float, default=30.0, show_default=True, help="Start latency of a start, type change or resume.")
+@click.option("--requeue-hold-s", type=float, default=0.0, show_default=True,
+              help="A job that leaves its GPUs may start again only this long after (Slurm's requeue hold: cred_expire + 1).")
+@click.option("--fill-between-rounds", is_flag=True,
+              help="Start waiting jobs on GPUs freed, and arrivals, inside a round (as Slurm does), not at the next round.")
 @click.option("--fork-sync", type=float, default=0.10, show_default=True, help="Progress lost by a job running as several copies (HadarE).")
 @click.option("--resolve-every", type=int, default=1, show_default=True,
               help="Dynamic policies are solved again every N rounds (and whenever the job set changes).")
@@ -73,8 +78,8 @@ def _speeds(items: tuple[str, ...]) -> dict[str, float]:
 def command(traces: tuple[str, ...], synthetic: int | None, tenants: int, seed: int, rate: float,
             max_duration_h: float | None, cluster_spec: str, gpus_per_node: int | None,
             node_speeds: tuple[str, ...], node_speed_spread: float, throughputs: str | None,
-            policy_names: tuple[str, ...], round_s: float, restart_s: float, fork_sync: float,
-            resolve_every: int, static: bool, window: str | None, max_jobs: int | None,
+            policy_names: tuple[str, ...], round_s: float, restart_s: float, requeue_hold_s: float,
+            fill_between_rounds: bool, fork_sync: float, resolve_every: int, static: bool, window: str | None, max_jobs: int | None,
             weights: tuple[str, ...], solver: str, horizon_h: float | None,
             no_fairness_checks: bool, json_out: str | None, plot_out: str | None,
             save_workload: str | None, quiet: bool) -> None:
@@ -83,8 +88,9 @@ def command(traces: tuple[str, ...], synthetic: int | None, tenants: int, seed: 
 
     if bool(traces) == (synthetic is not None):
         raise UserError("give either --trace FILE... or --synthetic N")
-    if round_s <= 0 or restart_s < 0 or not 0 <= fork_sync < 1 or resolve_every < 1:
-        raise UserError("--round-s must be > 0, --restart-s >= 0, --fork-sync in [0, 1), --resolve-every >= 1")
+    if round_s <= 0 or restart_s < 0 or requeue_hold_s < 0 or not 0 <= fork_sync < 1 or resolve_every < 1:
+        raise UserError("--round-s must be > 0, --restart-s and --requeue-hold-s >= 0, --fork-sync in [0, 1), "
+                        "--resolve-every >= 1")
     infos = [policies.get(name) for name in dict.fromkeys(policy_names)]
     table = tt.load(throughputs)
     cluster = parse_cluster(cluster_spec, gpus_per_node)
@@ -108,7 +114,8 @@ def command(traces: tuple[str, ...], synthetic: int | None, tenants: int, seed: 
     if save_workload:
         write_csv(workload, save_workload)
     config = SimConfig(
-        round_s=round_s, restart_s=restart_s, fork_sync=fork_sync, resolve_every=resolve_every,
+        round_s=round_s, restart_s=restart_s, requeue_hold_s=requeue_hold_s, fill_between_rounds=fill_between_rounds,
+        fork_sync=fork_sync, resolve_every=resolve_every,
         horizon_s=horizon_h * 3600 if horizon_h else None, check_fairness=not no_fairness_checks,
         solver=resolve(solver),
     )
@@ -126,7 +133,8 @@ def command(traces: tuple[str, ...], synthetic: int | None, tenants: int, seed: 
     first = next(iter(results.values()))
     notes = []
     if first.unschedulable:
-        notes.append(f"{len(first.unschedulable)} job(s) need more GPUs than any type has and were not simulated")
+        notes.append(f"{len(first.unschedulable)} job(s) fit on no GPU type (more GPUs, or GPUs per node, than its nodes "
+                     "have) and were not simulated")
     fallbacks = max(r.throughput_fallbacks for r in results.values())
     if fallbacks:
         notes.append(f"{fallbacks} throughput lookup(s) used the documented fallback (unmeasured job type x GPU count)")

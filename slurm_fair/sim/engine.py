@@ -5,23 +5,31 @@ Each round (``round_s``, default 360 s like Gavel):
 1. jobs whose arrival time has come join; with nothing to run, time jumps to the next arrival
    (the round grid restarts there);
 2. a :class:`~slurm_fair.model.Problem` of the active jobs is built: throughputs per cluster
-   type from the table, ``remaining_work``, ``age_s``, ``attained_s``, ``prev_type``, tenant
-   weights, and the node structure when the cluster has nodes;
+   type from the table (0 where the type's nodes cannot hold the job's gang:
+   :meth:`Problem.holds <slurm_fair.model.Problem.holds>`), ``remaining_work``, ``age_s``,
+   ``attained_s``, ``prev_type``, the gang shape, tenant weights, and the node structure when
+   the cluster has nodes;
 3. the policy allocates (see *caching* below) with a per-policy ``options.state`` kept for the
    whole run;
 4. :func:`slurm_fair.rounding.place` turns the allocation into this round's placement, given each
-   job's received share of rounds per type and its previous type;
-5. each placed job progresses at its speed on that placement for ``round_s`` minus the restart
-   overhead it pays; a job finishing inside the round ends at the exact time
-   ``round start + overhead + remaining / speed``.
+   job's received share of rounds per type, its previous type and the GPUs per node it holds
+   (so a job that keeps its type keeps its nodes when they are free);
+5. :class:`~.playout.RoundPlay` plays the round out in time: start latency, requeue hold,
+   exact completions, and with ``fill_between_rounds`` the jobs Slurm would start on GPUs freed
+   (or arrivals) inside the round.
 
 Speed on a placement = ``T_jk`` from the table x the slowest node factor of its nodes; a gang
-spread over more nodes than ``ceil(g / gpus_per_node)`` runs at Gavel's ``<type>_unconsolidated``
-throughput when the table has one.
+spread over more nodes than ``ceil(g / largest node of the type)`` runs at Gavel's
+``<type>_unconsolidated`` throughput when the table has one.
 
-Restart overhead (default 30 s, ``restart_s``): paid in a round by every job that did not run on
-exactly the same type and nodes in the previous round, including its first start (loading a
-checkpoint costs the same as loading the initial model).
+Costs of the real system (:mod:`.playout`): ``restart_s`` (default 30 s) is paid by every
+member that did not hold exactly the same type and GPUs per node in the previous round,
+including its first start (loading a checkpoint costs the same as loading the initial model);
+``requeue_hold_s`` (default 0) delays the restart of a job that left the GPUs it held (Slurm's
+``cred_expire + 1`` s); ``fill_between_rounds`` (default off) makes the cluster work-conserving
+between rounds, as Slurm is. Like the controller (``min_run_s``), a job is not stopped before it
+has run a round since it last started: one still in its hold or start latency, or started less
+than a round ago, keeps its GPUs (``fixed`` in the rounding step).
 
 Forks (HadarE): a policy may add copy jobs to its allocation, listing them in
 ``allocation.info["forks"] = {copy_id: parent_id}``. Copies are placed by the same rounding step
@@ -39,7 +47,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
 from .. import rounding
@@ -49,14 +57,20 @@ from ..throughput_table import ThroughputTable
 from .cluster import ClusterSpec
 from .fairness_check import FairnessChecker
 from .metrics import JobRecord, RoundSample
+from .playout import JobState, Placed, RoundPlay, Seat, finish_time, progress_in
 from .workload import TraceJob, Workload
 
+__all__ = ["SimConfig", "SimResult", "Simulator", "finish_time", "job_throughputs", "progress_in", "simulate"]
+
 _EPS = 1e-9
+#: slack when comparing a run's age with a round (clock sums drift by ulps over long runs)
+_TOLERANCE_S = 1e-6
 
 
 @dataclass(frozen=True)
 class SimConfig:
     round_s: float = 360.0
+    #: start latency of every (re)start: checkpoint load, Slurm's launch
     restart_s: float = 30.0
     fork_sync: float = 0.10
     resolve_every: int = 1
@@ -66,28 +80,10 @@ class SimConfig:
     solver: str = "auto"
     time_limit_s: float = 30.0
     keep_lp_dir: str | None = None
-
-
-@dataclass
-class _JobState:
-    trace: TraceJob
-    throughput: dict[str, float]
-    unconsolidated: dict[str, float]
-    remaining: float
-    attained_s: float = 0.0
-    rounds_in_system: int = 0
-    rounds_on: dict[str, int] = field(default_factory=dict)
-    prev: tuple[str, tuple[str, ...]] | None = None
-    start_s: float | None = None
-    end_s: float | None = None
-    gpu_seconds: dict[str, float] = field(default_factory=dict)
-    restarts: int = 0
-    #: work completed so far (steps); equals total_steps at the end (conservation tests)
-    work_done: float = 0.0
-
-    @property
-    def best(self) -> float:
-        return max(self.throughput.values(), default=0.0)
+    #: seconds a requeued job waits before it may start again (Slurm: cred_expire + 1)
+    requeue_hold_s: float = 0.0
+    #: start waiting jobs on GPUs freed, and arrivals, inside a round (Slurm is work-conserving)
+    fill_between_rounds: bool = False
 
 
 @dataclass
@@ -114,31 +110,6 @@ def job_throughputs(table: ThroughputTable, job: TraceJob, types: list[str]) -> 
     return {k: table.lookup(job.job_type, job.gpus, k) for k in types}
 
 
-def finish_time(members: list[tuple[float, float]], remaining: float, factor: float, round_s: float) -> float | None:
-    """Time into the round at which ``remaining`` work is done by ``members`` = (speed, overhead)
-    pairs working together at ``factor`` x their summed speed, or None if not within the round.
-
-    Progress is piecewise linear: each member contributes from its own overhead on.
-    """
-    events = sorted((o, s) for s, o in members if s > 0 and o < round_s)
-    done, speed, t = 0.0, 0.0, 0.0
-    for i, (o, s) in enumerate(events):
-        # segment [t, o) at the current speed
-        if speed > 0 and done + speed * (o - t) >= remaining - _EPS:
-            return t + (remaining - done) / speed
-        done += speed * (o - t)
-        t = o
-        speed += s * factor
-    if speed > 0 and done + speed * (round_s - t) >= remaining - _EPS:
-        return t + (remaining - done) / speed
-    return None
-
-
-def progress_in(members: list[tuple[float, float]], factor: float, seconds: float) -> float:
-    """Work done by ``members`` over ``seconds`` (each after its own overhead)."""
-    return factor * sum(s * max(0.0, seconds - o) for s, o in members)
-
-
 class Simulator:
     """One run of one policy over one workload (create a new one per policy)."""
 
@@ -160,24 +131,31 @@ class Simulator:
         self.types = sorted(cluster.capacity)
         self.nodes: tuple[NodeCapacity, ...] = cluster.nodes()
         self.node_speed = {n.name: n.speed for n in self.nodes}
+        self.largest_node = {k: max((n.gpus for n in self.nodes if n.gpu_type == k), default=0) for k in self.types}
+        #: the cluster without jobs: one home for "can this type hold that gang" (Problem.holds)
+        self.frame = Problem(dict(cluster.capacity), {}, (), self.nodes)
+        #: every member's seat (jobs and HadarE copies), by member id
+        self.seats: dict[str, Seat] = {}
         self.state: dict = {}
         self.checker = FairnessChecker() if self.config.check_fairness else None
 
     # ---------------------------------------------------------------- setup
 
-    def _schedulable(self, thr: Mapping[str, float], gpus: int) -> bool:
-        return any(t > 0 and gpus <= self.cluster.capacity[k] for k, t in thr.items())
-
-    def _make_state(self, job: TraceJob) -> _JobState:
-        thr = job_throughputs(self.table, job, self.types)
+    def _make_state(self, job: TraceJob) -> JobState:
+        """A job's state; ``T_jk`` is 0 on the types whose nodes cannot hold its gang."""
+        shape = job.shape
+        probe = Job(job.id, job.tenant, job.gpus, {}, gpus_per_node=shape.per_node, max_nodes=shape.max_nodes)
+        thr = {k: (t if self.frame.holds(probe, k) else 0.0) for k, t in job_throughputs(self.table, job, self.types).items()}
         uncons: dict[str, float] = {}
-        if self.cluster.gpus_per_node:
+        if self.cluster.has_nodes:
             for k in self.types:
                 name = f"{k}_unconsolidated"
                 uncons[k] = self.table.lookup(job.job_type, job.gpus, name) if name in self.table.data else thr[k]
-        return _JobState(job, thr, uncons, job.total_steps)
+        st = JobState(job, thr, uncons, job.total_steps)
+        self.seats[job.id] = st.seat
+        return st
 
-    def _problem(self, active: list[_JobState], now: float) -> Problem:
+    def _problem(self, active: list[JobState], now: float) -> Problem:
         jobs = tuple(
             Job(
                 id=s.trace.id,
@@ -187,19 +165,21 @@ class Simulator:
                 remaining_work=s.remaining,
                 age_s=now - s.trace.arrival_s,
                 attained_s=s.attained_s,
-                prev_type=s.prev[0] if s.prev else None,
+                prev_type=s.seat.spot[0] if s.seat.spot else None,
                 extra={"job_type": s.trace.job_type},
+                gpus_per_node=s.shape.per_node,
+                max_nodes=s.shape.max_nodes,
             )
             for s in active
         )
         tenants = {s.trace.tenant: self.workload.weight(s.trace.tenant) for s in active}
         return Problem(dict(self.cluster.capacity), tenants, jobs, self.nodes)
 
-    def _speed(self, st: _JobState, gpu_type: str, nodes: tuple[str, ...]) -> float:
+    def _speed(self, st: JobState, gpu_type: str, nodes: tuple[str, ...]) -> float:
         speed = st.throughput.get(gpu_type, 0.0)
-        gpn = self.cluster.gpus_per_node
-        if nodes and gpn:
-            if len(nodes) > math.ceil(st.trace.gpus / gpn):
+        largest = self.largest_node.get(gpu_type, 0)
+        if nodes and largest:
+            if len(nodes) > math.ceil(st.trace.gpus / largest):
                 speed = st.unconsolidated.get(gpu_type, speed)
             speed *= min(self.node_speed.get(n, 1.0) for n in nodes)
         return speed
@@ -210,10 +190,10 @@ class Simulator:
         cfg = self.config
         wall0 = time.perf_counter()
         fallbacks_before = self.table.fallback_count
-        states: dict[str, _JobState] = {}
+        states: dict[str, JobState] = {}
         unschedulable: list[str] = []
         arrivals: deque[TraceJob] = deque(self.workload.jobs)
-        active: list[_JobState] = []
+        active: list[JobState] = []
         samples: list[RoundSample] = []
         options = PolicyOptions(
             solver=cfg.solver, time_limit_s=cfg.time_limit_s, keep_lp_dir=cfg.keep_lp_dir,
@@ -224,19 +204,23 @@ class Simulator:
         cached: tuple[Problem, Allocation, Problem, tuple[bool | None, bool | None]] | None = None
         rounds_since_solve = 0
         solves, solve_seconds, fallback_allocs = 0, 0.0, 0
-        copy_prev: dict[str, tuple[str, tuple[str, ...]]] = {}
-        copy_rounds: dict[str, dict[str, int]] = {}
+        ran_last: set[str] = set()
         t = self.workload.jobs[0].arrival_s if self.workload.jobs else 0.0
 
-        while arrivals or active:
-            while arrivals and arrivals[0].arrival_s <= t + _EPS:
+        def admit_until(limit: float) -> list[JobState]:
+            """Admit the arrivals up to ``limit``; the schedulable ones are returned."""
+            out = []
+            while arrivals and arrivals[0].arrival_s <= limit:
                 job = arrivals.popleft()
-                st = self._make_state(job)
-                states[job.id] = st
-                if self._schedulable(st.throughput, job.gpus):
-                    active.append(st)
+                st = states[job.id] = self._make_state(job)
+                if st.best > 0:
+                    out.append(st)
                 else:
                     unschedulable.append(job.id)
+            return out
+
+        while arrivals or active:
+            active.extend(admit_until(t + _EPS))
             if not active:
                 if not arrivals:
                     break
@@ -266,23 +250,16 @@ class Simulator:
             problem, allocation, placed_problem, verdict = cached
             rounds_since_solve += 1
 
-            received: dict[str, dict[str, float]] = {}
-            prev: dict[str, str] = {}
-            for s in active:
-                if s.rounds_in_system:
-                    received[s.trace.id] = {k: n / s.rounds_in_system for k, n in s.rounds_on.items()}
-                if s.prev:
-                    prev[s.trace.id] = s.prev[0]
             forks: Mapping[str, str] = allocation.info.get("forks", {}) or {}
-            for cid, parent in forks.items():
-                if cid in copy_rounds and states[parent].rounds_in_system:
-                    received[cid] = {k: n / states[parent].rounds_in_system for k, n in copy_rounds[cid].items()}
-                if cid in copy_prev:
-                    prev[cid] = copy_prev[cid][0]
-            placement = rounding.place(placed_problem, allocation, received, prev)
-
-            samples.append(self._advance(t, active, placement, forks, copy_prev, copy_rounds, verdict))
-            active = [s for s in active if s.end_s is None]
+            received = self._received(active, forks, states)
+            placement = self._place(placed_problem, allocation, active, forks, received, t)
+            incoming = admit_until(t + cfg.round_s - _EPS) if cfg.fill_between_rounds else []
+            play = RoundPlay(t, cfg, self.cluster.capacity, self.nodes, self.seats, self._speed)
+            service = {j: sum(v.values()) for j, v in received.items()}
+            sample, ran_last = play.play(active, self._members(placement, forks, active), ran_last, incoming,
+                                         placement.priority, service)
+            samples.append(replace(sample, si_ok=verdict[0], ef_ok=verdict[1]))
+            active = [s for s in active + incoming if s.end_s is None]
             t += cfg.round_s
             if self.progress:
                 finished = len(states) - len(active)
@@ -304,7 +281,59 @@ class Simulator:
             work_done={s.trace.id: s.work_done for s in states.values()},
         )
 
-    def _with_forks(self, problem: Problem, allocation: Allocation, active: list[_JobState]) -> Problem:
+    def _received(self, active: list[JobState], forks: Mapping[str, str],
+                  states: Mapping[str, JobState]) -> dict[str, dict[str, float]]:
+        """Share of its rounds each member ran on each type (a copy: of its parent's rounds)."""
+        received: dict[str, dict[str, float]] = {}
+        for s in active:
+            if s.rounds_in_system:
+                received[s.trace.id] = {k: n / s.rounds_in_system for k, n in s.seat.rounds_on.items()}
+        for cid, parent in forks.items():
+            seat = self.seats.get(cid)
+            if seat is not None and states[parent].rounds_in_system:
+                received[cid] = {k: n / states[parent].rounds_in_system for k, n in seat.rounds_on.items()}
+        return received
+
+    def _place(self, problem: Problem, allocation: Allocation, active: list[JobState], forks: Mapping[str, str],
+               received: Mapping[str, Mapping[str, float]], now: float) -> rounding.Placement:
+        """The rounding step, told where every member ran in the previous round; a member that
+        must not be stopped now (:meth:`_unstoppable`) keeps its GPUs (``fixed``)."""
+        prev: dict[str, str] = {}
+        prev_nodes: dict[str, dict[str, int]] = {}
+        fixed: dict[str, str] = {}
+        for mid in [s.trace.id for s in active] + list(forks):
+            seat = self.seats.get(mid)
+            if seat is not None and seat.spot is not None:
+                prev[mid] = seat.spot[0]
+                if seat.spot[1]:
+                    prev_nodes[mid] = dict(seat.spot[1])
+                if self._unstoppable(seat, now):
+                    fixed[mid] = seat.spot[0]
+        return rounding.place(problem, allocation, received, prev, prev_nodes, fixed)
+
+    def _unstoppable(self, seat: Seat, now: float) -> bool:
+        """Still in its requeue hold or start latency, or started less than a round ago.
+
+        The controller never requeues a job before it has run ``min_run_s`` (one round) since it
+        last started (docs/controller.md); stopping it earlier would throw away the hold and the
+        latency it paid, and two jobs taking turns on one node could then start for ever without
+        progressing. With the defaults every start is at a round start and the latency shorter
+        than a round, so this never applies; it does to jobs started by filling or after a hold.
+        """
+        return seat.ready_at > now + _EPS or now - seat.held_from < self.config.round_s - _TOLERANCE_S
+
+    @staticmethod
+    def _members(placement: rounding.Placement, forks: Mapping[str, str], active: list[JobState]) -> Placed:
+        """Placed members grouped by job: ``{job: [(member, type, {node: gpus}), ...]}``."""
+        ids = {s.trace.id for s in active}
+        members: dict[str, list[tuple[str, str, Mapping[str, int]]]] = {}
+        for member_id, gpu_type in placement.types.items():
+            parent = forks.get(member_id, member_id)
+            if parent in ids:
+                members.setdefault(parent, []).append((member_id, gpu_type, placement.node_gpus.get(member_id, {})))
+        return members
+
+    def _with_forks(self, problem: Problem, allocation: Allocation, active: list[JobState]) -> Problem:
         """The problem the rounding step sees: the active jobs plus any copies the policy forked."""
         forks: Mapping[str, str] = allocation.info.get("forks", {}) or {}
         if not forks:
@@ -312,92 +341,14 @@ class Simulator:
         by_id = {j.id: j for j in problem.jobs}
         copies = [
             Job(id=cid, tenant=by_id[parent].tenant, gpus=by_id[parent].gpus, throughput=by_id[parent].throughput,
-                extra={"fork_of": parent})
+                extra={"fork_of": parent}, gpus_per_node=by_id[parent].gpus_per_node,
+                max_nodes=by_id[parent].max_nodes)
             for cid, parent in sorted(forks.items())
             if parent in by_id
         ]
         return Problem(problem.gpu_types, problem.tenants, problem.jobs + tuple(copies), problem.nodes)
 
-    def _advance(
-        self,
-        t: float,
-        active: list[_JobState],
-        placement: rounding.Placement,
-        forks: Mapping[str, str],
-        copy_prev: dict[str, tuple[str, tuple[str, ...]]],
-        copy_rounds: dict[str, dict[str, int]],
-        verdict: tuple[bool | None, bool | None],
-    ) -> RoundSample:
-        cfg = self.config
-        by_id = {s.trace.id: s for s in active}
-        members: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {}
-        for member_id, gpu_type in placement.types.items():
-            parent = forks.get(member_id, member_id)
-            if parent in by_id:
-                members.setdefault(parent, []).append((member_id, gpu_type, tuple(placement.nodes.get(member_id, ()))))
-
-        busy: dict[str, int] = {}
-        busy_gpu_s = 0.0
-        tenant_gpus: dict[str, int] = {}
-        eff = 0.0
-        new_copy_prev: dict[str, tuple[str, tuple[str, ...]]] = {}
-        for s in active:
-            s.rounds_in_system += 1
-            mine = members.get(s.trace.id, [])
-            if not mine:
-                s.prev = None
-                continue
-            runs: list[tuple[float, float]] = []
-            factor = (1.0 - cfg.fork_sync) if len(mine) > 1 else 1.0
-            for member_id, gpu_type, nodes in mine:
-                before = s.prev if member_id == s.trace.id else copy_prev.get(member_id)
-                overhead = 0.0 if before == (gpu_type, nodes) else min(cfg.restart_s, cfg.round_s)
-                s.restarts += overhead > 0
-                speed = self._speed(s, gpu_type, nodes)
-                runs.append((speed, overhead))
-                eff += factor * speed / s.best if s.best > 0 else 0.0
-                if member_id == s.trace.id:
-                    s.rounds_on[gpu_type] = s.rounds_on.get(gpu_type, 0) + 1
-                else:
-                    rounds = copy_rounds.setdefault(member_id, {})
-                    rounds[gpu_type] = rounds.get(gpu_type, 0) + 1
-                    new_copy_prev[member_id] = (gpu_type, nodes)
-            if s.start_s is None:
-                s.start_s = t
-            done_at = finish_time(runs, s.remaining, factor, cfg.round_s)
-            ran = cfg.round_s if done_at is None else done_at
-            for (member_id, gpu_type, nodes), _ in zip(mine, runs):
-                g = s.trace.gpus
-                busy[gpu_type] = busy.get(gpu_type, 0) + g
-                tenant_gpus[s.trace.tenant] = tenant_gpus.get(s.trace.tenant, 0) + g
-                s.gpu_seconds[gpu_type] = s.gpu_seconds.get(gpu_type, 0.0) + g * ran
-                busy_gpu_s += g * ran
-            s.attained_s += ran
-            own = [m for m in mine if m[0] == s.trace.id]
-            s.prev = (own[0][1], own[0][2]) if own else None
-            if done_at is None:
-                step = progress_in(runs, factor, cfg.round_s)
-                s.remaining -= step
-                s.work_done += step
-            else:
-                s.work_done += s.remaining
-                s.remaining = 0.0
-                s.end_s = t + done_at
-        copy_prev.clear()
-        copy_prev.update(new_copy_prev)
-
-        waiting_types = {
-            k for s in active if s.trace.id not in members for k, thr in s.throughput.items() if thr > 0
-        }
-        fragmented = sum(c - busy.get(k, 0) for k, c in self.cluster.capacity.items() if k in waiting_types)
-        si_ok, ef_ok = verdict
-        return RoundSample(
-            start_s=t, duration_s=cfg.round_s, capacity=self.cluster.capacity, busy=busy, busy_gpu_s=busy_gpu_s,
-            effective_throughput=eff, fragmented_gpus=fragmented, si_ok=si_ok, ef_ok=ef_ok,
-            tenant_gpus=tenant_gpus,
-        )
-
-    def _record(self, s: _JobState) -> JobRecord:
+    def _record(self, s: JobState) -> JobRecord:
         main = max(s.gpu_seconds, key=lambda k: s.gpu_seconds[k]) if s.gpu_seconds else None
         return JobRecord(
             job_id=s.trace.id, tenant=s.trace.tenant, arrival_s=s.trace.arrival_s, start_s=s.start_s,

@@ -6,6 +6,10 @@ every problem at once, so a bad trace is fixed in one go (exit 2 at the CLI, nev
 
 Job ids are ``"<tenant>/<job_id>"`` (the CSV's job_id, or the 1-based line number of a Gavel
 trace), unique across tenants by construction.
+
+A CSV may give a job's gang shape in the optional ``nodes`` column: ``nodes`` nodes with
+``gpus / nodes`` GPUs each, like ``sbatch -N nodes --gres=gpu:<gpus/nodes>`` (an 8-GPU job on one
+node fits only where a node has 8 GPUs). Without it a job takes its GPUs in any split.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from ..errors import Finding, InputError, UserError
+from ..gangs import Shape
 from ..throughput_table import ThroughputTable
 
 CSV_COLUMNS = ("tenant", "job_id", "job_type", "gpus", "total_steps", "arrival_s")
@@ -32,6 +37,15 @@ class TraceJob:
     gpus: int
     total_steps: float
     arrival_s: float
+    #: nodes of ``gpus / nodes`` GPUs each (the trace's ``nodes`` column); None: any split
+    nodes: int | None = None
+
+    @property
+    def shape(self) -> Shape:
+        """The gang's geometry (:mod:`slurm_fair.gangs`)."""
+        if self.nodes:
+            return Shape(self.gpus, self.gpus // self.nodes, self.nodes)
+        return Shape(self.gpus)
 
 
 @dataclass(frozen=True)
@@ -115,8 +129,21 @@ def _read_text(path: Path) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def _nodes(raw: str, gpus: float | None, where: str, problems: list[Finding]) -> int | None:
+    """The optional ``nodes`` cell: None when empty; ``gpus`` must split evenly over the nodes."""
+    if raw == "":
+        return None
+    nodes = _number(raw, where, "nodes", problems, integer=True, positive=True)
+    if nodes is None:
+        return None
+    if gpus is not None and gpus % nodes:
+        problems.append(Finding(where, f"nodes: gpus {int(gpus)} is not a multiple of nodes {int(nodes)}"))
+        return None
+    return int(nodes)
+
+
 def read_csv(path: str | Path, table: ThroughputTable | None = None) -> tuple[list[TraceJob], dict[str, float]]:
-    """Read a trace CSV (docs/fairness.md): ``tenant,job_id,job_type,gpus,total_steps,arrival_s[,weight]``."""
+    """Read a trace CSV (docs/fairness.md): ``tenant,job_id,job_type,gpus,total_steps,arrival_s[,weight][,nodes]``."""
     path = Path(path)
     text = _read_text(path)
     source = str(path)
@@ -154,6 +181,7 @@ def read_csv(path: str | Path, table: ThroughputTable | None = None) -> tuple[li
         gpus = _number(get["gpus"], where, "gpus", problems, integer=True, positive=True)
         steps = _number(get["total_steps"], where, "total_steps", problems, positive=True)
         arrival = _number(get["arrival_s"], where, "arrival_s", problems)
+        nodes = _nodes(get["nodes"], gpus, where, problems) if "nodes" in index else None
         if "weight" in index and get["weight"] != "":
             weight = _number(get["weight"], where, "weight", problems, positive=True)
             if weight is not None and tenant:
@@ -172,7 +200,7 @@ def read_csv(path: str | Path, table: ThroughputTable | None = None) -> tuple[li
             else:
                 seen[uid] = lineno
         if ok and gpus is not None and steps is not None and arrival is not None:
-            jobs.append(TraceJob(uid, tenant, job_type, int(gpus), steps, arrival))
+            jobs.append(TraceJob(uid, tenant, job_type, int(gpus), steps, arrival, nodes))
     if problems:
         raise InputError(source, problems)
     if not jobs:
@@ -304,15 +332,18 @@ def parse_weights(specs: Iterable[str]) -> dict[str, float]:
 
 
 def write_csv(workload: Workload, path: str | Path) -> None:
-    """Write a workload as a trace CSV (with the weight column when any weight is not 1)."""
+    """Write a workload as a trace CSV (with the weight column when any weight is not 1, the
+    nodes column when any job has a gang shape: empty for the jobs without)."""
     with_weight = any(w != 1.0 for w in workload.weights.values())
+    with_nodes = any(j.nodes for j in workload.jobs)
     with open(path, "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(list(CSV_COLUMNS) + (["weight"] if with_weight else []))
+        writer.writerow(list(CSV_COLUMNS) + (["weight"] if with_weight else []) + (["nodes"] if with_nodes else []))
         for j in workload.jobs:
             job_id = j.id[len(j.tenant) + 1 :] if j.id.startswith(j.tenant + "/") else j.id
             row = [j.tenant, job_id, j.job_type, j.gpus, _num(j.total_steps), _num(j.arrival_s)]
-            writer.writerow(row + ([f"{workload.weight(j.tenant):g}"] if with_weight else []))
+            row += [f"{workload.weight(j.tenant):g}"] if with_weight else []
+            writer.writerow(row + ([j.nodes or ""] if with_nodes else []))
 
 
 def _num(value: float) -> str:

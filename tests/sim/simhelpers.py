@@ -57,3 +57,28 @@ def even_split(problem: Problem, options: PolicyOptions) -> dict[str, dict[str, 
     }
 
 
+
+def scripted(name: str, rounds: list[dict[str, str]]) -> PolicyInfo:
+    """A dynamic stand-in that runs round ``i``'s jobs on the types of ``rounds[i]`` (x = 1; the
+    last entry from then on). Solved every round, it counts its calls in ``options.state``, so
+    a test decides by hand who runs where in each round."""
+
+    def fn(problem: Problem, options: PolicyOptions) -> dict[str, dict[str, float]]:
+        i = options.state.get("calls", 0)
+        options.state["calls"] = i + 1
+        present = {j.id for j in problem.jobs}
+        return {j: {k: 1.0} for j, k in rounds[min(i, len(rounds) - 1)].items() if j in present}
+
+    return standin(name, fn, dynamic=True)
+
+
+def taking_turns(problem: Problem, options: PolicyOptions) -> dict[str, dict[str, float]]:
+    """Every job on its fastest type, but only the jobs of one parity of the round number (in
+    ``options.state``): a dynamic policy that stops every running job each round."""
+    i = options.state.get("calls", 0)
+    options.state["calls"] = i + 1
+    return {
+        j.id: {max(j.throughput, key=lambda k: j.throughput[k]): 1.0}
+        for n, j in enumerate(sorted(problem.jobs, key=lambda j: j.id))
+        if (n + i) % 2 == 0 and j.best_throughput > 0
+    }

@@ -92,3 +92,46 @@ def test_synthetic_static_workload(tmp_path: Path) -> None:
                                      "--policy", "max-throughput", "--json", str(out), "--quiet"])
     assert again.exit_code == 0
     assert json.loads(out.read_text())["workload"]["jobs"] == 12
+
+
+SHAPED = """tenant,job_id,job_type,gpus,total_steps,arrival_s,nodes
+alice,1,ResNet-18 (batch size 32),8,20000,0,1
+bob,1,ResNet-18 (batch size 32),8,20000,0,2
+dave,1,A3C,1,5000,30,
+carol,1,ResNet-18 (batch size 32),16,100,0,1
+"""
+
+
+def test_simulate_mixed_nodes_shapes_hold_and_filling(tmp_path: Path) -> None:
+    """The testbed's layout: alice's 8 GPUs on one node run on the K80 node only, bob's 2x4 on
+    V100 or P100 only; carol's 16 GPUs on one node fit nowhere. The saved workload keeps the
+    nodes column; the JSON names the node layout and the new costs."""
+    out, saved = tmp_path / "r.json", tmp_path / "w.csv"
+    result = CliRunner().invoke(cli, [
+        "simulate", "--trace", str(_trace(tmp_path, SHAPED)), "--cluster", "v100=2x4,p100=2x4,k80=1x8",
+        "--policy", "fifo", "--requeue-hold-s", "11", "--fill-between-rounds", "--json", str(out),
+        "--save-workload", str(saved), "--quiet",
+    ], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert doc["cluster"]["nodes"] == {"k80": "1x8", "p100": "2x4", "v100": "2x4"}
+    assert doc["config"]["requeue_hold_s"] == 11 and doc["config"]["fill_between_rounds"] is True
+    assert doc["workload"]["unschedulable"] == ["carol/1"]
+    fifo = doc["policies"]["fifo"]
+    assert fifo["jobs_completed"] == 3
+    assert set(fifo["tenants"]["alice"]["gpu_seconds"]) == {"k80"}
+    assert set(fifo["tenants"]["bob"]["gpu_seconds"]) <= {"v100", "p100"}
+    lines = saved.read_text().splitlines()
+    assert lines[0].endswith(",nodes") and lines[1].endswith(",1") and any(line.endswith(",") for line in lines)
+
+
+def test_bad_cluster_item_and_hold_exit_2(tmp_path: Path, capsys) -> None:
+    trace = str(_trace(tmp_path))
+    assert main(["simulate", "--trace", trace, "--cluster", "v100=2x4,k80=8", "--policy", "fifo", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "'k80=8'" in err and "--gpus-per-node" in err and "Traceback" not in err
+    assert main(["simulate", "--trace", trace, "--cluster", "v100=2x0", "--policy", "fifo", "--quiet"]) == 2
+    assert "'v100=2x0'" in capsys.readouterr().err
+    assert main(["simulate", "--trace", trace, "--cluster", "v100=2", "--policy", "fifo", "--requeue-hold-s", "-1",
+                 "--quiet"]) == 2
+    assert "--requeue-hold-s" in capsys.readouterr().err

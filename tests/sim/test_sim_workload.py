@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from slurm_fair import throughput_table as tt
 from slurm_fair.errors import InputError, UserError
+from slurm_fair.gangs import Shape
 from slurm_fair.sim import workload as wl
 from slurm_fair.sim.cluster import parse_cluster, with_speeds
 
@@ -83,6 +84,33 @@ def test_conflicting_weights_and_missing_columns(tmp_path: Path) -> None:
         wl.load_traces([tmp_path / "nope.csv"], TABLE)
 
 
+def test_csv_nodes_column_gives_the_gang_shape(tmp_path: Path) -> None:
+    path = _csv(tmp_path, "a,1,A3C,8,10,0,1\na,2,A3C,6,10,0,3\na,3,A3C,4,10,0,\n", header=HEADER + ",nodes")
+    jobs = {j.id: j for j in wl.load_traces([path], TABLE).jobs}
+    assert (jobs["a/1"].nodes, jobs["a/1"].shape) == (1, Shape(8, 8, 1))
+    assert (jobs["a/2"].nodes, jobs["a/2"].shape) == (3, Shape(6, 2, 3))
+    assert (jobs["a/3"].nodes, jobs["a/3"].shape) == (None, Shape(4))
+
+
+@pytest.mark.parametrize(
+    "row, fragments",
+    [
+        ("a,1,A3C,8,10,0,3", ["line 2", "nodes", "gpus 8 is not a multiple of nodes 3"]),
+        ("a,1,A3C,8,10,0,0", ["line 2", "nodes", "> 0"]),
+        ("a,1,A3C,8,10,0,two", ["line 2", "nodes", "expected a number"]),
+        ("a,1,A3C,8,10,0,1.5", ["line 2", "nodes", "whole number"]),
+    ],
+)
+def test_bad_nodes_name_file_line_and_column(tmp_path: Path, row: str, fragments: list[str]) -> None:
+    path = _csv(tmp_path, "a,0,A3C,1,10,0,1\n" + row.replace("a,1", "b,1") + "\n", header=HEADER + ",nodes")
+    with pytest.raises(InputError) as info:
+        wl.load_traces([path], TABLE)
+    message = info.value.message()
+    assert str(path) in message
+    for fragment in [f.replace("line 2", "line 3") for f in fragments]:
+        assert fragment in message
+
+
 GAVEL_LINE = "ResNet-18 (batch size 32)\tcd %s && python3 main.py\t--num_steps\t1\t{steps}\t{arrival}\t{gpus}\n"
 
 
@@ -144,7 +172,7 @@ job_rows = st.lists(
     st.tuples(
         st.sampled_from(["a", "b", "c d"]),
         st.sampled_from(TABLE.job_types),
-        st.integers(1, 8),
+        st.sampled_from([(1, None), (2, None), (2, 1), (4, 2), (6, 3), (8, 1), (8, None)]),
         st.integers(1, 10**9),
         st.floats(0, 1e7, allow_nan=False).map(lambda x: round(x, 3)),
     ),
@@ -156,7 +184,8 @@ job_rows = st.lists(
 @settings(max_examples=25, deadline=None)
 @given(rows=job_rows)
 def test_csv_round_trip(tmp_path_factory: pytest.TempPathFactory, rows: list) -> None:
-    jobs = [wl.TraceJob(f"{t}/{i}", t, jt, g, float(s), a) for i, (t, jt, g, s, a) in enumerate(rows)]
+    """What --save-workload writes reads back the same (the nodes column when any job has one)."""
+    jobs = [wl.TraceJob(f"{t}/{i}", t, jt, g, float(s), a, n) for i, (t, jt, (g, n), s, a) in enumerate(rows)]
     w = wl.make_workload(jobs, {"a": 2.0})
     path = tmp_path_factory.mktemp("rt") / "w.csv"
     wl.write_csv(w, path)
