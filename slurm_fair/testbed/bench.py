@@ -59,6 +59,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from .. import throughput_table as tt
 from ..controller.estimates import gavel_class_name
 from ..errors import TestbedError, UserError
+from ..gangs import Shape, can_hold
 from ..model import AccountingRecord
 from ..sim.metrics import JobRecord, samples_from_records, summarize
 from ..sim.workload import Workload, load_traces
@@ -216,9 +217,17 @@ class BenchSpec:
     solver: str | None = None
     throughputs: str | None = None
     python: str = sys.executable
+    #: trace seconds between controller cycles (None: a third of a round, as a site running
+    #: cycles every minute with Gavel's 6-minute rounds would see them)
+    interval_s: float | None = None
 
     @property
     def interval_real_s(self) -> float:
+        """Real seconds between controller cycles."""
+        return (self.interval_s or self.round_s / 3.0) / self.time_scale
+
+    @property
+    def round_real_s(self) -> float:
         return self.round_s / self.time_scale
 
 
@@ -238,6 +247,13 @@ class BenchJob:
     weight: float = 1.0
     slurm_id: str = ""
     submitted_wall: float | None = None
+    #: the gang's nodes (the trace's ``nodes`` column; 1 when absent): ``-N nodes``,
+    #: ``--gres=gpu:<gpus/nodes>`` each
+    nodes: int = 1
+
+    @property
+    def per_node(self) -> int:
+        return self.gpus // self.nodes
 
     @property
     def klass(self) -> str:
@@ -283,16 +299,19 @@ def plan_jobs(
             raise UserError(f"trace job {j.id}: {j.job_type} on {j.gpus} GPU(s) runs on no GPU type of the testbed")
         acct = mapping[j.tenant]
         jobs.append(BenchJob(j.id, j.tenant, acct, j.job_type, j.gpus, j.total_steps, j.arrival_s, tput,
-                             float(weights.get(acct, 1.0))))
+                             float(weights.get(acct, 1.0)), nodes=j.nodes or 1))
     return jobs
 
 
 def check_fits(jobs: Sequence[BenchJob], node_gpus: Mapping[str, tuple[str, int]]) -> None:
-    """Every job must fit on one node of a type it can run on (jobs are single-node gangs)."""
+    """Every job must fit, as the gang it is submitted as (``-N nodes``, ``gpus/nodes`` each), on
+    the nodes of some type it can run on."""
     bad = []
     for j in jobs:
-        if not any(g >= j.gpus and j.tput.get(k, 0) > 0 for k, g in node_gpus.values()):
-            bad.append(f"{j.trace_id} ({j.gpus} GPUs)")
+        shape = Shape(j.gpus, j.per_node, j.nodes)
+        if not any(j.tput.get(k, 0) > 0 and can_hold(shape, [g for t, g in node_gpus.values() if t == k])
+                   for k in {t for t, _ in node_gpus.values()}):
+            bad.append(f"{j.trace_id} ({j.gpus} GPUs on {j.nodes} node(s))")
     if bad:
         raise UserError(f"{len(bad)} job(s) fit on no testbed node: {', '.join(bad[:5])}")
 
@@ -323,7 +342,7 @@ def time_limit_minutes(job: BenchJob, time_scale: float, slack: float = 4.0) -> 
 def sbatch_argv(job: BenchJob, script: Path, run_dir: Path, time_scale: float) -> list[str]:
     return [
         "sbatch", "--parsable", "-A", job.account, "-J", f"{JOB_NAME_PREFIX}-{job.slug}",
-        "-N", "1", "-n", "1", f"--gres=gpu:{job.gpus}", "--requeue",
+        "-N", str(job.nodes), "-n", str(job.nodes), f"--gres=gpu:{job.per_node}", "--requeue",
         "--comment", f"fair:class={job.klass} fair:preemptible",
         "-t", str(time_limit_minutes(job, time_scale)),
         "--chdir", str(run_dir), "-o", str(run_dir / "out" / f"{job.slug}.out"), "--open-mode=append",
@@ -331,18 +350,27 @@ def sbatch_argv(job: BenchJob, script: Path, run_dir: Path, time_scale: float) -
     ]
 
 
-def controller_config(spec: BenchSpec, cluster: str, weights: Mapping[str, float], solver: str) -> str:
-    """TOML of the controller for this run: everything it writes stays in the run directory."""
+#: real seconds from a requeue to a restart besides Slurm's hold (scheduling, launch, resume)
+RESTART_REAL_S = 2.0
+
+
+def controller_config(spec: BenchSpec, cluster: str, weights: Mapping[str, float], solver: str,
+                      plan_file: Path | None = None, hold_real_s: float = 11.0) -> str:
+    """TOML of the controller for this run: its state stays in the run directory; the plan file
+    goes where the testbed's job_submit.lua reads it. Times are real seconds (the trace's round
+    and interval divided by the time scale); a requeue costs the testbed's hold plus a restart."""
     lines = [
         "[cluster]", f"name = {json.dumps(cluster)}", "",
         "[controller]",
         f"policy = {json.dumps(spec.policy)}",
         f"solver = {json.dumps(solver)}",
         f"interval_s = {spec.interval_real_s!r}",
-        f"round_s = {spec.interval_real_s!r}",
+        f"round_s = {spec.round_real_s!r}",
         f"time_limit_s = {max(1.0, spec.interval_real_s)!r}",
+        f"requeue_cost_s = {hold_real_s + RESTART_REAL_S!r}",
         f"state_dir = {json.dumps(str(spec.run_dir / 'controller'))}",
         f"audit_log = {json.dumps(str(spec.run_dir / 'controller' / 'audit.jsonl'))}",
+        *([f"plan_file = {json.dumps(str(plan_file))}"] if plan_file else []),
         "",
     ]
     for tenant, w in sorted(weights.items()):
@@ -513,6 +541,18 @@ class Bench:
         polled = self._poll(ids)
         return set(ids) if polled is None else set(polled)
 
+    def _fresh_slurm(self) -> None:
+        """Every run starts from the same Slurm: no plan left for the submit plugin (Slurm alone
+        must not be steered by an earlier run's plan) and the fair-share usage of every account
+        reset, as an admin comparing two schedulers would."""
+        self.tb.layout.plan_file.unlink(missing_ok=True)
+        for account in self.accounts:
+            proc = self.tb.run(["sacctmgr", "-i", "modify", "account", "where", f"name={account}",
+                                f"cluster={self.tb.config.cluster_name}", "set", "RawUsage=0"],
+                               timeout=60, check=False)
+            if proc.returncode != 0:
+                raise TestbedError(f"cannot reset the fair-share usage of {account}: {proc.stderr.strip()}")
+
     def _cancel(self, ids: Sequence[str]) -> None:
         """scancel ``ids``; once more if scancel itself was killed by a signal (a second Ctrl-C
         in the terminal reaches it too)."""
@@ -555,7 +595,9 @@ class Bench:
 
         solver = self.spec.solver or fastest_available()
         (self.spec.run_dir / "controller").mkdir(exist_ok=True)
-        self.config_path.write_text(controller_config(self.spec, self.tb.config.cluster_name, weights, solver))
+        self.config_path.write_text(controller_config(
+            self.spec, self.tb.config.cluster_name, weights, solver, self.tb.layout.plan_file,
+            self.tb.config.cred_expire_s + 1.0))
         with open(self.spec.run_dir / "controller.log", "ab") as log:
             self.controller = subprocess.Popen(
                 self._cli_argv("run", "--loop", "--interval", repr(self.spec.interval_real_s), "--json",
@@ -667,6 +709,7 @@ class Bench:
         timeout = spec.timeout_real_s or _default_timeout(jobs, spec.time_scale)
         self.say(f"{len(jobs)} jobs, {len(mapping)} tenants, last arrival at {last / spec.time_scale:.0f} s real; "
                  f"policy {spec.policy or 'none (Slurm alone)'}; time scale {spec.time_scale:g}; timeout {timeout:.0f} s")
+        self._fresh_slurm()
         since = datetime.fromtimestamp(math.floor(self.clock()) - 2)
         if spec.policy:
             with self._guard.deferred():  # a started controller is always one we hold

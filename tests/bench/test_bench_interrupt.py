@@ -13,11 +13,13 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -69,6 +71,7 @@ class FakeTestbed:
 
     def __init__(self, extra_env: dict[str, str]) -> None:
         self.config = _Config()
+        self.layout = SimpleNamespace(plan_file=Path(tempfile.mkdtemp(prefix="fake-tb-")) / "plan.json")
         self.env: dict[str, str] = {}
         self.extra_env = extra_env
         self.calls: list[list[str]] = []
@@ -98,6 +101,8 @@ class FakeTestbed:
             out = "".join(f"{i}|RUNNING|None\n" for i in sorted(self.active))
         elif argv[0] == "scancel":
             self.active -= set(argv[1:])
+        elif argv[:3] == ["sacctmgr", "-i", "modify"]:
+            pass  # usage reset before the run
         else:
             raise AssertionError(f"unexpected command {argv}")
         return subprocess.CompletedProcess(argv, 0, out, "")

@@ -79,10 +79,14 @@ def test_batch_script_quotes_job_types_with_spaces(tmp_path: Path) -> None:
 def test_controller_config_is_valid_and_scaled(tmp_path: Path) -> None:
     spec = b.BenchSpec(Path("t.csv"), 60.0, "oef", tmp_path, round_s=360.0)
     path = tmp_path / "c.toml"
-    path.write_text(b.controller_config(spec, "benchtb", {"physics": 2.0, "biology": 1.0}, "cbc"))
+    path.write_text(b.controller_config(spec, "benchtb", {"physics": 2.0, "biology": 1.0}, "cbc",
+                                        tmp_path / "plan.json", hold_real_s=11.0))
     cfg = load_config(path)
     c = cfg["controller"]
-    assert c["policy"] == "oef" and c["interval_s"] == pytest.approx(6.0) and c["round_s"] == pytest.approx(6.0)
+    # a round of 360 trace s is 6 real s; cycles three times a round; a requeue costs hold + restart
+    assert c["policy"] == "oef" and c["interval_s"] == pytest.approx(2.0) and c["round_s"] == pytest.approx(6.0)
+    assert c["requeue_cost_s"] == pytest.approx(11.0 + b.RESTART_REAL_S)
+    assert c["plan_file"] == str(tmp_path / "plan.json")
     assert Path(c["state_dir"]).parent == tmp_path
     assert cfg.tenants["physics"]["weight"] == 2.0
 

@@ -1,0 +1,191 @@
+"""Real Slurm executes the plan (marker ``slurm``): each mechanism of docs/controller.md on the
+shared testbed, in fresh accounts of its own (see test_testbed.py for why and how).
+
+* gangs are only sent where a node can hold them (8 GPUs per node: the k80 node only), and a job
+  Slurm refuses in a partition it was sent to (``BadConstraints``) is sent back and remembered;
+* job_submit.lua steers a new job from the plan before the controller's next cycle;
+* a job on a slow type moves up to an idle faster type (requeue, hold, restart there);
+* at a round boundary a running opted-in job is requeued to make room for a waiting one.
+
+Times are real: Slurm's requeue hold on the testbed is ``cred_expire + 1`` = 11 s.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from slurm_fair.config import validate
+from slurm_fair.controller.cycle import run_cycle
+from slurm_fair.controller.revert import revert
+from slurm_fair.controller.state import StateStore
+from slurm_fair.slurm import make_port
+
+from .test_testbed import _run, accounts, sub, tb_env  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.slurm
+
+PRE = "fair:preemptible"
+
+
+def config(tmp_path, accounts, **controller):
+    return validate({
+        "controller": {"state_dir": str(tmp_path / "state"), "audit_log": str(tmp_path / "audit.jsonl"),
+                       "accounts": list(accounts), **controller},
+        "slurm": {"command_timeout_s": 15},
+    }, str(tmp_path / "slurm-fair.toml"))
+
+
+def running(sub, account: str, *args: str, comment: str = "") -> str:
+    """An unheld job (the ``sub`` fixture holds its jobs): sbatch without --hold."""
+    argv = ["sbatch", "--parsable", "-A", account, *args, "-o", "/dev/null", "--wrap", "sleep 900"]
+    if comment:
+        argv.insert(2, f"--comment={comment}")
+    job = _run(argv, sub.full_env, timeout=30).stdout.strip().split(";")[0]
+    sub.ids.append(job)
+    return job
+
+
+def wait_for(port, job_id: str, pred, timeout: float = 90.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        jobs = {j.job_id: j for j in port.jobs()}
+        j = jobs.get(job_id)
+        if j is not None and pred(j):
+            return j
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id}: condition not reached in {timeout:.0f} s ({jobs.get(job_id)})")
+
+
+def test_eight_gpu_gangs_only_go_where_a_node_holds_them(sub, accounts, tmp_path):
+    a, b = accounts
+    cfg = config(tmp_path, accounts)
+    port = make_port(cfg, env=sub.env)
+    big = [sub(a, "--gres=gpu:8", comment="fair:class=resnet-50-bs32"),
+           sub(b, "--gres=gpu:8", comment="fair:class=lm-bs20")]
+    small = sub(b, "--gres=gpu:4", comment="fair:class=resnet-50-bs32")
+    res = run_cycle(port, cfg)
+    assert res.exit_code == 0, res.to_dict()
+    jobs = {j.job_id: j for j in port.jobs()}
+    for j in big:  # only k80-1 has 8 GPUs: never v100/p100 (4 per node), whatever the speed
+        assert res.plan.jobs[j].planned_type == "k80" and jobs[j].partition == "k80"
+        assert set(res.estimates[j].throughput) >= {"v100", "p100"}  # it would be faster there
+    assert res.plan.jobs[small].planned_type in ("v100", "p100")
+    _run(["scontrol", "release", ",".join([*big, small])], sub.full_env)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        now = {j.job_id: j for j in port.jobs() if j.job_id in big}
+        if any(j.running for j in now.values()):
+            break
+        time.sleep(0.5)
+    time.sleep(3)  # let Slurm evaluate the other one too
+    now = {j.job_id: j for j in port.jobs() if j.job_id in big}
+    # one 8-GPU gang runs on the k80 node, the other waits for it there (never BadConstraints)
+    assert sorted(j.state for j in now.values()) == ["PENDING", "RUNNING"], now
+    assert all(j.gpu_type_running == "k80" for j in now.values() if j.running)
+    assert all(j.reason != "BadConstraints" for j in now.values())
+    assert revert(port, cfg).exit_code == 0  # running jobs cannot be reverted: reported, skipped
+
+
+def test_a_job_slurm_refuses_where_it_was_sent_goes_back_and_never_again(sub, accounts, tmp_path):
+    a, _ = accounts
+    cfg = config(tmp_path, accounts)
+    port = make_port(cfg, env=sub.env)
+    job = sub(a, "--gres=gpu:8")
+    # as an older version (or the plugin with a wrong shape) would have done: sent to v100
+    _run(["scontrol", "update", f"JobId={job}", "Partition=v100",
+          "AdminComment=slurm-fair:partition=gpu"], sub.full_env)
+    _run(["scontrol", "release", job], sub.full_env)
+    wait_for(port, job, lambda j: j.reason == "BadConstraints", timeout=60)
+    res = run_cycle(port, cfg)
+    assert res.exit_code == 0, res.to_dict()
+    with StateStore.in_dir(tmp_path / "state") as store:
+        assert store.refused_types() == {job: {"v100"}}
+    assert res.plan.jobs[job].planned_type == "k80"
+    ran = wait_for(port, job, lambda j: j.running, timeout=60)
+    assert ran.gpu_type_running == "k80"
+    # revert puts it back where it asked (a running job cannot move: reported, not an error elsewhere)
+    _run(["scancel", job], sub.full_env)
+
+
+def test_submit_plugin_steers_a_new_job_before_the_next_cycle(sub, accounts, tb_env, tmp_path):
+    tb, _, _ = tb_env
+    a, b = accounts
+    cfg = config(tmp_path, accounts, plan_file=str(tb.layout.plan_file))
+    port = make_port(cfg, env=sub.env)
+    try:
+        assert run_cycle(port, cfg).exit_code == 0  # writes the plan the testbed's plugin reads
+        # nothing of ours runs: the plan offers each class its fastest types first
+        fast = running(sub, a, "--gres=gpu:1", comment="fair:class=resnet-50-bs32")
+        rec = running(sub, b, "--gres=gpu:1", comment="fair:class=recommendation-bs1024")
+        big = running(sub, a, "--gres=gpu:8", comment="fair:class=resnet-50-bs32")
+        for job, want in ((fast, "v100"), (rec, "p100"), (big, "k80")):
+            j = wait_for(port, job, lambda j: j.running, timeout=30)
+            assert j.gpu_type_running == want, (job, j.gpu_type_running, j.partition)
+            assert j.admin_comment == "slurm-fair:partition=gpu"
+        # recommendation-bs1024 runs 2.3x faster on p100 than on v100: v100 is never offered
+        jobs = {j.job_id: j for j in port.jobs()}
+        assert "v100" not in jobs[rec].partition.split(",")
+    finally:
+        tb.layout.plan_file.unlink(missing_ok=True)
+
+
+def test_a_job_on_a_slow_type_moves_up_when_fast_gpus_go_idle(sub, accounts, tb_env, tmp_path):
+    tb, _, _ = tb_env
+    a, b = accounts
+    cfg = config(tmp_path, accounts, plan_file=str(tb.layout.plan_file), min_run_s=4, requeue_cost_s=2,
+                 interval_s=2, round_s=600)
+    port = make_port(cfg, env=sub.env)
+    try:
+        # the faster GPUs are busy (another tenant, not opted in): the new job starts on k80
+        blockers = [running(sub, b, "-p", p, "--gres=gpu:4") for p in ("v100", "v100", "p100", "p100")]
+        for j in blockers:
+            wait_for(port, j, lambda j: j.running, timeout=30)
+        assert run_cycle(port, cfg).exit_code == 0
+        mover = running(sub, a, "--requeue", "--gres=gpu:1", comment=f"fair:class=resnet-50-bs32 {PRE}")
+        j = wait_for(port, mover, lambda j: j.running, timeout=30)
+        assert j.gpu_type_running == "k80"
+        _run(["scancel", *blockers], sub.full_env)
+        deadline = time.time() + 60
+        moved = False
+        while time.time() < deadline and not moved:
+            res = run_cycle(port, cfg)
+            assert res.exit_code == 0, res.to_dict()
+            moved = mover in res.plan.info.get("move_up", {})
+            time.sleep(2)
+        assert moved and res.plan.info["move_up"][mover] == "v100"
+        with StateStore.in_dir(tmp_path / "state") as store:
+            [r] = store.requeues_of(mover)
+        assert (r["reason"], r["from_type"], r["to_type"]) == ("move-up", "k80", "v100")
+        # Slurm holds it cred_expire + 1 = 11 s, then it restarts on the V100s it was steered to
+        j = wait_for(port, mover, lambda j: j.running, timeout=60)
+        assert j.gpu_type_running == "v100"
+    finally:
+        tb.layout.plan_file.unlink(missing_ok=True)
+
+
+def test_round_boundary_requeues_a_running_job_to_make_room(sub, accounts, tmp_path):
+    a, b = accounts
+    cfg = config(tmp_path, accounts, min_run_s=3, round_s=4, interval_s=2)
+    port = make_port(cfg, env=sub.env)
+    # tenant a fills the k80 node with opted-in jobs; b's job can run on k80 only
+    hogs = [running(sub, a, "-p", "k80", "--requeue", "--gres=gpu:2", comment=f"fair:class=a3c {PRE}")
+            for _ in range(4)]
+    for j in hogs:
+        wait_for(port, j, lambda j: j.running, timeout=30)
+    waiting = running(sub, b, "-p", "k80", "--gres=gpu:2", comment="fair:class=a3c")
+    time.sleep(4)  # the hogs have run min_run_s
+    requeued: dict[str, list[str]] = {}
+    deadline = time.time() + 40
+    while time.time() < deadline and not requeued:
+        res = run_cycle(port, cfg)
+        assert res.exit_code == 0, res.to_dict()
+        requeued = dict(res.plan.info.get("requeue_for", {}))
+        time.sleep(2)
+    # exactly the GPUs the waiting job needs: one 2-GPU hog, for the waiting job
+    assert len(requeued) == 1 and list(requeued.values()) == [[waiting]], requeued
+    j = wait_for(port, waiting, lambda j: j.running, timeout=30)
+    assert j.gpu_type_running == "k80"
+    [victim] = requeued
+    assert {x.job_id: x for x in port.jobs()}[victim].pending  # requeued, never cancelled
