@@ -381,6 +381,13 @@ class AccountingRecord:
     partition: str = ""
     name: str = ""
     comment: str = ""
+    #: nodes of the allocation (sacct NNodes): with ``gpus``, the gang's shape
+    nodes: int = 1
+
+    @property
+    def shape(self) -> Shape:
+        """The gang as it ran: ``gpus / nodes`` on each of ``nodes`` nodes."""
+        return Shape(self.gpus, max(1, self.gpus // max(1, self.nodes)), self.nodes)
 
     @property
     def gpu_seconds(self) -> float:

@@ -11,7 +11,11 @@ first; then leftover GPUs are filled with any job that can use them (work conser
 Who goes first among pairs that never ran where they are allocated (Gavel gives them all the
 top priority): the job that received the least service so far, on any type. Without that
 rule a running job allocated time on a second type ties with a job that never ran at all, and
-the placement moves running jobs between types instead of starting waiting ones.
+the placement moves running jobs between types instead of starting waiting ones. Before all of
+them: a job allocated the whole period (``x_jk = 1``) on the type it ran on in the previous
+round keeps it. Gavel's ratio would let a job at ``x = 0.3`` that received ``0.2`` (priority 1.5)
+displace it (priority at most 1), although its allocation can only be met by running every
+round: the stop would be undone next round at the cost of two restarts.
 
 Jobs are gangs on real nodes (:mod:`slurm_fair.gangs`): with node structure a job is placed only
 where its shape fits in the GPUs free per node (and only on ``job.hosts``), never by a per-type
@@ -43,6 +47,8 @@ from .model import Allocation, Job, Problem, frozen_map
 
 #: priority of a (job, type) pair the job never ran on: above every finite ratio
 NEVER_RAN_PRIORITY = 1e9
+#: ``x_jk`` this close to 1 means "runs all the time on k"
+FULL_TIME_EPS = 1e-6
 _EPS = 1e-9
 
 
@@ -208,10 +214,12 @@ def place(
             if pr > 0:
                 keep = 1 if prev.get(job.id) == k else 0
                 never = got_k <= _EPS
-                pairs.append((0 if never else 1, service[job.id] if never else 0.0,
+                tier = 0 if keep and x >= 1.0 - FULL_TIME_EPS else (1 if never else 2)
+                pairs.append((tier, service[job.id] if tier == 1 else 0.0,
                               -_rounded(pr), -keep, -x, job.id, k))
         job_priority[job.id] = best
-    # "never ran here" pairs first, the least served job first; then by Gavel's priority; ties:
+    # a job the allocation runs all the time on the type it ran on keeps running there; then
+    # "never ran here" pairs, the least served job first; then by Gavel's priority; ties:
     # previous type, larger share, then a stable name order
     pairs.sort(key=lambda p: (p[0], _rounded(p[1]), p[2], p[3], p[4], p[5], p[6]))
 

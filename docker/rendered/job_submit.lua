@@ -17,9 +17,11 @@ goes through untouched (always slurm.SUCCESS). Lua 5.1.
 
 Plan file (slurm_fair/controller/planfile.py): one flat JSON object, one pair per line:
     "format": 2, "generated_at": <unix s>, "expires_at": <unix s>, "pin_gres": 0|1,
-    "spans/<partition>": "<types>", "partition/<type>": "<partition>",
-    "shapes/<type>": "<gpus>x<cpus>x<mem MB>x<count> ...", "types/<account>/<class>": "<types>"
-Lookup: <account>/<class>, <account>/*, */<class>, */*; class from `fair:class=NAME` in --comment.
+    "spans/<partition>": "<types>", "partition/<type>": "<partition>", "tier/<type>": "<n>",
+    "shapes/<type>": "<gpus>x<cpus>x<mem MB>x<count> ...", "speeds/<class>": "<type>=<n> ...",
+    "room/<account>": "<types>"
+Speeds of `fair:class=NAME` from --comment (else speeds/*), room of the account (else room/*).
+The choice (M.prefer) mirrors slurm_fair.controller.planfile.prefer, tested against it.
 --]]
 
 local PLAN_FILE = "/var/lib/slurm-fair/plan.json"
@@ -27,6 +29,8 @@ local MAX_AGE_S = 180
 local PLAN_FORMAT = "2"
 local MAX_LINES = 100000
 local MARK = "slurm-fair:partition="
+-- a listed type Slurm may try first must be at least this fraction of the best listed speed
+local SLOWER = 0.9
 local TRES_FIELDS = { "tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task" }
 -- Slurm's "not set" values arrive as huge numbers (NO_VAL, NO_VAL16, the MEM_PER_CPU flag)
 local UNSET = 65534
@@ -140,22 +144,54 @@ function M.job_class(comment)
   return "*"
 end
 
--- The preferred types of account/class (a list), and the key they came from.
-function M.pick_types(plan, account, class)
-  local keys = {
-    "types/" .. account .. "/" .. class, "types/" .. account .. "/*",
-    "types/*/" .. class, "types/*/*",
-  }
-  for _, k in ipairs(keys) do
-    if plan[k] ~= nil then
-      local out = {}
-      for _, t in ipairs(M.words(plan[k])) do
-        if valid_name(t) then table.insert(out, t) end
-      end
-      if #out > 0 then return out, k end
+-- "k80=0.16 v100=1" -> { k80 = 0.16, v100 = 1 } (only valid type names and positive numbers)
+function M.speeds(text)
+  local out = {}
+  for _, w in ipairs(M.words(text)) do
+    local t, v = string.match(w, "^([^=]+)=([%d%.eE+-]+)$")
+    local n = tonumber(v)
+    if valid_name(t) and n ~= nil and n > 0 then out[t] = n end
+  end
+  return out
+end
+
+-- The types to offer, best first: planfile.prefer in Lua. `cands`: types the job may get whose
+-- nodes hold it and where its class runs; `room`: set of types where the tenant has room.
+function M.prefer(cands, speed, room, tier)
+  local roomy = {}
+  for _, t in ipairs(cands) do
+    if room[t] then table.insert(roomy, t) end
+  end
+  local pool = cands
+  if #roomy > 0 then
+    local best = 0
+    for _, t in ipairs(roomy) do
+      if speed[t] > best then best = speed[t] end
+    end
+    pool = {}
+    for _, t in ipairs(roomy) do
+      if speed[t] >= SLOWER * best then table.insert(pool, t) end
     end
   end
-  return nil
+  local sorted = {}
+  for _, t in ipairs(pool) do table.insert(sorted, t) end
+  table.sort(sorted, function(a, b)
+    if speed[a] ~= speed[b] then return speed[a] > speed[b] end
+    if (tier[a] or 0) ~= (tier[b] or 0) then return (tier[a] or 0) > (tier[b] or 0) end
+    return a < b
+  end)
+  local out = {}
+  for _, t in ipairs(sorted) do
+    local ok = true
+    for _, u in ipairs(out) do
+      if (tier[t] or 0) >= (tier[u] or 0) and speed[t] < SLOWER * speed[u] then
+        ok = false
+        break
+      end
+    end
+    if ok then table.insert(out, t) end
+  end
+  return out
 end
 
 local function number(v)
@@ -244,15 +280,27 @@ function M.decide(job_desc, part_list, now)
   if account == nil or account == "" then account = "*" end
   account = string.lower(account)
   local class = M.job_class(job_desc.comment)
-  local types, key = M.pick_types(plan, account, class)
-  if types == nil then return nil, "no plan entry for " .. account .. "/" .. class end
+  local key = "speeds/" .. class
+  if plan[key] == nil then key = "speeds/*" end
+  local speed = M.speeds(plan[key])
+  local room_key = "room/" .. account
+  if plan[room_key] == nil then room_key = "room/*" end
+  local room = {}
+  for _, t in ipairs(M.words(plan[room_key])) do room[t] = true end
   local need = M.need(job_desc, field, count)
-  local fitting = {}
-  for _, t in ipairs(types) do
+  local tier, cands, part_of = {}, {}, {}
+  for t, _ in pairs(allowed) do
     local part = plan["partition/" .. t]
-    if allowed[t] and valid_name(part) and M.fits(plan["shapes/" .. t], need) then
-      table.insert(fitting, { type = t, partition = part })
+    if speed[t] ~= nil and valid_name(part) and M.fits(plan["shapes/" .. t], need) then
+      table.insert(cands, t)
+      part_of[t] = part
+      tier[t] = tonumber(plan["tier/" .. t]) or 0
     end
+  end
+  table.sort(cands)
+  local fitting = {}
+  for _, t in ipairs(M.prefer(cands, speed, room, tier)) do
+    table.insert(fitting, { type = t, partition = part_of[t] })
   end
   if #fitting == 0 then return nil, "no listed partition can hold the job" end
   local changes = {}
@@ -267,7 +315,7 @@ function M.decide(job_desc, part_list, now)
     elseif string.find(comment, "fair:auto", 1, true) == nil then
       changes.comment = comment .. " fair:auto"
     end
-    return changes, key .. " -> gres type " .. fitting[1].type .. " (plan cycle " .. tostring(plan["cycle"]) .. ")"
+    return changes, account .. "/" .. class .. " -> gres type " .. fitting[1].type .. " (plan cycle " .. tostring(plan["cycle"]) .. ")"
   end
   local parts, seen = {}, {}
   for _, f in ipairs(fitting) do
@@ -283,7 +331,8 @@ function M.decide(job_desc, part_list, now)
   elseif string.find(note, MARK, 1, true) == nil then
     changes.admin_comment = note .. " " .. MARK .. asked
   end
-  return changes, key .. " -> partitions " .. changes.partition .. " (plan cycle " .. tostring(plan["cycle"]) .. ")"
+  return changes, account .. "/" .. class .. " (" .. key .. ", " .. room_key .. ") -> partitions " .. changes.partition
+    .. " (plan cycle " .. tostring(plan["cycle"]) .. ")"
 end
 
 local function log(fmt, ...)

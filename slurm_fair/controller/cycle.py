@@ -232,12 +232,11 @@ def refused_now(snapshot: Snapshot, originals: Mapping[str, Any],
     return out
 
 
-def staying(snapshot: Snapshot, built: Any, round_boundary: bool, round_s: float, min_run_s: float,
+def staying(snapshot: Snapshot, built: Any, round_s: float, min_run_s: float,
             last_requeued: Mapping[str, float]) -> dict[str, str]:
-    """Running jobs the controller will not stop this cycle -> their type: every running job
-    between round boundaries; at a boundary, those not opted in to time-sharing or not run
-    long enough (:func:`.requeue.eligible`). The rounding step keeps them on their nodes, so it
-    never plans a pending job into GPUs that will not be freed."""
+    """Running jobs the controller will not stop this cycle -> their type: those not opted in
+    to time-sharing or not run long enough (:func:`.requeue.eligible`). The rounding step keeps
+    them on their nodes, so it never plans a pending job into GPUs that will not be freed."""
     now = snapshot.taken_at.timestamp()
     min_run = min_run_s or round_s
     in_problem = {j.id for j in built.problem.jobs}
@@ -245,7 +244,7 @@ def staying(snapshot: Snapshot, built: Any, round_boundary: bool, round_s: float
     for sj in snapshot.gpu_jobs():
         if not sj.running or not sj.gpu_type_running or sj.job_id not in in_problem:
             continue
-        if not round_boundary or not rq_eligible(sj, now, min_run, last_requeued):
+        if not rq_eligible(sj, now, min_run, last_requeued):
             out[sj.job_id] = sj.gpu_type_running
     return out
 
@@ -356,7 +355,7 @@ def _cycle(
                 else:
                     allocation = Allocation(policy=s.policy, x={}, status="empty")
                 with timer.phase("rounding"):
-                    held = staying(snapshot, built, round_boundary, s.round_s, s.min_run_s, last_requeued)
+                    held = staying(snapshot, built, s.round_s, s.min_run_s, last_requeued)
                     placement = place(built.problem, allocation, built.received, built.prev,
                                       built.prev_nodes, held)
             except (SolverError, ArithmeticError, ValueError) as exc:

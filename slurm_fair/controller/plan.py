@@ -301,20 +301,19 @@ def make_plan(
               for jp in sorted(jobs.values(), key=lambda jp: jp.rank)
               if jp.job_id in placed_types and sent_to(jp, placed_types[jp.job_id], settings)]
     requeue_for: dict[str, list[str]] = {}
-    if round_boundary:
-        victims: dict[str, list[SlurmJob]] = {}
-        for sj in eligible:
-            if placed_types.get(sj.job_id) != sj.gpu_type_running:  # never requeued to restart in place
-                victims.setdefault(sj.gpu_type_running or "", []).append(sj)
-        for k in victims:
-            victims[k].sort(key=lambda sj: (round(deficit.get(sj.job_id, 0.0), 9),
-                                            sj.start_time.timestamp() if sj.start_time else now, sj.job_id))
-        startable = [t for t in takers if t.job.reason not in rq.NOT_STARTABLE]
-        requeue_for = rq.make_room(free, startable, victims, _hosts(settings))
-        blocked = [t for t in takers if t.job.reason in rq.NOT_STARTABLE]
-        rq.make_room(free, blocked, {}, _hosts(settings))  # their GPUs are not idle for moves
-    else:
-        rq.make_room(free, takers, {}, _hosts(settings))
+    victims: dict[str, list[SlurmJob]] = {}
+    for sj in eligible:
+        if placed_types.get(sj.job_id) != sj.gpu_type_running:  # never requeued to restart in place
+            victims.setdefault(sj.gpu_type_running or "", []).append(sj)
+    for k in victims:
+        victims[k].sort(key=lambda sj: (round(deficit.get(sj.job_id, 0.0), 9),
+                                        sj.start_time.timestamp() if sj.start_time else now, sj.job_id))
+    # at a round boundary any job this round runs may take GPUs (time-sharing); between
+    # boundaries only a job that never ran (admission: a new job does not wait for the round)
+    startable = [t for t in takers if t.job.reason not in rq.NOT_STARTABLE
+                 and (round_boundary or pjobs[t.job.job_id].attained_s <= 0)]
+    requeue_for = rq.make_room(free, startable, victims, _hosts(settings))
+    rq.make_room(free, [t for t in takers if t not in startable], {}, _hosts(settings))  # not idle for moves
     movers = sorted((sj for sj in eligible if sj.job_id not in requeue_for),
                     key=lambda sj: (-pjobs[sj.job_id].attained_s, sj.job_id))
     moves = rq.move_up(free, movers, problem, settings.requeue_cost_s, settings.move_up_gain,

@@ -15,24 +15,26 @@ commas and backslashes::
     "generated_at": 1732190000,
     "expires_at": 1732190180,
     "cycle": "20261121T133200Z-1a2b",
-    "pin_gres": 0,
+    "pin_gres": "0",
     "spans/gpu": "k80 p100 v100",
     "partition/v100": "v100",
     "shapes/v100": "4x16x64000x2",
-    "types/physics/resnet-50-bs32": "v100 p100 k80",
-    "types/physics/*": "v100 p100 k80",
-    "types/*/recommendation-bs1024": "p100 k80",
-    "types/*/*": "v100 p100 k80"
+    "tier/v100": "3",
+    "speeds/resnet-50-bs32": "k80=0.1588 p100=0.6277 v100=1",
+    "speeds/*": "k80=1 p100=1 v100=1",
+    "room/physics": "v100 p100",
+    "room/*": "k80"
     }
 
 * ``spans/<P>``: a partition of several GPU types and its types: only jobs submitted to such
   partitions (all of them; the default partition when none is named) are changed;
-* ``partition/<type>``: the single-type partition a job of that type is sent to;
+* ``partition/<type>``: the single-type partition a job of that type is sent to, ``tier/<type>``
+  its ``PriorityTier`` (Slurm tries a job's partitions highest tier first);
 * ``shapes/<type>``: that partition's schedulable nodes, ``GPUSxCPUSxMEM_MBxCOUNT`` per distinct
   node size, so the plugin only lists partitions some node of which can hold the job (GPUs per
   node, node count, CPUs, memory): Slurm refuses a job none of whose partitions can;
-* ``types/<A>/<C>`` (tenant ``A``, class ``C`` from ``fair:class=C``, else ``*``; lookup
-  ``A/C``, ``A/*``, ``*/C``, ``*/*``): the types in order of preference (:func:`prefer`);
+* ``speeds/<C>`` (class ``C`` from ``fair:class=C``, else ``speeds/*``: flat): ``n_jk`` per type;
+* ``room/<A>`` (else ``room/*``): the types where tenant ``A`` has room (below);
 * ``pin_gres``: 1 when the controller may also type the request itself (a Slurm that can undo
   it, ``[controller].pin_gres_type``): the plugin then types it to the first type instead.
 
@@ -40,18 +42,23 @@ commas and backslashes::
 ``now > expires_at`` (the controller stopped: a stale plan is worse than none) or the file is
 missing. A Lua line pattern that reads it: ``'^"([^"]+)": "?([^",]*)"?,?$'``.
 
-Which types, in which order (:func:`prefer`): the types where the job's class runs (``T > 0``),
-those the tenant still has room for under its limits first (limit minus the GPUs its running
-and pending jobs hold there; for ``*/...`` the free GPUs), fastest for the class first. Slurm
-tries a job's partitions by ``PriorityTier`` (the testbed and the deployment templates rank
-them by speed), not in the order given, so a type is dropped when Slurm could try it before a
-listed type more than :data:`SLOWER` faster for this class: a job never starts more than 10 %
-slower than the best type it was offered.
+The plugin's choice is :func:`prefer` (the Lua mirrors it; a test runs both on the same random
+inputs), over the types of the asked partitions whose nodes can hold the job and where its
+class runs: if the tenant has room somewhere (the larger of its limit and its fair share,
+minus the GPUs its running and pending jobs hold there; ``room/*``: types with free GPUs), only
+those types, and of them only the ones within :data:`SLOWER` of the best; else every type (a
+free GPU is better than none). A tenant below its fair share of the fast GPUs is thus sent there
+even while other tenants hold them (the controller makes room for a new job at its next cycle)
+rather than started at once on a type twice as slow. Fastest first; and since Slurm tries the
+partitions by tier, not in the order given, a type is dropped when Slurm could try it before a
+listed type more than 10 % faster: a job never starts more than 10 % slower than the best type
+it was offered.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -71,9 +78,16 @@ _SAFE = re.compile(r"^[A-Za-z0-9._+*/-]+$")
 
 def prefer(types: Sequence[str], speed: Mapping[str, float], room: Mapping[str, float] | None,
            tiers: Mapping[str, int]) -> list[str]:
-    """The types to offer a job, best first (module docstring)."""
+    """The types to offer a job, best first (module docstring): the rule ``job_submit.lua``
+    applies to the plan, written here once as the reference it is tested against. ``types``: the
+    ones the job may get and whose nodes can hold it; ``room[k] > 0``: the tenant has room."""
     runnable = [k for k in types if speed.get(k, 0.0) > 0]
-    roomy = [k for k in runnable if room is None or room.get(k, 0) > 0] or runnable
+    roomy = [k for k in runnable if room is None or room.get(k, 0) > 0]
+    if roomy:  # entitled somewhere: only types close to the best of those (wait for it rather
+        best = max(speed[k] for k in roomy)  # than start at once on a much slower type)
+        roomy = [k for k in roomy if speed[k] >= SLOWER * best]
+    else:  # over its share everywhere: any free GPU will do (work-conserving)
+        roomy = runnable
     out: list[str] = []
     for k in sorted(roomy, key=lambda k: (-speed[k], -tiers.get(k, 0), k)):
         if any(tiers.get(k, 0) >= tiers.get(u, 0) and speed[k] < SLOWER * speed[u] for u in out):
@@ -98,12 +112,6 @@ def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable, pin_gres: bo
     capacity = snapshot.capacity()
     ptypes = partition_types(snapshot.nodes)
     steer_to = type_partitions(snapshot.nodes)
-    tiers: dict[str, int] = {}
-    for n in snapshot.nodes:
-        for k in n.gpus_total:
-            part = steer_to.get(k)
-            if part is not None and part in n.tiers:
-                tiers[k] = max(tiers.get(k, 0), int(n.tiers[part]))
     free = dict(capacity)
     for node in snapshot.nodes:
         if node.schedulable:
@@ -111,8 +119,10 @@ def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable, pin_gres: bo
                 free[k] = free.get(k, 0) - int(n)
     used: dict[str, dict[str, int]] = {}
     for j in snapshot.gpu_jobs():
-        # a pending job counts on the type it will get: its typed request or its partition's
-        k = j.gpu_type_running if j.running else current_type(j, ptypes)
+        # a pending job counts on the type it will get: the one this plan sends it to, else its
+        # typed request or its partition's
+        planned = plan.jobs[j.job_id].planned_type if j.job_id in plan.jobs else None
+        k = j.gpu_type_running if j.running else (planned or current_type(j, ptypes))
         if k and j.gpu_request is not None:
             used.setdefault(j.account, {})
             used[j.account][k] = used[j.account].get(k, 0) + j.gpu_request.total
@@ -126,28 +136,35 @@ def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable, pin_gres: bo
         part = steer_to.get(k)
         if part and _SAFE.match(part) and _SAFE.match(k):
             out[f"partition/{k}"] = part
+            out[f"tier/{k}"] = str(partition_tier(snapshot.nodes, part))
             shapes = _shapes(snapshot.nodes, part, k)
             if shapes:
                 out[f"shapes/{k}"] = shapes
-    flat = {k: 1.0 for k in types}
-    rows = {c: row for c, row in table.rows.items() if _SAFE.match(c)}
-    free_room = {k: float(max(free.get(k, 0), 0)) for k in types}
-
-    def put(key: str, order: list[str]) -> None:
-        if order:
-            out[key] = " ".join(order)
-
-    put("types/*/*", prefer(types, flat, free_room, tiers))
-    for c, row in rows.items():
-        put(f"types/*/{c}", prefer(types, row, free_room, tiers))
+    out["speeds/*"] = _speeds({k: 1.0 for k in types})
+    for c, row in table.rows.items():
+        if _SAFE.match(c):
+            out[f"speeds/{c}"] = _speeds({k: row.get(k, 0.0) for k in types})
+    out["room/*"] = " ".join(k for k in types if free.get(k, 0) > 0)
     for t, tp in plan.tenants.items():
         if not _SAFE.match(t):
             continue
-        room = {k: float(tp.limits.get(gres_key(k), 0) - used.get(t, {}).get(k, 0)) for k in types}
-        put(f"types/{t}/*", prefer(types, flat, room, tiers))
-        for c, row in rows.items():
-            put(f"types/{t}/{c}", prefer(types, row, room, tiers))
-    return out
+        # the larger of its limit and its fair share: a tenant below its share is offered the
+        # type even when others hold it now (its limits only follow its current allocation)
+        room = {k: max(tp.limits.get(gres_key(k), 0), math.ceil(tp.fair_share.get(k, 0.0) - 1e-6))
+                - used.get(t, {}).get(k, 0) for k in types}
+        out[f"room/{t}"] = " ".join(k for k in types if room[k] > 0)
+    return {k: v for k, v in out.items() if v != ""}
+
+
+def _speeds(tput: Mapping[str, float]) -> str:
+    """``k=n_k`` of the types a class runs on (normalised by its best, 4 significant digits)."""
+    best = max(tput.values(), default=0.0)
+    return " ".join(f"{k}={v / best:.4g}" for k, v in sorted(tput.items()) if v > 0 and best > 0)
+
+
+def partition_tier(nodes: Sequence[Node], partition: str) -> int:
+    """The ``PriorityTier`` of ``partition`` (as its nodes report it; 0 when unknown)."""
+    return max((int(n.tiers[partition]) for n in nodes if partition in n.tiers), default=0)
 
 
 def render(entries: Mapping[str, str], generated_at: float, valid_s: float, cycle_id: str) -> str:

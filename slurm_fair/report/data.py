@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..gangs import can_hold
 from ..model import AccountingRecord, SlurmJob, frozen_map
 from ..slurm.port import SlurmPort
 from .window import Window
@@ -201,13 +202,32 @@ def tenant_weights(tenants: list[str], shares: Mapping[str, float], config: Any)
     return out
 
 
-def installed_capacity(port: SlurmPort) -> dict[str, int]:
-    """GPUs per type over every node the port lists (see docs/reports.md: capacity)."""
+def installed_capacity(port: SlurmPort) -> tuple[dict[str, int], dict[str, list[int]]]:
+    """GPUs per type over every node the port lists (see docs/reports.md: capacity), and the
+    GPUs of each node per type (what a gang can be held by)."""
     cap: dict[str, int] = {}
+    sizes: dict[str, list[int]] = {}
     for node in port.nodes():
         for k, n in node.gpus_total.items():
             cap[k] = cap.get(k, 0) + int(n)
-    return cap
+            sizes.setdefault(k, []).append(int(n))
+    return cap, sizes
+
+
+def gang_feasible(speeds: dict[str, JobSpeed], records: list[AccountingRecord],
+                  node_sizes: Mapping[str, list[int]]) -> dict[str, JobSpeed]:
+    """``n_jk = 0`` where no node of type ``k`` could hold the job's gang as it ran (sacct's
+    GPUs and NNodes): the window's equal share must not count time an 8-GPU single-node job
+    could never have had on 4-GPU nodes (the problem's rule, :func:`slurm_fair.gangs.can_hold`)."""
+    out = dict(speeds)
+    for rec in records:
+        sp = out.get(rec.job_id)
+        if sp is None or not node_sizes:
+            continue
+        n = {k: (v if k not in node_sizes or can_hold(rec.shape, node_sizes[k]) else 0.0) for k, v in sp.n.items()}
+        if n != dict(sp.n):
+            out[rec.job_id] = JobSpeed(n, sp.source, sp.klass)
+    return out
 
 
 def load(port: SlurmPort, config: Any, window: Window, store_path: Path | None = None,
@@ -222,7 +242,7 @@ def load(port: SlurmPort, config: Any, window: Window, store_path: Path | None =
     now = now or datetime.now().replace(microsecond=0)
     notes: list[str] = []
     records = [r for r in port.accounting(window.since, window.until) if r.gpus > 0]
-    capacity = installed_capacity(port)
+    capacity, node_sizes = installed_capacity(port)
     try:
         shares = {a.name: a.shares for a in port.accounts()}
     except Exception as exc:  # noqa: BLE001 - weights fall back to 1; say so
@@ -238,6 +258,7 @@ def load(port: SlurmPort, config: Any, window: Window, store_path: Path | None =
     types = sorted(set(capacity) | {r.gpu_type or UNTYPED for r in records})
     warnings: set[str] = set()
     speeds, table_source = job_speeds(records, types, config, store, warnings)
+    speeds = gang_feasible(speeds, records, node_sizes)
     notes += sorted(warnings)
     weights = tenant_weights(sorted({r.account for r in records}), shares, config)
     return ReportInputs(

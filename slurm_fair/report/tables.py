@@ -100,10 +100,16 @@ def _overlap_s(start: pd.Series, end: pd.Series, w: Window) -> pd.Series:
 
 
 def jobs_frame(inputs: ReportInputs) -> pd.DataFrame:
-    """One row per accounting record with its window figures (docs/reports.md: jobs)."""
+    """One row per accounting record with its window figures (docs/reports.md: jobs).
+
+    A job requeued (time-sharing) has one record per run (``sacct -D``): each run counts its own
+    GPU-hours and its own active time (Slurm resets Submit at a requeue, so the runs' active
+    times follow each other); ``first_submit``/``first_start`` and ``final`` tie the runs of one
+    job together for its waiting time, JCT and finish-time fairness."""
     w = inputs.window
     cols = ["job_id", "tenant", "user", "state", "gpu_type", "gpus", "submit", "start", "end",
-            "elapsed_s", "run_s", "active_s", "gpu_hours", "n", "nt_hours", "speed_source", "class"]
+            "elapsed_s", "run_s", "active_s", "gpu_hours", "n", "nt_hours", "speed_source", "class",
+            "first_submit", "first_start", "final"]
     if not inputs.records:
         return pd.DataFrame(columns=cols)
     stop = min(pd.Timestamp(w.until), pd.Timestamp(inputs.now))
@@ -133,6 +139,14 @@ def jobs_frame(inputs: ReportInputs) -> pd.DataFrame:
     df["active_s"] = np.maximum(_overlap_s(df["submit"].fillna(df["start"]), end_eff, w), df["run_s"])
     df["gpu_hours"] = df["gpus"] * df["run_s"] / 3600.0
     df["nt_hours"] = df["gpu_hours"] * df["n"]
+    by_job = df.groupby("job_id")
+    df["first_submit"] = by_job["submit"].transform("min")
+    df["first_start"] = by_job["start"].transform("min")
+    # the final run: the one still running, else the one that ended last
+    running = df["end"].isna()
+    still = running.groupby(df["job_id"]).transform("any")
+    latest = df["end"].eq(by_job["end"].transform("max"))
+    df["final"] = np.where(still, running, latest) & ~df.duplicated(["job_id", "end"], keep="last")
     return df[cols]
 
 
@@ -240,11 +254,15 @@ def fairness_frames(
 
 
 def ftf_frame(jobs: pd.DataFrame, inputs: ReportInputs, missing: list[NotComputed]) -> pd.DataFrame:
-    """Wait, JCT and ``rho`` of each completed job; ``JCT_iso`` as in docs/reports.md."""
+    """Wait, JCT and ``rho`` of each completed job, on its final run's row (earlier runs of a
+    requeued job: NaN); ``JCT_iso`` as in docs/reports.md. A job's wait is from its first
+    submission to its first start, its JCT from its first submission to its end, its work the
+    elapsed time of all its runs."""
     df = jobs.copy()
-    df["wait_s"] = (df["start"] - df["submit"]).dt.total_seconds()
-    df["jct_s"] = (df["end"] - df["submit"]).dt.total_seconds()
-    done = df["state"].eq("COMPLETED") & df["end"].notna() & df["start"].notna() & df["submit"].notna()
+    df["wait_s"] = np.where(df["final"], (df["first_start"] - df["first_submit"]).dt.total_seconds(), np.nan)
+    df["jct_s"] = (df["end"] - df["first_submit"]).dt.total_seconds()
+    done = (df["final"] & df["state"].eq("COMPLETED") & df["end"].notna() & df["start"].notna()
+            & df["first_submit"].notna())
     df.loc[~done, "jct_s"] = np.nan
     df["jct_iso_s"] = np.nan
     df["ftf_rho"] = np.nan
@@ -257,7 +275,8 @@ def ftf_frame(jobs: pd.DataFrame, inputs: ReportInputs, missing: list[NotCompute
     types = sorted(inputs.capacity)
     stop = pd.Timestamp(inputs.now)
     end_eff = df["end"].fillna(stop).to_numpy(dtype="datetime64[ns]")
-    submit = df["submit"].fillna(df["start"]).to_numpy(dtype="datetime64[ns]")
+    submit = df["first_submit"].fillna(df["first_start"]).to_numpy(dtype="datetime64[ns]")
+    final = df["final"].to_numpy()
     # Job objects built once; each completed job's problem is the subset active at its submit
     all_jobs = [
         Job(r.job_id, r.tenant, int(r.gpus), _speed(inputs, r.job_id, r.gpu_type, types))
@@ -266,11 +285,12 @@ def ftf_frame(jobs: pd.DataFrame, inputs: ReportInputs, missing: list[NotCompute
     weights = dict(inputs.weights)
     iso = np.full(len(df), np.nan)
     rho = np.full(len(df), np.nan)
-    work = (df["elapsed_s"] * df["n"]).to_numpy()  # seconds on its fastest type
+    # seconds on its fastest type, over all its runs
+    work = (df["elapsed_s"] * df["n"]).groupby(df["job_id"]).transform("sum").to_numpy()
     jct = df["jct_s"].to_numpy()
     for i in np.flatnonzero(done.to_numpy()):
         t = submit[i]
-        active = np.flatnonzero((submit <= t) & (end_eff > t))
+        active = np.flatnonzero(final & (submit <= t) & (end_eff > t))
         problem = Problem(gpu_types=inputs.capacity, tenants=weights, jobs=tuple(all_jobs[a] for a in active))
         share = fairness.isolated_time_shares(problem).get(all_jobs[i].id, {})
         n = all_jobs[i].throughput
@@ -301,7 +321,7 @@ def tenant_frame(jobs: pd.DataFrame, si: pd.DataFrame, tt: pd.DataFrame, inputs:
     g = jobs.groupby("tenant")
     df = pd.DataFrame({
         "gpu_hours": g["gpu_hours"].sum(),
-        "jobs": g.size(),
+        "jobs": g["job_id"].nunique(),
         "completed": g["jct_s"].count(),
         "wait_mean_s": g["wait_s"].mean(),
         "wait_max_s": g["wait_s"].max(),

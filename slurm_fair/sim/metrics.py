@@ -43,10 +43,22 @@ class JobRecord:
     throughput: Mapping[str, float] = field(default_factory=dict)
     #: GPU-seconds per type actually used (default: gpus * run time on gpu_type)
     gpu_seconds: Mapping[str, float] = field(default_factory=dict)
+    #: the runs of a job that was stopped and restarted: ``(start, end, gpu_type)`` each (empty:
+    #: one run from ``start_s`` to ``end_s`` on ``gpu_type``)
+    runs: tuple[tuple[float, float, str], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "throughput", frozen_map(self.throughput))
         object.__setattr__(self, "gpu_seconds", frozen_map(self.gpu_seconds))
+        object.__setattr__(self, "runs", tuple(self.runs))
+
+    def running_at(self, t: float) -> str | None:
+        """The GPU type it runs on at time ``t`` (None: not running then)."""
+        if self.runs:
+            return next((k for a, b, k in self.runs if a <= t < b), None)
+        if self.start_s is None or self.start_s > t or (self.end_s is not None and self.end_s <= t):
+            return None
+        return self.gpu_type
 
     @property
     def finished(self) -> bool:
@@ -222,8 +234,9 @@ def round_metrics(samples: Sequence[RoundSample]) -> dict[str, float | int | Non
 
 def samples_from_records(records: Sequence[JobRecord], capacity: Mapping[str, int], round_s: float = 360.0) -> list[RoundSample]:
     """Round samples from job records alone (real clusters): a job counts as busy in a round when
-    it runs at the round's midpoint; its effective throughput is ``n_jk`` of its type when the
-    throughputs are known, else 1. Fragmentation and fairness checks are not derivable here."""
+    it runs at the round's midpoint (in one of its runs, for a job that was requeued); its
+    effective throughput is ``n_jk`` of its type when the throughputs are known, else 1.
+    Fragmentation and fairness checks are not derivable here."""
     starts = [r.start_s for r in records if r.start_s is not None]
     ends = [r.end_s for r in records if r.end_s is not None]
     if not starts or not ends:
@@ -237,12 +250,13 @@ def samples_from_records(records: Sequence[JobRecord], capacity: Mapping[str, in
         eff = 0.0
         tenants: dict[str, int] = {}
         for r in records:
-            if r.start_s is None or r.start_s > mid or (r.end_s is not None and r.end_s <= mid) or not r.gpu_type:
+            k = r.running_at(mid)
+            if not k:
                 continue
-            busy[r.gpu_type] = busy.get(r.gpu_type, 0) + r.gpus
+            busy[k] = busy.get(k, 0) + r.gpus
             tenants[r.tenant] = tenants.get(r.tenant, 0) + r.gpus
             best = max(r.throughput.values(), default=0.0)
-            eff += r.throughput.get(r.gpu_type, 0.0) / best if best > 0 else 1.0
+            eff += r.throughput.get(k, 0.0) / best if best > 0 else 1.0
         samples.append(RoundSample(t0 + i * round_s, round_s, capacity, busy, effective_throughput=eff, tenant_gpus=tenants))
     return samples
 

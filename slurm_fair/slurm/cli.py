@@ -160,8 +160,9 @@ class SlurmCli:
 
     def accounting(self, since: datetime, until: datetime | None = None) -> list[AccountingRecord]:
         fs = self._separator()
+        # -D: every run of a requeued job (its own start, end and GPUs), not only the last
         argv = [
-            "sacct", "-a", "-X", "-n", "-P", f"--delimiter={fs}",
+            "sacct", "-a", "-X", "-D", "-n", "-P", f"--delimiter={fs}",
             "-S", since.strftime("%Y-%m-%dT%H:%M:%S"),
             "-E", (until or datetime.now()).strftime("%Y-%m-%dT%H:%M:%S"),
             "-o", ",".join(parse.SACCT_FIELDS),

@@ -223,7 +223,11 @@ class FakeSlurm:
         job = self.job(job_id)
         if not job.running:
             raise JobGone(f"job {job_id} is not running ({job.state})")
-        self._put(job, state="PENDING", reason="BeginTime", nodes=(), start_time=None, gpu_type_running=None)
+        now = self.now or datetime.now()
+        self._record(job, "REQUEUED", now)  # Slurm keeps the run in accounting (sacct -D)
+        # and resets Submit (the next run's record starts there)
+        self._put(job, state="PENDING", reason="BeginTime", nodes=(), start_time=None, gpu_type_running=None,
+                  submit_time=now)
 
     def update_job(self, job_id: str, fields: Mapping[str, str]) -> None:
         self.calls.append(("update_job", (job_id, dict(fields))))
@@ -346,14 +350,20 @@ class FakeSlurm:
         job = self._jobs.pop(str(job_id), None)
         if job is None or job.start_time is None or job.gpu_request is None:
             return
-        end = end or self.now or datetime.now()
+        self._record(job, "COMPLETED", end or self.now or datetime.now())
+
+    def _record(self, job: SlurmJob, state: str, end: datetime) -> None:
+        """One run of a job into accounting, as sacct -D shows it."""
+        if job.start_time is None or job.gpu_request is None:
+            return
         self._accounting.append(
             AccountingRecord(
-                job_id=job.job_id, account=job.account, user=job.user, state="COMPLETED",
+                job_id=job.job_id, account=job.account, user=job.user, state=state,
                 gpu_type=job.gpu_type_running, gpus=job.gpu_request.total,
                 submit_time=job.submit_time, start_time=job.start_time, end_time=end,
                 elapsed_s=max(0.0, (end - job.start_time).total_seconds()),
                 partition=job.partition, name=job.name, comment=job.comment,
+                nodes=max(1, len(job.nodes)),
             )
         )
 

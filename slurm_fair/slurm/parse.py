@@ -399,6 +399,7 @@ SACCT_FIELDS: tuple[str, ...] = (
     "Submit",
     "Start",
     "End",
+    "NNodes",
     "JobName",
     "Comment",
 )
@@ -553,7 +554,7 @@ def parse_sinfo(text: str, fs: str) -> list[Node]:
 def parse_sacct(text: str, fs: str) -> list[AccountingRecord]:
     out = []
     for f in split_records(text, fs, len(SACCT_FIELDS)):
-        job_id, account, user, state, partition, alloc, elapsed, submit, start, end, name, comment = f
+        job_id, account, user, state, partition, alloc, elapsed, submit, start, end, nnodes, name, comment = f
         gpus, gpu_type = gpus_in_tres_map(parse_tres_map(alloc))
         out.append(
             AccountingRecord(
@@ -570,6 +571,7 @@ def parse_sacct(text: str, fs: str) -> list[AccountingRecord]:
                 partition=partition.strip(),
                 name=name,
                 comment=comment,
+                nodes=max(1, parse_int(nnodes, 1)),
             )
         )
     return out

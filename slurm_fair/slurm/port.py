@@ -34,7 +34,9 @@ class SlurmPort(Protocol):
     def qos(self) -> list[Qos]: ...
 
     def accounting(self, since: datetime, until: datetime | None = None) -> list[AccountingRecord]:
-        """Jobs that ran in ``[since, until)`` with their GPU type, count and elapsed time."""
+        """Jobs that ran in ``[since, until)`` with their GPU type, count and elapsed time: one
+        record per run, in the order they ran (a requeued job has several, all but the last in
+        state ``REQUEUED``, each with its own Submit, Start, End and GPUs)."""
         ...
 
     # --- write (pending jobs) -----------------------------------------------------------------

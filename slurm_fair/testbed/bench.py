@@ -411,13 +411,18 @@ def job_record(
     done = acct is not None and acct.state.upper().startswith("COMPLETED") and acct.end_time is not None
     end = to_trace(acct.end_time, t0, time_scale) if done else None
     gpu_seconds: dict[str, float] = {}
+    runs: list[tuple[float, float, str]] = []
     if len(segs) > 1:
         for k, s in ck.seconds_by_type().items():
             gpu_seconds[k] = s * time_scale * job.gpus
+        for seg in segs:
+            if seg.ended is not None:
+                runs.append((to_trace(seg.started, t0, time_scale), to_trace(seg.ended, t0, time_scale), seg.gpu_type))
     return JobRecord(
         job_id=job.trace_id, tenant=job.account, arrival_s=float(arrival or 0.0), start_s=start, end_s=end,
         gpu_type=(acct.gpu_type if acct and acct.gpu_type else (segs[-1].gpu_type if segs else None)),
         gpus=job.gpus, weight=job.weight, work=job.total_steps, throughput=job.tput, gpu_seconds=gpu_seconds,
+        runs=tuple(runs),
     )
 
 

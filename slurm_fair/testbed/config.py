@@ -52,7 +52,7 @@ SECTIONS: dict[str, dict[str, Key]] = {
         "max_job_count": Key((int,), 20000, "MaxJobCount (a 10,000-job benchmark fits)", _positive),
         "min_job_age_s": Key((int,), 30, "MinJobAge: how long finished jobs stay in squeue", _positive),
         "cred_expire_s": Key(
-            (int,), 10, "job credential lifetime (AuthInfo cred_expire); a requeued job waits this + 1 s",
+            (int,), 5, "job credential lifetime (AuthInfo cred_expire, >= 5); a requeued job waits this + 1 s",
             lambda v: None if v >= 5 else "must be >= 5",
         ),
     },
@@ -120,7 +120,7 @@ class TestbedConfig:
     stop_timeout_s: float
     max_job_count: int
     min_job_age_s: int
-    cred_expire_s: int = 10
+    cred_expire_s: int = 5
     job_submit_lua: bool = True
     job_submit_script: str = ""
     source: str = "<defaults>"

@@ -15,14 +15,15 @@ from slurm_fair.controller.steer import partition_types, type_partitions
 from .builders import T0, cluster, job, snapshot
 
 
-def problem_of(snap, tput=None):
+def problem_of(snap, tput=None, attained=None):
+    """The problem of a snapshot; ``attained[job]``: seconds it already ran (a requeued job)."""
     cap = snap.capacity()
     jobs = []
     for j in snap.gpu_jobs():
         t = (tput or {}).get(j.job_id, {k: 1.0 for k in cap})
         if j.running:
             t = {j.gpu_type_running: t[j.gpu_type_running]}
-        jobs.append(Job(j.job_id, j.account, j.gpu_request.total, t))
+        jobs.append(Job(j.job_id, j.account, j.gpu_request.total, t, attained_s=(attained or {}).get(j.job_id, 0.0)))
     return Problem(cap, {}, tuple(jobs))
 
 
@@ -115,7 +116,8 @@ def test_requeue_only_opted_in_jobs_at_round_boundaries():
     # a pending job the placement runs on v100 needs the GPU (v100 is full with the four)
     snap = snapshot(cluster(v100=4), jobs + [job("5", "b")])
     assert plan_for(snap, {}, {"5": "v100"}, boundary=True).requeue == ("1",)
-    assert plan_for(snap, {}, {"5": "v100"}, boundary=False).requeue == ()
+    # between boundaries only a job that never ran is let in (admission)
+    assert plan_for(snap, {}, {"5": "v100"}, boundary=False).requeue == ("1",)
     assert plan_for(snap, {}, {"1": "v100", "5": "v100"}, boundary=True).requeue == ()
     # nobody needs its GPU: it keeps running (work-conserving)
     assert plan_for(snap, {}, {}, boundary=True).requeue == ()

@@ -45,14 +45,14 @@ def test_plan_file_round_trip_and_line_format(tmp_path):
         lua[m.group(1)] = m.group(2)
     assert {k: str(v) for k, v in doc.items()} == lua
     assert doc["spans/gpu"] == "k80 v100" and doc["partition/v100"] == "v100" and doc["pin_gres"] == "0"
+    assert (doc["tier/v100"], doc["tier/k80"]) == ("3", "1")
     # one 4-GPU v100 node; two 4-GPU k80 nodes (32 CPUs, 64000 MB each)
     assert doc["shapes/v100"] == "4x32x64000x1" and doc["shapes/k80"] == "4x32x64000x2"
-    # alice's limits leave room on v100 only; resnet is much faster there
-    assert doc["types/alice/resnet"] == "v100"
-    # bob has room on k80 only: rec runs faster there anyway
-    assert doc["types/bob/rec"] == "k80"
-    # nobody's limits: the free GPUs decide; a3c is within 10 % on both, so both are offered
-    assert doc["types/*/a3c"] == "v100 k80"
+    assert doc["speeds/resnet"] == "k80=0.125 v100=1" and doc["speeds/*"] == "k80=1 v100=1"
+    # room: the larger of the limit and the fair share (half of each type), minus what is held:
+    # alice's 2-GPU job is on v100, bob's 1-GPU job on k80
+    assert doc["room/alice"] == "k80" and doc["room/bob"] == "k80 v100"
+    assert doc["room/*"] == "k80 v100"  # free GPUs
 
 
 def test_unsafe_names_are_left_out():
@@ -101,9 +101,12 @@ def test_property_slurm_never_starts_a_job_much_slower_than_an_offered_free_type
     assert set(offered) <= set(runnable)
     assert bool(offered) == bool(runnable)
     if offered:
-        roomy = [k for k in runnable if room is None or room[k] > 0] or runnable
-        assert speed[offered[0]] == max(speed[k] for k in roomy)  # the best type is always offered
-        assert set(offered) <= set(roomy)
+        roomy = [k for k in runnable if room is None or room[k] > 0]
+        pool = roomy or runnable
+        assert speed[offered[0]] == max(speed[k] for k in pool)  # the best type is always offered
+        assert set(offered) <= set(pool)
+        if roomy:  # entitled somewhere: nothing much slower than the best of those is offered
+            assert min(speed[k] for k in offered) >= planfile.SLOWER * speed[offered[0]] - 1e-12
     # whichever of the offered types are free, Slurm's pick is within 10 % of the best free one
     for r in range(1, len(offered) + 1):
         for free in itertools.combinations(offered, r):

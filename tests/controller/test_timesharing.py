@@ -32,8 +32,8 @@ def run(jid, account="a", on="k80", gpus=1, started=OLD, node=None, **kw):
                **{**PRE, **kw})
 
 
-def requeues(snap, placed, *, boundary=True, s=None, last=None, deficit=None, x=None):
-    prob = problem_of(snap)
+def requeues(snap, placed, *, boundary=True, s=None, last=None, deficit=None, x=None, attained=None):
+    prob = problem_of(snap, attained=attained)
     s = s or steering(snap)
     plan = make_plan(snap, prob, Allocation("test", x or {}), placed, deficit or {}, {}, {}, s, boundary,
                      None, last or {})
@@ -90,10 +90,14 @@ def test_not_requeued_when_the_taker_cannot_be_steered_to_the_type():
     assert plan.info["unsteered"] == {"P": "k80"} and plan.requeue == ()
 
 
-def test_requeue_only_at_round_boundaries():
+def test_between_round_boundaries_only_a_job_that_never_ran_is_let_in():
     snap = snapshot(cluster(v100=4, k80=4), K80_FULL + [job("P", "b")])
     placed = {"P": "k80", "B": "k80", "C": "k80", "D": "k80"}
-    assert requeues(snap, placed, boundary=False).requeue == ()
+    # P is new: admitted at once, it does not wait for the round
+    assert requeues(snap, placed, boundary=False).requeue == ("A",)
+    # P already ran (it was requeued earlier): time-sharing waits for the round boundary
+    assert requeues(snap, placed, boundary=False, attained={"P": 600.0}).requeue == ()
+    assert requeues(snap, placed, boundary=True, attained={"P": 600.0}).requeue == ("A",)
 
 
 @pytest.mark.parametrize("ran_s,last_requeued_ago,min_run_s,want", [

@@ -47,6 +47,15 @@ elseif case == "submit" then
     print(f .. "=" .. show(job[f]))
   end
   for _, l in ipairs(slurm.logged) do print("log=" .. l) end
+elseif case == "prefer" then
+  -- ARGS: "t1 t2 ..." "t=speed ..." "roomy types" "t=tier ..."; prints one line per case
+  local cands = slurm_fair.words(arg[3])
+  local speed = slurm_fair.speeds(arg[4])
+  local room = {}
+  for _, t in ipairs(slurm_fair.words(arg[5])) do room[t] = true end
+  local tier = {}
+  for t, v in string.gmatch(arg[6] or "", "([%w_]+)=(%d+)") do tier[t] = tonumber(v) end
+  print("offered=" .. table.concat(slurm_fair.prefer(cands, speed, room, tier), " "))
 elseif case == "submit_error" then
   -- a job_desc whose field access raises: the plugin must still return SUCCESS
   local job = setmetatable({}, { __index = function() error("boom") end })

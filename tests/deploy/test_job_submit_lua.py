@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from slurm_fair.config import validate as validate_config
 from slurm_fair.deploy import inventory
@@ -55,10 +56,12 @@ def one(out: dict[str, list[str]], key: str) -> str:
     return out[key][0]
 
 
-#: the shape of the testbed: one partition of three types, a partition per type, node sizes
+#: the shape of the testbed: one partition of three types, a partition per type (tiers by
+#: speed), node sizes, flat speeds and room everywhere unless a test says otherwise
 LAYOUT = {"spans/gpu": "k80 p100 v100", "partition/v100": "v100", "partition/p100": "p100",
-          "partition/k80": "k80", "shapes/v100": "4x16x64000x2", "shapes/p100": "4x16x64000x2",
-          "shapes/k80": "8x16x64000x1"}
+          "partition/k80": "k80", "tier/v100": "3", "tier/p100": "2", "tier/k80": "1",
+          "shapes/v100": "4x16x64000x2", "shapes/p100": "4x16x64000x2", "shapes/k80": "8x16x64000x1",
+          "speeds/*": "k80=1 p100=1 v100=1", "room/*": "k80 p100 v100"}
 
 
 def plan_text(generated: int, valid: int = 180, layout: bool = True, **entries: str) -> str:
@@ -124,25 +127,38 @@ def submit(script, now, **fields) -> dict[str, list[str]]:
     return lua(script[0], "submit", str(now), *(f"{k}={v}" for k, v in fields.items()))
 
 
-def test_submit_steers_by_account_class_then_wildcards(script):
+def test_submit_steers_by_class_speed_and_tenant_room(script):
     _, plan = script
-    plan.write_text(plan_text(NOW, **{"types/bio/*": "k80", "types/bio/resnet": "v100 p100",
-                                      "types/*/resnet": "p100 k80", "types/*/*": "v100 k80"}))
+    plan.write_text(plan_text(NOW, **{"speeds/resnet": "k80=0.16 p100=0.63 v100=1",
+                                      "speeds/rec": "k80=0.49 p100=1 v100=0.51",
+                                      "room/bio": "k80", "room/chem": "p100 v100"}))
+    # bio has room on k80 only: its job goes there (flat speeds: nothing is much slower)
     out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2")
     assert (one(out, "rc"), one(out, "partition"), one(out, "admin_comment")) == ("0", "k80", "slurm-fair:partition=gpu")
     assert one(out, "tres_per_node") == "gres:gpu:2" and one(out, "comment") == "nil"  # request untouched
-    out = submit(script, NOW, account="BIO", tres_per_job="gres:gpu:4", comment="fair:class=resnet")
-    assert one(out, "partition") == "v100,p100" and one(out, "tres_per_job") == "gres:gpu:4"
-    out = submit(script, NOW, default_account="chem", tres_per_task="gres:gpu:1", comment="fair:class=resnet")
-    assert one(out, "partition") == "p100,k80"
-    out = submit(script, NOW, account="chem", tres_per_socket="gres:gpu:1", partition="gpu")
-    assert one(out, "partition") == "v100,k80"
-    assert any("partitions v100,k80" in line for line in out["log"])
+    # chem has room on v100 and p100: resnet is 1.6x faster on v100, so v100 only
+    out = submit(script, NOW, account="CHEM", tres_per_job="gres:gpu:4", comment="fair:class=resnet")
+    assert one(out, "partition") == "v100" and one(out, "tres_per_job") == "gres:gpu:4"
+    # rec is fastest on p100, and v100 (tried first by Slurm, higher tier) is half as fast
+    out = submit(script, NOW, account="chem", tres_per_task="gres:gpu:1", comment="fair:class=rec")
+    assert one(out, "partition") == "p100"
+    # a tenant the plan does not know: room/* (the free GPUs, here everywhere), flat speeds
+    out = submit(script, NOW, default_account="other", tres_per_socket="gres:gpu:1", partition="gpu")
+    assert one(out, "partition") == "v100,p100,k80"
+    assert any("partitions v100,p100,k80" in line for line in out["log"])
+
+
+def test_no_room_anywhere_offers_every_type(script):
+    _, plan = script
+    plan.write_text(plan_text(NOW, **{"speeds/resnet": "k80=0.16 p100=0.63 v100=1", "room/bio": ""}))
+    # over its share everywhere: any free GPU will do, still never v100-then-much-slower by tier
+    out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:1", comment="fair:class=resnet")
+    assert one(out, "partition") == "v100,p100,k80"
 
 
 def test_only_partitions_that_can_hold_the_job(script):
     _, plan = script
-    plan.write_text(plan_text(NOW, **{"types/*/*": "v100 p100 k80"}))
+    plan.write_text(plan_text(NOW))
     # 8 GPUs on one node: only the k80 node has 8
     assert one(submit(script, NOW, account="a", tres_per_node="gres:gpu:8"), "partition") == "k80"
     # two nodes of 4: not k80 (one node)
@@ -161,11 +177,15 @@ def test_only_partitions_that_can_hold_the_job(script):
     assert one(out, "partition") == "v100,p100,k80"
     # 16 GPUs on a node: nowhere; untouched, Slurm decides
     assert one(submit(script, NOW, account="a", tres_per_node="gres:gpu:16"), "partition") == "nil"
+    # the best type cannot hold the gang: the best of those that can (an 8-GPU resnet gang on k80)
+    plan.write_text(plan_text(NOW, **{"speeds/resnet": "k80=0.16 p100=0.63 v100=1"}))
+    out = submit(script, NOW, account="a", tres_per_node="gres:gpu:8", comment="fair:class=resnet")
+    assert one(out, "partition") == "k80"
 
 
 def test_submit_leaves_untouched(script):
     _, plan = script
-    plan.write_text(plan_text(NOW, **{"types/*/*": "v100"}))
+    plan.write_text(plan_text(NOW))
     typed = submit(script, NOW, account="bio", tres_per_node="gres:gpu:k80:2", tres_per_job="gres:gpu:1")
     assert (one(typed, "tres_per_node"), one(typed, "partition"), one(typed, "comment")) == (
         "gres:gpu:k80:2", "nil", "nil")
@@ -179,10 +199,11 @@ def test_submit_leaves_untouched(script):
     assert one(mixed, "partition") == "gpu,debug"
     # no default partition known: untouched
     assert one(submit(script, NOW, account="bio", tres_per_node="gres:gpu:2", default_part="cpu"), "partition") == "nil"
-    plan.write_text(plan_text(NOW, **{"types/*/*": "v100;rm"}))  # invalid type: never used
+    plan.write_text(plan_text(NOW, **{"speeds/*": "v100;rm=1 k80=x"}))  # no valid speed: no type
     bad = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2")
     assert one(bad, "partition") == "nil"
-    plan.write_text(plan_text(NOW, **{"types/*/*": "v100", "partition/v100": "v100;rm"}))  # invalid partition
+    plan.write_text(plan_text(NOW, **{"partition/v100": "v100;rm", "partition/p100": "a b",
+                                      "partition/k80": ""}))  # invalid partitions: never used
     assert one(submit(script, NOW, account="bio", tres_per_node="gres:gpu:2"), "partition") == "nil"
     plan.write_text("not a plan at all\n")
     bad = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2")
@@ -191,7 +212,7 @@ def test_submit_leaves_untouched(script):
 
 def test_pin_gres_types_the_request_instead(script):
     _, plan = script
-    plan.write_text(plan_text(NOW, pin_gres="1", **{"types/bio/*": "k80 v100", "types/*/*": "v100"}))
+    plan.write_text(plan_text(NOW, pin_gres="1", **{"room/bio": "k80"}))
     out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2")
     assert (one(out, "tres_per_node"), one(out, "comment"), one(out, "partition")) == ("gres:gpu:k80:2", "fair:auto", "nil")
     out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2", comment="fair:auto")
@@ -200,7 +221,7 @@ def test_pin_gres_types_the_request_instead(script):
 
 def test_existing_admin_comment_is_kept(script):
     _, plan = script
-    plan.write_text(plan_text(NOW, **{"types/*/*": "v100"}))
+    plan.write_text(plan_text(NOW))
     out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:1", admin_comment="ticket-42")
     assert one(out, "admin_comment") == "ticket-42 slurm-fair:partition=gpu"
 
@@ -218,6 +239,27 @@ def test_real_time_plan_from_controller_renderer(script):
 
     _, plan = script
     now = int(time.time())
-    plan.write_text(planfile.render({**LAYOUT, "types/*/*": "k80", "types/bio/*": "v100 p100"}, now, 180, "cyc-1"))
+    plan.write_text(planfile.render({**LAYOUT, "room/bio": "v100 p100"}, now, 180, "cyc-1"))
     out = submit(script, now, account="bio", tres_per_node="gres:gpu:2")
     assert one(out, "partition") == "v100,p100"
+
+
+TYPES = ["a100", "v100", "p100", "k80"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    speed=st.fixed_dictionaries({k: st.sampled_from([0.0, 0.16, 0.5, 0.63, 0.9, 0.95, 1.0]) for k in TYPES}),
+    tiers=st.fixed_dictionaries({k: st.integers(0, 3) for k in TYPES}),
+    room=st.sets(st.sampled_from(TYPES)),
+)
+def test_lua_prefer_is_the_controllers_prefer(script, speed, tiers, room):
+    """The plugin's choice and planfile.prefer (whose Slurm property is tested with the
+    controller) give the same list for the same inputs."""
+    from slurm_fair.controller.planfile import prefer
+
+    cands = [k for k in sorted(TYPES) if speed[k] > 0]
+    out = lua(script[0], "prefer", " ".join(cands), " ".join(f"{k}={v}" for k, v in speed.items() if v > 0),
+              " ".join(sorted(room)), " ".join(f"{k}={v}" for k, v in tiers.items()))
+    want = prefer(cands, speed, {k: 1 for k in room}, tiers)
+    assert one(out, "offered").split() == want

@@ -129,8 +129,9 @@ def cluster():
 
 #: what the controller's plan file says about this cluster: one node of 4 GPUs per type
 LAYOUT = {"spans/gpu": "k80 p100 v100", **{f"partition/{t}": t for t in ("v100", "p100", "k80")},
-          **{f"shapes/{t}": "4x8x16000x1" for t in ("v100", "p100", "k80")}}
-PLAN = {"types/biology/*": "p100 k80", "types/biology/resnet": "v100 p100", "types/*/*": "k80"}
+          **{f"shapes/{t}": "4x8x16000x1" for t in ("v100", "p100", "k80")},
+          "tier/v100": "3", "tier/p100": "2", "tier/k80": "1", "speeds/*": "k80=1 p100=1 v100=1"}
+PLAN = {"room/biology": "p100 k80", "room/*": "k80", "speeds/resnet": "k80=0.16 p100=0.63 v100=1"}
 MARK = "slurm-fair:partition=gpu"
 
 
@@ -150,7 +151,8 @@ def test_fresh_plan_steers_a_gpus_request(cluster):
 def test_class_tag_and_other_account(cluster):
     cluster.write_plan(PLAN)
     tagged = cluster.submit("-A", "biology", "--gres=gpu:1", "--comment=fair:class=resnet")
-    assert tagged["Partition"] == "v100,p100" and tagged["Comment"] == "fair:class=resnet"
+    # biology has room on p100 and k80; resnet is 4x slower on k80: p100 only
+    assert tagged["Partition"] == "p100" and tagged["Comment"] == "fair:class=resnet"
     other = cluster.submit("-A", "physics", "--gres=gpu:3")
     assert other["Partition"] == "k80"
 
@@ -201,9 +203,9 @@ def test_malformed_plan_job_accepted_untouched(cluster, text):
 
 
 def test_hostile_plan_value_is_not_used(cluster):
-    cluster.write_plan({"types/biology/*": "p100:9 k80;x", "types/*/*": "v100"})
+    cluster.write_plan({"speeds/*": "v100=1 p100;x=1 k80=oops", "room/biology": "p100:9 k80;x"})
     job = cluster.submit("-A", "biology", "--gres=gpu:2")
-    assert job["Partition"] == "v100"  # the bad entry has no valid type: the next one is used
+    assert job["Partition"] == "v100"  # the only valid speed; no valid room: any type will do
 
 
 def test_billing_weights_charge_fast_gpus_more(cluster):

@@ -158,8 +158,26 @@ def test_previous_nodes_are_kept_exactly_not_recut() -> None:
     problem = Problem({"v": 8}, {}, [Job("a", "a", 4, {"v": 1.0})], nodes)
     pl = rounding.place(problem, Allocation("t", {"a": {"v": 1.0}}), {"a": {"v": 1.0}}, {"a": "v"}, {"a": split})
     assert dict(pl.node_gpus["a"]) == split
-    # c never ran: it goes first and takes v-1 whole; a moves onto v-2
+    # c never ran: it goes first and takes v-1 whole; a (allocated half the time) moves onto v-2
     busy = Problem({"v": 8}, {}, [Job("a", "a", 4, {"v": 1.0}), Job("c", "c", 4, {"v": 1.0})], nodes)
-    pl = rounding.place(busy, Allocation("t", {"a": {"v": 1.0}, "c": {"v": 1.0}}), {"a": {"v": 1.0}},
+    pl = rounding.place(busy, Allocation("t", {"a": {"v": 0.5}, "c": {"v": 1.0}}), {"a": {"v": 1.0}},
                         {"a": "v"}, {"a": split})
     assert dict(pl.node_gpus["c"]) == {"v-1": 4} and dict(pl.node_gpus["a"]) == {"v-2": 4}
+    # allocated the whole time on its type, a keeps its GPUs exactly; c takes what is left
+    pl = rounding.place(busy, Allocation("t", {"a": {"v": 1.0}, "c": {"v": 1.0}}), {"a": {"v": 1.0}},
+                        {"a": "v"}, {"a": split})
+    assert dict(pl.node_gpus["a"]) == split and sum(pl.node_gpus["c"].values()) == 4
+
+
+def test_a_job_allocated_full_time_on_its_type_is_not_displaced_by_a_higher_ratio() -> None:
+    """Gavel's ratio would run b (0.3 allocated, 0.2 received: 1.5) instead of a (1.0 / 1.0):
+    a's allocation can only be met by running every round, so it keeps its GPUs."""
+    nodes = (NodeCapacity("v-1", "v", 1),)
+    problem = Problem({"v": 1}, {}, [Job("a", "a", 1, {"v": 1.0}), Job("b", "b", 1, {"v": 1.0})], nodes)
+    alloc = Allocation("t", {"a": {"v": 1.0}, "b": {"v": 0.3}})
+    received = {"a": {"v": 1.0}, "b": {"v": 0.2}}
+    assert dict(rounding.place(problem, alloc, received, {"a": "v"}, {"a": {"v-1": 1}}).types) == {"a": "v"}
+    # the same ratios without the full-time allocation: Gavel's order, b runs
+    alloc = Allocation("t", {"a": {"v": 0.9}, "b": {"v": 0.3}})
+    received = {"a": {"v": 0.9}, "b": {"v": 0.2}}
+    assert dict(rounding.place(problem, alloc, received, {"a": "v"}, {"a": {"v-1": 1}}).types) == {"b": "v"}

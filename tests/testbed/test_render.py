@@ -48,7 +48,7 @@ def test_slurm_conf_declares_typed_gpus_per_node(rendered) -> None:
     assert conf["PriorityType"] == "priority/multifactor"
     assert conf["SelectType"] == "select/cons_tres"
     assert conf["SlurmdParameters"] == "config_overrides"
-    assert conf["AuthInfo"] == f"socket={layout.munge_socket},cred_expire=10"  # short requeue hold
+    assert conf["AuthInfo"] == f"socket={layout.munge_socket},cred_expire=5"  # short requeue hold
     assert conf["AccountingStoragePass"] == str(layout.munge_socket)
     assert "%n" in conf["SlurmdSpoolDir"] and "%n" in conf["SlurmdPidFile"]
     assert set(conf["AccountingStorageEnforce"].split(",")) >= {"associations", "limits", "qos"}
