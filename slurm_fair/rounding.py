@@ -6,7 +6,8 @@ over rounds. Following Gavel's round-based mechanism, a job's claim on type ``k`
 its *priority* ``x_jk / received_jk``: the share it was allocated divided by the share of past
 rounds it actually ran there (a job that never ran where it was allocated has the top priority).
 Jobs are placed greedily by that priority, so the jobs furthest behind their allocation go
-first; then leftover GPUs are filled with any job that can use them (work conservation).
+first; then leftover GPUs are filled with any job that can use them (work conservation), on a
+type not much slower than those it is allocated (else it would be moved there later).
 
 Who goes first among pairs that never ran where they are allocated (Gavel gives them all the
 top priority): the job that received the least service so far, on any type. Without that
@@ -49,6 +50,8 @@ from .model import Allocation, Job, Problem, frozen_map
 NEVER_RAN_PRIORITY = 1e9
 #: ``x_jk`` this close to 1 means "runs all the time on k"
 FULL_TIME_EPS = 1e-6
+#: leftover GPUs of a type at least this fraction as fast as a type a job is allocated on
+FILL_SLOWER = 0.9
 _EPS = 1e-9
 
 
@@ -234,14 +237,18 @@ def place(
 
     # work conservation: leftover GPUs go to waiting jobs that can use them, the most deprived
     # first (the least served among equals), each on its fastest type that still fits (its
-    # previous type when equally fast)
+    # previous type when equally fast), but not on a type much slower than one it is allocated
+    # time on: it would have to be stopped and restarted there later, which costs more than
+    # the little it does meanwhile (a job allocated nothing takes any free GPU)
     waiting = sorted(
         (j for j in problem.jobs if j.id not in types and j.best_throughput > 0),
         key=lambda j: (-_rounded(job_priority[j.id]), _rounded(service[j.id]), j.id),
     )
     for job in waiting:
+        allocated = [job.normalised(k) for k in problem.gpu_types if allocation.fraction(job.id, k) > _EPS]
+        floor = FILL_SLOWER * max(allocated) if allocated else 0.0
         options = sorted(
-            (k for k in problem.gpu_types if job.throughput.get(k, 0.0) > 0),
+            (k for k in problem.gpu_types if job.throughput.get(k, 0.0) > 0 and job.normalised(k) >= floor - _EPS),
             key=lambda k: (-job.normalised(k), 0 if prev.get(job.id) == k else 1, k),
         )
         for k in options:

@@ -226,7 +226,8 @@ def gang_feasible(speeds: dict[str, JobSpeed], records: list[AccountingRecord],
             continue
         n = {k: (v if k not in node_sizes or can_hold(rec.shape, node_sizes[k]) else 0.0) for k, v in sp.n.items()}
         if n != dict(sp.n):
-            out[rec.job_id] = JobSpeed(n, sp.source, sp.klass)
+            best = max(n.values(), default=0.0)  # n_jk is relative to the best type it can use
+            out[rec.job_id] = JobSpeed({k: v / best if best > 0 else 0.0 for k, v in n.items()}, sp.source, sp.klass)
     return out
 
 

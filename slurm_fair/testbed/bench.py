@@ -579,12 +579,14 @@ class Bench:
         return left
 
     def _accounting(self, since: datetime, ids: set[str], wait_s: float = 60.0) -> dict[str, AccountingRecord]:
-        """sacct records of ``ids``, waiting until slurmdbd has every end time."""
+        """The last run's sacct record of each of ``ids``, waiting until slurmdbd has every end
+        time (earlier runs of a requeued job come from the emulator's checkpoint segments)."""
         from ..slurm.cli import SlurmCli
 
         port = SlurmCli(env=dict(self.tb.env), cluster=self.tb.config.cluster_name)
         deadline = self.clock() + wait_s
         while True:
+            # one record per run (sacct -D) in the order they ran: keep each job's last run
             recs = {r.job_id: r for r in port.accounting(since) if r.job_id in ids}
             complete = set(recs) >= ids and all(r.end_time is not None for r in recs.values())
             if complete or self.clock() > deadline:
@@ -752,7 +754,8 @@ class Bench:
                 "trace": str(spec.trace), "policy": spec.policy or "none", "time_scale": spec.time_scale,
                 "round_s": spec.round_s, "interval_real_s": spec.interval_real_s if spec.policy else None,
                 "tenant_map": mapping, "weights": weights, "cluster": self.tb.config.cluster_name,
-                "capacity": self.capacity, "started_at": datetime.fromtimestamp(t0).isoformat(),
+                "capacity": self.capacity, "node_layout": node_layout(self.node_gpus.values()),
+                "started_at": datetime.fromtimestamp(t0).isoformat(),
                 "timed_out": timed_out, "run_dir": str(spec.run_dir),
                 "requeue_hold_real_s": self.tb.config.cred_expire_s + 1,
                 "controller": ({**cycles_info, "exit_code": cleanup.controller_exit_code, "revert": cleanup.revert}
@@ -850,6 +853,15 @@ def _killpg(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def node_layout(nodes: Sequence[tuple[str, int]]) -> dict[str, str]:
+    """``{type: "2x4+1x8"}``: nodes x GPUs per node of each type (the simulator's --cluster form)."""
+    count: dict[str, dict[int, int]] = {}
+    for k, g in nodes:
+        count.setdefault(k, {})
+        count[k][g] = count[k].get(g, 0) + 1
+    return {k: "+".join(f"{n}x{g}" for g, n in sorted(sizes.items())) for k, sizes in count.items()}
 
 
 def _default_timeout(jobs: Sequence[BenchJob], time_scale: float) -> float:

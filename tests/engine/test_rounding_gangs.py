@@ -181,3 +181,16 @@ def test_a_job_allocated_full_time_on_its_type_is_not_displaced_by_a_higher_rati
     alloc = Allocation("t", {"a": {"v": 0.9}, "b": {"v": 0.3}})
     received = {"a": {"v": 0.9}, "b": {"v": 0.2}}
     assert dict(rounding.place(problem, alloc, received, {"a": "v"}, {"a": {"v-1": 1}}).types) == {"b": "v"}
+
+
+def test_leftovers_go_only_to_jobs_not_allocated_a_much_faster_type() -> None:
+    """v100 is full (b runs there full time); a is allocated v100, k80 runs it at 20 %: it
+    waits for v100 rather than start on k80 and be moved later; c, allocated nothing, fills k80,
+    and d, allocated p100 that is as good as v100 for it, fills the free p100."""
+    nodes = (NodeCapacity("v-1", "v100", 1), NodeCapacity("k-1", "k80", 1), NodeCapacity("p-1", "p100", 1))
+    jobs = [Job("a", "t", 1, {"v100": 1.0, "k80": 0.2}), Job("b", "t", 1, {"v100": 1.0}),
+            Job("c", "t", 1, {"v100": 1.0, "k80": 0.2}), Job("d", "t", 1, {"v100": 1.0, "p100": 0.95})]
+    problem = Problem({"v100": 1, "k80": 1, "p100": 1}, {}, jobs, nodes)
+    alloc = Allocation("t", {"a": {"v100": 0.5}, "b": {"v100": 1.0}, "d": {"v100": 0.2}})
+    pl = rounding.place(problem, alloc, {"a": {"v100": 0.5}, "b": {"v100": 1.0}}, {"b": "v100"}, {"b": {"v-1": 1}})
+    assert dict(pl.types) == {"b": "v100", "c": "k80", "d": "p100"}

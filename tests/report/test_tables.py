@@ -152,3 +152,38 @@ def test_tenant_filter_keeps_fairness_over_everyone():
     assert r.tenants["si_ratio"].iloc[0] == pytest.approx(0.8)
     assert r.envy.loc["bob", "alice"] == pytest.approx(10 / 12)
     assert set(r.jobs["tenant"]) == {"bob"}
+
+
+def test_a_requeued_job_counts_every_run_and_its_first_submission():
+    """b2 split in two runs, as sacct -D shows a job requeued at 06:00: run 1 05:00-06:00
+    (REQUEUED, submitted 04:00), run 2 06:30-07:30 (COMPLETED, Slurm reset Submit to 06:00)."""
+    inputs = tiny.inputs()
+    runs = (tiny.record("b2", "bob", "v100", 1, 4, 5, 6, state="REQUEUED"),
+            tiny.record("b2", "bob", "v100", 1, 6, 6.5, 7.5))
+    records = tuple(r for r in inputs.records if r.job_id != "b2") + runs
+    r = tables.build(type(inputs)(**{**inputs.__dict__, "records": records}))
+    runs_of_b2 = r.jobs[r.jobs["job_id"] == "b2"]
+    assert len(runs_of_b2) == 2 and runs_of_b2["gpu_hours"].sum() == pytest.approx(2.0)
+    assert tenant(r, "bob", "jobs") == 2  # jobs, not runs
+    final = runs_of_b2[runs_of_b2["final"]]
+    assert len(final) == 1
+    # from the first submission (04:00) to the end (07:30); waited from 04:00 to its first start
+    assert final["jct_s"].iloc[0] == pytest.approx(3.5 * 3600)
+    assert final["wait_s"].iloc[0] == pytest.approx(3600.0)
+    assert runs_of_b2[~runs_of_b2["final"]]["jct_s"].isna().all()
+    # active 04:00-06:00 and 06:00-07:30 follow each other: bob's demand is as before plus 0.5 h
+    assert tenant(r, "bob", "gpu_hours") == pytest.approx(22.0)
+
+
+def test_gang_infeasible_types_count_nothing_and_n_is_relative_to_what_it_can_use():
+    """An 8-GPU single-node job where only k80 nodes have 8 GPUs: its speeds on v100 are 0 and
+    k80 is its best type (n = 1), as in the controller's problem."""
+    from slurm_fair.model import AccountingRecord
+    from slurm_fair.report.data import JobSpeed, gang_feasible
+
+    rec = AccountingRecord("g", "bob", "root", "COMPLETED", "k80", 8, tiny.h(0), tiny.h(0), tiny.h(1), 3600.0, nodes=1)
+    out = gang_feasible({"g": JobSpeed({"v100": 1.0, "k80": 0.25}, "class-table")}, [rec], {"v100": [4, 4], "k80": [8]})
+    assert dict(out["g"].n) == {"v100": 0.0, "k80": 1.0}
+    two_nodes = AccountingRecord("h", "bob", "root", "COMPLETED", "v100", 8, tiny.h(0), tiny.h(0), tiny.h(1), 3600.0, nodes=2)
+    out = gang_feasible({"h": JobSpeed({"v100": 1.0, "k80": 0.25}, "class-table")}, [two_nodes], {"v100": [4, 4], "k80": [8]})
+    assert dict(out["h"].n) == {"v100": 1.0, "k80": 0.0}  # 4 per node: v100 holds it, one k80 node does not
