@@ -41,6 +41,8 @@ OK_CYCLE_STATUSES = frozenset({"ok", "dry-run"})
 
 #: number of time bins of the share-over-time series
 TIMELINE_BINS = 48
+#: the most slices the window's fairness LPs are summed over (more events: equal slices)
+MAX_SLICES = 256
 
 
 @dataclass(frozen=True)
@@ -183,15 +185,20 @@ def tenant_type_frame(jobs: pd.DataFrame, inputs: ReportInputs) -> pd.DataFrame:
 # --- fairness over the window ---------------------------------------------------------------
 
 
-def unit_classes(jobs: pd.DataFrame, inputs: ReportInputs, types: list[str]) -> dict[str, list[_Units]]:
-    """Each tenant's demand as 1-GPU unit classes (grouped by identical speed vectors)."""
+def unit_classes(jobs: pd.DataFrame, inputs: ReportInputs, types: list[str],
+                 demand_h: np.ndarray | None = None) -> dict[str, list[_Units]]:
+    """Each tenant's demand as 1-GPU unit classes (grouped by identical speed vectors); the
+    demand of a row is ``gpus x demand_h`` (default: its active hours in the window)."""
     out: dict[str, list[_Units]] = {}
     groups: dict[tuple, float] = {}
-    for row in jobs.itertuples(index=False):
+    hours = jobs["active_s"].to_numpy() / 3600.0 if demand_h is None else demand_h
+    for row, h in zip(jobs.itertuples(index=False), hours):
+        if h <= 0:
+            continue
         sp = inputs.speeds.get(row.job_id)
         n = {k: float(sp.n.get(k, 0.0)) for k in types} if sp else {row.gpu_type: 1.0}
         key = (row.tenant, tuple(round(n.get(k, 0.0), 12) for k in types))
-        groups[key] = groups.get(key, 0.0) + row.gpus * row.active_s / 3600.0
+        groups[key] = groups.get(key, 0.0) + row.gpus * h
     for i, ((tenant, vec), demand) in enumerate(groups.items()):
         n = {k: v for k, v in zip(types, vec) if v > 0}
         if demand > 0 and n:
@@ -199,39 +206,90 @@ def unit_classes(jobs: pd.DataFrame, inputs: ReportInputs, types: list[str]) -> 
     return out
 
 
+def _bin_edges(w: Window, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    edges = pd.date_range(w.since, w.until, periods=bins + 1)
+    return edges[:-1].to_numpy(dtype="datetime64[ns]"), edges[1:].to_numpy(dtype="datetime64[ns]")
+
+
+def _overlap_h(start: pd.Series, end: pd.Series, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Hours of every ``[start, end)`` (rows) inside every bin ``[lo, hi)`` (columns); 0 for NaT."""
+    s = start.to_numpy(dtype="datetime64[ns]")
+    e = end.to_numpy(dtype="datetime64[ns]")
+    a = np.maximum(s[:, None], lo[None, :])
+    b = np.minimum(e[:, None], hi[None, :])
+    ov = np.nan_to_num((b - a).astype("timedelta64[ns]").astype(float) / 3.6e12, nan=0.0)
+    return np.where((np.isnat(s) | np.isnat(e))[:, None], 0.0, np.clip(ov, 0.0, None))
+
+
+def _slices(jobs: pd.DataFrame, w: Window, stop: pd.Timestamp) -> tuple[np.ndarray, np.ndarray]:
+    """The window cut where any job is submitted, starts or ends (between two cuts who is
+    active and who runs does not change, so a slice's value is exact); equal slices instead
+    when there would be more than :data:`MAX_SLICES`."""
+    since, until = pd.Timestamp(w.since), pd.Timestamp(w.until)
+    times = pd.concat([jobs["submit"], jobs["start"], jobs["end"].fillna(stop)]).dropna()
+    cuts = sorted({since, until, *(t for t in times if since < t < until)})
+    if len(cuts) - 1 > MAX_SLICES:
+        return _bin_edges(w, MAX_SLICES)
+    edges = pd.DatetimeIndex(cuts).to_numpy(dtype="datetime64[ns]")
+    return edges[:-1], edges[1:]
+
+
 def fairness_frames(
-    jobs: pd.DataFrame, tt: pd.DataFrame, inputs: ReportInputs, missing: list[NotComputed]
+    jobs: pd.DataFrame, tt: pd.DataFrame, inputs: ReportInputs, missing: list[NotComputed],
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
-    """Per-tenant SI ratios, the envy matrix and the cluster efficiency ``E/E*``."""
+    """Per-tenant SI ratios, the envy matrix and the cluster efficiency ``E/E*``.
+
+    The equal share is a rate, not a budget: ``V_u`` is summed over slices of the window (cut
+    where any job arrives, starts or ends), each valued with the jobs active in that slice and
+    the share ``w_u / W_s`` of the tenants active then (docs/reports.md). Envy values another
+    tenant's GPU-hours slice by slice the same way."""
     tenants = sorted(jobs["tenant"].unique()) if not jobs.empty else []
     types = sorted(inputs.capacity)
     H = inputs.window.hours
     classes = unit_classes(jobs, inputs, types)
     utility = jobs.groupby("tenant")["nt_hours"].sum().to_dict() if tenants else {}
-    ent = entitled_shares(inputs, tenants)
+    equal_value = {u: 0.0 for u in tenants}
+    envy_value = {(u, v): 0.0 for u in tenants for v in tenants if u != v}
+    if tenants and types:
+        stop = min(pd.Timestamp(inputs.window.until), pd.Timestamp(inputs.now))
+        lo, hi = _slices(jobs, inputs.window, stop)
+        bin_h = (hi - lo).astype("timedelta64[ns]").astype(float) / 3.6e12
+        end_eff = jobs["end"].fillna(stop)
+        active = _overlap_h(jobs["submit"].fillna(jobs["start"]), end_eff, lo, hi)
+        ran = _overlap_h(jobs["start"], end_eff, lo, hi)
+        tenant_of = jobs["tenant"].to_numpy()
+        gpus = jobs["gpus"].to_numpy(dtype=float)
+        kind = jobs["gpu_type"].to_numpy()
+        for b in range(len(lo)):
+            per = unit_classes(jobs, inputs, types, active[:, b])
+            present = sorted(per)
+            total_w = sum(inputs.weights.get(t, 1.0) for t in present)
+            used = {v: {k: float((gpus * ran[:, b])[(tenant_of == v) & (kind == k)].sum()) for k in types}
+                    for v in tenants}
+            for u in present:
+                share = inputs.weights.get(u, 1.0) / total_w
+                equal_value[u] += fairness.best_use(per[u], {k: share * inputs.capacity[k] * bin_h[b] for k in types}).value
+                for v in tenants:
+                    if v == u or not any(used[v].values()):
+                        continue
+                    scale = inputs.weights.get(u, 1.0) / inputs.weights.get(v, 1.0)
+                    envy_value[(u, v)] += fairness.best_use(per[u], {k: scale * y for k, y in used[v].items()}).value
     rows = []
     for u in tenants:
-        share = {k: ent[u] * inputs.capacity[k] * H for k in types}
-        v = fairness.best_use(classes.get(u, []), share).value if classes.get(u) else 0.0
+        v = equal_value[u]
         ratio = utility.get(u, 0.0) / v if v > 0 else np.nan
         if v <= 0:
             missing.append(NotComputed(f"sharing-incentive ratio of {u}",
                                        "its equal share has no value to its jobs (no demand on any known GPU type)"))
         rows.append({"tenant": u, "nt_hours": utility.get(u, 0.0), "equal_share_value": v, "si_ratio": ratio})
     si = pd.DataFrame(rows, columns=["tenant", "nt_hours", "equal_share_value", "si_ratio"])
-    bundles = {u: tt[tt["tenant"] == u].set_index("gpu_type")["gpu_hours"].to_dict() for u in tenants}
     envy = pd.DataFrame(np.nan, index=pd.Index(tenants, name="tenant"), columns=pd.Index(tenants, name="of"))
     if len(tenants) < 2:
         missing.append(NotComputed("envy matrix", "fewer than two tenants in the window"))
-    for u in tenants:
-        for v in tenants:
-            if u == v or not classes.get(u):
-                continue
-            scale = inputs.weights.get(u, 1.0) / inputs.weights.get(v, 1.0)
-            b = {k: scale * y for k, y in bundles[v].items() if k in inputs.capacity}
-            value = fairness.best_use(classes[u], b).value
+    for (u, v), value in envy_value.items():
+        if classes.get(u):
             envy.loc[u, v] = value / utility[u] if utility.get(u, 0.0) > 0 else (np.inf if value > 0 else 1.0)
-    summary: dict[str, Any] = {"tenants": len(tenants), "jobs": int(len(jobs))}
+    summary: dict[str, Any] = {"tenants": len(tenants), "jobs": int(jobs["job_id"].nunique()) if tenants else 0}
     e = float(jobs.loc[jobs["gpu_type"].isin(types), "nt_hours"].sum()) if tenants else 0.0
     every = [c for cs in classes.values() for c in cs]
     summary["nt_hours"] = e
@@ -295,7 +353,7 @@ def ftf_frame(jobs: pd.DataFrame, inputs: ReportInputs, missing: list[NotCompute
         share = fairness.isolated_time_shares(problem).get(all_jobs[i].id, {})
         n = all_jobs[i].throughput
         rate = sum(n.get(k, 0.0) * v for k, v in share.items())
-        if rate > 0:
+        if rate > 0 and work[i] > 0:  # a run shorter than sacct's second has no measurable rho
             iso[i] = work[i] / rate
             rho[i] = fairness.ftf_rho(jct[i], iso[i])
     df["jct_iso_s"] = iso
@@ -357,23 +415,16 @@ def cluster_frame(jobs: pd.DataFrame, inputs: ReportInputs, missing: list[NotCom
 def timeline_frame(jobs: pd.DataFrame, inputs: ReportInputs, bins: int = TIMELINE_BINS) -> pd.DataFrame:
     """Share of the cluster's GPUs each tenant held, per time bin (rows: bin start)."""
     w = inputs.window
-    edges = pd.date_range(w.since, w.until, periods=bins + 1)
+    lo, hi = _bin_edges(w, bins)
+    index = pd.Index(pd.to_datetime(lo), name="bin_start")
     total_gpus = sum(inputs.capacity.values())
     if jobs.empty or total_gpus <= 0:
-        return pd.DataFrame(index=pd.Index(edges[:-1], name="bin_start"))
+        return pd.DataFrame(index=index)
     stop = min(pd.Timestamp(w.until), pd.Timestamp(inputs.now))
-    s = jobs["start"].to_numpy(dtype="datetime64[ns]")
-    e = jobs["end"].fillna(stop).to_numpy(dtype="datetime64[ns]")
-    lo = edges[:-1].to_numpy(dtype="datetime64[ns]")
-    hi = edges[1:].to_numpy(dtype="datetime64[ns]")
-    # overlap seconds of every job with every bin (jobs x bins); NaT starts give 0
-    a = np.maximum(s[:, None], lo[None, :])
-    b = np.minimum(e[:, None], hi[None, :])
-    ov = np.nan_to_num((b - a).astype("timedelta64[ns]").astype(float) / 1e9, nan=0.0)
-    ov = np.where(np.isnat(s)[:, None], 0.0, np.clip(ov, 0.0, None))
-    bin_s = (hi - lo).astype("timedelta64[ns]").astype(float) / 1e9
-    held = ov * jobs["gpus"].to_numpy()[:, None] / (bin_s[None, :] * total_gpus)
-    df = pd.DataFrame(held, columns=edges[:-1])
+    ov = _overlap_h(jobs["start"], jobs["end"].fillna(stop), lo, hi)
+    bin_h = (hi - lo).astype("timedelta64[ns]").astype(float) / 3.6e12
+    held = ov * jobs["gpus"].to_numpy()[:, None] / (bin_h[None, :] * total_gpus)
+    df = pd.DataFrame(held, columns=index)
     df["tenant"] = jobs["tenant"].to_numpy()
     out = df.groupby("tenant").sum().T
     out.index.name = "bin_start"

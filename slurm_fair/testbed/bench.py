@@ -217,14 +217,15 @@ class BenchSpec:
     solver: str | None = None
     throughputs: str | None = None
     python: str = sys.executable
-    #: trace seconds between controller cycles (None: a third of a round, as a site running
-    #: cycles every minute with Gavel's 6-minute rounds would see them)
+    #: trace seconds between controller cycles (None: a sixth of a round, as a site running
+    #: cycles every minute with Gavel's 6-minute rounds does)
     interval_s: float | None = None
 
     @property
     def interval_real_s(self) -> float:
-        """Real seconds between controller cycles."""
-        return (self.interval_s or self.round_s / 3.0) / self.time_scale
+        """Real seconds between controller cycles (at least 1: a cycle takes most of a second
+        on the testbed, and two cores also run Slurm and the jobs)."""
+        return max(1.0, (self.interval_s or self.round_s / 6.0) / self.time_scale)
 
     @property
     def round_real_s(self) -> float:

@@ -83,8 +83,8 @@ def test_controller_config_is_valid_and_scaled(tmp_path: Path) -> None:
                                         tmp_path / "plan.json", hold_real_s=11.0))
     cfg = load_config(path)
     c = cfg["controller"]
-    # a round of 360 trace s is 6 real s; cycles three times a round; a requeue costs hold + restart
-    assert c["policy"] == "oef" and c["interval_s"] == pytest.approx(2.0) and c["round_s"] == pytest.approx(6.0)
+    # a round of 360 trace s is 6 real s; a cycle every trace minute; a requeue costs hold + restart
+    assert c["policy"] == "oef" and c["interval_s"] == pytest.approx(1.0) and c["round_s"] == pytest.approx(6.0)
     assert c["requeue_cost_s"] == pytest.approx(11.0 + b.RESTART_REAL_S)
     assert c["plan_file"] == str(tmp_path / "plan.json")
     assert Path(c["state_dir"]).parent == tmp_path

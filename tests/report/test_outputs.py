@@ -26,7 +26,7 @@ def test_json_schema_is_stable(report):
                         "controller", "not_computed", "notes"}
     bob = next(t for t in doc["tenants"] if t["tenant"] == "bob")
     assert set(render.TENANT_FIELDS) <= set(bob)
-    assert bob["si_ratio"] == pytest.approx(0.8)
+    assert bob["si_ratio"] == pytest.approx(12 / 18.5)
     assert bob["envy"] == {"alice": pytest.approx(10 / 12)}
     assert {t["gpu_type"]: t["gpu_hours"] for t in bob["types"]} == {"k80": 20.0, "v100": 2.0}
     assert doc["cluster"]["efficiency"] == pytest.approx(22 / 26.5)
@@ -45,7 +45,7 @@ def test_csv_is_long_and_complete(report):
     assert list(rows[0]) == render.CSV_COLUMNS
     got = {(r["section"], r["tenant"], r["gpu_type"], r["other"], r["metric"]): r["value"] for r in rows}
     assert float(got["tenant_type", "bob", "k80", "", "nt_hours"]) == 10.0
-    assert float(got["envy", "alice", "", "bob", "envy_ratio"]) == pytest.approx(0.4)
+    assert float(got["envy", "alice", "", "bob", "envy_ratio"]) == pytest.approx(0.25)
     assert float(got["cluster", "", "v100", "", "utilisation"]) == pytest.approx(0.6)
     assert any(r["section"] == "not_computed" for r in rows)
 
@@ -53,7 +53,7 @@ def test_csv_is_long_and_complete(report):
 def test_table_mentions_every_tenant_and_the_missing_figures(report):
     text = render.render_table(report)
     assert "alice" in text and "bob" in text
-    assert "0.80" in text  # bob's SI ratio
+    assert "0.65" in text  # bob's SI ratio
     assert "Not computed:" in text and "controller" in text
 
 
@@ -110,7 +110,7 @@ def test_metrics_parse_and_carry_the_figures(report):
     fams = parse_exposition(metrics.render_metrics(report))
     assert all(n.startswith("slurm_fair_") for n in fams)
     si = {s[0]["tenant"]: s[1] for s in fams["slurm_fair_tenant_sharing_incentive_ratio"]["samples"]}
-    assert si == {"alice": pytest.approx(1.0), "bob": pytest.approx(0.8)}
+    assert si == {"alice": pytest.approx(1.6), "bob": pytest.approx(12 / 18.5)}
     gpu = {(s[0]["tenant"], s[0]["gpu_type"]): s[1] for s in fams["slurm_fair_tenant_gpu_seconds"]["samples"]}
     assert gpu[("bob", "k80")] == 20 * 3600
     assert "slurm_fair_report_not_computed" in fams

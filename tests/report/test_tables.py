@@ -51,21 +51,41 @@ def test_entitled_and_received_shares(report):
     assert tenant(report, "alice", "received_share") == pytest.approx(10 / 32)
 
 
+# The equal share is a rate: slices 0-4 h (a1, b1 active), 4-5 (a1, b1, b2), 5-7 (b1, b2:
+# bob alone, so all of it is his share), 7-10 (b1 alone).
+
+
 def test_sharing_incentive_ratio(report):
-    # alice's equal share: 10 v100-h + 10 k80-h; demand 10 -> all on v100 -> V = 10; 10/10
-    assert tenant(report, "alice", "equal_share_value") == pytest.approx(10.0)
-    assert tenant(report, "alice", "si_ratio") == pytest.approx(1.0)
-    # bob: demand 23 -> 10 on v100 (10) + 10 on k80 (5) = 15; 12/15
-    assert tenant(report, "bob", "equal_share_value") == pytest.approx(15.0)
-    assert tenant(report, "bob", "si_ratio") == pytest.approx(0.8)
+    # alice: 0-4 half of each type = 4 v100-h + 4 k80-h, demand 8 -> 4 + 4*0.25 = 5;
+    # 4-5: 1 + 1, demand 2 -> 1.25. V = 6.25; she had 10 -> 1.6
+    assert tenant(report, "alice", "equal_share_value") == pytest.approx(6.25)
+    assert tenant(report, "alice", "si_ratio") == pytest.approx(1.6)
+    # bob: 0-4 -> 4 + 4*0.5 = 6; 4-5 -> 1 + 1*0.5 = 1.5 (demand 3); 5-7 alone: 4 v100-h + 4
+    # k80-h, demand 6 -> 4 + 2*0.5 = 5; 7-10 alone: demand 6 -> 6 v100-h = 6. V = 18.5; 12/18.5
+    assert tenant(report, "bob", "equal_share_value") == pytest.approx(18.5)
+    assert tenant(report, "bob", "si_ratio") == pytest.approx(12 / 18.5)
 
 
 def test_envy_matrix(report):
-    # alice with bob's bundle (2 v100-h, 20 k80-h): 2*1 + 8*0.25 = 4 -> 4/10
-    assert report.envy.loc["alice", "bob"] == pytest.approx(0.4)
-    # bob with alice's bundle (10 v100-h): 10 -> 10/12
+    # alice with bob's GPU-hours while she was active: 0-4 8 k80-h -> 8*0.25 = 2; 4-5 2 k80-h
+    # -> 0.5; 2.5/10
+    assert report.envy.loc["alice", "bob"] == pytest.approx(0.25)
+    # bob with alice's: 0-4 8 v100-h (demand 8) -> 8; 4-5 2 v100-h (demand 3) -> 2; 10/12
     assert report.envy.loc["bob", "alice"] == pytest.approx(10 / 12)
     assert math.isnan(report.envy.loc["alice", "alice"])
+
+
+def test_the_equal_share_is_a_rate_not_a_budget():
+    """A tenant whose jobs come late cannot be owed the share of hours it was not there:
+    with the window pooled, bob's equal share would be worth 15 (0.8); per moment it is 18.5
+    only because he was alone for half of it; alone all the time he is owed what he asked."""
+    inputs = tiny.inputs()
+    only_bob = tuple(r for r in inputs.records if r.account == "bob")
+    r = tables.build(type(inputs)(**{**inputs.__dict__, "records": only_bob}))
+    # alone: all 4 GPUs are his share at every moment, so V = his demand at full speed where it fits:
+    # 0-4 b1 8 unit-h -> 8 v100-h (2 v100 x 4 h); 4-5 b1 2 + b2 1 -> 2 v100 + 1 k80*0.5 = 2.5;
+    # 5-7 4 v100-h + 2 k80-h*0.5 = 5; 7-10 6. V = 21.5
+    assert float(r.tenants.set_index("tenant").loc["bob", "equal_share_value"]) == pytest.approx(21.5)
 
 
 def test_weights_scale_entitlement_and_envy():
@@ -73,10 +93,11 @@ def test_weights_scale_entitlement_and_envy():
     heavy = tables.build(type(inputs)(**{**inputs.__dict__, "weights": {"alice": 1.0, "bob": 3.0}}))
     df = heavy.tenants.set_index("tenant")
     assert df.loc["bob", "entitled_share"] == pytest.approx(0.75)
-    # bob's equal share: 15 v100-h + 15 k80-h, demand 23 -> 15 + 8*0.5 = 19
-    assert df.loc["bob", "equal_share_value"] == pytest.approx(19.0)
-    # bob with 3x alice's bundle = 30 v100-h, demand 23 -> 23 -> 23/12
-    assert heavy.envy.loc["bob", "alice"] == pytest.approx(23 / 12)
+    # bob's equal share: 0-4 3/4 of each type = 6 v100-h + 6 k80-h, demand 8 -> 6 + 2*0.5 = 7;
+    # 4-5: 1.5 + 1.5, demand 3 -> 1.5 + 0.75 = 2.25; then alone as before: 5 + 6. V = 20.25
+    assert df.loc["bob", "equal_share_value"] == pytest.approx(20.25)
+    # bob with 3x alice's GPU-hours: 0-4 24 v100-h, demand 8 -> 8; 4-5 6, demand 3 -> 3; 11/12
+    assert heavy.envy.loc["bob", "alice"] == pytest.approx(11 / 12)
 
 
 def test_utilisation_and_efficiency(report):
@@ -149,7 +170,7 @@ def test_not_computed_is_explicit():
 def test_tenant_filter_keeps_fairness_over_everyone():
     r = tables.build(tiny.inputs(), tenant="bob")
     assert list(r.tenants["tenant"]) == ["bob"]
-    assert r.tenants["si_ratio"].iloc[0] == pytest.approx(0.8)
+    assert r.tenants["si_ratio"].iloc[0] == pytest.approx(12 / 18.5)
     assert r.envy.loc["bob", "alice"] == pytest.approx(10 / 12)
     assert set(r.jobs["tenant"]) == {"bob"}
 
