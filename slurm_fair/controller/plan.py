@@ -20,41 +20,35 @@ limit of ``ceil(slack * C_k)`` (0 when strict), because a missing limit would me
 
 * Type: the placement's type when this round runs it; otherwise its current type when the
   allocation still gives it time there (no churn), else the type with the largest ``x_jk``, else
-  its fastest type. A fixed type (typed request, single-type partition: :mod:`.problem`) is
-  never changed.
+  its fastest type; the first of these a partition can hold (:func:`rank_types`). A fixed type
+  (typed request, single-type partition: :mod:`.problem`) is never changed.
 * How the type is enforced (:mod:`.steer`): by default the job moves to the partition of that
   type (``partition``; reversible, the request stays untyped); with ``pin_gres`` (only on a
-  Slurm that can undo it) its gres request is rewritten to the type (``gpu_type``). A type
-  without a partition of its own cannot be steered: the job stays in (or goes back to) its
-  original partition and is listed in ``info["unsteered"]``.
+  Slurm that can undo it) its gres request is rewritten to the type (``gpu_type``). Never
+  where no node of the partition could hold the job's gang, CPUs and memory
+  (:func:`.steer.partition_holds`): Slurm would keep it pending for ever. A type without a
+  partition that holds it cannot be steered: the job stays in (or goes back to) its original
+  partition, unplaced, and is listed in ``info["unsteered"]``.
 * ``total_limit`` adds ``GrpTRES=gres/gpu=<sum of the typed limits>`` to each tenant's QOS:
   typed limits bind typed requests only (checked on 22.05: an untyped job ran in a partition
   of ``k`` under ``gres/gpu:k=1`` while using 2), the total binds every GPU request.
-* Order, ``[controller].order``: ``nice`` (default) puts the jobs this round places at the
-  user's own nice value and all other pending GPU jobs ``NICE_BACK`` behind it. Nice is an
-  offset on the multifactor priority, so fair-share, age and QOS keep ordering jobs *within*
-  each tier, and the values only change when the placement does (a quiet second cycle writes
+* Order, ``[controller].order``: ``nice`` (default) puts the jobs this round places a band
+  (``NICE_BAND``) ahead of every other pending GPU job, which keeps the user's own nice. Nice is
+  an offset on the multifactor priority, so fair-share, age and QOS keep ordering jobs *within*
+  each band, and the values only change when the placement does (a quiet second cycle writes
   nothing). ``priority`` sets ``Priority=`` from the job's rank: a total order that follows the
   plan exactly, but it freezes multifactor priority for those jobs (Slurm stops updating it
   until ``revert``), and ranks move whenever jobs arrive, so it writes more.
 
-**Time-sharing** (opt-in: ``--requeue`` plus ``fair:preemptible``, :func:`choose_requeues`):
-at a round boundary a running opted-in job is requeued only when that makes room for what the
-plan wants this round, i.e. all of
-
-1. the placement does not run it, or runs it on another type;
-2. a pending job that the placement runs this round on the type it holds, and that is sent to
-   that type in this same cycle (steered to the type's partition, pinned, or of that type
-   anyway), cannot start in the GPUs already free there, and *can* start once this job's
-   GPUs are freed (the fewest such jobs are chosen, on one node for a single-node gang);
-3. it has run at least ``min_run_s`` (default one round) since it last started or was last
-   requeued by us (hysteresis).
-
-Otherwise it keeps running (work-conserving). A job the placement runs on the type it holds is
-never requeued, so a job is never requeued only to be restarted on the same type. A requeued job
-is then planned like a pending one in the same cycle (partition of its planned type, its place in
-line); Slurm holds it for its credential lifetime + 1 s before it may start again (the
-controller never shortens that: a relaunch on the same node sooner fails). Jobs are never cancelled.
+**Requeues** (opt-in: ``--requeue`` plus ``fair:preemptible``; :mod:`.requeue`): a running job
+is requeued to make room for a pending job this round places on the type it holds and that
+cannot start otherwise (at a round boundary any such job; between boundaries only a job that
+never ran: a new job is let in at once, rotation waits for the round), or to move up to a
+faster type whose GPUs stay idle after this plan when the gain beats the cost; never before
+``min_run_s`` (default one round), never to restart on the type it holds. A requeued job is then
+planned like a pending one in the same cycle (partition of its planned type, its place in line);
+Slurm holds it for its credential lifetime + 1 s before it may start again (the controller never
+shortens that: a relaunch on the same node sooner fails). Jobs are never cancelled.
 """
 
 from __future__ import annotations
@@ -292,7 +286,7 @@ def make_plan(
                capacity, base_partition)
     jobs, unsteered = _job_plans(pending, ctx)
 
-    # who is requeued (controller/requeue.py): to make room at a round boundary, to move up
+    # who is requeued (controller/requeue.py): to make room, to move up
     now = snapshot.taken_at.timestamp()
     free = rq.free_gpus(snapshot)
     eligible = [sj for sj in snapshot.jobs
@@ -300,7 +294,6 @@ def make_plan(
     takers = [rq.Taker(by_id[jp.job_id], placed_types[jp.job_id])
               for jp in sorted(jobs.values(), key=lambda jp: jp.rank)
               if jp.job_id in placed_types and sent_to(jp, placed_types[jp.job_id], settings)]
-    requeue_for: dict[str, list[str]] = {}
     victims: dict[str, list[SlurmJob]] = {}
     for sj in eligible:
         if placed_types.get(sj.job_id) != sj.gpu_type_running:  # never requeued to restart in place
