@@ -357,7 +357,7 @@ def _cycle(
                 with timer.phase("rounding"):
                     held = staying(snapshot, built, s.round_s, s.min_run_s, last_requeued)
                     placement = place(built.problem, allocation, built.received, built.prev,
-                                      built.prev_nodes, held)
+                                      built.prev_nodes, held, sticky=True)
             except (SolverError, ArithmeticError, ValueError) as exc:
                 res.message = f"policy {s.policy!r} failed: {exc}"
                 allocation = None

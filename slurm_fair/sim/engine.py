@@ -309,7 +309,9 @@ class Simulator:
                     prev_nodes[mid] = dict(seat.spot[1])
                 if self._unstoppable(seat, now):
                     fixed[mid] = seat.spot[0]
-        return rounding.place(problem, allocation, received, prev, prev_nodes, fixed)
+        # modelling Slurm's requeue hold, stops are as expensive as the controller's: its rules
+        return rounding.place(problem, allocation, received, prev, prev_nodes, fixed,
+                              sticky=self.config.requeue_hold_s > 0)
 
     def _unstoppable(self, seat: Seat, now: float) -> bool:
         """Still in its requeue hold or start latency, or started less than a round ago.

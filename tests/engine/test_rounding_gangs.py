@@ -132,14 +132,15 @@ def test_placement_respects_nodes_shapes_and_history(case) -> None:
 @settings(max_examples=100, deadline=None)
 @given(
     gpus=st.sampled_from([1, 2, 4]),
-    x_new=st.sampled_from([0.1, 0.5, 1.0]),
-    x_old=st.sampled_from([0.1, 0.5, 1.0]),
+    x=st.sampled_from([(0.1, 0.1), (0.5, 0.1), (0.1, 0.5), (0.5, 0.5), (1.0, 1.0), (1.0, 0.5)]),
     elsewhere=st.sampled_from([0.1, 0.5, 1.0]),
     names=st.sampled_from([("a", "b"), ("b", "a")]),
 )
-def test_never_ran_anywhere_goes_before_ran_elsewhere(gpus, x_new, x_old, elsewhere, names) -> None:
-    """Two jobs that never ran on ``fast`` (room for one gang): the one that never ran at all is
+def test_never_ran_anywhere_goes_before_ran_elsewhere(gpus, x, elsewhere, names) -> None:
+    """Two jobs that never ran on ``fast`` (room for one gang), allocated there alike (both
+    part time, or both full time, or the new one full time): the one that never ran at all is
     placed there before the one that ran on ``slow``, whatever their shares and names."""
+    x_new, x_old = x
     new, old = names
     nodes = (NodeCapacity("fast-1", "fast", gpus), NodeCapacity("slow-1", "slow", gpus))
     jobs = [Job(new, "u", gpus, {"fast": 2.0, "slow": 1.0}), Job(old, "v", gpus, {"fast": 2.0, "slow": 1.0})]
@@ -163,24 +164,32 @@ def test_previous_nodes_are_kept_exactly_not_recut() -> None:
     pl = rounding.place(busy, Allocation("t", {"a": {"v": 0.5}, "c": {"v": 1.0}}), {"a": {"v": 1.0}},
                         {"a": "v"}, {"a": split})
     assert dict(pl.node_gpus["c"]) == {"v-1": 4} and dict(pl.node_gpus["a"]) == {"v-2": 4}
-    # allocated the whole time on its type, a keeps its GPUs exactly; c takes what is left
+    # both allocated the whole time: both run (c, which never ran, chooses first)
     pl = rounding.place(busy, Allocation("t", {"a": {"v": 1.0}, "c": {"v": 1.0}}), {"a": {"v": 1.0}},
                         {"a": "v"}, {"a": split})
-    assert dict(pl.node_gpus["a"]) == split and sum(pl.node_gpus["c"].values()) == 4
+    assert set(pl.types) == {"a", "c"} and sum(pl.node_gpus["a"].values()) == 4
 
 
 def test_a_job_allocated_full_time_on_its_type_is_not_displaced_by_a_higher_ratio() -> None:
     """Gavel's ratio would run b (0.3 allocated, 0.2 received: 1.5) instead of a (1.0 / 1.0):
-    a's allocation can only be met by running every round, so it keeps its GPUs."""
+    a's allocation can only be met by running every round, so it keeps its GPUs. Between two
+    full-time jobs the ratio decides: one stopped and behind comes back."""
     nodes = (NodeCapacity("v-1", "v", 1),)
     problem = Problem({"v": 1}, {}, [Job("a", "a", 1, {"v": 1.0}), Job("b", "b", 1, {"v": 1.0})], nodes)
     alloc = Allocation("t", {"a": {"v": 1.0}, "b": {"v": 0.3}})
     received = {"a": {"v": 1.0}, "b": {"v": 0.2}}
-    assert dict(rounding.place(problem, alloc, received, {"a": "v"}, {"a": {"v-1": 1}}).types) == {"a": "v"}
+
+    def place(alloc, received, sticky=True):
+        return dict(rounding.place(problem, alloc, received, {"a": "v"}, {"a": {"v-1": 1}}, sticky=sticky).types)
+
+    assert place(alloc, received) == {"a": "v"}
+    assert place(alloc, received, sticky=False) == {"b": "v"}  # stops are cheap: Gavel's order
     # the same ratios without the full-time allocation: Gavel's order, b runs
     alloc = Allocation("t", {"a": {"v": 0.9}, "b": {"v": 0.3}})
-    received = {"a": {"v": 0.9}, "b": {"v": 0.2}}
-    assert dict(rounding.place(problem, alloc, received, {"a": "v"}, {"a": {"v-1": 1}}).types) == {"b": "v"}
+    assert place(alloc, {"a": {"v": 0.9}, "b": {"v": 0.2}}) == {"b": "v"}
+    # both full time (more than fits), b was stopped and is behind (1 / 0.5 > 1 / 0.9): b runs
+    alloc = Allocation("t", {"a": {"v": 1.0}, "b": {"v": 1.0}})
+    assert place(alloc, {"a": {"v": 0.9}, "b": {"v": 0.5}}) == {"b": "v"}
 
 
 def test_leftovers_go_only_to_jobs_not_allocated_a_much_faster_type() -> None:
@@ -192,5 +201,10 @@ def test_leftovers_go_only_to_jobs_not_allocated_a_much_faster_type() -> None:
             Job("c", "t", 1, {"v100": 1.0, "k80": 0.2}), Job("d", "t", 1, {"v100": 1.0, "p100": 0.95})]
     problem = Problem({"v100": 1, "k80": 1, "p100": 1}, {}, jobs, nodes)
     alloc = Allocation("t", {"a": {"v100": 0.5}, "b": {"v100": 1.0}, "d": {"v100": 0.2}})
-    pl = rounding.place(problem, alloc, {"a": {"v100": 0.5}, "b": {"v100": 1.0}}, {"b": "v100"}, {"b": {"v-1": 1}})
+    pl = rounding.place(problem, alloc, {"a": {"v100": 0.5}, "b": {"v100": 1.0}}, {"b": "v100"}, {"b": {"v-1": 1}},
+                        sticky=True)
     assert dict(pl.types) == {"b": "v100", "c": "k80", "d": "p100"}
+    # stops are cheap (Gavel's setting): d, never ran on v100, displaces b there (Gavel's
+    # "never ran" priority), and a fills the free k80 although it is allocated v100
+    pl = rounding.place(problem, alloc, {"a": {"v100": 0.5}, "b": {"v100": 1.0}}, {"b": "v100"}, {"b": {"v-1": 1}})
+    assert dict(pl.types) == {"d": "v100", "a": "k80"}
