@@ -335,3 +335,58 @@ def test_fake_rounds_of_time_sharing_have_bounded_requeues(tmp_path, fake, hold_
         assert all(b - a >= 6 for a, b in zip(cs, cs[1:])), (j, cs)  # at least one round apart
     print(f"hold={hold_s}s: {len(requeued)} requeues of {len(per_job)} jobs in {rounds} rounds")
     assert not [c for c in fake.calls if c[0] == "scancel"]
+
+
+# --- moving up to an idle faster type -------------------------------------------------------------
+def _mover_snapshot(ran_s, free_v100=True):
+    mover = run("M", on="k80", started=T0 - timedelta(seconds=ran_s))
+    blockers = [] if free_v100 else [job(f"B{i}", "b", state="RUNNING", running_on="v100", on_node="v100-1")
+                                      for i in range(4)]
+    return snapshot(cluster(v100=4, k80=4), [mover, *blockers])
+
+
+def _moves(snap, attained, cost=150.0, gain=0.25, tput=None, pending_placed=None):
+    tput = tput or {"M": {"v100": 8.0, "k80": 1.0}}
+    prob = problem_of(snap, tput=tput, attained={"M": attained})
+    # the mover's problem entry may run anywhere (problem_of pins running jobs to their type)
+    prob = type(prob)(prob.gpu_types, prob.tenants,
+                      tuple(j if j.id != "M" else type(j)(j.id, j.tenant, j.gpus, tput["M"], attained_s=attained)
+                            for j in prob.jobs))
+    s = steering(snap, requeue_cost_s=cost, move_up_gain=gain)
+    return make_plan(snap, prob, Allocation("t", {}), pending_placed or {}, {}, {}, {}, s, False, None, {})
+
+
+def test_a_job_on_a_slow_type_moves_up_when_the_gain_beats_the_cost():
+    # 8x faster on v100: gain = attained x (1 - 1/8); cost 150 s -> worth it after 172 s
+    plan = _moves(_mover_snapshot(3600), attained=600.0)
+    assert plan.requeue == ("M",) and plan.info["move_up"] == {"M": "v100"}
+    jp = plan.jobs["M"]
+    assert (jp.requeued, jp.planned_type, jp.partition, jp.placed) == (True, "v100", "v100", True)
+    assert _moves(_mover_snapshot(3600), attained=150.0).requeue == ()  # gain 131 s < cost
+
+
+def test_no_move_up_when_the_fast_gpus_are_busy_or_wanted_or_not_much_faster():
+    assert _moves(_mover_snapshot(3600, free_v100=False), attained=3600.0).requeue == ()
+    # a pending job this cycle starts on v100 takes the free GPUs first
+    snap = snapshot(cluster(v100=1, k80=4), [run("M", on="k80"), job("P", "b", partition="v100")])
+    plan = _moves(snap, attained=3600.0, pending_placed={"P": "v100"},
+                  tput={"M": {"v100": 8.0, "k80": 1.0}, "P": {"v100": 1.0, "k80": 1.0}})
+    assert "M" not in plan.requeue
+    # only 20 % faster, the gain threshold is 25 %
+    assert _moves(_mover_snapshot(3600), attained=3600.0, tput={"M": {"v100": 1.2, "k80": 1.0}}).requeue == ()
+
+
+def test_no_move_up_before_the_minimum_run_time():
+    assert _moves(_mover_snapshot(100), attained=3600.0).requeue == ()  # started 100 s ago < one round
+
+
+def test_a_gang_gets_room_only_on_one_node():
+    """A 4-GPU single-node gang needs a whole 4-GPU node: two 2-GPU jobs on different nodes
+    do not make room, the two on one node do (and only those)."""
+    jobs = [run("A", gpus=2, node="k80-1"), run("B", gpus=2, node="k80-2"),
+            run("C", gpus=2, node="k80-2"), run("D", gpus=2, node="k80-1"), job("P", "b", gpus=4)]
+    snap = snapshot(cluster(v100=4, k80=8), jobs)
+    plan = requeues(snap, {"P": "k80"}, deficit={"A": 0.1, "B": 0.2, "C": 3.0, "D": 0.3})
+    # the fewest jobs furthest ahead first: A (0.1) and B (0.2) are on different nodes, so
+    # the node of A and D is freed (A, D), not A and B
+    assert plan.requeue == ("A", "D") and plan.info["requeue_for"] == {"A": ["P"], "D": ["P"]}
