@@ -20,7 +20,8 @@ Plan file (slurm_fair/controller/planfile.py): one flat JSON object, one pair pe
     "spans/<partition>": "<types>", "partition/<type>": "<partition>", "tier/<type>": "<n>",
     "shapes/<type>": "<gpus>x<cpus>x<mem MB>x<count> ...", "speeds/<class>": "<type>=<n> ...",
     "room/<account>": "<types>"
-Speeds of `fair:class=NAME` from --comment (else speeds/*), room of the account (else room/*).
+Speeds of `fair:class=NAME` from --comment (speeds/NAME@G for a gang of G GPUs, else speeds/NAME,
+else speeds/*), room of the account (else room/*).
 The choice (M.prefer) mirrors slurm_fair.controller.planfile.prefer, tested against it.
 --]]
 
@@ -217,7 +218,24 @@ function M.need(job_desc, field, count)
   end
   local mem = tonumber(job_desc.pn_min_memory)
   if mem == nil or mem >= 2 ^ 62 or mem < 0 then mem = 0 end  -- per CPU (flag bit) or unset
-  return { gpus = gpn, nodes = nodes, cpus = number(job_desc.pn_min_cpus) or 0, mem = mem }
+  local total = gpn * nodes
+  if field ~= "tres_per_node" then
+    total = count
+    if field == "tres_per_task" then total = count * math.max(number(job_desc.num_tasks) or 1, 1) end
+  end
+  return { gpus = gpn, nodes = nodes, cpus = number(job_desc.pn_min_cpus) or 0, mem = mem, total = total }
+end
+
+-- The speeds entry of a class for a job of `total` GPUs: "speeds/C@G" for the largest G <= total
+-- there is (speed-ups differ by type), else "speeds/C", else "speeds/*" (planfile.speed_key).
+function M.speed_key(plan, class, total)
+  local g = math.min(math.floor(tonumber(total) or 1), 1024)
+  while g > 1 do
+    if plan["speeds/" .. class .. "@" .. g] ~= nil then return "speeds/" .. class .. "@" .. g end
+    g = g - 1
+  end
+  if plan["speeds/" .. class] ~= nil then return "speeds/" .. class end
+  return "speeds/*"
 end
 
 -- Whether some node size of "GxCxMxN ..." holds `need` on enough nodes.
@@ -280,14 +298,13 @@ function M.decide(job_desc, part_list, now)
   if account == nil or account == "" then account = "*" end
   account = string.lower(account)
   local class = M.job_class(job_desc.comment)
-  local key = "speeds/" .. class
-  if plan[key] == nil then key = "speeds/*" end
+  local need = M.need(job_desc, field, count)
+  local key = M.speed_key(plan, class, need.total)
   local speed = M.speeds(plan[key])
   local room_key = "room/" .. account
   if plan[room_key] == nil then room_key = "room/*" end
   local room = {}
   for _, t in ipairs(M.words(plan[room_key])) do room[t] = true end
-  local need = M.need(job_desc, field, count)
   local tier, cands, part_of = {}, {}, {}
   for t, _ in pairs(allowed) do
     local part = plan["partition/" .. t]

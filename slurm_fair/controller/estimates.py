@@ -14,7 +14,9 @@ Order of precedence (the first that applies wins; documented in ``docs/controlle
 5. **flat**: 1.0 on every GPU type the cluster has (Slurm's own view: a GPU is a GPU).
 
 Steps 1 and 2 work per GPU type: observations exist only where a job ran, so the other types
-come from the class table when the class has a row. A type neither observed nor in the table
+come from the class table when the class has a row. Both are per gang size: a job of G > 1 GPUs
+reads the class's row measured at the largest size <= G (:meth:`ClassTable.row`) and its
+observations are pooled as ``class@G``; 0 in a row means the class cannot run there. A type neither observed nor in the table
 gets the job's best known value (optimistic: "as good as anywhere else"), marked ``assumed``.
 A class name that is neither in the table nor observed is warned about (once per cycle) and the
 next rule is tried. Comments are user text: tags are parsed defensively and anything that is not
@@ -43,16 +45,36 @@ MAX_TPUT = 1e9
 
 @dataclass(frozen=True)
 class ClassTable:
-    """Throughput (steps/s) of each workload class on each GPU type."""
+    """Throughput (steps/s) of each workload class on each GPU type, per gang size.
+
+    ``rows`` are the 1-GPU values; ``sizes[class][G]`` the whole gang's on ``G`` GPUs (G > 1)
+    where measured. Speed-ups are not the same on every type (Gavel: ResNet-50 at batch 128
+    runs on one K80 but not on four), so a gang's row is the one measured at the largest size
+    not above its own (:meth:`row`): the plugin reads the same (``speeds/<class>@<G>``).
+    """
 
     rows: Mapping[str, Mapping[str, float]]
     source: str
+    sizes: Mapping[str, Mapping[int, Mapping[str, float]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rows", frozen_map({c: frozen_map(v) for c, v in self.rows.items()}))
+        object.__setattr__(self, "sizes", frozen_map(
+            {c: frozen_map({int(g): frozen_map(v) for g, v in by.items() if int(g) > 1}) for c, by in self.sizes.items()}))
 
     def __contains__(self, name: object) -> bool:
-        return name in self.rows
+        return name in self.rows or name in self.sizes
+
+    def row(self, name: str, gpus: int = 1) -> Mapping[str, float]:
+        """The row of ``name`` for a gang of ``gpus``: measured at the largest size <= ``gpus``
+        (the 1-GPU row counts as size 1), else at the smallest size there is; {} if unknown."""
+        by: dict[int, Mapping[str, float]] = dict(self.sizes.get(name, {}))
+        if name in self.rows:
+            by[1] = self.rows[name]
+        if not by:
+            return {}
+        below = [g for g in by if g <= max(1, gpus)]
+        return by[max(below)] if below else by[min(by)]
 
 
 def gavel_class_name(job_type: str) -> str:
@@ -64,7 +86,8 @@ def gavel_class_name(job_type: str) -> str:
 
 
 def embedded_rows() -> list[dict[str, Any]]:
-    """Rows of the default class table: every Gavel job type measured on 1 GPU.
+    """Rows of the default class table: every Gavel job type measured on every GPU type, at
+    every gang size measured (``gpus``; 0 throughput where Gavel measured that it cannot run).
 
     Gavel's ``*_unconsolidated`` variants are left out (they are placements, not GPU types).
     """
@@ -72,27 +95,42 @@ def embedded_rows() -> list[dict[str, Any]]:
 
     table = throughput_table.load(None)
     types = [t for t in table.gpu_types if "_" not in t]
+    sizes = sorted({g for k in types for (_, g) in table.data.get(k, {})})
     rows = []
     for job_type in table.job_types:
         if not all(table.is_measured(job_type, 1, k) for k in types):
             continue
-        row: dict[str, Any] = {"class": gavel_class_name(job_type), "gavel_job_type": job_type}
-        row.update({k: table.lookup(job_type, 1, k) for k in types})
-        rows.append(row)
+        for g in sizes:
+            if not all(table.is_measured(job_type, g, k) for k in types):
+                continue
+            row: dict[str, Any] = {"class": gavel_class_name(job_type), "gavel_job_type": job_type, "gpus": g}
+            row.update({k: table.lookup(job_type, g, k) for k in types})
+            rows.append(row)
     return rows
 
 
+def _split_rows(rows: Iterable[Mapping[str, Any]]) -> ClassTable:
+    """Rows with ``class``, ``gpus`` and a value per type -> a table (embedded source)."""
+    base: dict[str, dict[str, float]] = {}
+    sizes: dict[str, dict[int, dict[str, float]]] = {}
+    for r in rows:
+        vals = {k: float(v) for k, v in r.items() if k not in ("class", "gavel_job_type", "gpus")}
+        g = int(r.get("gpus") or 1)
+        if g == 1:
+            base[r["class"]] = vals
+        else:
+            sizes.setdefault(r["class"], {})[g] = vals
+    return ClassTable(base, "embedded Gavel table", sizes)
+
+
 def load_class_table(path: str | Path | None) -> ClassTable:
-    """The class table from a CSV (``class,[gavel_job_type,]TYPE...``) or the embedded default.
+    """The class table from a CSV (``class,[gavel_job_type,][gpus,]TYPE...``) or the embedded
+    default. ``gpus`` (optional, default 1): the gang size a row was measured at.
 
     All bad cells are reported at once (file, line, column).
     """
     if not path:
-        rows = embedded_rows()
-        return ClassTable(
-            {r["class"]: {k: v for k, v in r.items() if k not in ("class", "gavel_job_type")} for r in rows},
-            "embedded Gavel table",
-        )
+        return _split_rows(embedded_rows())
     source = str(path)
     try:
         with open(path, newline="", encoding="utf-8") as fh:
@@ -103,17 +141,29 @@ def load_class_table(path: str | Path | None) -> ClassTable:
         raise InputError(source, [Finding("", f"cannot read: {exc.strerror or exc}")]) from None
     if "class" not in fields:
         raise InputError(source, [Finding("header", "needs a 'class' column")])
-    types = [f for f in fields if f not in ("class", "gavel_job_type", "description")]
+    types = [f for f in fields if f not in ("class", "gavel_job_type", "description", "gpus")]
     problems: list[Finding] = []
     out: dict[str, dict[str, float]] = {}
+    sizes: dict[str, dict[int, dict[str, float]]] = {}
+    seen: set[tuple[str, int]] = set()
     for i, raw in enumerate(data, start=2):
         name = (raw.get("class") or "").strip()
         if not CLASS_RE.match(name):
             problems.append(Finding(f"line {i}.class", f"bad class name {name!r}"))
             continue
-        if name in out:
-            problems.append(Finding(f"line {i}.class", f"duplicate class {name!r}"))
+        gcell = (raw.get("gpus") or "").strip()
+        if gcell == "":
+            gpus = 1
+        elif gcell.isdigit() and 1 <= int(gcell) <= 100_000:
+            gpus = int(gcell)
+        else:
+            problems.append(Finding(f"line {i}.gpus", f"must be a whole number of GPUs >= 1, got {gcell!r}"))
             continue
+        if (name, gpus) in seen:
+            what = f"class {name!r}" + (f" at {gpus} GPUs" if gpus > 1 else "")
+            problems.append(Finding(f"line {i}.class", f"duplicate {what}"))
+            continue
+        seen.add((name, gpus))
         vals: dict[str, float] = {}
         for k in types:
             cell = (raw.get(k) or "").strip()
@@ -128,20 +178,23 @@ def load_class_table(path: str | Path | None) -> ClassTable:
                 problems.append(Finding(f"line {i}.{k}", f"must be a finite number >= 0, got {cell}"))
                 continue
             vals[k] = v
-        out[name] = vals
+        if gpus == 1:
+            out[name] = vals
+        else:
+            sizes.setdefault(name, {})[gpus] = vals
     if problems:
         raise InputError(source, problems)
-    return ClassTable(out, source)
+    return ClassTable(out, source, sizes)
 
 
 def write_class_table(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:
     rows = list(rows)
-    types = sorted({k for r in rows for k in r if k not in ("class", "gavel_job_type")})
+    types = sorted({k for r in rows for k in r if k not in ("class", "gavel_job_type", "gpus")})
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
-        w.writerow(["class", "gavel_job_type", *types])
+        w.writerow(["class", "gavel_job_type", "gpus", *types])
         for r in rows:
-            w.writerow([r["class"], r.get("gavel_job_type", ""), *(f"{r[k]:.6g}" for k in types)])
+            w.writerow([r["class"], r.get("gavel_job_type", ""), int(r.get("gpus") or 1), *(f"{r[k]:.6g}" for k in types)])
 
 
 # --- tags ----------------------------------------------------------------------------------
@@ -269,8 +322,18 @@ class Estimate:
         }
 
 
+def job_gpus(job: SlurmJob) -> int:
+    """GPUs of the whole job (1 when unknown): the gang size its class row is chosen by."""
+    return max(1, job.gpu_request.total) if job.gpu_request is not None else 1
+
+
 def online_key(job: SlurmJob, klass: str | None) -> str:
-    return klass if klass else f"job:{job.job_id}"
+    """What observations are pooled under: the class (``class@G`` for a gang of G > 1 GPUs,
+    whose speed-ups differ from one GPU's), else the job itself."""
+    if not klass:
+        return f"job:{job.job_id}"
+    g = job_gpus(job)
+    return klass if g == 1 else f"{klass}@{g}"
 
 
 def estimate_job(
@@ -292,14 +355,15 @@ def estimate_job(
             warnings.add(f"job {job.job_id}: ignored malformed fair:class tag")
     candidates += rules.candidates(job)
     klass = class_source = None
+    g = job_gpus(job)
     for name, how in candidates:
-        if name in table or name in online:
+        if name in table or name in online or f"{name}@{g}" in online:
             klass, class_source = name, how
             break
         warnings.add(f"unknown class {name!r} ({how}); falling through")
     key = online_key(job, klass)
     observed = {k: v for k, v in online.get(key, {}).items() if k in gpu_types and v > 0}
-    row = table.rows.get(klass, {}) if klass else {}
+    row = table.row(klass, job_gpus(job)) if klass else {}
     tput: dict[str, float] = {}
     sources: dict[str, str] = {}
     for k in gpu_types:

@@ -34,6 +34,8 @@ commas and backslashes::
   node size, so the plugin only lists partitions some node of which can hold the job (GPUs per
   node, node count, CPUs, memory): Slurm refuses a job none of whose partitions can;
 * ``speeds/<C>`` (class ``C`` from ``fair:class=C``, else ``speeds/*``: flat): ``n_jk`` per type;
+  ``speeds/<C>@<G>``: the same measured on a gang of ``G`` GPUs (a job of ``g`` GPUs reads the
+  largest ``G <= g`` there is, :func:`speed_key`; a type missing from the list cannot run it);
 * ``room/<A>`` (else ``room/*``): the types where tenant ``A`` has room (below);
 * ``pin_gres``: 1 when the controller may also type the request itself (a Slurm that can undo
   it, ``[controller].pin_gres_type``): the plugin then types it to the first type instead.
@@ -73,6 +75,8 @@ PLAN_FILE = "plan.json"
 FORMAT = 2
 #: a listed type Slurm may try first must be at least this fraction of the best listed speed
 SLOWER = 0.9
+#: the largest gang size whose own ``speeds/<C>@<G>`` the plugin looks for
+MAX_GANG_LOOKUP = 1024
 _SAFE = re.compile(r"^[A-Za-z0-9._+*/-]+$")
 
 
@@ -94,6 +98,17 @@ def prefer(types: Sequence[str], speed: Mapping[str, float], room: Mapping[str, 
             continue  # Slurm could start it here although a much faster listed type is free
         out.append(k)
     return out
+
+
+def speed_key(entries: Mapping[str, object], klass: str, gpus: int) -> str:
+    """The ``speeds/`` entry for a job of class ``klass`` and ``gpus`` GPUs (the plugin's lookup,
+    mirrored in Lua): ``speeds/<C>@<G>`` for the largest ``G <= gpus`` present (up to
+    :data:`MAX_GANG_LOOKUP`), else ``speeds/<C>``, else ``speeds/*``. Like
+    :meth:`ClassTable.row` except that a class with only larger sizes falls back to flat."""
+    for g in range(min(gpus, MAX_GANG_LOOKUP), 1, -1):
+        if f"speeds/{klass}@{g}" in entries:
+            return f"speeds/{klass}@{g}"
+    return f"speeds/{klass}" if f"speeds/{klass}" in entries else "speeds/*"
 
 
 def _shapes(nodes: Sequence[Node], partition: str, gpu_type: str) -> str:
@@ -144,6 +159,10 @@ def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable, pin_gres: bo
     for c, row in table.rows.items():
         if _SAFE.match(c):
             out[f"speeds/{c}"] = _speeds({k: row.get(k, 0.0) for k in types})
+    for c, by in table.sizes.items():
+        if _SAFE.match(c):
+            for g, row in by.items():
+                out[f"speeds/{c}@{g}"] = _speeds({k: row.get(k, 0.0) for k in types})
     out["room/*"] = " ".join(k for k in types if free.get(k, 0) > 0)
     for t, tp in plan.tenants.items():
         if not _SAFE.match(t):

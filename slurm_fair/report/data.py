@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..gangs import can_hold
-from ..model import AccountingRecord, SlurmJob, frozen_map
+from ..model import AccountingRecord, GpuRequest, SlurmJob, frozen_map
 from ..slurm.port import SlurmPort
 from .window import Window
 
@@ -151,10 +151,12 @@ def normalise(tput: Mapping[str, float], types: list[str]) -> dict[str, float]:
 
 
 def _as_job(rec: AccountingRecord) -> SlurmJob:
-    """The fields of a record that the controller's estimator looks at (account, name, comment)."""
+    """The fields of a record that the controller's estimator looks at (account, name, comment,
+    and the GPU count: a gang's class row is the one measured at its size)."""
     return SlurmJob(
         job_id=rec.job_id, name=rec.name, user=rec.user, account=rec.account,
         partition=rec.partition, qos="", state=rec.state, comment=rec.comment,
+        gpu_request=GpuRequest(max(1, rec.gpus), None, per="job") if rec.gpus else None,
     )
 
 

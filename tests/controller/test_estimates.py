@@ -105,15 +105,63 @@ def test_rules_validation_names_the_key():
 
 
 def test_conf_classes_csv_matches_the_embedded_measurements():
-    """The shipped table is the Gavel 1-GPU measurements under tag-friendly names."""
+    """The shipped table is the Gavel measurements (every gang size) under tag-friendly names."""
     shipped = load_class_table(REPO / "conf" / "classes.csv")
     gavel = throughput_table.load(None)
+    checked = 0
     for job_type in gavel.job_types:
         name = gavel_class_name(job_type)
         if name in shipped:
-            for k in ("k80", "p100", "v100"):
-                assert math.isclose(shipped.rows[name][k], gavel.lookup(job_type, 1, k), rel_tol=1e-5)
+            for g in (1, 2, 4, 8):
+                for k in ("k80", "p100", "v100"):
+                    if gavel.is_measured(job_type, g, k):
+                        assert math.isclose(shipped.row(name, g)[k], gavel.lookup(job_type, g, k), rel_tol=1e-5)
+                        checked += 1
     assert len(shipped.rows) == len(load_class_table(None).rows) >= 20
+    assert checked > 3 * 20 * 2 and len(shipped.sizes) >= 15
+
+
+def test_a_gang_uses_the_row_measured_at_its_size():
+    table = ClassTable({"big": {"k80": 0.35, "p100": 1.6, "v100": 2.5}}, "test",
+                       {"big": {2: {"k80": 0.0, "p100": 2.9, "v100": 4.2}, 8: {"k80": 0.0, "p100": 9.9, "v100": 10.3}}})
+    for gpus, row in [(1, "big"), (2, 2), (3, 2), (7, 2), (8, 8), (16, 8)]:
+        e, _ = est(job("1", "a", gpus=gpus, comment="fair:class=big"), table=table)
+        want = table.rows["big"] if row == "big" else table.sizes["big"][row]
+        assert dict(e.throughput) == dict(want), gpus
+        assert e.online_key == ("big" if gpus == 1 else f"big@{gpus}")
+    # 0 on k80 for a gang: the problem sees a type where the job cannot run
+    e, _ = est(job("1", "a", gpus=4, comment="fair:class=big"), table=table)
+    assert e.throughput["k80"] == 0.0 and e.sources["k80"] == "class-table"
+    # a gang's observations are its size's own: 1-GPU observations do not touch it
+    e, _ = est(job("1", "a", gpus=4, comment="fair:class=big"), table=table,
+               online={"big": {"v100": 99.0}, "big@4": {"p100": 7.0}})
+    assert e.throughput["v100"] == 4.2 and e.throughput["p100"] == 7.0
+    # a class with only larger sizes measured: the smallest there is
+    only = ClassTable({}, "test", {"x": {4: {"v100": 4.0, "k80": 1.0}}})
+    assert "x" in only and dict(only.row("x", 1)) == {"v100": 4.0, "k80": 1.0}
+
+
+def test_embedded_table_keeps_a_class_off_a_type_it_cannot_run_on_at_its_size():
+    table = load_class_table(None)
+    assert table.row("resnet-50-bs128", 1)["k80"] > 0
+    assert table.row("resnet-50-bs128", 4)["k80"] == 0 and table.row("resnet-50-bs128", 4)["v100"] > 0
+    e, _ = est(job("1", "a", gpus=4, comment="fair:class=resnet-50-bs128"), table=table)
+    assert e.throughput["k80"] == 0 and e.throughput["v100"] > e.throughput["p100"] > 0
+
+
+def test_class_table_gpus_column(tmp_path):
+    p = tmp_path / "c.csv"
+    p.write_text("class,gpus,v100,k80\nm,,2,1\nm,4,6,0\n")
+    t = load_class_table(p)
+    assert dict(t.rows["m"]) == {"v100": 2.0, "k80": 1.0} and dict(t.row("m", 5)) == {"v100": 6.0, "k80": 0.0}
+    p.write_text("class,gpus,v100\nm,4,1\nm,4,2\nn,two,1\nn,0,1\n")
+    try:
+        load_class_table(p)
+    except InputError as exc:
+        msg = exc.message()
+        assert "line 3.class" in msg and "4 GPUs" in msg and "line 4.gpus" in msg and "line 5.gpus" in msg
+    else:
+        raise AssertionError("bad table accepted")
 
 
 def test_bad_class_table_lists_every_problem(tmp_path):

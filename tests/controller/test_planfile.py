@@ -55,6 +55,18 @@ def test_plan_file_round_trip_and_line_format(tmp_path):
     assert doc["room/*"] == "k80 v100"  # free GPUs
 
 
+def test_gang_sizes_get_their_own_speeds_and_the_lookup_takes_the_largest_size_below():
+    snap = snapshot(tiered(cluster(v100=4, k80=8)), [job("1", "alice")])
+    prob = Problem(snap.capacity(), {}, (Job("1", "alice", 1, {"v100": 1, "k80": 1}),))
+    plan = make_plan(snap, prob, Allocation("t", {"1": {"v100": 1.0}}), {"1": "v100"}, {}, {}, {}, PlanSettings(), False)
+    table = ClassTable({"big": {"k80": 1.0, "v100": 4.0}}, "t", {"big": {4: {"k80": 0.0, "v100": 8.0}}})
+    entries = planfile.plan_entries(plan, snap, table)
+    assert entries["speeds/big"] == "k80=0.25 v100=1" and entries["speeds/big@4"] == "v100=1"  # no k80 at 4
+    key = planfile.speed_key
+    assert [key(entries, "big", g) for g in (1, 3, 4, 9)] == ["speeds/big", "speeds/big", "speeds/big@4", "speeds/big@4"]
+    assert key(entries, "nope", 4) == "speeds/*"
+
+
 def test_unsafe_names_are_left_out():
     snap = snapshot(cluster(v100=4), [job("1", 'ev"il')])
     prob = Problem(snap.capacity(), {}, (Job("1", 'ev"il', 1, {"v100": 1}),))

@@ -148,6 +148,26 @@ def test_submit_steers_by_class_speed_and_tenant_room(script):
     assert any("partitions v100,p100,k80" in line for line in out["log"])
 
 
+def test_a_gang_reads_the_speeds_measured_at_its_size(script):
+    _, plan = script
+    # one GPU of "big" runs on k80; two or more do not (Gavel: out of memory), and at 4+ GPUs
+    # p100 scales better than v100
+    plan.write_text(plan_text(NOW, **{"speeds/big": "k80=0.14 p100=0.63 v100=1",
+                                      "speeds/big@2": "p100=0.68 v100=1",
+                                      "speeds/big@4": "p100=1 v100=0.8", "room/bio": ""}))
+    one_gpu = submit(script, NOW, account="bio", tres_per_node="gres:gpu:1", comment="fair:class=big")
+    assert one(one_gpu, "partition") == "v100,p100,k80"
+    for fields, expected in [
+        ({"tres_per_node": "gres:gpu:2"}, "v100,p100"),  # no k80: the class cannot run there at 2
+        ({"tres_per_node": "gres:gpu:3"}, "v100,p100"),  # 3 reads the row of 2
+        ({"tres_per_node": "gres:gpu:2", "min_nodes": "2"}, "p100"),  # 2 x 2 = 4 GPUs: p100 best
+        ({"tres_per_job": "gres:gpu:4"}, "p100"),
+        ({"tres_per_task": "gres:gpu:1", "num_tasks": "2"}, "v100,p100"),
+    ]:
+        out = submit(script, NOW, account="bio", comment="fair:class=big", **fields)
+        assert one(out, "partition") == expected, fields
+
+
 def test_no_room_anywhere_offers_every_type(script):
     _, plan = script
     plan.write_text(plan_text(NOW, **{"speeds/resnet": "k80=0.16 p100=0.63 v100=1", "room/bio": ""}))
