@@ -6,6 +6,8 @@ the registry's signature, and its tests must not depend on a particular engine p
 
 from __future__ import annotations
 
+from hypothesis import strategies as st
+
 import json
 from pathlib import Path
 from typing import Callable
@@ -82,3 +84,14 @@ def taking_turns(problem: Problem, options: PolicyOptions) -> dict[str, dict[str
         for n, j in enumerate(sorted(problem.jobs, key=lambda j: j.id))
         if (n + i) % 2 == 0 and j.best_throughput > 0
     }
+
+
+def job_rows(shapes: list) -> st.SearchStrategy:
+    """1-10 trace rows ``(tenant, shape, total_steps, arrival_s)`` of three tenants, for the
+    engine's property tests; ``shapes`` are what the test's cluster model takes (GPUs, or
+    ``(gpus, nodes)``)."""
+    return st.lists(
+        st.tuples(st.sampled_from(["t1", "t2", "t3"]), st.sampled_from(shapes),
+                  st.integers(1, 20000), st.integers(0, 3000)),
+        min_size=1, max_size=10,
+    )

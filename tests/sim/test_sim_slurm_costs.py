@@ -15,7 +15,7 @@ from slurm_fair.sim.cluster import ClusterSpec, parse_cluster
 from slurm_fair.sim.playout import FreeGpus
 from slurm_fair.sim.workload import TraceJob, make_workload
 
-from simhelpers import even_split, oldest_first, scripted, standin, table_from, taking_turns
+from simhelpers import job_rows, even_split, oldest_first, scripted, standin, table_from, taking_turns
 
 FLAT = table_from({"v100": {("A", 1): 10.0}, "k80": {("A", 1): 10.0}})
 SHAPED = table_from({k: {("A", 1): s, ("A", 4): 4 * s, ("A", 8): 8 * s, ("A", 16): 16 * s}
@@ -206,16 +206,7 @@ def clusters(draw) -> ClusterSpec:
     return parse_cluster(",".join(f"{k}={n}x{g}" for k, (n, g) in layout.items()))
 
 
-jobs_strategy = st.lists(
-    st.tuples(
-        st.sampled_from(["t1", "t2", "t3"]),
-        st.sampled_from([(1, None), (2, None), (4, None), (4, 1), (4, 2), (8, 1), (8, 2), (16, 4)]),
-        st.integers(1, 20000),
-        st.integers(0, 3000),
-    ),
-    min_size=1,
-    max_size=10,
-)
+jobs_strategy = job_rows([(1, None), (2, None), (4, None), (4, 1), (4, 2), (8, 1), (8, 2), (16, 4)])
 
 
 @settings(max_examples=40, deadline=None)
