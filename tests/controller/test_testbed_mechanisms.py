@@ -3,7 +3,8 @@ shared testbed, in fresh accounts of its own (see test_testbed.py for why and ho
 
 * gangs are only sent where a node can hold them (8 GPUs per node: the k80 node only), and a job
   Slurm refuses in a partition it was sent to (``BadConstraints``) is sent back and remembered;
-* job_submit.lua steers a new job from the plan before the controller's next cycle;
+* job_submit.lua steers a new job from the plan before the controller's next cycle, never to a
+  type its class cannot run on at its gang size;
 * a job on a slow type moves up to an idle faster type (requeue, hold, restart there);
 * at a round boundary a running opted-in job is requeued to make room for a waiting one.
 
@@ -127,6 +128,11 @@ def test_submit_plugin_steers_a_new_job_before_the_next_cycle(sub, accounts, tb_
         # recommendation-bs1024 runs 2.3x faster on p100 than on v100: v100 is never offered
         jobs = {j.job_id: j for j in port.jobs()}
         assert "v100" not in jobs[rec].partition.split(",")
+        # ResNet-50 at batch 128 runs on one K80 but not on four (Gavel measured 0): a 4-GPU
+        # gang is never offered k80, even with every v100 and p100 busy or taken
+        gang = running(sub, b, "--gres=gpu:4", comment="fair:class=resnet-50-bs128")
+        j = wait_for(port, gang, lambda j: bool(j.partition), timeout=30)
+        assert "k80" not in j.partition.split(",") and j.admin_comment == "slurm-fair:partition=gpu", j.partition
     finally:
         tb.layout.plan_file.unlink(missing_ok=True)
 
