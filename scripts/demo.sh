@@ -36,7 +36,7 @@ echo "== Emulated workload: $(($(wc -l < "$TRACE") - 1)) Philly-derived jobs of 
 echo "   Jobs are submitted untyped (--gres=gpu:N); job_submit.lua sends each new job to the types"
 echo "   the latest plan prefers, the controller plans every trace minute (QOS limits, order,"
 echo "   requeues to time-share and to move jobs up to idle faster GPUs)."
-echo "   ${SCALE} trace seconds pass per real second; takes about $((25000 / SCALE / 60 + 1)) minutes."
+echo "   ${SCALE} trace seconds pass per real second; takes about $((12000 / SCALE / 60 + 1)) minutes."
 rm -rf "$RUN_DIR"
 SINCE=$(date +%Y-%m-%dT%H:%M:%S)
 $SF testbed bench --trace "$TRACE" --time-scale "$SCALE" --policy "$POLICY" --timeout $((36000 / SCALE + 120)) \
