@@ -23,9 +23,8 @@ running job allocated ``x = 1`` (priority at most 1), although the latter's allo
 be met by running every round, so the stop would be undone next round at the cost of two
 restarts. And leftover GPUs do not go to a job allocated a type much faster than them: it would
 be stopped and moved there later. Without the cost (Gavel's setting) rotating and filling freely
-is better: on ``benchmarks/traces/philly_6vc_240.csv`` with Gavel's costs the sticky rules raise
-oef's mean finish-time fairness from 2.0 to 2.8; with the testbed's costs they cut average JCT
-by 6 % and restarts by a third (docs/results.md).
+is better (the sticky rules made finish-time fairness worse on the simulator's Philly trace with
+Gavel's costs while they were built), so they are off there.
 
 Jobs are gangs on real nodes (:mod:`slurm_fair.gangs`): with node structure a job is placed only
 where its shape fits in the GPUs free per node (and only on ``job.hosts``), never by a per-type

@@ -103,8 +103,8 @@ def prefer(types: Sequence[str], speed: Mapping[str, float], room: Mapping[str, 
 def speed_key(entries: Mapping[str, object], klass: str, gpus: int) -> str:
     """The ``speeds/`` entry for a job of class ``klass`` and ``gpus`` GPUs (the plugin's lookup,
     mirrored in Lua): ``speeds/<C>@<G>`` for the largest ``G <= gpus`` present (up to
-    :data:`MAX_GANG_LOOKUP`), else ``speeds/<C>``, else ``speeds/*``. Like
-    :meth:`ClassTable.row` except that a class with only larger sizes falls back to flat."""
+    :data:`MAX_GANG_LOOKUP`), else ``speeds/<C>``, else ``speeds/*``: with the entries
+    :func:`plan_entries` writes, the row :meth:`ClassTable.row` gives."""
     for g in range(min(gpus, MAX_GANG_LOOKUP), 1, -1):
         if f"speeds/{klass}@{g}" in entries:
             return f"speeds/{klass}@{g}"
@@ -163,6 +163,8 @@ def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable, pin_gres: bo
         if _SAFE.match(c):
             for g, row in by.items():
                 out[f"speeds/{c}@{g}"] = _speeds({k: row.get(k, 0.0) for k in types})
+            if c not in table.rows:  # measured on gangs only: smaller jobs read the smallest size
+                out[f"speeds/{c}"] = _speeds({k: table.row(c, 1).get(k, 0.0) for k in types})
     out["room/*"] = " ".join(k for k in types if free.get(k, 0) > 0)
     for t, tp in plan.tenants.items():
         if not _SAFE.match(t):

@@ -65,6 +65,12 @@ def test_gang_sizes_get_their_own_speeds_and_the_lookup_takes_the_largest_size_b
     key = planfile.speed_key
     assert [key(entries, "big", g) for g in (1, 3, 4, 9)] == ["speeds/big", "speeds/big", "speeds/big@4", "speeds/big@4"]
     assert key(entries, "nope", 4) == "speeds/*"
+    # a class measured on gangs only: a smaller job reads its smallest size, as ClassTable.row
+    gangs_only = ClassTable({}, "t", {"g": {4: {"k80": 1.0, "v100": 2.0}, 8: {"v100": 3.0}}})
+    e2 = planfile.plan_entries(plan, snap, gangs_only)
+    for g in (1, 4, 8):
+        want = gangs_only.row("g", g)
+        assert e2[key(e2, "g", g)] == planfile._speeds({k: want.get(k, 0.0) for k in ("k80", "v100")}), g
 
 
 def test_unsafe_names_are_left_out():
