@@ -72,7 +72,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "order": Key((str,), "nice", "how job order is enforced", _one_of("nice", "priority")),
         "accounts": Key((list,), [], "only these Slurm accounts take part (empty: every account)"),
         "total_limit": Key((bool,), True, "also limit each tenant's untyped gres/gpu total (binds untyped jobs)"),
-        "pin_gres_type": Key((bool,), False, "rewrite gres requests to the type, only where Slurm can undo it (>= 23.11)"),
+        "pin_gres_type": Key(
+            (bool, str), "auto", "type each pending job's GPU request so per-type QOS limits bind: "
+            "auto (where Slurm can undo it, >= 23.11; partitions steer on 22.05), true, or false",
+            lambda v: None if v in (True, False, "auto") else "must be true, false or \"auto\""),
         "min_run_s": Key(NUM, 0.0, "time-sharing hysteresis: a job is requeued only after running this long (0: one round)", _non_negative),
         "requeue_cost_s": Key(NUM, 150.0, "what a requeue costs a job (Slurm's hold, cred_expire + 1 s, plus a restart); "
                               "a job moves to a faster idle type only when the expected gain beats it", _non_negative),

@@ -1,4 +1,8 @@
-"""Shared fixtures: the real local Slurm testbed, brought up once per test session.
+"""Shared fixtures: the real local Slurm testbeds, each brought up once per test session.
+
+Every test that takes the ``testbed`` fixture runs once per Slurm version of
+``--slurm-versions`` (default: every version the testbed knows, 22.05 and 24.11; ``make test``
+and CI run both): pytest groups them by version, so each testbed comes up once.
 
 Tests that need Slurm are marked ``@pytest.mark.slurm`` and take the ``testbed`` fixture (a
 :class:`slurm_fair.testbed.Testbed`, already up, with ``SLURM_CONF`` exported into
@@ -23,20 +27,93 @@ import pytest
 from slurm_fair.testbed import Testbed
 from slurm_fair.testbed.jobs import TERMINAL, submit_job, wait_job_state
 from slurm_fair.testbed.procs import owned_process
+from slurm_fair.testbed.rootfs import VERSIONS
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--slurm-versions", default=os.environ.get("SLURM_FAIR_TEST_VERSIONS", ",".join(VERSIONS)),
+        help="comma-separated Slurm versions the real-testbed tests run on (default: "
+        "$SLURM_FAIR_TEST_VERSIONS, else all: " + ",".join(VERSIONS) + ")",
+    )
+
+
+def slurm_versions(config: pytest.Config) -> list[str]:
+    wanted = [v.strip() for v in str(config.getoption("--slurm-versions")).split(",") if v.strip()]
+    unknown = [v for v in wanted if v not in VERSIONS]
+    if unknown:
+        raise pytest.UsageError(f"--slurm-versions: unknown {unknown}; known: {list(VERSIONS)}")
+    return wanted
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    slurm_versions(config)  # a typo in --slurm-versions is a usage error before anything runs
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "slurm_version" in metafunc.fixturenames:
+        versions = slurm_versions(metafunc.config)
+        metafunc.parametrize("slurm_version", versions, indirect=True, scope="session",
+                             ids=[f"slurm{v}" for v in versions])
 
 
 @pytest.fixture(scope="session")
-def testbed() -> Iterator[Testbed]:
-    """The local Slurm cluster, up (started or reused), with SLURM_CONF in os.environ."""
-    tb = Testbed()
-    was_up = tb.is_healthy()
-    ci_owned = bool(os.environ.get("CI")) and not was_up
-    try:
-        tb.up()
-    except BaseException:
-        if ci_owned:  # leave nothing behind a failed start either
+def slurm_version(request: pytest.FixtureRequest) -> str:
+    """The Slurm version of the ``testbed`` a test runs on (a session-wide parameter)."""
+    return str(request.param)
+
+
+class _Testbeds:
+    """Each version's testbed, brought up once when a test first needs it.
+
+    A healthy testbed in the default directory is reused and left up; one started here stays up
+    too unless ``$CI`` is set: then it is taken down at the end of the session and no daemon of
+    it may remain, which is how CI proves ``down``.
+    """
+
+    def __init__(self) -> None:
+        self.started: dict[str, Testbed] = {}
+        self.owned: list[Testbed] = []
+
+    def __call__(self, version: str) -> Testbed:
+        if version in self.started:
+            return self.started[version]
+        tb = Testbed(slurm=version)
+        ci_owned = bool(os.environ.get("CI")) and not tb.is_healthy()
+        try:
+            tb.up()
+        except BaseException:
+            if ci_owned:  # leave nothing behind a failed start either
+                tb.down()
+            raise
+        if ci_owned:
+            self.owned.append(tb)
+        self.started[version] = tb
+        return tb
+
+    def close(self) -> None:
+        left: list[str] = []
+        for tb in self.owned:
             tb.down()
-        raise
+            left += [f"{tb.config.slurm}:{d.name}" for d in tb.daemons() if owned_process(d) is not None]
+        assert not left, f"daemons still running after down: {left}"
+
+
+@pytest.fixture(scope="session")
+def testbeds() -> Iterator[Callable[[str], Testbed]]:
+    """``testbeds(version)`` -> that version's testbed, up (for fixtures that pick a version)."""
+    found = _Testbeds()
+    try:
+        yield found
+    finally:
+        found.close()
+
+
+@pytest.fixture(scope="session")
+def testbed(slurm_version: str, testbeds: Callable[[str], Testbed]) -> Iterator[Testbed]:
+    """The local Slurm cluster of ``slurm_version``, up (started or reused), with its
+    ``SLURM_CONF`` (and, for another version than the host's, ``PATH``) in os.environ."""
+    tb = testbeds(slurm_version)
     saved = {k: os.environ.get(k) for k in tb.env}
     os.environ.update(tb.env)
     try:
@@ -47,10 +124,6 @@ def testbed() -> Iterator[Testbed]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        if ci_owned:
-            tb.down()
-            left = [d.name for d in tb.daemons() if owned_process(d) is not None]
-            assert not left, f"daemons still running after down: {left}"
 
 
 @pytest.fixture

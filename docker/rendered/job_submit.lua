@@ -8,15 +8,16 @@ start it on whatever node comes first: its partitions become the single-type par
 prefers for its account and class (only those whose nodes can hold it), and its admin comment
 records what it asked for ("slurm-fair:partition=gpu"; users cannot set an admin comment, so the
 controller may trust it and `slurm-fair revert` puts the partition back). Slurm tries the listed
-partitions by PriorityTier (fastest type first in slurm-fair's configuration). Where the plan
-says the controller may type requests (Slurm >= 23.11, pin_gres=1) the request is typed instead.
+partitions by PriorityTier (fastest type first in slurm-fair's configuration). It never types
+the request itself, also where Slurm could undo that (>= 23.11): the controller does at its next
+cycle, after recording the original request, so `slurm-fair revert` can give it back exactly.
 
 Never rejects or fails a job: on a missing, unreadable, malformed or stale plan, a typed request,
 a partition of one GPU type, no partition that can hold the job, or any error of its own, the job
 goes through untouched (always slurm.SUCCESS). Lua 5.1.
 
 Plan file (slurm_fair/controller/planfile.py): one flat JSON object, one pair per line:
-    "format": 2, "generated_at": <unix s>, "expires_at": <unix s>, "pin_gres": 0|1,
+    "format": 2, "generated_at": <unix s>, "expires_at": <unix s>,
     "spans/<partition>": "<types>", "partition/<type>": "<partition>", "tier/<type>": "<n>",
     "shapes/<type>": "<gpus>x<cpus>x<mem MB>x<count> ...", "speeds/<class>": "<type>=<n> ...",
     "room/<account>": "<types>"
@@ -117,25 +118,6 @@ function M.classify(elem)
   end
   if string.find(rest, "^:[%a][^:]*") ~= nil then return "typed" end
   return "other"
-end
-
--- Rewrite a tres_per_* string with gpu_type. Returns new string (or nil if nothing to do),
--- and true when the string already holds a typed GPU request.
-function M.rewrite(spec, gpu_type)
-  if spec == nil or spec == "" then return nil, false end
-  local out, changed = {}, false
-  for elem in string.gmatch(spec, "[^,]+") do
-    local kind, prefix, count = M.classify(elem)
-    if kind == "typed" then return nil, true end
-    if kind == "untyped" then
-      table.insert(out, prefix .. "gpu:" .. gpu_type .. count)
-      changed = true
-    else
-      table.insert(out, elem)
-    end
-  end
-  if not changed then return nil, false end
-  return table.concat(out, ","), false
 end
 
 function M.job_class(comment)
@@ -321,19 +303,6 @@ function M.decide(job_desc, part_list, now)
   end
   if #fitting == 0 then return nil, "no listed partition can hold the job" end
   local changes = {}
-  if plan["pin_gres"] == "1" then
-    for f, v in pairs(specs) do
-      local new = M.rewrite(v, fitting[1].type)
-      if new ~= nil then changes[f] = new end
-    end
-    local comment = job_desc.comment
-    if comment == nil or comment == "" then
-      changes.comment = "fair:auto"
-    elseif string.find(comment, "fair:auto", 1, true) == nil then
-      changes.comment = comment .. " fair:auto"
-    end
-    return changes, account .. "/" .. class .. " -> gres type " .. fitting[1].type .. " (plan cycle " .. tostring(plan["cycle"]) .. ")"
-  end
   local parts, seen = {}, {}
   for _, f in ipairs(fitting) do
     if not seen[f.partition] then

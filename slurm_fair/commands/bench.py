@@ -16,6 +16,7 @@ from rich.table import Table
 from ..errors import SlurmFairError
 from ..sim.report import COLUMNS, format_metric
 from ..testbed import Testbed
+from .options import slurm_option
 from ..testbed.bench import Bench, BenchSpec, Interrupted, fresh_run_dir, write_json
 
 #: extra rows of the bench (real-run figures the simulator has no equivalent for)
@@ -60,16 +61,17 @@ def results_table(docs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
 @click.option("--solver", type=click.Choice(["auto", "cbc", "highs"]), default=None, help="Controller LP solver (default auto: HiGHS when installed, else CBC).")
 @click.option("--dir", "state_dir", type=click.Path(file_okay=False), default=None, help="Testbed state directory.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Testbed description.")
+@slurm_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
 def bench(trace: str, time_scale: float, policy: str, json_out: str | None, round_s: float,
           timeout_s: float | None, run_dir: str | None, throughputs: str | None, solver: str | None,
-          state_dir: str | None, config_path: str | None, quiet: bool) -> None:
+          state_dir: str | None, config_path: str | None, slurm: str | None, quiet: bool) -> None:
     """Run an emulated trace on the testbed (Slurm alone or with the controller) and score it.
 
     Interrupted (Ctrl-C, SIGTERM, SIGHUP), it stops its controller, cancels its jobs and reverts
     first, then exits with 128 + the signal.
     """
-    tb = Testbed(dir=state_dir, config=config_path)
+    tb = Testbed(dir=state_dir, config=config_path, slurm=slurm)
     say = (lambda _m: None) if quiet else (lambda m: click.echo(f"bench: {m}", err=True))
     spec = BenchSpec(
         trace=Path(trace), time_scale=time_scale,

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from ..errors import TestbedError
 from ..testbed import Testbed
+from .options import slurm_option
 
 dir_option = click.option(
     "--dir",
@@ -27,9 +28,8 @@ config_option = click.option(
     "$SLURM_FAIR_TESTBED_CONFIG, else conf/testbed.toml).",
 )
 
-
-def _testbed(state_dir: str | None, config_path: str | None) -> Testbed:
-    return Testbed(dir=state_dir, config=config_path)
+def _testbed(state_dir: str | None, config_path: str | None, slurm: str | None = None) -> Testbed:
+    return Testbed(dir=state_dir, config=config_path, slurm=slurm)
 
 
 def _say(msg: str) -> None:
@@ -44,22 +44,24 @@ def command() -> None:
 @command.command("up")
 @dir_option
 @config_option
+@slurm_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
-def up(state_dir: str | None, config_path: str | None, quiet: bool) -> None:
+def up(state_dir: str | None, config_path: str | None, slurm: str | None, quiet: bool) -> None:
     """Start the testbed (idempotent) and wait until every node is idle."""
-    tb = _testbed(state_dir, config_path)
+    tb = _testbed(state_dir, config_path, slurm)
     seconds = tb.up(progress=None if quiet else _say)
     if not quiet:
-        _say(f"up in {seconds:.1f}s ({len(tb.config.nodes)} nodes) -- {tb.dir}")
-        _say(f'use it with: eval "$(slurm-fair testbed env{_dir_arg(state_dir)})"')
+        _say(f"Slurm {tb.config.slurm} up in {seconds:.1f}s ({len(tb.config.nodes)} nodes) -- {tb.dir}")
+        _say(f'use it with: eval "$(slurm-fair testbed env{_dir_arg(state_dir, slurm)})"')
 
 
 @command.command("down")
 @dir_option
 @config_option
-def down(state_dir: str | None, config_path: str | None) -> None:
+@slurm_option
+def down(state_dir: str | None, config_path: str | None, slurm: str | None) -> None:
     """Stop exactly the daemons this testbed started."""
-    tb = _testbed(state_dir, config_path)
+    tb = _testbed(state_dir, config_path, slurm)
     stopped = tb.down(progress=_say)
     _say(f"down ({len(stopped)} daemons stopped)")
 
@@ -67,12 +69,13 @@ def down(state_dir: str | None, config_path: str | None) -> None:
 @command.command("status")
 @dir_option
 @config_option
-def status(state_dir: str | None, config_path: str | None) -> None:
+@slurm_option
+def status(state_dir: str | None, config_path: str | None, slurm: str | None) -> None:
     """Show each daemon and node; exit 1 unless every daemon runs."""
-    tb = _testbed(state_dir, config_path)
+    tb = _testbed(state_dir, config_path, slurm)
     st = tb.status()
     console = Console()
-    table = Table(title=f"testbed {tb.config.cluster_name} in {st.dir}")
+    table = Table(title=f"testbed {tb.config.cluster_name} (Slurm {tb.config.slurm}) in {st.dir}")
     for col in ("daemon", "state", "pid", "port", "log"):
         table.add_column(col)
     for d in st.daemons:
@@ -100,15 +103,21 @@ def status(state_dir: str | None, config_path: str | None) -> None:
 @command.command("env")
 @dir_option
 @config_option
-def env(state_dir: str | None, config_path: str | None) -> None:
-    """Print `export` lines for: eval "$(slurm-fair testbed env)"."""
-    tb = _testbed(state_dir, config_path)
-    for key, value in tb.env.items():
-        click.echo(f"export {key}={shlex.quote(value)}")
+@slurm_option
+def env(state_dir: str | None, config_path: str | None, slurm: str | None) -> None:
+    """Print `export` lines for: eval "$(slurm-fair testbed env)".
+
+    For another Slurm version than the host's, PATH starts with the wrappers of its commands.
+    """
+    tb = _testbed(state_dir, config_path, slurm)
+    click.echo(f"export SLURM_CONF={shlex.quote(str(tb.slurm_conf))}")
+    if tb.bin_dir is not None:
+        click.echo(f'export PATH={shlex.quote(str(tb.bin_dir))}:"$PATH"')
 
 
-def _dir_arg(state_dir: str | None) -> str:
-    return f" --dir {shlex.quote(state_dir)}" if state_dir else ""
+def _dir_arg(state_dir: str | None, slurm: str | None = None) -> str:
+    out = f" --dir {shlex.quote(state_dir)}" if state_dir else ""
+    return out + (f" --slurm {slurm}" if slurm and not state_dir else "")
 
 
 from .bench import bench as _bench  # noqa: E402  (issue 6: the real-cluster benchmark)

@@ -97,7 +97,7 @@ class Settings:
     weights: dict[str, float]
     accounts: tuple[str, ...] = ()
     total_limit: bool = True
-    pin_gres_type: bool = False
+    pin_gres_type: bool | str = "auto"  # True, False or "auto" (where Slurm can undo it)
     min_run_s: float = 0.0
     requeue_cost_s: float = 150.0
     move_up_gain: float = 0.25
@@ -115,7 +115,7 @@ class Settings:
             float(c["interval_s"]), float(c["slack"]), c["order"], float(t["ewma_alpha"]),
             Path(c["state_dir"]), Path(c["audit_log"]), t["class_table"],
             {name: float(spec["weight"]) for name, spec in config.tenants.items()},
-            tuple(str(a) for a in c["accounts"]), bool(c["total_limit"]), bool(c["pin_gres_type"]),
+            tuple(str(a) for a in c["accounts"]), bool(c["total_limit"]), c["pin_gres_type"],
             float(c["min_run_s"]), float(c["requeue_cost_s"]), float(c["move_up_gain"]),
             Path(c["plan_file"]) if c["plan_file"] else None,
         )
@@ -294,9 +294,9 @@ def _cycle(
         now = snapshot.taken_at.timestamp()
         ptypes = partition_types(snapshot.nodes)
         retype_ok = False
-        if s.pin_gres_type:
+        if s.pin_gres_type in (True, "auto"):
             retype_ok = can_retype(port)
-            if not retype_ok:
+            if not retype_ok and s.pin_gres_type is True:
                 res.warnings.append(
                     "pin_gres_type is set but this Slurm cannot undo a typed GPU request (before "
                     "23.11): jobs are steered by partition instead")
@@ -428,7 +428,7 @@ def _cycle(
                     store.set_meta("round_started_at", repr(now))
             if res.status == "ok":
                 store.save_plan(res.cycle_id, now, plan.to_dict())
-                entries = planfile.plan_entries(plan, snapshot, table, retype_ok)
+                entries = planfile.plan_entries(plan, snapshot, table)
                 planfile.write(
                     s.plan_path,
                     planfile.render(entries, now, max(3 * s.interval_s, 180.0), res.cycle_id),

@@ -55,12 +55,12 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
 from ..model import Allocation, Node, Problem, Snapshot, SlurmJob, frozen_map
 from . import requeue as rq
-from .steer import current_type, partition_holds
+from .steer import current_type, job_partitions, partition_holds, submitted_partition
 
 #: nice taken off the jobs this round places (order = nice): a band above every multifactor
 #: priority (the sum of the PriorityWeight* factors is far below it), so they go first and every
@@ -310,7 +310,8 @@ def make_plan(
     movers = sorted((sj for sj in eligible if sj.job_id not in requeue_for),
                     key=lambda sj: (-pjobs[sj.job_id].attained_s, sj.job_id))
     moves = rq.move_up(free, movers, problem, settings.requeue_cost_s, settings.move_up_gain,
-                       _hosts(settings), lambda sj, k: _steerable(sj, k, settings))
+                       _hosts(settings),
+                       lambda sj, k: _steerable(sj, k, settings, base_partition.get(sj.job_id) or submitted_partition(sj)))
     requeue = sorted(set(requeue_for) | set(moves))
     if requeue:
         # a requeued job is pending as soon as the requeue returns: plan it like one (its type,
@@ -351,11 +352,18 @@ def _hosts(settings: PlanSettings):
     return lambda sj, name: name not in nodes or nodes[name].can_host(sj)
 
 
-def _steerable(sj: SlurmJob, k: str, settings: PlanSettings) -> bool:
-    """A partition of type ``k`` exists and its nodes can hold the job (never strand a job)."""
+def _steerable(sj: SlurmJob, k: str, settings: PlanSettings, base: str) -> bool:
+    """The job can be sent to type ``k`` and held there (never strand a job): with ``pin_gres``
+    a partition it asked for (``base``) has nodes of ``k`` that can hold it typed; else a
+    partition of type ``k`` exists and its nodes can hold it."""
+    if settings.pin_gres:
+        if not settings.nodes:
+            return True
+        typed = replace(sj, gpu_request=replace(sj.gpu_request, gpu_type=k)) if sj.gpu_request else sj
+        return any(partition_holds(typed, p, settings.nodes) for p in job_partitions(base))
     part = settings.type_partition.get(k)
     if part is None:
-        return settings.pin_gres
+        return False
     return not settings.nodes or partition_holds(sj, part, settings.nodes)
 
 
@@ -387,10 +395,13 @@ def _job_plans(
                 sj, ctx.allocation.x.get(sj.job_id, {}), placed_type(sj.job_id),
                 ctx.pjobs[sj.job_id].throughput, ctx.capacity, current_type(sj, settings.ptypes),
             )
-            ok = [k for k in ranked if _steerable(sj, k, settings)]
+            base = ctx.base_partition.get(sj.job_id) or submitted_partition(sj)
+            ok = [k for k in ranked if _steerable(sj, k, settings, base)]
             planned = ok[0] if ok else (ranked[0] if ranked else None)
             if planned and settings.pin_gres:
-                gpu_type = planned
+                # typed where it asked to run (back there if a plugin or an older cycle moved it)
+                gpu_type = planned if ok else None
+                partition = base if base != sj.partition else None
             elif planned and ok:
                 partition = settings.type_partition[planned]
             elif planned:

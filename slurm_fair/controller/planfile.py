@@ -15,7 +15,6 @@ commas and backslashes::
     "generated_at": 1732190000,
     "expires_at": 1732190180,
     "cycle": "20261121T133200Z-1a2b",
-    "pin_gres": "0",
     "spans/gpu": "k80 p100 v100",
     "partition/v100": "v100",
     "shapes/v100": "4x16x64000x2",
@@ -36,9 +35,11 @@ commas and backslashes::
 * ``speeds/<C>`` (class ``C`` from ``fair:class=C``, else ``speeds/*``: flat): ``n_jk`` per type;
   ``speeds/<C>@<G>``: the same measured on a gang of ``G`` GPUs (a job of ``g`` GPUs reads the
   largest ``G <= g`` there is, :func:`speed_key`; a type missing from the list cannot run it);
-* ``room/<A>`` (else ``room/*``): the types where tenant ``A`` has room (below);
-* ``pin_gres``: 1 when the controller may also type the request itself (a Slurm that can undo
-  it, ``[controller].pin_gres_type``): the plugin then types it to the first type instead.
+* ``room/<A>`` (else ``room/*``): the types where tenant ``A`` has room (below).
+
+The plugin only steers by partition, also where the controller types requests itself
+(``[controller].pin_gres_type`` on Slurm >= 23.11): a request typed at submission would have no
+recorded original for ``revert``; the controller types the job at its next cycle instead.
 
 ``generated_at``/``expires_at`` are integer Unix seconds; the plugin leaves a job untouched when
 ``now > expires_at`` (the controller stopped: a stale plan is worse than none) or the file is
@@ -121,7 +122,7 @@ def _shapes(nodes: Sequence[Node], partition: str, gpu_type: str) -> str:
     return " ".join(f"{g}x{c}x{m}x{count}" for (g, c, m), count in sorted(sizes.items()))
 
 
-def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable, pin_gres: bool = False) -> dict[str, str]:
+def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable) -> dict[str, str]:
     """Every entry of the file but the header (pure)."""
     types = list(plan.gpu_types)
     capacity = snapshot.capacity()
@@ -142,7 +143,7 @@ def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable, pin_gres: bo
             used.setdefault(j.account, {})
             used[j.account][k] = used[j.account].get(k, 0) + j.gpu_request.total
 
-    out: dict[str, str] = {"pin_gres": "1" if pin_gres else "0"}
+    out: dict[str, str] = {}
     for p, ts in sorted(ptypes.items()):
         real = sorted(t for t in ts if t)
         if len(real) > 1 and _SAFE.match(p) and all(t in steer_to for t in real):

@@ -178,6 +178,9 @@ class GresEntry:
     #: ``gres:`` (22.05), ``gres/`` (24.05+) or empty: kept so a rewrite keeps Slurm's form
     prefix: str = ""
     suffix: str = ""
+    #: what separates the count: ``:`` (``gpu:v100:2``), or ``=`` in the TRES form Slurm 24.11
+    #: prints for ``--gpus-per-task`` (``TresPerTask=gres/gpu:v100=1``); a rewrite keeps it
+    count_sep: str = ":"
 
 
 _PREFIX = re.compile(r"^(gres[:/]|tres[:/])", re.IGNORECASE)
@@ -202,13 +205,21 @@ def parse_gres(text: str) -> tuple[GresEntry, ...]:
         m = _PREFIX.match(item)
         prefix = m.group(1) if m else ""
         body = item[len(prefix):]
-        parts = body.split(":")
+        sep = ":"
+        if "=" in body:  # TRES form: name[:type]=count
+            body, _, n = body.partition("=")
+            sep, parts = "=", [*body.split(":"), n]
+        else:
+            parts = body.split(":")
         name = parts[0]
         if not name:
             raise SlurmOutputError(f"empty gres name in {text!r}")
         gpu_type: str | None = None
         count = 1
-        if len(parts) == 2:
+        if sep == "=":
+            gpu_type = ":".join(parts[1:-1]) or None
+            count = _count(parts[-1])
+        elif len(parts) == 2:
             if _COUNT.match(parts[1]):
                 count = _count(parts[1])
             else:
@@ -216,7 +227,7 @@ def parse_gres(text: str) -> tuple[GresEntry, ...]:
         elif len(parts) >= 3:
             gpu_type = ":".join(parts[1:-1]) or None
             count = _count(parts[-1])
-        entries.append(GresEntry(name, gpu_type, count, prefix, suffix))
+        entries.append(GresEntry(name, gpu_type, count, prefix, suffix, sep))
     return tuple(entries)
 
 
@@ -251,10 +262,8 @@ def retype_request(text: str, gpu_type: str | None) -> str:
     """
     items = []
     for e in parse_gres(text):
-        if e.name == "gpu":
-            body = f"gpu:{gpu_type}:{e.count}" if gpu_type else f"gpu:{e.count}"
-        else:
-            body = f"{e.name}:{e.gpu_type}:{e.count}" if e.gpu_type else f"{e.name}:{e.count}"
+        t = gpu_type if e.name == "gpu" else e.gpu_type
+        body = f"{e.name}:{t}{e.count_sep}{e.count}" if t else f"{e.name}{e.count_sep}{e.count}"
         items.append(f"{e.prefix}{body}")
     return ",".join(items)
 

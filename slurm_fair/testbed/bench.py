@@ -39,6 +39,7 @@ its per-type GPU time and first start come from the emulator's checkpoint segmen
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -63,6 +64,7 @@ from ..gangs import Shape, can_hold
 from ..model import AccountingRecord
 from ..sim.metrics import JobRecord, samples_from_records, summarize
 from ..sim.workload import Workload, load_traces
+from . import emulator
 from .emulator import Checkpoint, load_checkpoint
 
 #: squeue states in which a job of the run is not finished yet
@@ -216,7 +218,9 @@ class BenchSpec:
     tick_real_s: float = 0.25
     solver: str | None = None
     throughputs: str | None = None
-    python: str = sys.executable
+    python: str = sys.executable  # runs the controller (on this host)
+    #: runs the emulator inside each job (None: the testbed's, :attr:`Testbed.job_python`)
+    job_python: str | None = None
     #: trace seconds between controller cycles (None: a sixth of a round, as a site running
     #: cycles every minute with Gavel's 6-minute rounds does)
     interval_s: float | None = None
@@ -318,8 +322,10 @@ def check_fits(jobs: Sequence[BenchJob], node_gpus: Mapping[str, tuple[str, int]
 
 
 def emulator_argv(job: BenchJob, spec: BenchSpec, node_types: Mapping[str, str], checkpoint: Path) -> list[str]:
+    """The emulator as a script (standard library only): a testbed of another Slurm version runs
+    its jobs inside a root filesystem whose Python has none of this host's packages."""
     return [
-        spec.python, "-m", "slurm_fair.testbed.emulator",
+        spec.job_python or spec.python, "-I", str(Path(emulator.__file__).resolve()),
         "--steps", repr(float(job.total_steps)),
         "--tput", ",".join(f"{k}={v!r}" for k, v in sorted(job.tput.items())),
         "--node-types", ",".join(f"{n}={k}" for n, k in sorted(node_types.items())),
@@ -472,6 +478,8 @@ class Bench:
 
     def __init__(self, tb: Any, spec: BenchSpec, say: Say | None = None,
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
+        if spec.job_python is None and getattr(tb, "job_python", None):
+            spec = dataclasses.replace(spec, job_python=tb.job_python)
         self.tb, self.spec = tb, spec
         self.say: Say = say or (lambda _m: None)
         self.clock, self.sleep = clock, sleep

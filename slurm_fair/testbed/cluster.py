@@ -19,13 +19,14 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError, Finding, TestbedError
-from . import accounts, procs
+from . import accounts, procs, rootfs
 from . import config as tbconfig
 from .config import TestbedConfig
 from .layout import DIR_ENV, Layout
@@ -66,13 +67,21 @@ class Status:
         )
 
 
-def default_dir() -> Path:
-    """$SLURM_FAIR_TESTBED_DIR, else ``.testbed/`` in the repo root (source checkout) or cwd."""
+def default_dir(slurm: str | None = None) -> Path:
+    """$SLURM_FAIR_TESTBED_DIR, else ``.testbed/`` in the repo root (source checkout) or cwd.
+
+    Another Slurm version than the default gets a sibling of its own (``.testbed-24.11``), so
+    both versions run at once from the same checkout.
+    """
     if env := os.environ.get(DIR_ENV):
-        return Path(env).resolve()
-    root = repo_root()
-    base = root if (root / "templates").is_dir() else Path.cwd()
-    return (base / ".testbed").resolve()
+        found = Path(env).resolve()
+    else:
+        root = repo_root()
+        base = root if (root / "templates").is_dir() else Path.cwd()
+        found = (base / ".testbed").resolve()
+    if slurm and slurm != rootfs.DEFAULT_VERSION:
+        found = found.with_name(f"{found.name}-{slurm}")
+    return found
 
 
 def default_config_path() -> Path | None:
@@ -99,16 +108,21 @@ class Testbed:
         self,
         dir: str | os.PathLike[str] | None = None,
         config: TestbedConfig | str | os.PathLike[str] | None = None,
+        slurm: str | None = None,
     ) -> None:
-        self.layout = Layout(Path(dir).resolve() if dir is not None else default_dir())
+        if slurm is not None:
+            rootfs.version(slurm)  # an unknown version fails here, naming the known ones
+        self.layout = Layout(Path(dir).resolve() if dir is not None else default_dir(slurm))
         if isinstance(config, TestbedConfig):
-            self.config = config
+            cfg = config
         elif config is not None:
-            self.config = tbconfig.load(config)
+            cfg = tbconfig.load(config)
         elif self.layout.root != default_dir() and (saved := self.layout.root / _SAVED_CONFIG).is_file():
-            self.config = tbconfig.validate(json.loads(saved.read_text()), str(saved))
+            cfg = tbconfig.validate(json.loads(saved.read_text()), str(saved))
         else:
-            self.config = tbconfig.load(default_config_path())
+            cfg = tbconfig.load(default_config_path())
+        self.config = tbconfig.with_slurm(cfg, slurm) if slurm is not None else cfg
+        self.version = rootfs.version(self.config.slurm)
 
     # --- what others use -------------------------------------------------------------------
 
@@ -121,9 +135,31 @@ class Testbed:
         return self.layout.slurm_conf
 
     @property
+    def bin_dir(self) -> Path | None:
+        """Where this testbed's Slurm commands are when they are not the host's (else None)."""
+        return None if self.version.host else self.layout.bin
+
+    @property
     def env(self) -> dict[str, str]:
-        """Variables a Slurm client needs to talk to this testbed (add them to os.environ)."""
-        return {"SLURM_CONF": str(self.slurm_conf)}
+        """Variables a Slurm client needs to talk to this testbed (add them to os.environ).
+
+        For another Slurm version than the host's, ``PATH`` starts with :attr:`bin_dir`.
+        """
+        env = {"SLURM_CONF": str(self.slurm_conf)}
+        if (b := self.bin_dir) is not None:
+            rest = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != str(b)]
+            env["PATH"] = os.pathsep.join([str(b), *rest])
+        return env
+
+    @property
+    def job_python(self) -> str:
+        """The Python a job of this testbed runs with (the root filesystem's own, else this one)."""
+        return sys.executable if self.version.host else "/usr/bin/python3"
+
+    def program(self, name: str) -> str:
+        """How to call one of the testbed's programs: its wrapper, or the host's by name."""
+        b = self.bin_dir
+        return name if b is None else str(b / name)
 
     def client_env(self) -> dict[str, str]:
         """The current environment plus :attr:`env`: pass as ``env=`` to subprocess."""
@@ -148,7 +184,7 @@ class Testbed:
         specs = [
             DaemonSpec(
                 "munged", "munged",
-                ("munged", f"--socket={L.munge_socket}", f"--key-file={L.munge_key}",
+                (self.program("munged"), f"--socket={L.munge_socket}", f"--key-file={L.munge_key}",
                  f"--pid-file={L.pid_file('munged')}", f"--log-file={L.log_file('munged')}",
                  f"--seed-file={L.run / 'munged.seed'}", "--force"),
                 L.pid_file("munged"), L.log_file("munged"),
@@ -156,17 +192,17 @@ class Testbed:
             ),
             DaemonSpec(
                 "mariadbd", "mariadbd",
-                ("mariadbd", f"--defaults-file={L.my_cnf}"),
+                (self.program("mariadbd"), f"--defaults-file={L.my_cnf}"),
                 L.pid_file("mariadbd"), L.log_file("mariadbd"), port=self.config.ports["mariadb"],
                 forks=False, markers=(f"--defaults-file={L.my_cnf}",),
             ),
             DaemonSpec(
-                "slurmdbd", "slurmdbd", ("slurmdbd",),
+                "slurmdbd", "slurmdbd", (self.program("slurmdbd"),),
                 L.pid_file("slurmdbd"), L.log_file("slurmdbd"), port=self.config.ports["slurmdbd"],
                 env_conf=conf, env=slurm_env,
             ),
             DaemonSpec(
-                "slurmctld", "slurmctld", ("slurmctld", "-f", conf),
+                "slurmctld", "slurmctld", (self.program("slurmctld"), "-f", conf),
                 L.pid_file("slurmctld"), L.log_file("slurmctld"), port=self.config.ports["slurmctld"],
                 markers=(conf,), env=slurm_env,
             ),
@@ -175,7 +211,7 @@ class Testbed:
             name = f"slurmd:{node.name}"
             specs.append(
                 DaemonSpec(
-                    name, "slurmd", ("slurmd", "-f", conf, "-N", node.name),
+                    name, "slurmd", (self.program("slurmd"), "-f", conf, "-N", node.name),
                     L.pid_file(name), L.log_file(name), port=node.port,
                     markers=(conf, node.name), env=slurm_env,
                 )
@@ -261,7 +297,7 @@ class Testbed:
         return time.monotonic() - t0
 
     def _up(self, say: Callable[[str], None]) -> None:
-        self._check_binaries()
+        self._check_binaries(say)
         rendered = render_all(self.config, self.layout)
         running = [d.name for d in self.daemons() if procs.owned_process(d) is not None]
         if running and self._config_changed(rendered):
@@ -292,7 +328,11 @@ class Testbed:
         say("waiting for every node to be idle")
         self._wait_nodes()
 
-    def _check_binaries(self) -> None:
+    def _check_binaries(self, say: Callable[[str], None] = lambda _m: None) -> None:
+        if not self.version.host:
+            rootfs.ensure(self.layout.rootfs, self.version, say)
+            rootfs.write_wrappers(self.layout.bin, self.layout.rootfs, self.version)
+            return
         needed = ["munged", "mariadbd", "mariadb-install-db", "mariadb", "slurmdbd", "slurmctld",
                   "slurmd", "sacctmgr", "scontrol", "sinfo"]
         path = os.environ.get("PATH", "") + os.pathsep + "/usr/sbin" + os.pathsep + "/sbin"
@@ -348,13 +388,13 @@ class Testbed:
         if (self.layout.mysql_data / "mysql").is_dir():
             return
         procs.run(
-            ["mariadb-install-db", f"--defaults-file={self.layout.my_cnf}", "--skip-test-db",
+            [self.program("mariadb-install-db"), f"--defaults-file={self.layout.my_cnf}", "--skip-test-db",
              "--auth-root-authentication-method=socket"],
             timeout=self.config.start_timeout_s,
         )
 
     def _mariadb(self, sql: str) -> None:
-        procs.run(["mariadb", f"--defaults-file={self.layout.my_cnf}", "-uroot", "-e", sql], timeout=30)
+        procs.run([self.program("mariadb"), f"--defaults-file={self.layout.my_cnf}", "-uroot", "-e", sql], timeout=30)
 
     def _create_database(self) -> None:
         pw = self.layout.db_password()

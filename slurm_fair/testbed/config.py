@@ -20,6 +20,7 @@ from typing import Any
 
 from ..config import Key, _check_table, check_sections, expand_hostlist, read_toml
 from ..errors import ConfigError, Finding
+from .rootfs import VERSIONS, version
 
 #: environment variable naming the testbed description (beats ./conf/testbed.toml)
 CONFIG_ENV = "SLURM_FAIR_TESTBED_CONFIG"
@@ -39,9 +40,17 @@ def _name(v: Any) -> str | None:
     return None if _NAME.match(v) else "must be lowercase letters, digits, '_' (start with a letter)"
 
 
+def _slurm_version(v: Any) -> str | None:
+    return None if v in VERSIONS else f"must be one of {', '.join(VERSIONS)}"
+
+
 SECTIONS: dict[str, dict[str, Key]] = {
     "cluster": {
         "name": Key((str,), "fairtb", "Slurm ClusterName", _name),
+        "slurm": Key(
+            (str,), "22.05", "Slurm version: 22.05 (the host's Debian packages) or 24.11 (Debian "
+            "trixie's, in a root filesystem made under the testbed directory)", _slurm_version,
+        ),
         "cpus_per_node": Key((int,), 16, "virtual CPUs per node (config_overrides)", _positive),
         "memory_mb": Key((int,), 64000, "RealMemory per node in MB", _positive),
         "job_submit_lua": Key((bool,), True, "enable JobSubmitPlugins=lua"),
@@ -123,6 +132,7 @@ class TestbedConfig:
     cred_expire_s: int = 5
     job_submit_lua: bool = True
     job_submit_script: str = ""
+    slurm: str = "22.05"
     source: str = "<defaults>"
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
@@ -160,6 +170,7 @@ def validate(data: Mapping[str, Any], source: str = "<testbed config>") -> Testb
         cred_expire_s=cluster["cred_expire_s"],
         job_submit_lua=cluster["job_submit_lua"],
         job_submit_script=cluster["job_submit_script"],
+        slurm=cluster["slurm"],
         source=source,
         raw=data,
     )
@@ -239,6 +250,21 @@ def _check_ports(ports: Mapping[str, int], n_nodes: int, problems: list[Finding]
         if port in by_port:
             problems.append(Finding(f"ports.{key}", f"{port} already used by ports.{by_port[port]}"))
         by_port[port] = key
+
+
+def with_slurm(cfg: TestbedConfig, name: str) -> TestbedConfig:
+    """The same cluster on another Slurm version, every port moved by the versions' shift.
+
+    So ``testbed up --slurm 24.11`` next to a running 22.05 testbed of the same description
+    finds its own ports (16817 -> 17817, ...): both run at once without a second file.
+    """
+    if name == cfg.slurm:
+        return cfg
+    shift = version(name).port_shift - version(cfg.slurm).port_shift
+    raw = {k: dict(v) if isinstance(v, Mapping) else v for k, v in dict(cfg.raw).items()}
+    raw["cluster"] = {**raw.get("cluster", {}), "slurm": name}
+    raw["ports"] = {k: p + shift for k, p in cfg.ports.items()}
+    return validate(raw, f"{cfg.source} (Slurm {name}, ports moved by {shift:+d})")
 
 
 def load(path: str | os.PathLike[str] | None) -> TestbedConfig:

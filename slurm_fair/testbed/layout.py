@@ -7,6 +7,8 @@
 <dir>/spool/  slurmctld state, slurmd-<node> spool dirs
 <dir>/mysql/  MariaDB datadir
 <dir>/dev/<node>/nvidia0..N   plain files standing in for GPU devices (gres.conf File=)
+<dir>/rootfs/ <dir>/bin/     another Slurm version only: its Debian root filesystem, and the
+                              wrappers that run its programs inside it (testbed/rootfs.py)
 ```
 Unix socket paths are limited to 107 bytes; :meth:`Layout.check` says so early.
 """
@@ -46,6 +48,16 @@ class Layout:
     @property
     def spool(self) -> Path:
         return self.root / "spool"
+
+    @property
+    def bin(self) -> Path:
+        """Wrappers running the root filesystem's programs (a testbed of another Slurm version)."""
+        return self.root / "bin"
+
+    @property
+    def rootfs(self) -> Path:
+        """The Debian root filesystem of a testbed of another Slurm version (made once, cached)."""
+        return self.root / "rootfs"
 
     @property
     def dev(self) -> Path:

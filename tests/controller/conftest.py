@@ -27,8 +27,10 @@ def config(tmp_path):
 
 @pytest.fixture
 def fake():
-    """Two tenants on 4 v100 + 4 p100 + 8 k80."""
+    """Two tenants on 4 v100 + 4 p100 + 8 k80, Slurm 22.05 (jobs are steered by partition;
+    ``pin_gres_type = "auto"`` types requests only where Slurm can undo it)."""
     return FakeSlurm(
+        slurm_version="22.05",
         nodes=cluster(v100=4, p100=4, k80=8),
         accounts=[Account("alice", 1.0, ("normal",), "normal"), Account("bob", 1.0, ("normal",), "normal")],
         qos=[Qos("normal")],
@@ -37,21 +39,6 @@ def fake():
 
 
 @pytest.fixture
-def slurm_env(request):
-    """Client environment of the session testbed (tests/conftest.py), or of a private one named
-    by $SLURM_FAIR_TESTBED_DIR; skipped when neither exists."""
-    import os
-
-    try:
-        tb = request.getfixturevalue("testbed")
-    except pytest.FixtureLookupError:
-        path = os.environ.get("SLURM_FAIR_TESTBED_DIR")
-        if not path:
-            pytest.skip("no testbed fixture and no $SLURM_FAIR_TESTBED_DIR")
-        from slurm_fair.testbed import Testbed
-
-        tb = Testbed(dir=path)
-        if not tb.is_healthy():
-            pytest.skip(f"testbed in {path} is not healthy")
-    env = getattr(tb, "env", None)
-    return tb, dict(env() if callable(env) else env)
+def slurm_env(testbed):
+    """The session testbed (tests/conftest.py, one per Slurm version) and its client environment."""
+    return testbed, dict(testbed.env)

@@ -10,6 +10,7 @@ import pytest
 from slurm_fair.controller.audit import AuditLog
 from slurm_fair.controller.cycle import run_cycle
 from slurm_fair.controller.lock import ControllerLock
+from slurm_fair.controller.revert import revert
 from slurm_fair.controller.state import StateStore
 from slurm_fair.rounding import Placement
 from slurm_fair.errors import LockHeld, SlurmUnavailable, SolverError
@@ -255,14 +256,38 @@ def test_observed_throughput_is_folded_in(fake, config, tmp_path):
     assert res.estimates[p].throughput["k80"] == 100.0 and res.estimates[p].sources["k80"] == "observed"
 
 
-def test_pin_gres_type_rewrites_requests_only_where_slurm_can_undo_it(tmp_path, fake):
-    config = make_config(tmp_path, pin_gres_type=True)
-    ids = submit_mix(fake)  # the fake follows the newest Slurm: typed requests can change
+@pytest.mark.parametrize("pin", [True, "auto"])
+def test_pin_gres_type_rewrites_requests_only_where_slurm_can_undo_it(tmp_path, fake, pin):
+    fake.slurm_version = "24.11.5"  # typed requests can change: "auto" (the default) pins too
+    config = make_config(tmp_path, **({} if pin == "auto" else {"pin_gres_type": pin}))
+    ids = submit_mix(fake)
     res = run_cycle(fake, config)
     assert res.exit_code == 0 and not res.warnings
     for i in ids:
+        assert fake.job(i).gpu_request.gpu_type == res.plan.jobs[i].planned_type
         assert fake.job(i).gpu_request.gpu_type in ("v100", "p100", "k80")
         assert fake.job(i).partition == "gpu"
+    assert not [r for r in res.results if r.action.kind == "set_partition"]
+    rv = revert(fake, config)  # the original untyped requests come back, count and form kept
+    assert rv.exit_code == 0
+    for i in ids:
+        assert fake.job(i).gpu_request.gpu_type is None
+
+
+def test_pin_gres_type_false_steers_by_partition_on_24_11(tmp_path, fake):
+    fake.slurm_version = "24.11.5"
+    config = make_config(tmp_path, pin_gres_type=False)
+    ids = submit_mix(fake)
+    res = run_cycle(fake, config)
+    assert res.exit_code == 0 and not [c for c in fake.calls if c[0] == "set_gpu_type"]
+    assert all(fake.job(i).partition in ("v100", "p100", "k80") for i in ids)
+
+
+def test_pin_gres_type_auto_on_22_05_steers_by_partition_silently(tmp_path, fake):
+    ids = submit_mix(fake)  # the fixture's fake is 22.05
+    res = run_cycle(fake, make_config(tmp_path))
+    assert res.exit_code == 0 and not res.warnings
+    assert all(fake.job(i).partition in ("v100", "p100", "k80") for i in ids)
 
 
 def test_pin_gres_type_on_22_05_steers_by_partition_and_says_so(tmp_path, fake):

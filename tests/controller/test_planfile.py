@@ -44,7 +44,7 @@ def test_plan_file_round_trip_and_line_format(tmp_path):
         assert m, line
         lua[m.group(1)] = m.group(2)
     assert {k: str(v) for k, v in doc.items()} == lua
-    assert doc["spans/gpu"] == "k80 v100" and doc["partition/v100"] == "v100" and doc["pin_gres"] == "0"
+    assert doc["spans/gpu"] == "k80 v100" and doc["partition/v100"] == "v100" and "pin_gres" not in doc
     assert (doc["tier/v100"], doc["tier/k80"]) == ("3", "1")
     # one 4-GPU v100 node; two 4-GPU k80 nodes (32 CPUs, 64000 MB each)
     assert doc["shapes/v100"] == "4x32x64000x1" and doc["shapes/k80"] == "4x32x64000x2"
@@ -86,12 +86,6 @@ def test_a_partition_whose_types_cannot_all_be_steered_is_not_offered():
     plan = make_plan(snap, Problem(snap.capacity(), {}, ()), Allocation("t", {}), {}, {}, {}, {}, PlanSettings(), False)
     entries = planfile.plan_entries(plan, snap, TABLE)
     assert "spans/gpu" not in entries and "partition/k80" not in entries
-
-
-def test_pin_gres_is_announced():
-    snap = snapshot(cluster(v100=4), [])
-    plan = make_plan(snap, Problem(snap.capacity(), {}, ()), Allocation("t", {}), {}, {}, {}, {}, PlanSettings(), False)
-    assert planfile.plan_entries(plan, snap, TABLE, pin_gres=True)["pin_gres"] == "1"
 
 
 def slurm_choice(offered, free, tiers):

@@ -150,11 +150,14 @@ def accounts_view(port, names):
     return acc, qos
 
 
-def test_steer_limits_noop_revert_and_run_on_real_slurm(sub, accounts, tmp_path):
+def test_steer_limits_noop_revert_and_run_on_real_slurm(sub, accounts, tmp_path, slurm_version):
+    """The default mechanism of each version: partitions on 22.05 (a typed request cannot be
+    undone there), the typed request itself on 24.11 (``pin_gres_type = "auto"``)."""
     a, b = accounts
     config = cfg(tmp_path, accounts)
     port = make_port(config, env=sub.env)
-    assert port.can_retype_gpu() is False  # 22.05: a typed request cannot be undone
+    pinned = port.can_retype_gpu()
+    assert pinned is (slurm_version != "22.05")
     free = [sub(a), sub(a, "--gres=gpu:2"), sub(b, "--gpus=1", comment="fair:class=resnet-50-bs32")]
     typed = sub(b, "--gres=gpu:k80:1")          # the user chose the type
     chose = sub(a, "-p", "p100")                # the user chose a one-type partition
@@ -167,14 +170,20 @@ def test_steer_limits_noop_revert_and_run_on_real_slurm(sub, accounts, tmp_path)
 
     res = run_cycle(port, config)
     assert (res.status, res.exit_code) == ("ok", 0), res.to_dict()
-    assert {r.action.kind for r in res.results} >= {"ensure_qos", "attach_qos", "set_job_qos", "set_partition"}
-    assert "set_gpu_type" not in {r.action.kind for r in res.results}
+    kinds = {r.action.kind for r in res.results}
+    assert kinds >= {"ensure_qos", "attach_qos", "set_job_qos", "set_gpu_type" if pinned else "set_partition"}
+    assert ("set_partition" if pinned else "set_gpu_type") not in kinds
     assert {r.action.tenant for r in res.results} <= set(accounts)  # nothing outside the scope
     now = {j.job_id: j for j in port.jobs() if j.job_id in ids}
-    for j in free:  # steered: into the partition of its planned type, request still untyped
+    for j in free:
         planned = res.plan.jobs[j].planned_type
-        assert planned in TYPES and now[j].partition == tp[planned], (j, planned, now[j].partition)
-        assert now[j].gpu_request.raw == before_jobs[j][1] and now[j].gpu_request.gpu_type is None
+        assert planned in TYPES
+        if pinned:  # typed: the request names the planned type, count and form kept
+            assert now[j].partition == before_jobs[j][0] and now[j].gpu_request.gpu_type == planned
+            assert now[j].gpu_request.raw.split("=", 1)[0] == before_jobs[j][1].split("=", 1)[0]
+        else:  # steered: into the partition of its planned type, request still untyped
+            assert now[j].partition == tp[planned], (j, planned, now[j].partition)
+            assert now[j].gpu_request.raw == before_jobs[j][1] and now[j].gpu_request.gpu_type is None
         assert now[j].qos == f"fair_{now[j].account}"
     assert [now[j].gpu_request.total for j in free] == [1, 2, 1]
     # fixed types are kept: neither the typed request nor the user's partition moves

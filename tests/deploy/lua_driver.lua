@@ -16,9 +16,6 @@ local function show(v) if v == nil then return "nil" end return tostring(v) end
 if case == "classify" then
   local kind, prefix, count = slurm_fair.classify(arg[3])
   print("kind=" .. show(kind)); print("prefix=" .. show(prefix)); print("count=" .. show(count))
-elseif case == "rewrite" then
-  local new, typed = slurm_fair.rewrite(arg[3], arg[4])
-  print("new=" .. show(new)); print("typed=" .. show(typed))
 elseif case == "class" then
   print("class=" .. show(slurm_fair.job_class(arg[3])))
 elseif case == "read_plan" then

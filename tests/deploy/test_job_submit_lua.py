@@ -89,15 +89,6 @@ def test_classify(script, elem, kind, prefix, count):
     assert (one(out, "kind"), one(out, "prefix"), one(out, "count")) == (kind, prefix, count)
 
 
-def test_rewrite_keeps_count_and_other_gres(script):
-    out = lua(script[0], "rewrite", "gres:gpu:2,gres:shard:1", "v100")
-    assert one(out, "new") == "gres:gpu:v100:2,gres:shard:1"
-    out = lua(script[0], "rewrite", "gres/gpu:3", "k80")
-    assert one(out, "new") == "gres/gpu:k80:3"
-    out = lua(script[0], "rewrite", "gres:gpu:v100:2", "k80")
-    assert (one(out, "new"), one(out, "typed")) == ("nil", "true")
-
-
 @pytest.mark.parametrize(
     "comment,expected",
     [("fair:class=resnet-50_bs32", "resnet-50_bs32"), ("x fair:class=a.b+c y", "a.b+c"),
@@ -230,13 +221,12 @@ def test_submit_leaves_untouched(script):
     assert (one(bad, "rc"), one(bad, "tres_per_node"), one(bad, "partition")) == ("0", "gres:gpu:2", "nil")
 
 
-def test_pin_gres_types_the_request_instead(script):
+def test_never_types_the_request_itself(script):
+    """Also with an old plan file that still says pin_gres=1: revert could not undo it."""
     _, plan = script
     plan.write_text(plan_text(NOW, pin_gres="1", **{"room/bio": "k80"}))
     out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2")
-    assert (one(out, "tres_per_node"), one(out, "comment"), one(out, "partition")) == ("gres:gpu:k80:2", "fair:auto", "nil")
-    out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2", comment="fair:auto")
-    assert one(out, "comment") == "fair:auto"  # not duplicated
+    assert (one(out, "tres_per_node"), one(out, "partition")) == ("gres:gpu:2", "k80")
 
 
 def test_existing_admin_comment_is_kept(script):

@@ -16,21 +16,31 @@ import pytest
 from slurm_harness import FakeHarness, Harness, RealHarness
 
 
-def real_env(request) -> dict[str, str]:
+def real_env(request, version: str) -> dict[str, str]:
     conf = os.environ.get("SLURM_FAIR_TEST_SLURM_CONF")
     if conf:
         return {"SLURM_CONF": conf}
-    try:
-        testbed = request.getfixturevalue("testbed")
-    except pytest.FixtureLookupError:
-        pytest.skip("no real Slurm: the testbed fixture is not available")
-    return dict(testbed.env)
+    return dict(request.getfixturevalue("testbeds")(version).env)
 
 
-@pytest.fixture(params=["fake", pytest.param("slurm", marks=pytest.mark.slurm)])
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``cluster``: the fake, then the real testbed of each Slurm version of --slurm-versions."""
+    if "cluster" not in metafunc.fixturenames:
+        return
+    option = str(metafunc.config.getoption("--slurm-versions"))  # checked by tests/conftest.py
+    versions = ["site"] if os.environ.get("SLURM_FAIR_TEST_SLURM_CONF") else [
+        v.strip() for v in option.split(",") if v.strip()]
+    params = [pytest.param("fake", id="fake")] + [
+        pytest.param(f"slurm{v}", marks=pytest.mark.slurm, id=f"slurm{v}") for v in versions
+    ]
+    metafunc.parametrize("cluster", params, indirect=True)
+
+
+@pytest.fixture
 def cluster(request) -> Iterator[Harness]:
-    """The contract suite's backend: the fake, then the real Slurm."""
-    h: Harness = FakeHarness() if request.param == "fake" else RealHarness(real_env(request))
+    """The contract suite's backend: the fake, then each real Slurm."""
+    kind = request.param
+    h: Harness = FakeHarness() if kind == "fake" else RealHarness(real_env(request, kind.removeprefix("slurm")))
     try:
         yield h
     finally:

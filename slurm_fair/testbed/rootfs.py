@@ -1,0 +1,178 @@
+"""Slurm versions of the testbed: the host's own, or a Debian root filesystem made and cached.
+
+Debian bookworm ships Slurm 22.05 (the host's packages: ``scripts/system-packages.sh``). Newer
+versions come from another Debian suite's own packages, installed into a root filesystem under
+the testbed directory (``<dir>/rootfs``) by ``debootstrap --variant=minbase`` and ``apt-get``
+inside it (about 40 s the first time, then cached: a later ``up`` only checks the marker file).
+Every Slurm, munge and MariaDB program of such a testbed runs inside it through the wrappers
+in ``<dir>/bin/`` (:mod:`slurm_fair.testbed.chroot`), so both versions run side by side.
+
+A root filesystem is made in ``rootfs.partial`` and renamed into place only when complete: an
+interrupted build is started again, never used half-made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import TestbedError
+from . import chroot
+
+#: environment variable naming the Debian mirror debootstrap and apt use
+MIRROR_ENV = "SLURM_FAIR_DEBIAN_MIRROR"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+
+#: what the testbed runs, programs first: the wrappers made in <dir>/bin/
+PROGRAMS = (
+    "munged", "mariadbd", "mariadb-install-db", "mariadb", "slurmdbd", "slurmctld", "slurmd",
+    "sacctmgr", "scontrol", "sinfo", "squeue", "sbatch", "scancel", "sacct", "sprio", "sshare",
+    "srun", "salloc", "sstat", "sreport", "sdiag", "python3",
+)
+
+
+@dataclass(frozen=True)
+class SlurmVersion:
+    """One Slurm the testbed can run: the host's (``suite`` empty) or a Debian suite's."""
+
+    name: str  # "22.05"
+    suite: str  # Debian suite of the root filesystem ("" = the host's packages)
+    port_shift: int  # added to every port of the description, so versions run side by side
+    packages: tuple[str, ...] = ()
+
+    @property
+    def host(self) -> bool:
+        return not self.suite
+
+
+VERSIONS: dict[str, SlurmVersion] = {
+    "22.05": SlurmVersion("22.05", "", 0),
+    "24.11": SlurmVersion(
+        "24.11", "trixie", 1000,
+        ("slurm-wlm", "slurmdbd", "slurm-client", "munge", "mariadb-server", "mariadb-client",
+         "python3-minimal"),
+    ),
+}
+DEFAULT_VERSION = "22.05"
+
+
+def version(name: str) -> SlurmVersion:
+    try:
+        return VERSIONS[name]
+    except KeyError:
+        raise TestbedError(
+            f"unknown Slurm version {name!r} for the testbed; known: {', '.join(VERSIONS)}"
+        ) from None
+
+
+def is_ready(root: Path, v: SlurmVersion) -> bool:
+    marker = root / chroot.MARKER
+    try:
+        return marker.read_text().split()[0] == v.name
+    except (OSError, IndexError):
+        return False
+
+
+def ensure(root: Path, v: SlurmVersion, say: Callable[[str], None], timeout_s: float = 900.0) -> bool:
+    """Make the root filesystem of ``v`` at ``root`` unless it is there; True if it was made."""
+    if v.host or is_ready(root, v):
+        return False
+    if os.geteuid() != 0:
+        raise TestbedError("making the testbed's root filesystem needs root (debootstrap, chroot)")
+    if shutil.which("debootstrap", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None:
+        raise TestbedError(
+            f"Slurm {v.name} runs from a Debian {v.suite} root filesystem made with debootstrap, "
+            "which is not installed; run scripts/system-packages.sh as root"
+        )
+    mirror = os.environ.get(MIRROR_ENV, DEFAULT_MIRROR)
+    partial = root.with_name(root.name + ".partial")
+    if partial.exists():
+        shutil.rmtree(partial)
+    if root.exists():  # made for another version, or without its marker: make it again
+        shutil.rmtree(root)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    say(f"making a Debian {v.suite} root filesystem for Slurm {v.name} in {root} (once, ~40 s)")
+    _run(["debootstrap", "--variant=minbase", v.suite, str(partial), mirror], timeout_s, "debootstrap")
+    policy = partial / "usr/sbin/policy-rc.d"  # packages must not start their services
+    policy.write_text("#!/bin/sh\nexit 101\n")
+    policy.chmod(0o755)
+    say(f"installing Slurm {v.name} and its daemons inside it")
+    env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
+    _run(["chroot", str(partial), "apt-get", "install", "-y", "-q", "--no-install-recommends", *v.packages],
+         timeout_s, "apt-get install", env=env)
+    got = _run(["chroot", str(partial), "slurmctld", "-V"], 60, "slurmctld -V", env=env).strip()
+    if v.name not in got:
+        raise TestbedError(f"the {v.suite} root filesystem has {got!r}, not Slurm {v.name}")
+    (partial / "var/cache/apt/archives").mkdir(parents=True, exist_ok=True)
+    for deb in (partial / "var/cache/apt/archives").glob("*.deb"):
+        deb.unlink()
+    (partial / chroot.MARKER).write_text(f"{v.name} {got}\n")
+    partial.rename(root)
+    return True
+
+
+def _run(argv: Sequence[str], timeout_s: float, what: str, env: dict[str, str] | None = None) -> str:
+    """Run a build step in its own process group: a timeout or Ctrl-C stops all of it."""
+    proc = subprocess.Popen(
+        list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True, env=env,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except BaseException as exc:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise TestbedError(f"{what} timed out after {timeout_s:.0f}s") from None
+        raise
+    if proc.returncode != 0:
+        tail = "\n".join("    " + line for line in out.strip().splitlines()[-12:])
+        raise TestbedError(f"{what} failed (exit {proc.returncode}):\n{tail}")
+    return out
+
+
+def find_program(root: Path, name: str) -> str | None:
+    """Absolute path (inside the root filesystem) of one of its programs, or None."""
+    for d in ("usr/sbin", "usr/bin", "sbin", "bin"):
+        if (root / d / name).exists():
+            return "/" + d + "/" + name
+    return None
+
+
+def write_wrappers(bin_dir: Path, root: Path, v: SlurmVersion) -> None:
+    """``<dir>/bin/<program>``: run the root filesystem's program through chroot.py.
+
+    Inside the root filesystem (a job calling ``squeue``, where ``<dir>/bin`` is on PATH too)
+    a wrapper runs the program directly instead of entering again.
+    """
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    helper = Path(chroot.__file__).resolve()
+    for name in PROGRAMS:
+        inside = find_program(root, name)
+        if inside is None:
+            raise TestbedError(f"{name} is missing from the root filesystem {root}; remove it to make it again")
+        text = (
+            "#!/bin/sh\n"
+            f"# Slurm {v.name} testbed: {name} from the Debian {v.suite} root filesystem {root}\n"
+            f"[ -e /{chroot.MARKER} ] && exec {inside} \"$@\"\n"
+            f"exec {_q(sys.executable)} -I -S {_q(str(helper))} {_q(str(root))} {inside} \"$@\"\n"
+        )
+        path = bin_dir / name
+        if not path.is_file() or path.read_text() != text:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.chmod(0o755)
+            tmp.rename(path)
+
+
+def _q(s: str) -> str:
+    return shlex.quote(s)
