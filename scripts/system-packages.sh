@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Install the Debian packages the local Slurm testbed needs, only when some are missing.
+# Install the Debian packages the local Slurm testbed needs, only when some are missing
+# (debootstrap: the Slurm 24.11 testbed's Debian trixie root filesystem).
 # Idempotent: a machine that has them all returns at once without touching apt.
 set -euo pipefail
 
-PACKAGES=(slurm-wlm slurmdbd slurm-client munge mariadb-server mariadb-client lua5.1 chromium)
+PACKAGES=(slurm-wlm slurmdbd slurm-client munge mariadb-server mariadb-client lua5.1 chromium debootstrap)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,6 +1,8 @@
 """Run one program inside a testbed's Debian root filesystem, with this host's data at the same paths.
 
-``python -I -S chroot.py ROOT PROGRAM [ARG...]`` (what the wrappers in ``<dir>/bin/`` do):
+``python -I -S chroot.py ROOT BIND PROGRAM [ARG...]`` (what the wrappers in ``<dir>/bin/`` do;
+BIND: more host directories to bind at the same path, ``:``-separated, e.g. a testbed
+directory under ``/var``):
 
 1. a private mount namespace of its own (``unshare(CLONE_NEWNS)``, ``/`` made recursively
    private), so every mount below exists only for this process and what it starts: nothing
@@ -70,7 +72,10 @@ def host_dirs(extra: tuple[str, ...] = ()) -> list[str]:
             continue
         dirs.append(path)
     for path in extra:
-        if path and os.path.isdir(path) and not any(path == d or path.startswith(d + "/") for d in dirs):
+        path = os.path.normpath(path)
+        if path.count("/") < 2 or not os.path.isdir(path):  # never over a whole top-level directory
+            continue
+        if not any(path == d or path.startswith(d + "/") for d in dirs):
             dirs.append(path)
     return dirs
 
@@ -106,11 +111,11 @@ def enter(root: str, extra: tuple[str, ...] = ()) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 3:
-        sys.stderr.write("usage: chroot.py ROOT PROGRAM [ARG...]\n")
+    if len(argv) < 4:
+        sys.stderr.write("usage: chroot.py ROOT BIND PROGRAM [ARG...]\n")
         return 2
-    root, program, args = argv[1], argv[2], argv[3:]
-    extra = tuple(p for p in os.environ.get("SLURM_FAIR_CHROOT_BIND", "").split(":") if p.startswith("/"))
+    root, program, args = argv[1], argv[3], argv[4:]
+    extra = tuple(p for p in argv[2].split(":") if p.startswith("/"))
     try:
         enter(root, extra)
         os.execvp(program, [program, *args])

@@ -143,13 +143,13 @@ class Testbed:
     def env(self) -> dict[str, str]:
         """Variables a Slurm client needs to talk to this testbed (add them to os.environ).
 
-        For another Slurm version than the host's, ``PATH`` starts with :attr:`bin_dir`.
+        ``PATH`` starts with :attr:`bin_dir` for another Slurm version than the host's, and
+        holds no other testbed's wrappers (two versions' testbeds used from one process).
         """
-        env = {"SLURM_CONF": str(self.slurm_conf)}
-        if (b := self.bin_dir) is not None:
-            rest = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != str(b)]
-            env["PATH"] = os.pathsep.join([str(b), *rest])
-        return env
+        rest = rootfs.without_wrappers(os.environ.get("PATH", ""))
+        b = self.bin_dir
+        return {"SLURM_CONF": str(self.slurm_conf),
+                "PATH": os.pathsep.join([str(b), *rest] if b is not None else rest)}
 
     @property
     def job_python(self) -> str:
@@ -157,9 +157,13 @@ class Testbed:
         return sys.executable if self.version.host else "/usr/bin/python3"
 
     def program(self, name: str) -> str:
-        """How to call one of the testbed's programs: its wrapper, or the host's by name."""
+        """How to call one of the testbed's programs: its wrapper, or the host's own (never
+        another testbed's wrapper that happens to be on PATH)."""
         b = self.bin_dir
-        return name if b is None else str(b / name)
+        if b is not None:
+            return str(b / name)
+        dirs = rootfs.without_wrappers(os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/sbin")
+        return shutil.which(name, path=os.pathsep.join(dirs)) or name
 
     def client_env(self) -> dict[str, str]:
         """The current environment plus :attr:`env`: pass as ``env=`` to subprocess."""
@@ -331,7 +335,7 @@ class Testbed:
     def _check_binaries(self, say: Callable[[str], None] = lambda _m: None) -> None:
         if not self.version.host:
             rootfs.ensure(self.layout.rootfs, self.version, say)
-            rootfs.write_wrappers(self.layout.bin, self.layout.rootfs, self.version)
+            rootfs.write_wrappers(self.layout.bin, self.layout.rootfs, self.version, (self.layout.root,))
             return
         needed = ["munged", "mariadbd", "mariadb-install-db", "mariadb", "slurmdbd", "slurmctld",
                   "slurmd", "sacctmgr", "scontrol", "sinfo"]

@@ -39,6 +39,15 @@ PROGRAMS = (
 )
 
 
+#: a file in every wrapper directory, so a testbed of the host's version can drop them from PATH
+WRAPPERS_MARK = ".slurm-fair-wrappers"
+
+
+def without_wrappers(path: str) -> list[str]:
+    """The entries of a PATH value that are not some testbed's wrapper directory."""
+    return [p for p in path.split(os.pathsep) if p and not os.path.isfile(os.path.join(p, WRAPPERS_MARK))]
+
+
 @dataclass(frozen=True)
 class SlurmVersion:
     """One Slurm the testbed can run: the host's (``suite`` empty) or a Debian suite's."""
@@ -148,13 +157,16 @@ def find_program(root: Path, name: str) -> str | None:
     return None
 
 
-def write_wrappers(bin_dir: Path, root: Path, v: SlurmVersion) -> None:
+def write_wrappers(bin_dir: Path, root: Path, v: SlurmVersion, bind: Sequence[Path] = ()) -> None:
     """``<dir>/bin/<program>``: run the root filesystem's program through chroot.py.
 
     Inside the root filesystem (a job calling ``squeue``, where ``<dir>/bin`` is on PATH too)
-    a wrapper runs the program directly instead of entering again.
+    a wrapper runs the program directly instead of entering again. ``bind``: host directories
+    to see inside besides the top-level ones (the testbed directory, wherever it is).
     """
+    binds = ":".join(str(p) for p in bind)
     bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / WRAPPERS_MARK).write_text(f"Slurm {v.name} wrappers of the slurm-fair testbed\n")
     helper = Path(chroot.__file__).resolve()
     for name in PROGRAMS:
         inside = find_program(root, name)
@@ -164,7 +176,7 @@ def write_wrappers(bin_dir: Path, root: Path, v: SlurmVersion) -> None:
             "#!/bin/sh\n"
             f"# Slurm {v.name} testbed: {name} from the Debian {v.suite} root filesystem {root}\n"
             f"[ -e /{chroot.MARKER} ] && exec {inside} \"$@\"\n"
-            f"exec {_q(sys.executable)} -I -S {_q(str(helper))} {_q(str(root))} {inside} \"$@\"\n"
+            f"exec {_q(sys.executable)} -I -S {_q(str(helper))} {_q(str(root))} {_q(binds)} {inside} \"$@\"\n"
         )
         path = bin_dir / name
         if not path.is_file() or path.read_text() != text:

@@ -70,7 +70,9 @@ def test_eight_gpu_gangs_only_go_where_a_node_holds_them(sub, accounts, tmp_path
     assert res.exit_code == 0, res.to_dict()
     jobs = {j.job_id: j for j in port.jobs()}
     for j in big:  # only k80-1 has 8 GPUs: never v100/p100 (4 per node), whatever the speed
-        assert res.plan.jobs[j].planned_type == "k80" and jobs[j].partition == "k80"
+        assert res.plan.jobs[j].planned_type == "k80"
+        # 22.05: steered into the k80 partition; 24.11: typed, in the partition it asked for
+        assert jobs[j].partition == "k80" or (jobs[j].gpu_request.gpu_type == "k80" and jobs[j].partition == "gpu")
         assert set(res.estimates[j].throughput) >= {"v100", "p100"}  # it would be faster there
     assert res.plan.jobs[small].planned_type in ("v100", "p100")
     _run(["scontrol", "release", ",".join([*big, small])], sub.full_env)
@@ -195,3 +197,40 @@ def test_round_boundary_requeues_a_running_job_to_make_room(sub, accounts, tmp_p
     assert j.gpu_type_running == "k80"
     [victim] = requeued
     assert {x.job_id: x for x in port.jobs()}[victim].pending  # requeued, never cancelled
+
+
+def test_a_typed_qos_limit_binds_a_typed_request_only(sub, accounts, tmp_path, slurm_version):
+    """What binds on each version (docs/controller.md): a tenant QOS limit of 4 V100s holds
+    three 2-GPU V100 jobs to two only when their requests name the type. On 24.11 the
+    controller types them (``pin_gres_type = "auto"``), so the limit binds; on 22.05 a job
+    steered by partition keeps an untyped request and the per-type limit does not count it."""
+    a, _ = accounts
+    port = make_port(config(tmp_path, accounts), env=sub.env)
+    qos = f"fair_{a}"  # removed with the accounts by the fixture
+    port.ensure_qos(qos, {"gres/gpu:v100": 4})
+    port.attach_qos(a, qos, default=True)
+    ids = [sub(a, "--gres=gpu:2", f"--qos={qos}") for _ in range(3)]
+    jobs = {j.job_id: j for j in port.jobs() if j.job_id in ids}
+    for j in ids:
+        if port.can_retype_gpu():
+            port.set_gpu_type(jobs[j], "v100")
+        else:
+            port.update_job(j, {"Partition": "v100"})
+    _run(["scontrol", "release", ",".join(ids)], sub.full_env)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        now = {j.job_id: j for j in port.jobs() if j.job_id in ids}
+        if sum(j.running for j in now.values()) >= 2 and all(j.running or j.reason not in ("JobHeldUser", "None", "")
+                                                             for j in now.values()):
+            break
+        time.sleep(0.5)
+    time.sleep(3)  # give Slurm a few scheduling passes to start a third one if it would
+    now = {j.job_id: j for j in port.jobs() if j.job_id in ids}
+    assert all(j.gpu_type_running in (None, "v100") for j in now.values())
+    if slurm_version == "22.05":
+        assert sum(j.running for j in now.values()) == 3, now  # the untyped requests are not counted
+    else:
+        assert sum(j.running for j in now.values()) == 2, now
+        (waiting,) = [j for j in now.values() if j.pending]
+        assert waiting.reason.startswith("QOSGrp"), waiting.reason
+        assert waiting.gpu_request.gpu_type == "v100"

@@ -46,6 +46,8 @@ def test_node_gres(text, expected):
         ("gres:gpu:2,gres:mps:100", (2, None)),
         ("gres:mps:100", (0, None)),
         ("N/A", (0, None)),
+        ("gres/gpu=1", (1, None)),  # 24.11: TresPerTask of --gpus-per-task=1 (recorded)
+        ("gres/gpu:v100=1", (1, "v100")),  # 24.11: --gpus-per-task=v100:1
     ],
 )
 def test_gpu_request_strings(text, expected):
@@ -70,6 +72,9 @@ def test_retype_keeps_count_form_and_other_gres():
     assert parse.retype_request("gres:gpu:2,gres:mps:10", "v100") == "gres:gpu:v100:2,gres:mps:10"
     assert parse.retype_request("gres/gpu:a100:3", None) == "gres/gpu:3"
     assert parse.retype_request("gres/gpu:a100:3", "k80") == "gres/gpu:k80:3"
+    # 24.11's TRES form of a per-task request keeps its '=' (Slurm accepts both, prints this)
+    assert parse.retype_request("gres/gpu=1", "v100") == "gres/gpu:v100=1"
+    assert parse.retype_request("gres/gpu:v100=1", None) == "gres/gpu=1"
 
 
 @pytest.mark.parametrize(
@@ -142,14 +147,15 @@ def test_node_gres_round_trip(case):
 
 
 @FAST
-@given(st.sampled_from(["gres:", "gres/", ""]), st.one_of(st.none(), gpu_type), st.integers(1, 64))
-def test_request_round_trip(prefix, t, n):
-    text = f"{prefix}gpu:{t}:{n}" if t else f"{prefix}gpu:{n}"
+@given(st.sampled_from(["gres:", "gres/", ""]), st.one_of(st.none(), gpu_type), st.integers(1, 64),
+       st.sampled_from([":", "="]))
+def test_request_round_trip(prefix, t, n, sep):
+    text = f"{prefix}gpu:{t}{sep}{n}" if t else f"{prefix}gpu{sep}{n}"
     assert parse.gpu_request_of(text) == (n, t)
     # pinning then unpinning gives back the untyped request, keeping count and form
     pinned = parse.retype_request(text, "zz9")
     assert parse.gpu_request_of(pinned) == (n, "zz9")
-    assert parse.retype_request(pinned, None) == f"{prefix}gpu:{n}"
+    assert parse.retype_request(pinned, None) == f"{prefix}gpu{sep}{n}"
 
 
 any_text = st.text(st.characters(blacklist_categories=["Cs"]), max_size=40)
