@@ -2,7 +2,8 @@
 
 For every problem (a few tenants with weights, jobs drawn from the embedded Gavel throughput
 table, one to three GPU types, demand above and below capacity) each policy is solved and judged
-by the same independent measures (slurm_fair.fairness): E / E*, and whether the allocation is
+by the same independent measures (slurm_fair.fairness): E / E*, E / E_SI (the most efficient
+sharing-incentive allocation, the bound an SI+EF policy is judged against), and whether the allocation is
 sharing-incentive (SI), envy-free (EF) and Pareto-efficient (PE). This is where the price of
 strategy-proofness (`oef-noncoop` against `oef`) is measured.
 
@@ -55,7 +56,8 @@ def main() -> None:
     notes: list[str] = []
     rng = random.Random(args.seed)
     table = load()
-    rows: dict[str, dict[str, list[float]]] = {p: {"ratio": [], "si": [], "ef": [], "pe": [], "s": []} for p in POLICIES}
+    rows: dict[str, dict[str, list[float]]] = {p: {"ratio": [], "si_ratio": [], "si": [], "ef": [], "pe": [], "s": []}
+                                              for p in POLICIES}
     done = 0
     while done < args.problems:
         problem = random_problem(rng, table)
@@ -63,6 +65,7 @@ def main() -> None:
             continue
         done += 1
         e_star = fairness.efficiency_bound(problem)
+        e_si = fairness.si_bound(problem)
         for name in POLICIES:
             started = time.perf_counter()
             alloc = policies.allocate(name, problem, options)
@@ -73,15 +76,17 @@ def main() -> None:
                 notes.append(f"problem {done}: oef status {alloc.status}, winner {alloc.info.get('winner')}, "
                              f"degraded {alloc.info.get('degraded')}, fallback {alloc.info.get('fallback_reason')}")
             rows[name]["ratio"].append(fairness.efficiency_ratio(fairness.efficiency(problem, x), e_star))
+            rows[name]["si_ratio"].append(fairness.efficiency_ratio(fairness.efficiency(problem, x), e_si))
             rows[name]["si"].append(float(fairness.is_sharing_incentive(problem, x)))
             rows[name]["ef"].append(float(fairness.is_envy_free(problem, x)))
             rows[name]["pe"].append(float(fairness.is_pareto_efficient(problem, x)))
     print(f"{args.problems} random problems, seed {args.seed}, solver {args.solver} ({resolve(args.solver)})\n")
-    print("| policy | mean E/E* | min E/E* | SI held | EF held | PE held | median solve s |")
-    print("|---|---|---|---|---|---|---|")
+    print("| policy | mean E/E* | min E/E* | mean E/E_SI | min E/E_SI | SI held | EF held | PE held | median solve s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name in POLICIES:
         r = rows[name]
         print(f"| {name} | {statistics.mean(r['ratio']):.4f} | {min(r['ratio']):.4f} | "
+              f"{statistics.mean(r['si_ratio']):.4f} | {min(r['si_ratio']):.4f} | "
               f"{sum(r['si']):.0f}/{done} | {sum(r['ef']):.0f}/{done} | {sum(r['pe']):.0f}/{done} | "
               f"{statistics.median(r['s']):.3f} |")
     sp = [nc / o for nc, o in zip(rows["oef-noncoop"]["ratio"], rows["oef"]["ratio"]) if o > 0]

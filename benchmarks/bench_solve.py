@@ -1,11 +1,13 @@
-"""Scaling benchmark of ``slurm-fair solve --policy oef`` against Gavel's plain per-job LP.
+"""Scaling benchmark of ``slurm-fair solve --policy oef`` (and ``oef-noncoop``) against
+Gavel's plain per-job LP, over jobs x tenants.
 
 Gavel's scaling-study shape: N jobs on N/4 GPUs of each of v100, p100, k80; job types (model,
-batch size, GPU count) drawn with a fixed seed from Gavel's measured throughput table; 8 tenants
-of weight 1. For each N both programs run as separate processes on the same PROBLEM.json, and the
-wall time of each whole process is measured. Prints a table (and ``--json`` rows).
+batch size, GPU count) drawn with a fixed seed from Gavel's measured throughput table; T tenants
+with mixed weights (1, 2, 3 in turn), jobs dealt round-robin. For each (N, T) every program runs
+as a separate process on the same PROBLEM.json, and the wall time of each whole process is
+measured. Prints a table (and ``--json`` rows).
 
-    .venv/bin/python benchmarks/bench_solve.py --sizes 256 1024 4096 8192
+    .venv/bin/python benchmarks/bench_solve.py --sizes 2048 8192 16384 --tenants 8 32 128 512
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def job_types() -> list[tuple[str, int, dict[str, float]]]:
     return out
 
 
-def instance(n: int, tenants: int = 8, seed: int = 0) -> dict:
+def instance(n: int, tenants: int = 8, seed: int = 0, weights: tuple[float, ...] = (1, 2, 3)) -> dict:
     rng = random.Random(seed)
     kinds = job_types()
     jobs = []
@@ -47,41 +49,68 @@ def instance(n: int, tenants: int = 8, seed: int = 0) -> dict:
         jobs.append({"id": f"j{i}", "tenant": f"t{i % tenants}", "gpus": gpus, "throughput": thr})
     return {
         "gpu_types": {k: n // 4 for k in TYPES},
-        "tenants": {f"t{u}": {"weight": 1} for u in range(tenants)},
+        "tenants": {f"t{u}": {"weight": weights[u % len(weights)]} for u in range(tenants)},
         "jobs": jobs,
     }
 
 
-def timed(argv: list[str], timeout: float) -> tuple[float, str]:
+def timed(argv: list[str], timeout: float) -> tuple[float | None, str]:
+    """Wall seconds of one whole process (None when it ran past ``timeout`` and was killed)."""
     start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=True)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=True)
+    except subprocess.TimeoutExpired:
+        return None, ""
     return time.perf_counter() - start, done.stdout
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "timeout" if v is None else format(v, spec)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 2048, 4096, 8192])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[2048, 8192, 16384])
+    ap.add_argument("--tenants", type=int, nargs="+", default=[8, 32, 128, 512])
+    ap.add_argument("--policies", nargs="+", default=["oef", "oef-noncoop"])
     ap.add_argument("--solver", default=None, help="passed to slurm-fair solve (default: its own default)")
-    ap.add_argument("--timeout", type=float, default=3600)
+    ap.add_argument("--time-limit", type=float, default=None, help="passed to slurm-fair solve")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds before a process is killed")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     sf = [sys.executable, "-c", "import sys; from slurm_fair.cli import main; sys.exit(main())"]
     rows = []
-    print(f"{'N':>6} {'classes':>7} {'oef s':>8} {'plain LP s':>10} {'ratio':>6} {'E/E*':>6} {'oef status':>10}")
+    head = f"| {'N':>6} | {'T':>4} | {'classes':>7} | {'plain LP s':>10} |"
+    for p in args.policies:
+        head += f" {p + ' s':>15} | {'ratio':>6} | {'E/E*':>6} | {'status':>22} |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
     for n in args.sizes:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "problem.json")
-            Path(path).write_text(json.dumps(instance(n)))
-            solver = ["--solver", args.solver] if args.solver else []
-            oef_s, out = timed(sf + ["solve", "--input", path, "--policy", "oef", *solver,
-                                     "--output", os.path.join(tmp, "out.json")], args.timeout)
-            res = json.loads(Path(tmp, "out.json").read_text())
-            plain_s, _ = timed([sys.executable, str(ROOT / "benchmarks" / "gavel_plain_lp.py"), path], args.timeout)
-        row = {"n": n, "classes": res.get("classes"), "oef_s": oef_s, "plain_s": plain_s,
-               "ratio": oef_s / plain_s, "e_ratio": res["efficiency_ratio"], "status": res["status"]}
-        rows.append(row)
-        print(f"{n:>6} {row['classes']:>7} {oef_s:>8.2f} {plain_s:>10.2f} {row['ratio']:>6.3f} "
-              f"{row['e_ratio']:>6.3f} {row['status']:>10}", flush=True)
+        for tenants in args.tenants:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "problem.json")
+                Path(path).write_text(json.dumps(instance(n, tenants)))
+                plain_s, _ = timed([sys.executable, str(ROOT / "benchmarks" / "gavel_plain_lp.py"), path], args.timeout)
+                row: dict = {"n": n, "tenants": tenants, "plain_s": plain_s}
+                line = ""
+                for p in args.policies:
+                    extra = ["--solver", args.solver] if args.solver else []
+                    if args.time_limit is not None:
+                        extra += ["--time-limit", str(args.time_limit)]
+                    out = os.path.join(tmp, f"{p}.json")
+                    secs, _ = timed(sf + ["solve", "--input", path, "--policy", p, *extra, "--output", out], args.timeout)
+                    res = json.loads(Path(out).read_text()) if secs is not None else {}
+                    status = res.get("status", "timeout")
+                    if p == "oef" and res:
+                        status = f"{res.get('winner', '?')}" + (" (time)" if res.get("skipped_for_time") else "")
+                    ratio = None if secs is None or plain_s is None else secs / plain_s
+                    row[p] = {"s": secs, "ratio": ratio, "e_ratio": res.get("efficiency_ratio"), "status": status,
+                              "classes": res.get("classes")}
+                    row["classes"] = res.get("classes") or row.get("classes")
+                    e = res.get("efficiency_ratio")
+                    line += f" {_fmt(secs, '15.2f')} | {_fmt(ratio, '6.3f')} | {_fmt(e, '6.4f')} | {status[:22]:>22} |"
+            rows.append(row)
+            print(f"| {n:>6} | {tenants:>4} | {str(row.get('classes')):>7} | {_fmt(plain_s, '10.2f')} |" + line, flush=True)
     if args.json:
         print(json.dumps(rows))
 

@@ -321,6 +321,14 @@ def efficiency_bound(problem: Problem) -> float:
     return _max_efficiency(problem, floors=None)
 
 
+def si_bound(problem: Problem) -> float:
+    """``E_SI``: the maximum efficiency over sharing-incentive allocations (every tenant at least
+    ``V_u((w_u/W) C)``), the bound that SI alone leaves; an SI+EF policy is judged against it
+    (``E* >= E_SI >= max E over SI+EF``)."""
+    floors = {u: bundle_value(problem, u, equal_share(problem, u)) for u in problem.active_tenants}
+    return _max_efficiency(problem, floors)
+
+
 def _max_efficiency(problem: Problem, floors: Mapping[str, float] | None) -> float:
     """max E over feasible allocations, optionally with ``U_u >= floors[u]`` (a class LP)."""
     return max_efficiency_classes(problem, classes_of(problem), floors)[0]

@@ -16,6 +16,7 @@ Solvers:
 from __future__ import annotations
 
 import os
+import sys
 import re
 import tempfile
 import time
@@ -153,6 +154,35 @@ def _highs_error():
 INF = float("inf")
 
 
+_BANNER_SHOWN = False
+
+
+def _new_highs():
+    """A ``highspy.Highs`` without its banner on standard output.
+
+    highspy 1.16 prints "Running HiGHS ..." from C++ to file descriptor 1 when the first model
+    of a process is created, before any option can switch logging off; ``slurm-fair solve``
+    prints its JSON there, so the first construction runs with fd 1 pointed at /dev/null."""
+    global _BANNER_SHOWN
+    import highspy
+
+    if _BANNER_SHOWN:
+        return highspy.Highs()
+    _BANNER_SHOWN = True
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):  # no fd 1 (a daemon): nothing to protect
+        return highspy.Highs()
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+            return highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 @dataclass
 class SmallLP:
     """A small maximisation LP kept in memory: ``max c.x`` s.t. ``lo_r <= A_r x <= hi_r``,
@@ -266,7 +296,7 @@ class SmallLP:
         inf = highspy.kHighsInf
         big = lambda v: inf if v == INF else (-inf if v == -INF else v)  # noqa: E731
         if self._h is None:
-            h = highspy.Highs()
+            h = _new_highs()
             h.setOptionValue("output_flag", False)
             h.setOptionValue("primal_feasibility_tolerance", 1e-9)
             h.setOptionValue("dual_feasibility_tolerance", 1e-9)

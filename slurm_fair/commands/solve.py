@@ -28,7 +28,9 @@ from ..solver import SOLVER_CHOICES
                    "else cbc), or force highs or cbc (through PuLP). Small internal LPs (bundle "
                    "values, fairness checks, market prices) always use HiGHS when it is installed.")
 @click.option("--time-limit", "time_limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
-              help="Seconds allowed per LP solve.")
+              help="Seconds allowed per LP solve; for oef also the whole search once it has a verified "
+                   "SI+EF+PE answer (it then returns the best verified candidate and lists the "
+                   "stages skipped for time, docs/oef.md).")
 @click.option("--output", "output_path", type=click.Path(dir_okay=False), default=None,
               help="Write the JSON here instead of stdout.")
 @click.option("--keep-lp-dir", type=click.Path(file_okay=False), default=None,

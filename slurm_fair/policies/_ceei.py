@@ -87,21 +87,27 @@ def ceei(problem: Problem, classes: list[JobClass], tol: float = 1e-10, max_iter
     lp = SmallLP(cost + [0.0] * len(tenants), [0.0] * nx + [-INF] * len(tenants),
                  [INF] * (nx + len(tenants)), [], name="eisenberg_gale",
                  backend=None if solver in (None, "auto", "highs") else solver)
+    gpus = {c.key: c.gpus for c in classes}
+    # column indices grouped by type, class and tenant in one pass (not one scan per group)
+    by_type: dict[str, list[int]] = {}
+    by_cls: dict[int, list[int]] = {}
+    ucols: dict[str, list[int]] = {u: [] for u in tenants}
+    for i, (ck, k) in enumerate(cols):
+        by_type.setdefault(k, []).append(i)
+        by_cls.setdefault(ck, []).append(i)
+        ucols[owner[i]].append(i)
     cap_rows = {}
     for k in types:
-        idx = [i for i, (_, kk) in enumerate(cols) if kk == k]
+        idx = by_type.get(k, [])
         if idx:
-            by_key = {c.key: c for c in classes}
-            cap_rows[k] = lp.add_row(idx, [float(by_key[cols[i][0]].gpus) for i in idx], -INF, caps[k])
-    gpus = {c.key: c.gpus for c in classes}
+            cap_rows[k] = lp.add_row(idx, [float(gpus[cols[i][0]]) for i in idx], -INF, caps[k])
     dem_rows: dict[int, int] = {}
     trows: list[tuple[str, float, int]] = []
     ncoef = {c.key: c.n for c in classes}
     for c in classes:
-        idx = [i for i, (ck, _) in enumerate(cols) if ck == c.key]
+        idx = by_cls.get(c.key, [])
         if idx:
             dem_rows[c.key] = lp.add_row(idx, [1.0] * len(idx), -INF, float(c.count))
-    ucols = {u: [i for i in range(nx) if owner[i] == u] for u in tenants}
     uvals = {u: [ncoef[cols[i][0]][cols[i][1]] for i in ucols[u]] for u in tenants}
     tangents: dict[str, list[float]] = {u: [] for u in tenants}
 
@@ -176,6 +182,19 @@ def ceei(problem: Problem, classes: list[JobClass], tol: float = 1e-10, max_iter
             snapped.budgets, snapped.iterations = best.budgets, it
             best = snapped
     return best
+
+
+def _groups(acts: list[tuple[int, str]], by_key: dict[int, JobClass]
+            ) -> tuple[dict[str, list], dict[int, list], dict[str, list]]:
+    """Activities ``(class key, type)`` grouped by type, by class and by tenant, in one pass."""
+    g_type: dict[str, list] = {}
+    g_cls: dict[int, list] = {}
+    g_ten: dict[str, list] = {}
+    for a in acts:
+        g_type.setdefault(a[1], []).append(a)
+        g_cls.setdefault(a[0], []).append(a)
+        g_ten.setdefault(by_key[a[0]].tenant, []).append(a)
+    return g_type, g_cls, g_ten
 
 
 def _snap(classes: list[JobClass], types: list[str], caps: dict[str, float], weight: dict[str, float],
@@ -285,21 +304,22 @@ def _snap(classes: list[JobClass], types: list[str], caps: dict[str, float], wei
         cost = [0.0] * ncol
         error_cols(cost, ie, sat)
         lp = SmallLP(cost, [0.0] * ncol, [INF] * ncol, [], name="ceei_allocation", backend=backend)
+        g_type, g_cls, g_ten = _groups(face, by_key)
         for k in types:
-            cols = [ix[a] for a in face if a[1] == k]
+            cols = [ix[a] for a in g_type.get(k, [])]
             if cols:
                 lo = caps[k] if prices[k] > 1e-12 * scale else -INF
                 lp.add_row(cols, [float(by_key[face[i][0]].gpus) for i in cols], lo, caps[k])
         for ck, c in by_key.items():
-            cols = [ix[a] for a in face if a[0] == ck]
+            cols = [ix[a] for a in g_cls.get(ck, [])]
             if cols:
                 lo = float(c.count) if q[ck] > 1e-12 * scale else -INF
                 lp.add_row(cols, [1.0] * len(cols), lo, float(c.count))
         for u in sat:  # a satiated tenant stays satiated (it may then spend less than w_u)
-            cols = [ix[a] for a in face if by_key[a[0]].tenant == u]
+            cols = [ix[a] for a in g_ten.get(u, [])]
             lp.add_row(cols, [by_key[face[j][0]].n[face[j][1]] for j in cols], umax[u] * (1 - _SATIATED) - fairness.slack(umax[u]), INF)
         for i, u in enumerate(tenants):
-            cols = [ix[a] for a in face if by_key[a[0]].tenant == u and prices[a[1]] > 0]
+            cols = [ix[a] for a in g_ten.get(u, []) if prices[a[1]] > 0]
             vals = [prices[face[j][1]] * by_key[face[j][0]].gpus for j in cols]
             lp.add_row(cols + [ie + 2 * i, ie + 2 * i + 1], vals + [-1.0, 1.0], weight[u], weight[u])
         lp.solve()
@@ -354,24 +374,25 @@ def _snap(classes: list[JobClass], types: list[str], caps: dict[str, float], wei
                 cols.append(iq[ck])
                 vals.append(-1.0)
             lp.add_row(cols, vals, 0.0 if a in ix else -INF, 0.0)
+        g_type, g_cls, g_ten = _groups(support, by_key)
         for k in types:
-            cols = [ix[a] for a in support if a[1] == k]
+            cols = [ix[a] for a in g_type.get(k, [])]
             if cols:
-                lp.add_row(cols, [float(by_key[a[0]].gpus) for a in support if a[1] == k],
+                lp.add_row(cols, [float(by_key[a[0]].gpus) for a in g_type[k]],
                            caps[k] if k in ip else -INF, caps[k])
         for ck, c in by_key.items():
-            cols = [ix[a] for a in support if a[0] == ck]
+            cols = [ix[a] for a in g_cls.get(ck, [])]
             if cols:
                 lp.add_row(cols, [1.0] * len(cols), float(c.count) if ck in iq else -INF, float(c.count))
         for u in sat:  # a satiated tenant stays satiated (it may then spend less than w_u)
-            cols = [ix[a] for a in support if by_key[a[0]].tenant == u]
-            lp.add_row(cols, [by_key[a[0]].n[a[1]] for a in support if by_key[a[0]].tenant == u],
+            cols = [ix[a] for a in g_ten.get(u, [])]
+            lp.add_row(cols, [by_key[a[0]].n[a[1]] for a in g_ten.get(u, [])],
                        umax[u] * (1 - _SATIATED) - fairness.slack(umax[u]), INF)
         for u in tenants:
             cols, vals, const = [], [], 0.0
-            for a in support:
+            for a in g_ten.get(u, []):
                 ck, k = a
-                if by_key[ck].tenant != u or k not in ip:
+                if k not in ip:
                     continue
                 g, pk, xa = by_key[ck].gpus, prices.get(k, 0.0), X.get(ck, {}).get(k, 0.0)
                 cols += [ix[a], ip[k]]

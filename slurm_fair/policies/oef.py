@@ -27,6 +27,8 @@ from __future__ import annotations
 import time
 from typing import Mapping
 
+import numpy as np
+
 from .. import fairness
 from ..errors import SolverError
 from ..solver import INF
@@ -34,6 +36,7 @@ from ..jobclasses import JobClass, classes_of
 from ..model import Allocation, Problem
 from . import PolicyOptions, register
 from ._ceei import ceei
+from ._envy import EnvyBounds
 from ._lp import ClassLP, equal_split_classes, fallback_allocation, feasible_classes, result
 from .baselines import _max_min, _max_throughput_classes
 
@@ -61,48 +64,57 @@ def _bundles(classes: list[JobClass], X: ClassX, types: list[str]) -> dict[str, 
 
 
 class _Tenants:
-    """Per-tenant class lists, weights and the SI constants of one problem."""
+    """Per-tenant class lists, weights, the SI constants and the envy bounds of one problem."""
 
     def __init__(self, problem: Problem, classes: list[JobClass]):
         self.problem = problem
         self.classes = classes
         self.names = problem.active_tenants
+        self.types = problem.types
         self.mine = {u: [c for c in classes if c.tenant == u] for u in self.names}
         self.weight = {u: problem.weight(u) for u in self.names}
         self.value_of = {u: fairness.BestUseModel(self.mine[u], problem.types) for u in self.names}
-        self.si = {u: self.value_of[u](fairness.equal_share(problem, u)).value for u in self.names}
-        self._last: tuple[ClassX, dict] | None = None
+        self.envy = EnvyBounds(self.names, self.types, self.mine, self.weight, self.value_of)
+        self.si: dict[str, float] = {}
+        for i, u in enumerate(self.names):
+            at_share = self.value_of[u](fairness.equal_share(problem, u))
+            self.si[u] = at_share.value
+            # the equal share's duals clear every pair at the equal split: v's bundle, scaled to
+            # u's weight, is inside u's equal share
+            self.envy.add(i, np.array([at_share.p.get(k, 0.0) for k in self.types]))
+        self.si_vec = np.array([self.si[u] for u in self.names])
+        self._class_tenant = {c.key: self.envy.index[c.tenant] for c in classes}
+        self._class_gpus = {c.key: float(c.gpus) for c in classes}
+        self._class_n = {c.key: c.n for c in classes}
+        self._type_index = {k: i for i, k in enumerate(self.types)}
 
-    def envy_certificates(self, X: ClassX) -> dict[tuple[str, str], fairness.BestUse]:
-        """``V_u((w_u/w_v) y_v)`` with its dual certificate, for every ordered pair.
-
-        The last answer is remembered: the fairness check of a point and the cuts built at the
-        same point need the same LPs."""
-        if self._last is not None and self._last[0] is X:
-            return self._last[1]
-        out = self._certificates(X)
-        self._last = (X, out)
-        return out
-
-    def _certificates(self, X: ClassX) -> dict[tuple[str, str], fairness.BestUse]:
-        bundles = _bundles(self.classes, X, self.problem.types)
-        out = {}
-        for u in self.names:
-            for v in self.names:
-                if u != v:
-                    scale = self.weight[u] / self.weight[v]
-                    b = {k: scale * y for k, y in bundles.get(v, {}).items()}
-                    out[u, v] = self.value_of[u](b)
-        return out
+    def arrays(self, X: ClassX) -> tuple[np.ndarray, np.ndarray]:
+        """Utilities ``U`` (``T``) and bundles ``Y`` (``T x K``) of a class solution, tenant order."""
+        U = np.zeros(len(self.names))
+        Y = np.zeros((len(self.names), len(self.types)))
+        for ck, row in X.items():
+            i = self._class_tenant.get(ck)
+            if i is None:
+                continue
+            n, g = self._class_n[ck], self._class_gpus[ck]
+            for k, v in row.items():
+                U[i] += n.get(k, 0.0) * v
+                Y[i, self._type_index[k]] += g * v
+        return U, Y
 
     def fair(self, X: ClassX) -> bool:
-        """SI and EF of a class solution, exactly as docs/fairness.md checks them."""
-        util = _utilities(self.classes, X)
-        for u in self.names:
-            if util.get(u, 0.0) < self.si[u] - fairness.eps(self.si[u]):
-                return False
-        for (u, _), cert in self.envy_certificates(X).items():
-            if util.get(u, 0.0) < cert.value - fairness.eps(cert.value):
+        """SI and EF of a class solution, exactly as docs/fairness.md checks them: pooled dual
+        bounds decide most pairs; the others get their exact LP (and the first envious pair
+        ends the check)."""
+        U, Y = self.arrays(X)
+        if np.any(U < self.si_vec - 1e-6 * (1.0 + np.abs(self.si_vec))):
+            return False
+        bound, _, _ = self.envy.pooled(Y)
+        undecided = bound > (U + 1e-6 * (1.0 + np.abs(U)))[:, None]
+        np.fill_diagonal(undecided, False)
+        for i, j in np.argwhere(undecided):
+            value, _, _ = self.envy.exact(i, self.envy.scale[i, j] * Y[j])
+            if U[i] < value - fairness.eps(value):
                 return False
         return True
 
@@ -133,58 +145,91 @@ class _Climb:
         self.si_rows = {u: self.cm.add_row(self.cm.utility(u), t.si[u], INF) for u in t.names}
         self.base = len(self.cm.lp.rows)
         self.solves = 0
+        #: per tenant: its columns, their type index and their classes' GPU counts (cut rows)
+        self.tenant_cols: list[tuple[list[int], np.ndarray, np.ndarray]] = []
+        tix = {k: i for i, k in enumerate(t.types)}
+        for u in t.names:
+            cols, types, gpus = [], [], []
+            for c in t.mine[u]:
+                for k, col in self.cm.by_class.get(c.key, {}).items():
+                    cols.append(col)
+                    types.append(tix[k])
+                    gpus.append(float(c.gpus))
+            self.tenant_cols.append((cols, np.array(types, dtype=int), np.array(gpus)))
 
     def _solve(self) -> None:
         self.cm.solve()
         self.solves += 1
 
     def step(self, X: ClassX) -> dict[int, dict[str, float]]:
-        """One linearisation: max E s.t. capacity, demand, SI and the EF cuts taken at ``X``."""
-        t, cm = self.t, self.cm
+        """One linearisation: max E s.t. capacity, demand, SI and an EF cut per pair valid at ``X``.
+
+        Pair ``(u, v)``'s cut is ``U_u >= s_uv p.y_v + Q_u(p)`` for a price vector ``p`` whose
+        bound clears the pair at ``X`` (:mod:`._envy`; so ``X`` stays feasible and ``E`` never
+        decreases). Cuts enter the model only when the answer violates them; a cut from the pool
+        that binds is replaced by the exact LP's certificate at ``X`` (tight there, the
+        convex-concave linearisation) and the model re-solved, so the answer is that of the
+        linearisation wherever it matters, while exact LPs are solved for binding pairs only.
+        """
+        t, cm, envy = self.t, self.cm, self.t.envy
         cm.lp.truncate(self.base)
-        util = _utilities(t.classes, X)
-        for u in t.names:
+        U, Y = t.arrays(X)
+        for i, u in enumerate(t.names):
             # X is SI (up to eps): keep it feasible despite round-off; the answer is re-verified
-            si = min(t.si[u], util.get(u, 0.0))
+            si = min(t.si[u], float(U[i]))
             cm.lp.set_row_bounds(self.si_rows[u], si - fairness.slack(si), INF)
-        bundles = _bundles(t.classes, X, self.problem.types)
-        cuts = []
-        for (u, v), cert in t.envy_certificates(X).items():
-            scale = t.weight[u] / t.weight[v]
-            const = sum(c.count * cert.q.get(c.key, 0.0) for c in t.mine[u])
-            # the cut is tight at X up to solver round-off; never let round-off cut X itself off
-            # (X is verified SI+EF, so this moves the bound by round-off only): the constant is
-            # at most the cut's value at X, less slack (eps/10; the answer is checked with eps)
-            at_x = util.get(u, 0.0) - scale * sum(cert.p.get(k, 0.0) * y for k, y in bundles[v].items())
-            const = min(const, at_x)
-            const -= fairness.slack(cert.value)
-            slack = util.get(u, 0.0) - cert.value
-            cuts.append((u, v, scale, cert.p, const, slack <= self.NEAR * (1 + util.get(u, 0.0))))
-        added = [False] * len(cuts)
+        T = len(t.names)
+        off = ~np.eye(T, dtype=bool)
+        bound, P, Q = envy.pooled(Y)
+        tight = np.zeros((T, T), dtype=bool)
+        for i, j in np.argwhere((bound > U[:, None] - fairness.slack(1.0) * (1.0 + U[:, None])) & off):
+            _, P[i, j], Q[i, j] = envy.exact(i, envy.scale[i, j] * Y[j])
+            tight[i, j] = True
+        const = np.zeros((T, T))
 
-        def add(i: int) -> None:
-            u, v, scale, p, const, _ = cuts[i]
-            terms = dict(cm.utility(u))
-            for col, coef in cm.bundle(v, p, scale).items():
-                terms[col] = terms.get(col, 0.0) - coef
-            cm.add_row(terms, const, INF)
-            added[i] = True
+        def set_const(i: int, j: int) -> None:
+            # never let round-off cut X itself off (X is verified SI+EF): at most the cut's value
+            # at X, less slack (eps/10; the answer is checked with eps)
+            at_x = U[i] - envy.scale[i, j] * float(P[i, j] @ Y[j])
+            const[i, j] = min(Q[i, j], at_x) - fairness.slack(U[i])
 
-        for i, cut in enumerate(cuts):
-            if cut[5]:
-                add(i)
+        for i, j in np.argwhere(off):
+            set_const(i, j)
+        rows: dict[tuple[int, int], int] = {}
+
+        def add(i: int, j: int) -> None:
+            terms = dict(cm.utility(t.names[i]))
+            cols, tix, gpus = self.tenant_cols[j]
+            coef = envy.scale[i, j] * P[i, j][tix] * gpus
+            for col, c in zip(cols, coef):
+                if c != 0.0:
+                    terms[col] = terms.get(col, 0.0) - float(c)
+            rows[i, j] = cm.add_row(terms, float(const[i, j]), INF)
+
+        for i, j in np.argwhere(tight):
+            add(i, j)
         while True:
             self._solve()
             X_new = feasible_classes(self.problem, t.classes, cm.values())
-            u_new = _utilities(t.classes, X_new)
-            b_new = _bundles(t.classes, X_new, self.problem.types)
-            late = [i for i, (u, v, scale, p, const, _) in enumerate(cuts) if not added[i]
-                    and u_new.get(u, 0.0) - scale * sum(p.get(k, 0.0) * y for k, y in b_new[v].items())
-                    < const - 1e-9 * (1 + abs(const))]
-            if not late:
+            U2, Y2 = t.arrays(X_new)
+            lhs = U2[:, None] - envy.scale * np.einsum("ijk,jk->ij", P, Y2)
+            tol = 1e-9 * (1.0 + np.abs(const))
+            late = (lhs < const - tol) & off
+            for key in rows:
+                late[key] = False
+            if late.any():
+                for i, j in np.argwhere(late):
+                    add(i, j)
+                continue
+            loose = [(i, j) for (i, j) in rows if not tight[i, j] and lhs[i, j] <= const[i, j] + 1e-7 * (1.0 + abs(const[i, j]))]
+            if not loose:
                 return X_new
-            for i in late:
-                add(i)
+            for i, j in loose:
+                _, P[i, j], Q[i, j] = envy.exact(i, envy.scale[i, j] * Y[j])
+                tight[i, j] = True
+                cm.lp.set_row_bounds(rows[i, j], -INF, INF)  # retire the pooled cut
+                set_const(i, j)
+                add(i, j)
 
     def polish(self, X: ClassX) -> tuple[dict | None, float]:
         """A Pareto improvement of ``X`` (or None) and the gap ``max E' - E`` found.
@@ -233,13 +278,17 @@ class _Climb:
         cm.set_objective(cm.efficiency())
         return X_near, gap
 
-    def climb(self, X: ClassX, e: float) -> tuple[ClassX, float, int, str | None]:
-        """Iterate the linearised LP from the SI+EF point ``X`` until ``E`` stops improving.
+    def climb(self, X: ClassX, e: float, deadline: float | None = None) -> tuple[ClassX, float, int, str | None]:
+        """Iterate the linearised LP from the SI+EF point ``X`` until ``E`` stops improving (or
+        the ``deadline``, a ``time.perf_counter()`` value, passes: every iterate is verified, so
+        stopping early returns a verified point).
 
         The last value says why the climb stopped early when a step's solve failed (the last
         verified point is kept): None when it ran to its end."""
         rounds = 0
         for rounds in range(1, MAX_ROUNDS + 1):
+            if deadline is not None and time.perf_counter() >= deadline:
+                return X, e, rounds - 1, "time limit"
             try:
                 X_new = self.step(X)
             except SolverError as exc:
@@ -253,33 +302,6 @@ class _Climb:
                 break
             X, e = X_new, e_new
         return X, e, rounds, None
-
-
-def _mix(a: ClassX, b: ClassX, step: float) -> dict[int, dict[str, float]]:
-    """``(1 - step) a + step b``, class by class."""
-    keys = set(a) | set(b)
-    out: dict[int, dict[str, float]] = {}
-    for ck in keys:
-        ra, rb = a.get(ck, {}), b.get(ck, {})
-        out[ck] = {k: (1 - step) * ra.get(k, 0.0) + step * rb.get(k, 0.0) for k in set(ra) | set(rb)}
-    return out
-
-
-def _fair_step(t: _Tenants, a: ClassX, b: ClassX, probes: int = 8) -> float:
-    """The largest step in [0, 1] (by bisection) from ``a`` towards ``b`` that stays SI and EF.
-
-    Utilities are linear along the segment and envy ``V_u((w_u/w_v) y_v(s)) - U_u(s)`` is
-    concave in ``s`` (V is concave, its argument affine), so the fair steps form an interval
-    starting at 0 and bisection finds its end.
-    """
-    lo, hi = 0.0, 1.0
-    for _ in range(probes):
-        mid = (lo + hi) / 2
-        if t.fair(_mix(a, b, mid)):
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 def _pareto_ok(problem: Problem, t: _Tenants, X: ClassX) -> tuple[bool, float]:
@@ -302,6 +324,7 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
     SI+EF+PE candidate, else the best verified SI+EF one (``pareto_efficient: false``), and the
     equal split (status ``fallback``) only when nothing could be verified at all."""
     started = time.perf_counter()
+    deadline = started + options.time_limit_s
     classes = classes_of(problem)
     tried: dict[str, str] = {}
     degraded: dict[str, str] = {}
@@ -365,9 +388,11 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
     def climb(name: str, X: ClassX) -> None:
         """max E s.t. SI+EF (convex-concave) from the fair point X, then a Pareto polish."""
         nonlocal rounds
-        X, _, more, why = lp.climb(clean(X), _efficiency(classes, clean(X)))
+        X, _, more, why = lp.climb(clean(X), _efficiency(classes, clean(X)), deadline if passing else None)
         rounds += more
-        if why is not None:
+        if why == "time limit":
+            skipped.append(f"rest of ccp from {name}")
+        elif why is not None:
             degraded[f"ccp from {name}"] = why
         try:
             better, _ = lp.polish(X)
@@ -384,14 +409,39 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
         """A verified candidate reaches E*: no other candidate can be more efficient."""
         return e_star is not None and any(e >= e_star - fairness.eps(e_star) for e, _, _ in passing)
 
-    # 1. the climb from the equal split with best use (always SI+EF; itself a candidate, so a
-    #    verified SI+EF point exists whatever fails later)
+    # 1. the equal split with best use: always SI+EF, so a verified SI+EF point exists whatever
+    #    fails later
     consider("equal-split", X0)
-    climb("equal-split", X0)
     eq = None
-    if not at_bound():
-        # 2. gavel-mmf's answer, a candidate when it happens to be SI+EF+PE, and the climb
-        #    from it when it is a better fair start
+    skipped: list[str] = []
+
+    def time_left() -> bool:
+        """Whether an improvement stage may start: always until a verified SI+EF+PE candidate
+        exists, then only before the deadline (``options.time_limit_s`` from the start)."""
+        return not passing or time.perf_counter() < deadline
+
+    # 2. the competitive equilibrium from equal incomes: SI, EF and PE by construction, the
+    #    candidate that keeps oef anytime (one verified SI+EF+PE point early, whatever the size)
+    def good(X: ClassX) -> bool:
+        X = clean(X)
+        try:
+            return t.fair(X) and _pareto_ok(problem, t, X)[0]
+        except SolverError:
+            return False
+
+    try:
+        eq = ceei(problem, classes, good_enough=good)
+    except SolverError as exc:
+        degraded["ceei"] = str(exc)
+    consider("ceei", None if eq is None else eq.X)
+    # 3. improvement stages, most promising first, while time is left: the climbs from the
+    #    CEEI and from the equal split, then gavel-mmf's answer and the climb from it
+    stages: list[tuple[str, object]] = []
+    if eq is not None and tried["ceei"].startswith("SI+EF") and _efficiency(classes, clean(eq.X)) > _efficiency(classes, X0):
+        stages.append(("ccp from ceei", lambda: climb("ceei", eq.X)))
+    stages.append(("ccp from equal-split", lambda: climb("equal-split", X0)))
+
+    def gavel() -> None:
         gm: ClassX | None = None
         try:
             _, gm, _ = _max_min(problem, options, "oef_gavel", agnostic=False)
@@ -400,23 +450,15 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
         consider("gavel-mmf", gm)
         if gm is not None and tried["gavel-mmf"].startswith("SI+EF") and _efficiency(classes, clean(gm)) > _efficiency(classes, X0):
             climb("gavel-mmf", gm)
-    if not at_bound():
-        # 3. the competitive equilibrium from equal incomes (SI, EF and PE by construction)
-        #    and the climb from it
-        def good(X: ClassX) -> bool:
-            X = clean(X)
-            try:
-                return t.fair(X) and _pareto_ok(problem, t, X)[0]
-            except SolverError:
-                return False
 
-        try:
-            eq = ceei(problem, classes, good_enough=good)
-        except SolverError as exc:
-            degraded["ceei"] = str(exc)
-        consider("ceei", None if eq is None else eq.X)
-        if eq is not None and tried["ceei"].startswith("SI+EF") and _efficiency(classes, clean(eq.X)) > _efficiency(classes, X0):
-            climb("ceei", eq.X)
+    stages.append(("gavel-mmf", gavel))
+    for name, run in stages:
+        if at_bound():
+            break
+        if not time_left():
+            skipped.append(name)
+            continue
+        run()  # type: ignore[operator]
     if passing:
         passing.sort(key=lambda r: r[0], reverse=True)
         e_best, winner, X = passing[0]
@@ -432,6 +474,8 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
         pe, gap = False, g
         winner = f"{winner} (SI+EF, not verified PE)"
     info = {"winner": winner, "candidates": tried, "ccp_rounds": rounds,
+            "time_limit_s": options.time_limit_s, "skipped_for_time": skipped,
+            "exact_envy_lps": t.envy.exact_solves,
             "pareto_efficient": pe, "pareto_gap": gap, "efficiency_bound": e_star,
             "efficiency_ratio": None if e_star is None else fairness.efficiency_ratio(e_best, e_star),
             "ceei_spending_error": None if eq is None else eq.error, "degraded": degraded}

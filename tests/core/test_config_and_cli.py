@@ -131,3 +131,21 @@ def test_hostlists_expand_or_name_the_key():
     assert config.expand_hostlist("v100-[1-", "gpu_types.v100.nodes", problems) is None
     assert [p.where for p in problems] == ["gpu_types.v100.nodes"]
     assert "not a valid hostlist" in problems[0].what
+
+
+def test_solve_prints_nothing_but_json_on_stdout(tmp_path):
+    """highspy 1.16 prints a banner on fd 1 when a process creates its first model: `solve`'s
+    standard output must still be the allocation's JSON alone (it is piped into other tools)."""
+    import json
+
+    problem = tmp_path / "p.json"
+    problem.write_text(json.dumps({
+        "gpu_types": {"v100": 2, "k80": 2},
+        "tenants": {"a": {"weight": 1}, "b": {"weight": 2}},
+        "jobs": [{"id": "j1", "tenant": "a", "gpus": 1, "throughput": {"v100": 3.0, "k80": 1.0}},
+                 {"id": "j2", "tenant": "b", "gpus": 2, "throughput": {"v100": 2.0, "k80": 1.5}}],
+    }))
+    proc = subprocess.run([sys.executable, "-m", "slurm_fair.cli", "solve", "--input", str(problem),
+                           "--policy", "oef", "--solver", "auto"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["policy"] == "oef"
