@@ -101,8 +101,3 @@ class EnvyBounds:
         p, q = self.add(i, np.array([res.p.get(k, 0.0) for k in self.types]))
         return float(res.value), p, q
 
-
-def clears(bound: float, utility: float) -> bool:
-    """An upper bound on ``V`` that proves ``U >= V - eps(V)`` (docs/fairness.md's EF test):
-    ``V <= bound <= U + eps(U)`` implies it, since ``eps`` grows with its argument."""
-    return bound <= utility + fairness.eps(utility)

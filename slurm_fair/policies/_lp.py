@@ -152,12 +152,6 @@ class ClassLP:
     def efficiency(self) -> dict[int, float]:
         return {i: self.n[ck].get(k, 0.0) for i, (ck, k) in enumerate(self.cols)}
 
-    def bundle(self, tenant: str, prices: Mapping[str, float], scale: float = 1.0) -> dict[int, float]:
-        """Terms of ``scale * sum_k prices_k * y_uk``."""
-        gpus = {c.key: c.gpus for c in self.classes if c.tenant == tenant}
-        return {i: scale * prices.get(k, 0.0) * gpus[ck] for ck in gpus for k, i in self.by_class[ck].items()
-                if prices.get(k, 0.0) != 0.0}
-
     def set_objective(self, terms: Mapping[int, float]) -> None:
         """Maximise ``terms`` (every other column gets cost 0)."""
         for i, c in enumerate(self.lp.cost):

@@ -107,10 +107,11 @@ class _Tenants:
         bounds decide most pairs; the others get their exact LP (and the first envious pair
         ends the check)."""
         U, Y = self.arrays(X)
-        if np.any(U < self.si_vec - 1e-6 * (1.0 + np.abs(self.si_vec))):
+        if np.any(U < self.si_vec - fairness.eps(self.si_vec)):
             return False
         bound, _, _ = self.envy.pooled(Y)
-        undecided = bound > (U + 1e-6 * (1.0 + np.abs(U)))[:, None]
+        # V <= bound <= U + eps(U) implies U >= V - eps(V) (eps grows with its argument)
+        undecided = bound > (U + fairness.eps(U))[:, None]
         np.fill_diagonal(undecided, False)
         for i, j in np.argwhere(undecided):
             value, _, _ = self.envy.exact(i, self.envy.scale[i, j] * Y[j])
@@ -133,9 +134,6 @@ class _Climb:
     the model: the cuts of the pairs with slack are checked at every answer and added when
     violated, then the model is re-solved warm, so the answer is that of the full cut set.
     """
-
-    #: a pair's cut is put in the model from the start when its envy slack is below this
-    NEAR = 1e-3
 
     def __init__(self, problem: Problem, t: _Tenants, options: PolicyOptions):
         self.problem, self.t = problem, t
@@ -182,7 +180,9 @@ class _Climb:
         off = ~np.eye(T, dtype=bool)
         bound, P, Q = envy.pooled(Y)
         tight = np.zeros((T, T), dtype=bool)
-        for i, j in np.argwhere((bound > U[:, None] - fairness.slack(1.0) * (1.0 + U[:, None])) & off):
+        # a pooled cut is used only with room to spare (its constant then needs no lowering below
+        # Q_u(p), which keeps it a valid bound); the other pairs get the exact certificate
+        for i, j in np.argwhere((bound > U[:, None] - fairness.slack(U[:, None])) & off):
             _, P[i, j], Q[i, j] = envy.exact(i, envy.scale[i, j] * Y[j])
             tight[i, j] = True
         const = np.zeros((T, T))
@@ -388,7 +388,7 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
     def climb(name: str, X: ClassX) -> None:
         """max E s.t. SI+EF (convex-concave) from the fair point X, then a Pareto polish."""
         nonlocal rounds
-        X, _, more, why = lp.climb(clean(X), _efficiency(classes, clean(X)), deadline if passing else None)
+        X, _, more, why = lp.climb(clean(X), _efficiency(classes, clean(X)), deadline)
         rounds += more
         if why == "time limit":
             skipped.append(f"rest of ccp from {name}")
@@ -416,9 +416,9 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
     skipped: list[str] = []
 
     def time_left() -> bool:
-        """Whether an improvement stage may start: always until a verified SI+EF+PE candidate
-        exists, then only before the deadline (``options.time_limit_s`` from the start)."""
-        return not passing or time.perf_counter() < deadline
+        """Whether an improvement stage may start: only before the deadline
+        (``options.time_limit_s`` from the start)."""
+        return time.perf_counter() < deadline
 
     # 2. the competitive equilibrium from equal incomes: SI, EF and PE by construction, the
     #    candidate that keeps oef anytime (one verified SI+EF+PE point early, whatever the size)
