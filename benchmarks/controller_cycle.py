@@ -1,25 +1,47 @@
-"""Wall time of one controller cycle per phase on the fake Slurm port (no Slurm commands).
+"""Wall time of one controller cycle (snapshot to apply), per phase.
 
-Measures slurm-fair's own share of a cycle: estimates, policy + rounding, plan, diff and apply
-against the in-memory fake. Usage::
+Two modes:
 
-    python benchmarks/controller_cycle.py --jobs 50 200 --policy oef --repeat 3
+* fake (default): the in-memory fake Slurm port, no Slurm commands: slurm-fair's own share of a
+  cycle (estimates, policy + rounding, plan, diff and apply)::
+
+      python benchmarks/controller_cycle.py --jobs 50 200 --policy oef --repeat 3
+
+* ``--real``: a private real testbed (its own directory and ports, so the default testbed may
+  run beside it) with ``--accounts`` Slurm accounts (fair-share shares 1, 2, 3 in turn) and
+  ``--jobs`` pending GPU jobs submitted with ``sbatch`` (class tags in the comment, counts 1, 2
+  or 4, untyped requests). Each repeat runs a *first* cycle (every job new to the controller:
+  the whole plan is applied) and a *steady* cycle a minute of cluster time later, then
+  ``slurm-fair revert`` puts every job back for the next repeat::
+
+      python benchmarks/controller_cycle.py --real --jobs 10000 --accounts 200 --repeat 3
+
+  The testbed is taken down at the end unless ``--keep``.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import json
 import random
 import statistics
+import subprocess
 import tempfile
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+from slurm_fair.config import load as load_config
 from slurm_fair.config import validate
 from slurm_fair.controller.cycle import run_cycle
 from slurm_fair.controller.estimates import load_class_table
 from slurm_fair.model import Account, Node, Qos
+from slurm_fair.slurm import make_port
 from slurm_fair.slurm.fake import FakeSlurm
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def cluster() -> FakeSlurm:
@@ -48,20 +70,134 @@ def one(n_jobs: int, policy: str, seed: int) -> dict[str, float]:
     return out
 
 
+# --- the real testbed -------------------------------------------------------------------------
+
+def testbed_toml(accounts: int, port_offset: int) -> str:
+    """The default testbed's nodes with ``accounts`` tenants and its own ports."""
+    lines = [
+        "[cluster]", 'name = "cyclebench"', "max_job_count = 40000", "min_job_age_s = 30", "",
+        "[gpu_types.v100]", 'nodes = "v100-[1-2]"', "gpus_per_node = 4", "",
+        "[gpu_types.p100]", 'nodes = "p100-[1-2]"', "gpus_per_node = 4", "",
+        "[gpu_types.k80]", 'nodes = "k80-1"', "gpus_per_node = 8", "",
+    ]
+    for i in range(accounts):
+        lines += [f"[tenants.a{i:03d}]", f"fairshare = {1 + i % 3}", ""]
+    lines += ["[ports]", f"slurmctld = {16817 + port_offset}", f"slurmdbd = {16819 + port_offset}",
+              f"mariadb = {13306 + port_offset}", f"slurmd_base = {17001 + port_offset}", ""]
+    return "\n".join(lines)
+
+
+def controller_toml(accounts: int, policy: str, state: Path, time_limit: float) -> str:
+    lines = [
+        "[controller]", f"policy = {json.dumps(policy)}", f"time_limit_s = {time_limit!r}",
+        f"state_dir = {json.dumps(str(state))}", f"audit_log = {json.dumps(str(state / 'audit.jsonl'))}", "",
+    ]
+    for i in range(accounts):
+        lines += [f"[tenants.a{i:03d}]", f"weight = {float(1 + i % 3)!r}", ""]
+    return "\n".join(lines)
+
+
+def submit_all(env: dict[str, str], n_jobs: int, accounts: int, seed: int, workers: int = 4) -> float:
+    """Submit ``n_jobs`` pending GPU jobs (``sbatch``, a few in parallel); returns seconds."""
+    rng = random.Random(seed)
+    classes = list(load_class_table(None).rows)
+    argvs = [["sbatch", "--parsable", "-A", f"a{rng.randrange(accounts):03d}", f"--gres=gpu:{rng.choice([1, 1, 2, 4])}",
+              f"--comment=fair:class={rng.choice(classes)}", "-o", "/dev/null", "--wrap", "sleep 86400"]
+             for _ in range(n_jobs)]
+    t0 = time.perf_counter()
+
+    def sub(argv: list[str]) -> None:
+        subprocess.run(argv, env=env, capture_output=True, timeout=60, check=True)
+
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        list(pool.map(sub, argvs))
+    return time.perf_counter() - t0
+
+
+def real(a: argparse.Namespace) -> None:
+    from slurm_fair.testbed.cluster import Testbed
+
+    out = Path(a.dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "testbed.toml").write_text(testbed_toml(a.accounts, a.port_offset))
+    tb = Testbed(out / "tb", out / "testbed.toml")
+    t0 = time.perf_counter()
+    tb.up()
+    print(f"testbed up with {a.accounts} accounts in {time.perf_counter() - t0:.1f} s")
+    env = tb.client_env()
+    try:
+        for policy in a.policy:
+            state = out / f"state-{policy}"
+            cfg_path = out / f"controller-{policy}.toml"
+            cfg_path.write_text(controller_toml(a.accounts, policy, state, a.time_limit))
+            config = load_config(cfg_path)
+            n = a.jobs[0]
+            subprocess.run(["scancel", "-u", "root"], env=env, timeout=60, check=False)
+            time.sleep(2)
+            secs = submit_all(env, n, a.accounts, seed=0)
+            print(f"submitted {n} jobs in {secs:.1f} s")
+            port = make_port(config, env=env)
+            runs: list[dict[str, Any]] = []
+            for r in range(a.repeat):
+                row: dict[str, Any] = {}
+                for label in ("first", "steady"):
+                    t = time.perf_counter()
+                    res = run_cycle(port, config)
+                    row[f"{label}.total"] = time.perf_counter() - t
+                    row.update({f"{label}.{k}": v for k, v in res.timings.items()})
+                    row[f"{label}.actions"] = len(res.results)
+                    row[f"{label}.failed"] = sum(1 for x in res.results if not x.applied and not x.skipped)
+                    row[f"{label}.status"] = res.status
+                    if label == "first":
+                        time.sleep(a.gap)
+                t = time.perf_counter()
+                subprocess.run([str(ROOT / ".venv" / "bin" / "slurm-fair"), "revert", "--config", str(cfg_path)],
+                               env=env, capture_output=True, timeout=1800, check=False)
+                row["revert.total"] = time.perf_counter() - t
+                runs.append(row)
+                print(f"  repeat {r + 1}: first {row['first.total']:.2f} s ({row['first.actions']} actions), "
+                      f"steady {row['steady.total']:.2f} s ({row['steady.actions']} actions)")
+            table(f"real testbed: jobs={n} accounts={a.accounts} policy={policy} repeat={a.repeat}", runs)
+    finally:
+        subprocess.run(["scancel", "-u", "root"], env=env, timeout=60, check=False)
+        if not a.keep:
+            tb.down()
+
+
+def table(title: str, runs: list[dict[str, Any]]) -> None:
+    """Median, min and max of every numeric key over the repeats."""
+    print(title)
+    print(f"  {'phase':28s} {'median':>9s} {'min':>9s} {'max':>9s}")
+    keys = sorted({k for r in runs for k, v in r.items() if isinstance(v, (int, float))})
+    for k in keys:
+        vals = [float(r.get(k, 0.0)) for r in runs]
+        unit = "" if k.endswith(("actions", "failed")) else " s"
+        print(f"  {k:28s} {statistics.median(vals):9.3f} {min(vals):9.3f} {max(vals):9.3f}{unit}")
+    for k in sorted({k for r in runs for k, v in r.items() if isinstance(v, str)}):
+        print(f"  {k:28s} {', '.join(str(r.get(k)) for r in runs)}")
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--jobs", type=int, nargs="+", default=[50, 200])
-    ap.add_argument("--policy", default="oef")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, nargs="+", default=None)
+    ap.add_argument("--policy", nargs="+", default=["oef"])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--real", action="store_true", help="a private real testbed instead of the fake")
+    ap.add_argument("--accounts", type=int, default=200, help="--real: Slurm accounts (tenants)")
+    ap.add_argument("--time-limit", type=float, default=30.0, help="--real: [controller] time_limit_s")
+    ap.add_argument("--gap", type=float, default=5.0, help="--real: seconds between the first and steady cycle")
+    ap.add_argument("--dir", default=str(ROOT / ".cyclebench"), help="--real: working directory")
+    ap.add_argument("--port-offset", type=int, default=3000, help="--real: added to the default testbed's ports")
+    ap.add_argument("--keep", action="store_true", help="--real: leave the testbed running")
     a = ap.parse_args()
-    for n in a.jobs:
-        runs = [one(n, a.policy, s) for s in range(a.repeat)]
-        keys = sorted(runs[0])
-        print(f"jobs={n} policy={a.policy} repeat={a.repeat} (median)")
-        for k in keys:
-            vals = [r.get(k, 0.0) for r in runs]
-            unit = "" if k.endswith("actions") else " s"
-            print(f"  {k:24s} {statistics.median(vals):.4f}{unit}")
+    if a.real:
+        a.jobs = a.jobs or [10000]
+        real(a)
+        return
+    for n in a.jobs or [50, 200]:
+        for policy in a.policy:
+            runs = [one(n, policy, s) for s in range(a.repeat)]
+            table(f"fake: jobs={n} policy={policy} repeat={a.repeat}", runs)
 
 
 if __name__ == "__main__":

@@ -94,6 +94,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "bin_dir": Key((str,), "", "directory of the Slurm commands (empty: PATH)"),
         "command_timeout_s": Key(NUM, 30.0, "timeout of one Slurm command", _positive),
         "retries": Key((int,), 2, "bounded retries of a failed transient command", _non_negative),
+        "parallel_calls": Key((int,), 8, "sacctmgr calls in flight at once when many tenants' QOS change", _positive),
     },
     "report": {
         "window_days": Key(NUM, 7.0, "default report window", _positive),

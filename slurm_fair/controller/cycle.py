@@ -398,7 +398,8 @@ def _cycle(
             res.exit_code = 0 if allocation is not None else 1
             return res
         with timer.phase("apply"):
-            res.results = apply(res.planned, port, snapshot, store, res.cycle_id, clock())
+            res.results = apply(res.planned, port, snapshot, store, res.cycle_id, clock(),
+                                workers=int(config["slurm"]["parallel_calls"]))
         c = counts(res.results)
         if c["failed"]:
             res.status, res.exit_code = "partial", 1

@@ -177,6 +177,24 @@ class StateStore:
         )
         return cur.rowcount == 1
 
+    def record_originals(self, origs: Iterable[OriginalRequest], cycle_id: str, at: float) -> None:
+        """:meth:`record_original` for many jobs in one transaction (one commit, not one per
+        job: before a batched write to thousands of jobs)."""
+        rows = [(o.job_id, o.account, o.gres_raw, o.gpu_type, o.gpu_count, o.gpu_per, o.priority,
+                 o.nice, o.partition, o.qos, at, cycle_id) for o in origs]
+        if not rows:
+            return
+        self._db.execute("BEGIN")
+        try:
+            self._db.executemany(
+                "INSERT OR IGNORE INTO original_requests (job_id, account, gres_raw, gpu_type,"
+                " gpu_count, gpu_per, priority, nice, partition, qos, recorded_at, cycle_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
     def originals(self, include_reverted: bool = False) -> dict[str, OriginalRequest]:
         sql = "SELECT * FROM original_requests"
         if not include_reverted:
@@ -190,6 +208,19 @@ class StateStore:
     def forget_original(self, job_id: str) -> None:
         """After a revert (or when the job ended), the record is no longer needed."""
         self._exec("DELETE FROM original_requests WHERE job_id = ?", (job_id,))
+
+    def forget_originals(self, job_ids: Iterable[str]) -> None:
+        """:meth:`forget_original` for many jobs in one transaction."""
+        ids = [(j,) for j in job_ids]
+        if not ids:
+            return
+        self._db.execute("BEGIN")
+        try:
+            self._db.executemany("DELETE FROM original_requests WHERE job_id = ?", ids)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     # --- cycles -------------------------------------------------------------------------------
     def start_cycle(self, cycle_id: str, started_at: float, policy: str, dry_run: bool) -> None:

@@ -22,10 +22,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..errors import JobGone
+from ..errors import JobGone, SlurmError
 from ..model import Account, AccountingRecord, GpuRequest, Node, Qos, SlurmJob, Snapshot
 from . import parse
-from .cli import UPDATABLE_FIELDS, _split_raw, refuse_retype
+from .cli import UPDATABLE_FIELDS, _split_raw, batch_items, refuse_retype
 
 #: reasons Slurm gives a held job
 HELD_ADMIN, HELD_USER = "JobHeldAdmin", "JobHeldUser"
@@ -195,6 +195,9 @@ class FakeSlurm:
 
     def set_priority(self, job_id: str, priority: int | None) -> None:
         self.calls.append(("set_priority", (job_id, priority)))
+        self._set_priority(job_id, priority)
+
+    def _set_priority(self, job_id: str, priority: int | None) -> None:
         job = self._pending(job_id)
         if priority is None:
             held = job.reason in (HELD_ADMIN, HELD_USER)
@@ -204,6 +207,9 @@ class FakeSlurm:
 
     def set_nice(self, job_id: str, nice: int) -> None:
         self.calls.append(("set_nice", (job_id, nice)))
+        self._set_nice(job_id, nice)
+
+    def _set_nice(self, job_id: str, nice: int) -> None:
         job = self._pending(job_id)
         base = self._base_priority.get(job_id, job.priority)
         self._put(job, nice=int(nice), priority=max(1, base - int(nice)) if job.priority else 0)
@@ -234,6 +240,9 @@ class FakeSlurm:
         bad = set(fields) - UPDATABLE_FIELDS
         if bad:
             raise ValueError(f"cannot update {', '.join(sorted(bad))}")
+        self._update_job(job_id, fields)
+
+    def _update_job(self, job_id: str, fields: Mapping[str, str]) -> None:
         job = self._pending(job_id)
         changes: dict[str, object] = {}
         if "Partition" in fields:
@@ -247,7 +256,26 @@ class FakeSlurm:
             self.job_fields.setdefault(job_id, {}).update(rest)
 
     # --- QOS ----------------------------------------------------------------------------------
-    def ensure_qos(self, name: str, grp_tres: Mapping[str, int | None]) -> None:
+    def update_jobs(self, job_ids: Sequence[str], fields: Mapping[str, str]) -> dict[str, SlurmError]:
+        """What the real adapter does in one call per chunk: every job it can, the others
+        returned with their errors (the same checks as one job at a time)."""
+        self.calls.append(("update_jobs", (list(job_ids), dict(fields))))
+        batch_items(fields)  # the same refusals as the real adapter, before anything changes
+        plain = {k: v for k, v in fields.items() if k in UPDATABLE_FIELDS}
+        failed: dict[str, SlurmError] = {}
+        for job_id in dict.fromkeys(job_ids):
+            try:
+                if plain:
+                    self._update_job(job_id, plain)
+                if "Nice" in fields:
+                    self._set_nice(job_id, int(fields["Nice"]))
+                if "Priority" in fields:
+                    self._set_priority(job_id, int(fields["Priority"]))
+            except SlurmError as exc:
+                failed[job_id] = exc
+        return failed
+
+    def ensure_qos(self, name: str, grp_tres: Mapping[str, int | None], exists: bool | None = None) -> None:
         self.calls.append(("ensure_qos", (name, dict(grp_tres))))
         q = self._qos.get(name) or Qos(name)
         limits = dict(q.grp_tres)

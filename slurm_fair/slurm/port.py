@@ -15,6 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Mapping, Protocol, Sequence, runtime_checkable
 
+from ..errors import SlurmError
 from ..model import Account, AccountingRecord, Node, Qos, SlurmJob, Snapshot
 
 
@@ -67,10 +68,18 @@ class SlurmPort(Protocol):
         """Other pending-job fields: Partition, QOS, ReqNodeList, Features."""
         ...
 
+    def update_jobs(self, job_ids: Sequence[str], fields: Mapping[str, str]) -> dict[str, SlurmError]:
+        """The same ``fields`` (those of :meth:`update_job`, or ``Nice``/``Priority`` as
+        integers) on many pending jobs, in as few Slurm calls as the backend allows; returns
+        the jobs that were *not* changed, each with its error (:class:`JobGone` for one that
+        ended). A controller cycle over thousands of jobs is paced by these calls."""
+        ...
+
     # --- QOS ----------------------------------------------------------------------------------
-    def ensure_qos(self, name: str, grp_tres: Mapping[str, int | None]) -> None:
+    def ensure_qos(self, name: str, grp_tres: Mapping[str, int | None], exists: bool | None = None) -> None:
         """Create the QOS when missing and set its GrpTRES (``{"gres/gpu:v100": 8}``; a value
-        of None removes that limit)."""
+        of None removes that limit). ``exists`` is what the caller already knows (from a
+        snapshot), so the backend need not ask; None: ask."""
         ...
 
     def delete_qos(self, name: str) -> None: ...

@@ -18,7 +18,7 @@ from slurm_fair.errors import LockHeld, SlurmUnavailable, SolverError
 from .conftest import make_config
 
 WRITES = {"set_gpu_type", "restore_gpu_request", "set_priority", "set_nice", "hold", "release",
-          "requeue", "update_job", "ensure_qos", "delete_qos", "attach_qos", "detach_qos"}
+          "requeue", "update_job", "update_jobs", "ensure_qos", "delete_qos", "attach_qos", "detach_qos"}
 
 
 def submit_mix(fake):
@@ -51,6 +51,28 @@ def test_first_cycle_types_every_job_and_sets_limits(fake, config):
     assert accounts["alice"].default_qos == "fair_alice"
     # the request form is kept: --gpus stays per job
     assert jobs[ids[2]].gpu_request.per == "job" and jobs[ids[2]].gpu_request.total == 2
+
+
+def test_job_writes_go_in_groups_and_every_original_is_stored_first(fake, config, tmp_path):
+    ids = [fake.submit(("alice", "bob")[i % 2], f"--gres=gpu:{1 + i % 2}", hold=False,
+                       comment="fair:class=" + ("resnet-50-bs32", "a3c", "lm-bs20")[i % 3]) for i in range(60)]
+    res = run_cycle(fake, config)
+    assert (res.status, res.exit_code) == ("ok", 0), res.message
+    kinds = [c[0] for c in fake.calls]
+    assert "update_job" not in kinds and "set_nice" not in kinds
+    batches = [c[1] for c in fake.calls if c[0] == "update_jobs"]
+    # one call per (field, value): the two tenants' QOS, at most three partitions, a few nice values
+    values = {(f, v) for _, fields in batches for f, v in fields.items()}
+    assert len(batches) == len(values) < 15
+    job_actions = [r for r in res.results if r.action.job]
+    assert len(job_actions) >= 120 and all(r.applied for r in job_actions)
+    jobs = {j.job_id: j for j in fake.jobs()}
+    assert all(jobs[i].qos == f"fair_{jobs[i].account}" for i in ids)
+    with StateStore.in_dir(tmp_path / "state") as store:
+        assert set(store.originals()) == set(ids)
+    assert revert(fake, config).exit_code == 0
+    jobs = {j.job_id: j for j in fake.jobs()}
+    assert all(jobs[i].qos == "normal" and jobs[i].partition == "gpu" for i in ids)
 
 
 def test_second_cycle_with_nothing_changed_applies_nothing(fake, config):

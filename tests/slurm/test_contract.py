@@ -124,6 +124,35 @@ def test_update_partition(cluster: Harness):
     assert cluster.job(job_id).partition == target
 
 
+def test_update_jobs_changes_every_listed_job_and_names_those_it_could_not(cluster: Harness):
+    tenant = cluster.tenants[0]
+    ids = [cluster.submit(tenant, "--gres=gpu:1") for _ in range(3)]
+    gone = cluster.submit(tenant, "--gres=gpu:1")
+    cluster.cancel(gone)
+    target = next(p for n in cluster.port.nodes() for p in n.partitions if p != cluster.job(ids[0]).partition)
+    failed = cluster.port.update_jobs([ids[0], gone, ids[1], ids[2]], {"Partition": target})
+    assert set(failed) == {gone} and isinstance(failed[gone], JobGone)
+    assert [cluster.job(j).partition for j in ids] == [target] * 3
+    assert cluster.port.update_jobs(ids, {"Nice": "7"}) == {}
+    assert [cluster.job(j).nice for j in ids] == [7, 7, 7]
+    for bad in ({"Nice": "7\nPriority=1"}, {"Priority": "high"}, {"Account": "x"}, {"QOS": "a b"}):
+        with pytest.raises(ValueError):
+            cluster.port.update_jobs(ids, bad)  # refused before anything runs
+    assert [cluster.job(j).nice for j in ids] == [7, 7, 7]
+
+
+def test_ensure_qos_with_what_the_caller_knows(cluster: Harness):
+    t = gpu_types_of(cluster)[0]
+    q = cluster.new_qos_name()
+    cluster.port.ensure_qos(q, {f"gres/gpu:{t}": 3, "gres/gpu": 5}, exists=False)  # created with its limits
+    assert dict({x.name: x for x in cluster.port.qos()}[q].grp_tres) == {f"gres/gpu:{t}": 3, "gres/gpu": 5}
+    # a stale "missing" (someone created it meanwhile) still ends with the limits asked for
+    cluster.port.ensure_qos(q, {f"gres/gpu:{t}": 4}, exists=False)
+    assert dict({x.name: x for x in cluster.port.qos()}[q].grp_tres) == {f"gres/gpu:{t}": 4, "gres/gpu": 5}
+    cluster.port.ensure_qos(q, {"gres/gpu": None}, exists=True)
+    assert dict({x.name: x for x in cluster.port.qos()}[q].grp_tres) == {f"gres/gpu:{t}": 4}
+
+
 def test_qos_limits_attach_and_effect_on_new_jobs(cluster: Harness):
     t = gpu_types_of(cluster)[0]
     q = cluster.new_qos_name()
