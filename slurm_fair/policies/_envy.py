@@ -20,6 +20,8 @@ pair they clear is envy-free exactly, not approximately.
 
 from __future__ import annotations
 
+import time
+
 from typing import Mapping
 
 import numpy as np
@@ -57,8 +59,9 @@ class EnvyBounds:
             self._q.append(np.zeros(0))
             self.add(i, np.zeros(K))
             self.add(i, best_rate)
-        #: exact LPs solved (for the diagnostics in ``info``)
+        #: exact LPs solved (for the diagnostics in ``info``) and the seconds they took
         self.exact_solves = 0
+        self.exact_seconds = 0.0
 
     def q_of(self, i: int, P: np.ndarray) -> np.ndarray:
         """``Q_u(p)`` for each row ``p`` of ``P`` (tenant index ``i``)."""
@@ -93,10 +96,20 @@ class EnvyBounds:
             Q[i] = self._q[i][best]
         return bound, P, Q
 
+    def undecided(self, U: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        """The ordered pairs ``(i, j)`` the pool cannot clear at utilities ``U`` and bundles
+        ``Y``: each needs an exact LP (what a climb step over these bundles starts by paying)."""
+        bound, _, _ = self.pooled(Y)
+        hot = bound > U[:, None] - fairness.slack(U[:, None])
+        np.fill_diagonal(hot, False)
+        return np.argwhere(hot)
+
     def exact(self, i: int, b: np.ndarray) -> tuple[float, np.ndarray, float]:
         """``V_u(b)`` by its LP; its duals join the pool. Returns ``(value, p, Q_u(p))``."""
         u = self.names[i]
+        t0 = time.perf_counter()
         res = self.value_of[u]({k: float(v) for k, v in zip(self.types, b)})
+        self.exact_seconds += time.perf_counter() - t0
         self.exact_solves += 1
         p, q = self.add(i, np.array([res.p.get(k, 0.0) for k in self.types]))
         return float(res.value), p, q

@@ -106,3 +106,51 @@ def test_oef_time_limit_returns_a_verified_answer_and_says_what_it_skipped() -> 
     assert a.info["skipped_for_time"] == ["ccp from ceei", "ccp from equal-split", "gavel-mmf"]
     assert a.info["pareto_efficient"] is True
     assert ind.pe_gap(problem, x) <= ind.tol(sum(ind.utilities(problem, x).values()))
+
+
+def test_a_climb_that_cannot_finish_a_step_in_time_is_not_started_or_is_cut() -> None:
+    """With a time limit too short for a climb step over these tenants, the stage is skipped
+    (predicted from timed exact LPs) or its step is cut at the deadline: either way the answer
+    is a verified point, and little time is spent past the limit."""
+    import time
+
+    from slurm_fair.policies import oef as oef_mod
+
+    problem = _many_tenants(24, 4, seed=11)
+    climbs: list[int] = []
+    real_step = oef_mod._Climb.step
+
+    def step(self, X, deadline=None):  # a step that always runs out of time, if one starts
+        climbs.append(1)
+        return real_step(self, X, time.perf_counter() - 1.0)
+
+    oef_mod._Climb.step = step
+    try:
+        a = policies.allocate("oef", problem, PolicyOptions(solver="highs", time_limit_s=60))
+    finally:
+        oef_mod._Climb.step = real_step
+    x = {j: dict(r) for j, r in a.x.items()}
+    assert ind.si_ok(problem, x) and ind.ef_ok(problem, x)
+    # every climb that started was cut before its first step's point was used
+    assert a.info["ccp_rounds"] == 0
+    assert climbs and any(s.startswith("rest of ccp") for s in a.info["skipped_for_time"]), a.info
+
+
+def test_the_step_estimate_counts_the_pairs_the_pools_cannot_clear() -> None:
+    from slurm_fair.policies import oef as oef_mod
+    from slurm_fair.policies._lp import equal_split_classes
+
+    problem = _many_tenants(24, 4, seed=11)
+    classes = classes_of(problem)
+    t = oef_mod._Tenants(problem, classes)
+    lp = oef_mod._Climb(problem, t, PolicyOptions(solver="highs"))
+    assert t.fair(equal_split_classes(problem, classes))  # puts the SI LPs' duals in the pools
+    assert t.envy.exact_solves == 0
+    # everything to u0's jobs: the others' envy of u0 is undecided by the pools, and timing the
+    # estimate solves a sample of those exact LPs
+    X = {c.key: ({"v100": float(c.count)} if c.tenant == "u0" and c.n.get("v100", 0) > 0 else {}) for c in classes}
+    U, Y = t.arrays(X)
+    pairs = {(int(i), int(j)) for i, j in t.envy.undecided(U, Y)}
+    u0 = t.names.index("u0")
+    assert {(i, u0) for i in range(len(t.names)) if i != u0} <= pairs
+    assert lp.first_step_seconds(X) > 0.0 and t.envy.exact_solves == oef_mod._TIMED_SAMPLE
