@@ -184,10 +184,10 @@ def idle_tenant_limits(plan: Plan, idle: dict[str, float], capacity: dict[str, i
     """Limits for tenants whose QOS we manage but who have no job now: the share they would
     get by joining (``w / (W + w)`` of every type), so a returning tenant is neither locked out
     by an old zero limit nor unlimited until the next cycle."""
-    total = sum(tp.weight for tp in plan.tenants.values())
+    weights = sum(tp.weight for tp in plan.tenants.values())
     out = {}
     for t, w in idle.items():
-        share = {k: w / (total + w) * c for k, c in capacity.items()}
+        share = {k: w / (weights + w) * c for k, c in capacity.items()}
         out[t] = tenant_limits(share, {}, capacity, slack, total)
     return out
 

@@ -174,3 +174,16 @@ def test_diff_removes_a_total_limit_that_was_turned_off():
 
 def test_qos_name_is_safe():
     assert qos_name("Phys ics;drop") == "fair_phys_ics_drop"
+
+
+def test_an_idle_tenant_gets_a_total_limit_only_when_total_limits_are_on():
+    from slurm_fair.controller.cycle import idle_tenant_limits
+    from slurm_fair.controller.plan import TOTAL_KEY, Plan, TenantPlan
+
+    plan = Plan({"a": TenantPlan("a", "fair_a", {}, {}, {}, 2.0), "b": TenantPlan("b", "fair_b", {}, {}, {}, 1.0)}, {})
+    capacity = {"v100": 8, "k80": 4}
+    off = idle_tenant_limits(plan, {"c": 1.0}, capacity, 0.0, total=False)["c"]
+    on = idle_tenant_limits(plan, {"c": 1.0}, capacity, 0.0, total=True)["c"]
+    # joining beside weights 2 + 1 with weight 1: a quarter of every type
+    assert off == {"gres/gpu:v100": 2, "gres/gpu:k80": 1}
+    assert on == {**off, TOTAL_KEY: 3}
