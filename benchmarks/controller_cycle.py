@@ -36,6 +36,7 @@ from typing import Any
 from slurm_fair.config import load as load_config
 from slurm_fair.config import validate
 from slurm_fair.controller.cycle import run_cycle
+from slurm_fair.controller.revert import revert
 from slurm_fair.controller.estimates import load_class_table
 from slurm_fair.model import Account, Node, Qos
 from slurm_fair.slurm import make_port
@@ -97,11 +98,13 @@ def controller_toml(accounts: int, policy: str, state: Path, time_limit: float) 
     return "\n".join(lines)
 
 
-def submit_all(env: dict[str, str], n_jobs: int, accounts: int, seed: int, workers: int = 4) -> float:
-    """Submit ``n_jobs`` pending GPU jobs (``sbatch``, a few in parallel); returns seconds."""
+def submit_all(env: dict[str, str], n_jobs: int, accounts: int, seed: int, counts: list[int],
+               workers: int = 4) -> float:
+    """Submit ``n_jobs`` pending GPU jobs of ``counts`` GPUs (``sbatch``, a few in parallel);
+    returns seconds."""
     rng = random.Random(seed)
     classes = list(load_class_table(None).rows)
-    argvs = [["sbatch", "--parsable", "-A", f"a{rng.randrange(accounts):03d}", f"--gres=gpu:{rng.choice([1, 1, 2, 4])}",
+    argvs = [["sbatch", "--parsable", "-A", f"a{rng.randrange(accounts):03d}", f"--gres=gpu:{rng.choice(counts)}",
               f"--comment=fair:class={rng.choice(classes)}", "-o", "/dev/null", "--wrap", "sleep 86400"]
              for _ in range(n_jobs)]
     t0 = time.perf_counter()
@@ -131,37 +134,42 @@ def real(a: argparse.Namespace) -> None:
             cfg_path = out / f"controller-{policy}.toml"
             cfg_path.write_text(controller_toml(a.accounts, policy, state, a.time_limit))
             config = load_config(cfg_path)
-            n = a.jobs[0]
-            subprocess.run(["scancel", "-u", "root"], env=env, timeout=60, check=False)
-            time.sleep(2)
-            secs = submit_all(env, n, a.accounts, seed=0)
-            print(f"submitted {n} jobs in {secs:.1f} s")
             port = make_port(config, env=env)
-            runs: list[dict[str, Any]] = []
-            for r in range(a.repeat):
-                row: dict[str, Any] = {}
-                for label in ("first", "steady"):
-                    t = time.perf_counter()
-                    res = run_cycle(port, config)
-                    row[f"{label}.total"] = time.perf_counter() - t
-                    row.update({f"{label}.{k}": v for k, v in res.timings.items()})
-                    row[f"{label}.actions"] = len(res.results)
-                    row[f"{label}.failed"] = sum(1 for x in res.results if not x.applied and not x.skipped)
-                    row[f"{label}.status"] = res.status
-                    if label == "first":
-                        time.sleep(a.gap)
-                t = time.perf_counter()
-                subprocess.run([str(ROOT / ".venv" / "bin" / "slurm-fair"), "revert", "--config", str(cfg_path)],
-                               env=env, capture_output=True, timeout=1800, check=False)
-                row["revert.total"] = time.perf_counter() - t
-                runs.append(row)
-                print(f"  repeat {r + 1}: first {row['first.total']:.2f} s ({row['first.actions']} actions), "
-                      f"steady {row['steady.total']:.2f} s ({row['steady.actions']} actions)")
-            table(f"real testbed: jobs={n} accounts={a.accounts} policy={policy} repeat={a.repeat}", runs)
+            for n in a.jobs:
+                subprocess.run(["scancel", "-u", "root"], env=env, timeout=60, check=False)
+                time.sleep(2)
+                secs = submit_all(env, n, a.accounts, seed=0, counts=a.gpu_counts)
+                print(f"submitted {n} jobs in {secs:.1f} s")
+                runs = [one_real(port, config, a.gap) for _ in range(a.repeat)]
+                for r, row in enumerate(runs):
+                    print(f"  repeat {r + 1}: first {row['first.total']:.2f} s ({row['first.actions']} actions), "
+                          f"steady {row['steady.total']:.2f} s ({row['steady.actions']} actions)")
+                table(f"real testbed: jobs={n} accounts={a.accounts} gpus={a.gpu_counts} policy={policy} "
+                      f"repeat={a.repeat}", runs)
     finally:
         subprocess.run(["scancel", "-u", "root"], env=env, timeout=60, check=False)
         if not a.keep:
             tb.down()
+
+
+def one_real(port: Any, config: Any, gap: float) -> dict[str, Any]:
+    """A first cycle, a steady one ``gap`` seconds later, then ``revert`` (all in-process)."""
+    row: dict[str, Any] = {}
+    for label in ("first", "steady"):
+        t = time.perf_counter()
+        res = run_cycle(port, config)
+        row[f"{label}.total"] = time.perf_counter() - t
+        row.update({f"{label}.{k}": v for k, v in res.timings.items()})
+        row[f"{label}.actions"] = len(res.results)
+        row[f"{label}.failed"] = sum(1 for x in res.results if not x.applied and not x.skipped)
+        row[f"{label}.status"] = res.status
+        if label == "first":
+            time.sleep(gap)
+    t = time.perf_counter()
+    rev = revert(port, config)
+    row["revert.total"] = time.perf_counter() - t
+    row["revert.failed"] = len(rev.failed)
+    return row
 
 
 def table(title: str, runs: list[dict[str, Any]]) -> None:
@@ -184,6 +192,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--real", action="store_true", help="a private real testbed instead of the fake")
     ap.add_argument("--accounts", type=int, default=200, help="--real: Slurm accounts (tenants)")
+    ap.add_argument("--gpu-counts", type=int, nargs="+", default=[1, 1, 2, 4], help="--real: GPUs per job, drawn uniformly")
     ap.add_argument("--time-limit", type=float, default=30.0, help="--real: [controller] time_limit_s")
     ap.add_argument("--gap", type=float, default=5.0, help="--real: seconds between the first and steady cycle")
     ap.add_argument("--dir", default=str(ROOT / ".cyclebench"), help="--real: working directory")

@@ -83,12 +83,11 @@ DEFAULT_WORKERS = 8
 class _Run:
     """The bookkeeping one :func:`apply` keeps between actions."""
 
-    def __init__(self, snapshot: Snapshot, store: StateStore, cycle_id: str, now: float,
-                 on_result: Callable[[ActionResult], None] | None) -> None:
+    def __init__(self, snapshot: Snapshot, store: StateStore, cycle_id: str, now: float) -> None:
         self.jobs = {j.job_id: j for j in snapshot.jobs}
         self.qos_now = {q.name: q for q in snapshot.qos}
         self.accounts = {a.name: a for a in snapshot.accounts}
-        self.store, self.cycle_id, self.now, self.on_result = store, cycle_id, now, on_result
+        self.store, self.cycle_id, self.now = store, cycle_id, now
         self.gone: set[str] = set()
         self.not_requeued: set[str] = set()
         self.failed_qos: set[str] = set()
@@ -124,6 +123,15 @@ class _Run:
                 self.now,
             )
 
+    def attempt(self, port: SlurmPort, action: Action) -> BaseException | None:
+        """Carry out one action; the error it raised (None: it worked). Safe from threads."""
+        job = self.jobs.get(action.job) if action.job else None
+        try:
+            _call(port, action, job, action.params.get("qos") in self.qos_now)
+        except (SlurmError, ValueError) as exc:
+            return exc
+        return None
+
     def outcome(self, action: Action, exc: BaseException | None) -> ActionResult:
         """The result of an attempted action from the error it raised (None: applied)."""
         if exc is None:
@@ -146,14 +154,6 @@ class _Run:
         return result
 
 
-def _attempt(port: SlurmPort, action: Action, job: SlurmJob | None, exists: bool) -> BaseException | None:
-    try:
-        _call(port, action, job, exists)
-    except (SlurmError, ValueError) as exc:
-        return exc
-    return None
-
-
 def apply(
     actions: list[Action],
     port: SlurmPort,
@@ -174,7 +174,7 @@ def apply(
     jobs then cost a few calls instead of one per job and field. Order between kinds, and so
     every rule of the module docstring, is kept.
     """
-    st = _Run(snapshot, store, cycle_id, now, on_result)
+    st = _Run(snapshot, store, cycle_id, now)
     results: list[ActionResult | None] = [None] * len(actions)
 
     def done(i: int, result: ActionResult) -> None:
@@ -207,9 +207,7 @@ def _one(st: _Run, port: SlurmPort, action: Action, index: int, done: Callable[[
         done(index, skip)
         return
     st.remember(action)
-    job = st.jobs.get(action.job) if action.job else None
-    exists = action.params.get("qos") in st.qos_now
-    done(index, st.outcome(action, _attempt(port, action, job, exists)))
+    done(index, st.outcome(action, st.attempt(port, action)))
 
 
 def _per_tenant(st: _Run, port: SlurmPort, actions: list[Action], run: list[int],
@@ -223,11 +221,10 @@ def _per_tenant(st: _Run, port: SlurmPort, actions: list[Action], run: list[int]
             st.remember(actions[k])  # the store is written from this thread only
             todo.append(k)
     if workers == 1 or len(todo) <= 1:
-        errors = [_attempt(port, actions[k], None, actions[k].params.get("qos") in st.qos_now) for k in todo]
+        errors = [st.attempt(port, actions[k]) for k in todo]
     else:
         with ThreadPoolExecutor(min(workers, len(todo)), thread_name_prefix="slurm-fair-qos") as pool:
-            errors = list(pool.map(
-                lambda k: _attempt(port, actions[k], None, actions[k].params.get("qos") in st.qos_now), todo))
+            errors = list(pool.map(lambda k: st.attempt(port, actions[k]), todo))
     for k, exc in zip(todo, errors):
         done(k, st.outcome(actions[k], exc))
 

@@ -107,6 +107,18 @@ class ManagedQos:
     prev_grp_tres: Mapping[str, int]
 
 
+_INSERT_ORIGINAL = (
+    "INSERT OR IGNORE INTO original_requests (job_id, account, gres_raw, gpu_type,"
+    " gpu_count, gpu_per, priority, nice, partition, qos, recorded_at, cycle_id)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _original_row(o: OriginalRequest, cycle_id: str, at: float) -> tuple[Any, ...]:
+    return (o.job_id, o.account, o.gres_raw, o.gpu_type, o.gpu_count, o.gpu_per, o.priority,
+            o.nice, o.partition, o.qos, at, cycle_id)
+
+
 class StateStore:
     """Thin typed access to the SQLite file; one short transaction per call.
 
@@ -151,8 +163,19 @@ class StateStore:
         return self._db.execute(sql, tuple(args))
 
     def _many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
-        with self._db:  # one transaction
-            self._db.executemany(sql, [tuple(r) for r in rows])
+        """``sql`` for every row, in one transaction: one commit, and all rows or none. (The
+        connection is in autocommit mode, where ``with connection`` opens no transaction and
+        each row would be committed, and synced, alone.)"""
+        rows = [tuple(r) for r in rows]
+        if not rows:
+            return
+        self._db.execute("BEGIN")
+        try:
+            self._db.executemany(sql, rows)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     # --- meta ---------------------------------------------------------------------------------
     def get_meta(self, key: str, default: str | None = None) -> str | None:
@@ -168,32 +191,12 @@ class StateStore:
 
         Only the first record counts: it is the job as the user submitted it.
         """
-        cur = self._exec(
-            "INSERT OR IGNORE INTO original_requests (job_id, account, gres_raw, gpu_type,"
-            " gpu_count, gpu_per, priority, nice, partition, qos, recorded_at, cycle_id)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (orig.job_id, orig.account, orig.gres_raw, orig.gpu_type, orig.gpu_count,
-             orig.gpu_per, orig.priority, orig.nice, orig.partition, orig.qos, at, cycle_id),
-        )
+        cur = self._exec(_INSERT_ORIGINAL, _original_row(orig, cycle_id, at))
         return cur.rowcount == 1
 
     def record_originals(self, origs: Iterable[OriginalRequest], cycle_id: str, at: float) -> None:
-        """:meth:`record_original` for many jobs in one transaction (one commit, not one per
-        job: before a batched write to thousands of jobs)."""
-        rows = [(o.job_id, o.account, o.gres_raw, o.gpu_type, o.gpu_count, o.gpu_per, o.priority,
-                 o.nice, o.partition, o.qos, at, cycle_id) for o in origs]
-        if not rows:
-            return
-        self._db.execute("BEGIN")
-        try:
-            self._db.executemany(
-                "INSERT OR IGNORE INTO original_requests (job_id, account, gres_raw, gpu_type,"
-                " gpu_count, gpu_per, priority, nice, partition, qos, recorded_at, cycle_id)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        """:meth:`record_original` for many jobs in one transaction (before a batched write)."""
+        self._many(_INSERT_ORIGINAL, (_original_row(o, cycle_id, at) for o in origs))
 
     def originals(self, include_reverted: bool = False) -> dict[str, OriginalRequest]:
         sql = "SELECT * FROM original_requests"
@@ -211,16 +214,7 @@ class StateStore:
 
     def forget_originals(self, job_ids: Iterable[str]) -> None:
         """:meth:`forget_original` for many jobs in one transaction."""
-        ids = [(j,) for j in job_ids]
-        if not ids:
-            return
-        self._db.execute("BEGIN")
-        try:
-            self._db.executemany("DELETE FROM original_requests WHERE job_id = ?", ids)
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        self._many("DELETE FROM original_requests WHERE job_id = ?", ((j,) for j in job_ids))
 
     # --- cycles -------------------------------------------------------------------------------
     def start_cycle(self, cycle_id: str, started_at: float, policy: str, dry_run: bool) -> None:

@@ -96,13 +96,19 @@ class EnvyBounds:
             Q[i] = self._q[i][best]
         return bound, P, Q
 
-    def undecided(self, U: np.ndarray, Y: np.ndarray) -> np.ndarray:
-        """The ordered pairs ``(i, j)`` the pool cannot clear at utilities ``U`` and bundles
-        ``Y``: each needs an exact LP (what a climb step over these bundles starts by paying)."""
-        bound, _, _ = self.pooled(Y)
+    @staticmethod
+    def needs_exact(bound: np.ndarray, U: np.ndarray) -> np.ndarray:
+        """Pairs whose pooled ``bound`` does not clear them *with room to spare* (a climb step
+        trusts a pooled cut only then, so its constant needs no lowering): ``T x T`` booleans,
+        the diagonal False."""
         hot = bound > U[:, None] - fairness.slack(U[:, None])
         np.fill_diagonal(hot, False)
-        return np.argwhere(hot)
+        return hot
+
+    def undecided(self, U: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        """The ordered pairs ``(i, j)`` that need an exact LP at utilities ``U`` and bundles
+        ``Y`` (what a climb step over these bundles starts by paying)."""
+        return np.argwhere(self.needs_exact(self.pooled(Y)[0], U))
 
     def exact(self, i: int, b: np.ndarray) -> tuple[float, np.ndarray, float]:
         """``V_u(b)`` by its LP; its duals join the pool. Returns ``(value, p, Q_u(p))``."""

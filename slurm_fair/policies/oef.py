@@ -191,7 +191,7 @@ class _Climb:
         tight = np.zeros((T, T), dtype=bool)
         # a pooled cut is used only with room to spare (its constant then needs no lowering below
         # Q_u(p), which keeps it a valid bound); the other pairs get the exact certificate
-        for i, j in np.argwhere((bound > U[:, None] - fairness.slack(U[:, None])) & off):
+        for i, j in np.argwhere(envy.needs_exact(bound, U)):
             exact(i, j)
             tight[i, j] = True
         const = np.zeros((T, T))

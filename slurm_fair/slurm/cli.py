@@ -374,23 +374,22 @@ class SlurmCli:
                 failed[chunk[0]] = exc
                 continue
             except SlurmCommandError as exc:
-                explained = _per_job_errors(exc.stderr, set(chunk))
-                if not explained:
-                    explained = self._one_by_one(chunk, items)
-                for job, message in explained.items():
-                    failed[job] = (JobGone(f"job {job} is gone or no longer pending: {message}")
-                                   if JOB_GONE.search(message) else SlurmCommandError(argv[:2] + [f"JobId={job}"], exc.returncode, message))
+                explained = {
+                    job: JobGone(f"job {job} is gone or no longer pending: {message}") if JOB_GONE.search(message)
+                    else SlurmCommandError(["scontrol", "update", f"JobId={job}"], exc.returncode, message)
+                    for job, message in _per_job_errors(exc.stderr, set(chunk)).items()
+                }
+                failed.update(explained or self._one_by_one(chunk, items))
         return failed
 
-    def _one_by_one(self, chunk: Sequence[str], items: Sequence[str]) -> dict[str, str]:
-        out: dict[str, str] = {}
+    def _one_by_one(self, chunk: Sequence[str], items: Sequence[str]) -> dict[str, SlurmError]:
+        """The jobs of ``chunk`` updated one at a time; those that failed, with their errors."""
+        out: dict[str, SlurmError] = {}
         for job in chunk:
             try:
                 self.runner.run(["scontrol", "update", f"JobId={job}", *items], job_id=job)
-            except JobGone as exc:
-                out[job] = str(exc)
-            except SlurmCommandError as exc:
-                out[job] = exc.stderr or str(exc)
+            except (JobGone, SlurmCommandError) as exc:
+                out[job] = exc
         return out
 
     # --- QOS ----------------------------------------------------------------------------------
