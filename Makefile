@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 SF      := $(VENV)/bin/slurm-fair
 PYTEST_ARGS ?=
 
-.PHONY: setup system-packages venv test test-fast demo bench clean
+.PHONY: setup system-packages venv test test-fast demo clean
 
 setup: system-packages venv
 

@@ -1,6 +1,6 @@
 """The benchmark that decides issue 11: slurm-fair against a well-tuned Slurm on the real testbed.
 
-Both arms run on one testbed, with the same submissions (``slurm-fair testbed bench``):
+Both arms run on one testbed, with the same submissions (``slurm-fair testbed replay``):
 
 * ``none``: Slurm alone, configured as a competent admin would (the testbed's slurm.conf): typed
   GPUs, multifactor priority with fair-share dominant (physics 2, biology 1, chemistry 1), node
@@ -10,7 +10,7 @@ Both arms run on one testbed, with the same submissions (``slurm-fair testbed be
   (installed by the testbed, reading the controller's plan file) and the same slurm.conf.
 
 Runs alternate (none, policy, none, policy, ...) ``--repeat`` times. For every run it keeps the
-bench JSON and ``slurm-fair report --format json`` over the run's window (SI ratios, envy). Then,
+replay JSON and ``slurm-fair report --format json`` over the run's window (SI ratios, envy). Then,
 optionally, one run of a sparse workload (``--sparse TRACE``: one job at a time) with the
 controller, and the simulator's prediction for the main trace with the testbed's node layout
 and Slurm's costs (start latency, requeue hold, work-conserving starts between rounds). It
@@ -62,20 +62,20 @@ def run(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run(list(argv), cwd=ROOT, timeout=timeout, check=False)
 
 
-def bench(trace: str, scale: float, policy: str, out: Path, name: str, tb: list[str]) -> dict[str, Any]:
-    """One ``testbed bench`` run; its JSON (also when not every job completed)."""
+def replay(trace: str, scale: float, policy: str, out: Path, name: str, tb: list[str]) -> dict[str, Any]:
+    """One ``testbed replay`` run; its JSON (also when not every job completed)."""
     path, run_dir = out / f"{name}.json", out / name
     if run_dir.exists():
         subprocess.run(["rm", "-rf", str(run_dir)], check=True, timeout=120)
-    proc = run(SF + ["testbed", "bench", "--trace", trace, "--time-scale", str(scale), "--policy", policy,
+    proc = run(SF + ["testbed", "replay", "--trace", trace, "--time-scale", str(scale), "--policy", policy,
                      "--json", str(path), "--run-dir", str(run_dir), "-q", *tb], timeout=6 * 3600)
     if not path.is_file():
-        raise SystemExit(f"bench run {name} wrote no result (exit {proc.returncode})")
+        raise SystemExit(f"replay {name} wrote no result (exit {proc.returncode})")
     return json.loads(path.read_text())
 
 
 def window(doc: dict[str, Any]) -> tuple[str, str]:
-    t0 = datetime.fromisoformat(doc["bench"]["started_at"])
+    t0 = datetime.fromisoformat(doc["replay"]["started_at"])
     t1 = t0 + timedelta(seconds=float(doc["metrics"]["wall_seconds"]) + 2)
     return t0.strftime("%Y-%m-%dT%H:%M:%S"), t1.strftime("%Y-%m-%dT%H:%M:%S")
 
@@ -83,7 +83,7 @@ def window(doc: dict[str, Any]) -> tuple[str, str]:
 def report(doc: dict[str, Any], out: Path, name: str, weights: dict[str, float]) -> dict[str, Any]:
     """``slurm-fair report`` over the run's window, with the run's tenant weights (and, for the
     controller's runs, its state store: the throughputs it used)."""
-    controller = Path(doc["bench"]["run_dir"]) / "controller.toml"
+    controller = Path(doc["replay"]["run_dir"]) / "controller.toml"
     config = controller if controller.is_file() else out / "weights.toml"
     if not controller.is_file():
         lines = ["[controller]", f'state_dir = "{out / "no-controller"}"', f'audit_log = "{out / "no-controller" / "a.jsonl"}"', ""]
@@ -126,13 +126,13 @@ def sparse_slowdown(doc: dict[str, Any]) -> dict[str, Any]:
 
 def _holds(gpus: int, gpu_type: str, doc: dict[str, Any]) -> bool:
     """Whether one node of the type holds the (single-node) job."""
-    layout = doc["bench"].get("node_layout", {}).get(gpu_type)
+    layout = doc["replay"].get("node_layout", {}).get(gpu_type)
     return layout is None or gpus <= max(int(part.split("x")[1]) for part in layout.split("+"))
 
 
 def simulate(trace: str, doc: dict[str, Any], policy: str, out: Path, scale: float) -> dict[str, Any]:
     """The simulator's prediction for ``trace`` on the testbed's layout with Slurm's costs."""
-    b = doc["bench"]
+    b = doc["replay"]
     cluster = ",".join(f"{k}={v}" for k, v in sorted(b["node_layout"].items()))
     weights = {t: b["weights"][a] for t, a in b["tenant_map"].items()}
     hold = float(b["requeue_hold_real_s"]) * scale
@@ -197,9 +197,9 @@ def main(argv: list[str] | None = None) -> int:
         for arm in arms:
             name = f"{arm}-{i}"
             doc = json.loads((out / f"{name}.json").read_text()) if a.skip_real else \
-                bench(a.trace, a.time_scale, arm, out, name, tb)
+                replay(a.trace, a.time_scale, arm, out, name, tb)
             arms[arm].append(doc)
-    weights = arms["none"][0]["bench"]["weights"]
+    weights = arms["none"][0]["replay"]["weights"]
     heaviest = max(sorted(weights), key=lambda t: weights[t])
     fair: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
     for arm, docs in arms.items():
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     sparse = None
     if a.sparse:
         doc = json.loads((out / "sparse.json").read_text()) if a.skip_real else \
-            bench(a.sparse, a.time_scale, a.policy, out, "sparse", tb)
+            replay(a.sparse, a.time_scale, a.policy, out, "sparse", tb)
         sparse = sparse_slowdown(doc)
     sim = None if a.no_sim else simulate(a.trace, arms[a.policy][0], a.policy, out, a.time_scale)
 

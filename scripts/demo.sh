@@ -3,7 +3,7 @@
 # workload of three tenants with the controller (and its job_submit.lua) enforcing the fair
 # schedule, show where the jobs ran, and end with the fairness report of the window.
 # Idempotent: a running testbed is reused; every run starts from a fresh run directory and
-# `slurm-fair revert` leaves Slurm as it was (the bench runs it when the workload is done).
+# `slurm-fair revert` leaves Slurm as it was (the replay runs it when the workload is done).
 #   DEMO_POLICY=gavel-mmf make demo      another policy (default oef)
 #   DEMO_TIME_SCALE=60 make demo         faster, coarser (default 30 trace seconds per real
 #                                        second, the benchmark's scale: Slurm's start latency
@@ -39,17 +39,17 @@ echo "   requeues to time-share and to move jobs up to idle faster GPUs)."
 echo "   ${SCALE} trace seconds pass per real second; takes about $((12000 / SCALE / 60 + 1)) minutes."
 rm -rf "$RUN_DIR"
 SINCE=$(date +%Y-%m-%dT%H:%M:%S)
-$SF testbed bench --trace "$TRACE" --time-scale "$SCALE" --policy "$POLICY" --timeout $((36000 / SCALE + 120)) \
-    --run-dir "$RUN_DIR" --json "$RUN_DIR/bench.json" \
+$SF testbed replay --trace "$TRACE" --time-scale "$SCALE" --policy "$POLICY" --timeout $((36000 / SCALE + 120)) \
+    --run-dir "$RUN_DIR" --json "$RUN_DIR/replay.json" \
   || echo "demo: not every job completed in time (see above); the report still covers what ran"
 UNTIL=$(date +%Y-%m-%dT%H:%M:%S)
 
 echo
 echo "== Where the jobs ran, and what the controller did =="
-.venv/bin/python - "$RUN_DIR/bench.json" "$RUN_DIR/controller/state.sqlite" <<'PY'
+.venv/bin/python - "$RUN_DIR/replay.json" "$RUN_DIR/controller/state.sqlite" <<'PY'
 import json, sqlite3, sys
 doc = json.load(open(sys.argv[1]))
-c = doc["bench"]["controller"] or {}
+c = doc["replay"]["controller"] or {}
 jobs_on: dict[str, int] = {}
 for j in doc["jobs"]:
     runs = j["types_run"] or ([j["gpu_type"]] if j["gpu_type"] else [])

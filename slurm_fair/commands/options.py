@@ -17,7 +17,7 @@ config_option = click.option(
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
 
-#: ``--slurm VERSION`` of the testbed commands (``testbed up|down|status|env|bench``)
+#: ``--slurm VERSION`` of the testbed commands (``testbed up|down|status|env|replay``)
 slurm_option = click.option(
     "--slurm",
     "slurm",

@@ -120,6 +120,6 @@ def _dir_arg(state_dir: str | None, slurm: str | None = None) -> str:
     return out + (f" --slurm {slurm}" if slurm and not state_dir else "")
 
 
-from .bench import bench as _bench  # noqa: E402  (issue 6: the real-cluster benchmark)
+from .replay import replay as _replay  # noqa: E402  (issue 6: a trace replayed on the testbed)
 
-command.add_command(_bench)
+command.add_command(_replay)

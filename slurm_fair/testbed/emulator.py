@@ -1,4 +1,4 @@
-"""A training job without a GPU: the payload of ``slurm-fair testbed bench``.
+"""A training job without a GPU: the payload of ``slurm-fair testbed replay``.
 
 Run inside a Slurm job as ``python -m slurm_fair.testbed.emulator --steps N --tput v100=X,...
 --node-types v100-1=v100,... --time-scale S --checkpoint FILE``. It
@@ -11,7 +11,7 @@ Run inside a Slurm job as ``python -m slurm_fair.testbed.emulator --steps N --tp
    late wake-up costs no accuracy;
 3. writes its progress to ``--checkpoint`` (JSON, atomically: temp file + rename) after every
    tick and on SIGTERM, and resumes from it when Slurm starts it again after a requeue. Every
-   run appends a *segment* (GPU type, node, real start/end, steps done), so the bench can check
+   run appends a *segment* (GPU type, node, real start/end, steps done), so the replay can check
    afterwards where the work was done and that a requeued job did not start from 0.
 
 Work done between the last checkpoint and a SIGKILL is lost, as in real training (at most one

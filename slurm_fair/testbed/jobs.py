@@ -1,4 +1,4 @@
-"""Submit a job as a tenant and wait for its state: helpers shared by tests, the demo, benches.
+"""Submit a job as a tenant and wait for its state: helpers shared by tests, the demo, replays.
 
 They are deliberately plain (sbatch/squeue/sacct through :meth:`Testbed.run`) and independent
 of the Slurm adapter under test, so tests of the adapter can use them as an outside witness.

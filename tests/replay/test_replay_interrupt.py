@@ -1,10 +1,10 @@
-"""An interrupted ``testbed bench`` cleans up once: controller stopped, jobs cancelled, revert.
+"""An interrupted ``testbed replay`` cleans up once: controller stopped, jobs cancelled, revert.
 
 No Slurm: a fake testbed answers sbatch/squeue/scancel, a fake clock and sleep drive the run,
 and the "python" of the spec is a small script standing in for ``slurm-fair run --loop`` (a real
 process in its own session, with a child in its process group) and ``slurm-fair revert`` (it
 only records that it ran). Signals are real: sent to this process from inside the run, while
-the bench's handlers are installed.
+the replay's handlers are installed.
 """
 
 from __future__ import annotations
@@ -25,14 +25,17 @@ import psutil
 import pytest
 
 from slurm_fair import cli
-from slurm_fair.testbed import bench as b
+from slurm_fair.testbed.replay import run as run_module
+from slurm_fair.testbed.replay.interrupt import INTERRUPT_SIGNALS, Cleanup, Interrupted, SignalGuard
+from slurm_fair.testbed.replay.plan import ReplaySpec
+from slurm_fair.testbed.replay.run import Replay
 
 JOB_TYPE = "ResNet-18 (batch size 32)"
 
 FAKE_PYTHON = """#!{python}
 import os, signal, subprocess, sys, time
 args = sys.argv[3:]  # after "-m slurm_fair.cli"
-with open(os.environ["FAKE_BENCH_LOG"], "a") as f:
+with open(os.environ["FAKE_REPLAY_LOG"], "a") as f:
     f.write(" ".join(args[:2]) + "\\n")
 if args[0] == "revert":
     sys.exit(0)
@@ -42,11 +45,11 @@ if os.environ.get("FAKE_CONTROLLER") == "stubborn":
 else:
     signal.signal(signal.SIGTERM, lambda *a: stop.append(a))
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # same process group
-with open(os.environ["FAKE_BENCH_PIDS"], "w") as f:
+with open(os.environ["FAKE_REPLAY_PIDS"], "w") as f:
     f.write(f"{{os.getpid()}} {{child.pid}}\\n")
 while not stop:
     time.sleep(0.02)
-sys.exit(0)  # leaves its child behind: the bench must kill the group's stragglers
+sys.exit(0)  # leaves its child behind: the replay must kill the group's stragglers
 """
 
 
@@ -112,7 +115,7 @@ class FakeTestbed:
 
 
 class FakeTime:
-    """A clock that moves only when the bench sleeps; ``hooks[n]`` runs in the n-th sleep."""
+    """A clock that moves only when the replay sleeps; ``hooks[n]`` runs in the n-th sleep."""
 
     def __init__(self, hooks: dict[int, Callable[[], None]] | None = None) -> None:
         self.now = 1_000.0
@@ -134,7 +137,7 @@ class FakeTime:
 class Rig:
     tb: FakeTestbed
     fake_time: FakeTime
-    bench: b.Bench
+    replay: Replay
     log: Path
     pids: Path
 
@@ -167,13 +170,13 @@ def _rig(tmp_path: Path, policy: str | None = "oef", controller: str = "polite",
     python.write_text(FAKE_PYTHON.format(python=sys.executable))
     python.chmod(0o755)
     log, pids = tmp_path / "fake.log", tmp_path / "fake.pids"
-    tb = FakeTestbed({"FAKE_BENCH_LOG": str(log), "FAKE_BENCH_PIDS": str(pids), "FAKE_CONTROLLER": controller})
+    tb = FakeTestbed({"FAKE_REPLAY_LOG": str(log), "FAKE_REPLAY_PIDS": str(pids), "FAKE_CONTROLLER": controller})
     fake_time = FakeTime(hooks)
-    spec = b.BenchSpec(_trace(tmp_path / "t.csv"), 60.0, policy, tmp_path / "run", timeout_real_s=timeout_real_s,
+    spec = ReplaySpec(_trace(tmp_path / "t.csv"), 60.0, policy, tmp_path / "run", timeout_real_s=timeout_real_s,
                        solver="cbc", python=str(python))
-    bench = b.Bench(tb, spec, clock=fake_time.clock, sleep=fake_time.sleep)
-    bench.controller_grace_s = 2.0
-    return Rig(tb, fake_time, bench, log, pids)
+    replay = Replay(tb, spec, clock=fake_time.clock, sleep=fake_time.sleep)
+    replay.controller.grace_s = 2.0
+    return Rig(tb, fake_time, replay, log, pids)
 
 
 def _gone(pid: int, timeout: float = 10.0) -> bool:
@@ -200,10 +203,10 @@ def _marker(*_a: Any) -> None:
 @pytest.fixture
 def handlers() -> Any:
     """SIGTERM/SIGHUP set to a known Python handler for the test, restored afterwards."""
-    saved = {s: signal.getsignal(s) for s in b.INTERRUPT_SIGNALS}
+    saved = {s: signal.getsignal(s) for s in INTERRUPT_SIGNALS}
     for s in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, _marker)
-    yield {s: signal.getsignal(s) for s in b.INTERRUPT_SIGNALS}
+    yield {s: signal.getsignal(s) for s in INTERRUPT_SIGNALS}
     for s, h in saved.items():
         signal.signal(s, h)
 
@@ -217,8 +220,8 @@ def test_sigterm_during_the_loop_stops_the_controller_cancels_and_reverts_once(t
 
     # sleeps: 1 after the controller start, 2 up to t0, 3.. in the loop (both first jobs submitted)
     rig = _rig(tmp_path, hooks={4: deliver})
-    with pytest.raises(b.Interrupted) as ei:
-        rig.bench.run()
+    with pytest.raises(Interrupted) as ei:
+        rig.replay.run()
     exc = ei.value
     assert exc.signum == signal.SIGTERM and exc.exit_code == 143
     assert rig.tb.commands("scancel") == [["scancel", "100", "101"]]
@@ -227,12 +230,12 @@ def test_sigterm_during_the_loop_stops_the_controller_cancels_and_reverts_once(t
     leader, child = rig.controller_pids()
     assert _gone(leader) and _gone(child)  # the child it left behind was killed with its group
     c = exc.cleanup
-    assert c is not None and c is rig.bench.cleanup
+    assert c is not None and c is rig.replay.cleanup
     assert (c.reason, c.jobs_cancelled, c.controller_exit_code, c.controller_killed, c.revert) == (
         "SIGTERM", ["100", "101"], 0, False, "ok")
     assert exc.summary() == ("interrupted by SIGTERM; cancelled 2 job(s) (100, 101), "
                              "controller stopped (exit 0), revert ok")
-    assert {s: signal.getsignal(s) for s in b.INTERRUPT_SIGNALS} == handlers
+    assert {s: signal.getsignal(s) for s in INTERRUPT_SIGNALS} == handlers
 
 
 def test_a_controller_that_ignores_sigterm_is_killed_with_its_process_group(tmp_path: Path, handlers: Any) -> None:
@@ -243,9 +246,9 @@ def test_a_controller_that_ignores_sigterm_is_killed_with_its_process_group(tmp_
         os.kill(os.getpid(), signal.SIGHUP)
 
     rig = _rig(tmp_path, controller="stubborn", hooks={3: deliver})
-    rig.bench.controller_grace_s = 0.5
-    with pytest.raises(b.Interrupted) as ei:
-        rig.bench.run()
+    rig.replay.controller.grace_s = 0.5
+    with pytest.raises(Interrupted) as ei:
+        rig.replay.run()
     c = ei.value.cleanup
     assert ei.value.exit_code == 129 and c is not None
     assert c.controller_killed and c.controller_exit_code == -signal.SIGKILL and c.revert == "ok"
@@ -257,8 +260,8 @@ def test_a_controller_that_ignores_sigterm_is_killed_with_its_process_group(tmp_
 def test_a_signal_during_sbatch_waits_until_the_job_id_is_known(tmp_path: Path, handlers: Any) -> None:
     rig = _rig(tmp_path, policy=None)
     rig.tb.hooks["sbatch"] = _kill_self(signal.SIGINT)
-    with pytest.raises(b.Interrupted) as ei:
-        rig.bench.run()
+    with pytest.raises(Interrupted) as ei:
+        rig.replay.run()
     assert ei.value.exit_code == 130
     assert len(rig.tb.commands("sbatch")) == 1  # the second job was never submitted...
     assert rig.tb.commands("scancel") == [["scancel", "100"]]  # ...and the first one is cancelled
@@ -269,11 +272,11 @@ def test_a_signal_during_sbatch_waits_until_the_job_id_is_known(tmp_path: Path, 
 def test_a_signal_while_the_controller_starts_still_stops_and_reverts_it(tmp_path: Path, handlers: Any) -> None:
     rig = _rig(tmp_path)
     rig.tb.hooks["client_env"] = _kill_self(signal.SIGTERM)  # just before its Popen
-    with pytest.raises(b.Interrupted) as ei:
-        rig.bench.run()
+    with pytest.raises(Interrupted) as ei:
+        rig.replay.run()
     c = ei.value.cleanup
     assert c is not None and c.controller_started and c.jobs_cancelled == [] and c.revert == "ok"
-    assert rig.bench.controller is not None and rig.bench.controller.returncode is not None
+    assert rig.replay.controller.process is not None and rig.replay.controller.process.returncode is not None
     assert rig.tb.commands("sbatch") == []
     assert rig.ran()[-1] == "revert --config"
 
@@ -287,60 +290,60 @@ def test_a_second_signal_during_the_cleanup_does_not_cut_it_short(tmp_path: Path
 
     rig = _rig(tmp_path, hooks={4: deliver})
     rig.tb.hooks["scancel"] = _kill_self(signal.SIGINT)  # Ctrl-C while the cleanup cancels
-    with pytest.raises(b.Interrupted) as ei:
-        rig.bench.run()
+    with pytest.raises(Interrupted) as ei:
+        rig.replay.run()
     assert ei.value.signum == signal.SIGTERM  # the first signal is the one reported
     assert rig.tb.commands("scancel") == [["scancel", "100", "101"]]
     assert rig.ran() == ["run --loop", "revert --config"]
     assert _gone(rig.controller_pids()[0])
-    assert {s: signal.getsignal(s) for s in b.INTERRUPT_SIGNALS} == handlers
+    assert {s: signal.getsignal(s) for s in INTERRUPT_SIGNALS} == handlers
 
 
 def test_the_timeout_takes_the_same_cleanup_and_records_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(b.Bench, "_accounting", lambda self, since, ids, wait_s=60.0: {})
+    monkeypatch.setattr(run_module, "read_accounting", lambda *a, **kw: {})
     rig = _rig(tmp_path, timeout_real_s=5.0)  # the third job would arrive at 10 s
     rig.fake_time.hooks[3] = lambda: rig.controller_pids() and None
-    doc = rig.bench.run().doc
-    assert doc["bench"]["timed_out"] is True
-    assert doc["bench"]["cleanup"] == {
+    doc = rig.replay.run().doc
+    assert doc["replay"]["timed_out"] is True
+    assert doc["replay"]["cleanup"] == {
         "reason": "timeout", "jobs_cancelled": ["100", "101"], "controller_started": True,
         "controller_exit_code": 0, "controller_killed": False, "revert": "ok", "errors": []}
-    assert doc["bench"]["controller"]["exit_code"] == 0 and doc["bench"]["controller"]["revert"] == "ok"
+    assert doc["replay"]["controller"]["exit_code"] == 0 and doc["replay"]["controller"]["revert"] == "ok"
     assert rig.tb.commands("scancel") == [["scancel", "100", "101"]]
     assert rig.ran() == ["run --loop", "revert --config"]
 
 
 def test_a_finished_run_cancels_nothing_and_records_its_cleanup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(b.Bench, "_accounting", lambda self, since, ids, wait_s=60.0: {})
+    monkeypatch.setattr(run_module, "read_accounting", lambda *a, **kw: {})
     rig = _rig(tmp_path, policy=None)
     rig.fake_time.hooks[60] = lambda: rig.tb.active.clear()  # at ~16 s: every job ends after the last arrival
-    doc = rig.bench.run().doc
-    assert doc["bench"]["timed_out"] is False and len(rig.tb.commands("sbatch")) == 3
+    doc = rig.replay.run().doc
+    assert doc["replay"]["timed_out"] is False and len(rig.tb.commands("sbatch")) == 3
     assert rig.tb.commands("scancel") == []
-    assert doc["bench"]["cleanup"]["reason"] == "finished" and doc["bench"]["cleanup"]["jobs_cancelled"] == []
+    assert doc["replay"]["cleanup"]["reason"] == "finished" and doc["replay"]["cleanup"]["jobs_cancelled"] == []
 
 
 def test_exit_codes_are_128_plus_the_signal() -> None:
-    assert [b.Interrupted(s).exit_code for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)] == [130, 143, 129]
-    assert isinstance(b.Interrupted(signal.SIGTERM), KeyboardInterrupt)  # lets Ctrl-C handling through
+    assert [Interrupted(s).exit_code for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)] == [130, 143, 129]
+    assert isinstance(Interrupted(signal.SIGTERM), KeyboardInterrupt)  # lets Ctrl-C handling through
 
 
 def test_the_command_exits_with_the_signal_code_and_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    from slurm_fair.commands import bench as cmd
+    from slurm_fair.commands import replay as cmd
 
     class Stopped:
         def __init__(self, *a: Any, **kw: Any) -> None:
             pass
 
         def run(self) -> None:
-            exc = b.Interrupted(signal.SIGTERM)
-            exc.cleanup = b.Cleanup("SIGTERM", ["7"], True, 0, False, "ok")
+            exc = Interrupted(signal.SIGTERM)
+            exc.cleanup = Cleanup("SIGTERM", ["7"], True, 0, False, "ok")
             raise exc
 
     monkeypatch.setattr(cmd, "Testbed", lambda **kw: None)
-    monkeypatch.setattr(cmd, "Bench", Stopped)
-    rc = cli.main(["testbed", "bench", "--trace", str(_trace(tmp_path / "t.csv")), "--time-scale", "60",
+    monkeypatch.setattr(cmd, "Replay", Stopped)
+    rc = cli.main(["testbed", "replay", "--trace", str(_trace(tmp_path / "t.csv")), "--time-scale", "60",
                    "--policy", "oef", "--run-dir", str(tmp_path / "run"), "-q"])
     assert rc == 143
     assert capsys.readouterr().err.strip().splitlines() == [
@@ -351,7 +354,7 @@ def test_handlers_are_installed_only_in_the_main_thread_and_restored(handlers: A
     seen: dict[str, Any] = {}
 
     def in_thread() -> None:
-        with b.SignalGuard() as g:
+        with SignalGuard() as g:
             seen["installed"] = g.installed
             seen["during"] = signal.getsignal(signal.SIGTERM)
 
@@ -359,8 +362,8 @@ def test_handlers_are_installed_only_in_the_main_thread_and_restored(handlers: A
     t.start()
     t.join()
     assert seen == {"installed": False, "during": handlers[signal.SIGTERM]}
-    with pytest.raises(b.Interrupted) as ei:
-        with b.SignalGuard() as g:
+    with pytest.raises(Interrupted) as ei:
+        with SignalGuard() as g:
             assert g.installed and signal.getsignal(signal.SIGTERM) != handlers[signal.SIGTERM]
             with g.deferred():
                 os.kill(os.getpid(), signal.SIGTERM)
@@ -368,4 +371,4 @@ def test_handlers_are_installed_only_in_the_main_thread_and_restored(handlers: A
                 time.sleep(0.05)  # both arrive inside the block: recorded, not raised
             pytest.fail("the first signal is raised when the deferred block ends")
     assert ei.value.signum == signal.SIGTERM and g.received == [signal.SIGTERM, signal.SIGHUP]
-    assert {s: signal.getsignal(s) for s in b.INTERRUPT_SIGNALS} == handlers
+    assert {s: signal.getsignal(s) for s in INTERRUPT_SIGNALS} == handlers

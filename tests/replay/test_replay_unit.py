@@ -1,4 +1,4 @@
-"""The pure parts of ``testbed bench``: tenant mapping, submission argv, controller config,
+"""The pure parts of ``testbed replay``: tenant mapping, submission argv, controller config,
 trace-time conversion and the records scored by the simulator's metrics."""
 
 from __future__ import annotations
@@ -14,18 +14,18 @@ from slurm_fair.config import load as load_config
 from slurm_fair.errors import UserError
 from slurm_fair.model import AccountingRecord
 from slurm_fair.sim.workload import make_workload, TraceJob
-from slurm_fair.testbed import bench as b
+from slurm_fair.testbed.replay import controller, plan, score, submit
 from slurm_fair.testbed.emulator import Checkpoint, Segment
 
 T0 = 1_700_000_000.0
 TYPES = ["k80", "p100", "v100"]
 
 
-def _job(**kw: object) -> b.BenchJob:
+def _job(**kw: object) -> plan.ReplayJob:
     base = dict(trace_id="vc1/1", trace_tenant="vc1", account="physics", job_type="ResNet-18 (batch size 32)",
                 gpus=1, total_steps=1200.0, arrival_s=0.0, tput={"k80": 1.0, "p100": 2.0, "v100": 4.0})
     base.update(kw)
-    return b.BenchJob(**base)  # type: ignore[arg-type]
+    return plan.ReplayJob(**base)  # type: ignore[arg-type]
 
 
 def _acct(job_id: str, submit: float, start: float, end: float | None, gpu_type: str = "v100",
@@ -36,29 +36,29 @@ def _acct(job_id: str, submit: float, start: float, end: float | None, gpu_type:
 
 
 def test_tenants_that_are_accounts_map_to_themselves() -> None:
-    assert b.tenant_map(["biology", "physics"], ["physics", "biology", "chemistry"]) == {
+    assert plan.tenant_map(["biology", "physics"], ["physics", "biology", "chemistry"]) == {
         "biology": "biology", "physics": "physics"}
 
 
 def test_other_tenants_map_round_robin_in_sorted_order() -> None:
-    m = b.tenant_map(["vc3", "vc1", "vc2", "vc4", "vc1"], ["physics", "biology", "chemistry"])
+    m = plan.tenant_map(["vc3", "vc1", "vc2", "vc4", "vc1"], ["physics", "biology", "chemistry"])
     assert m == {"vc1": "physics", "vc2": "biology", "vc3": "chemistry", "vc4": "physics"}
 
 
 def test_plan_jobs_looks_up_every_testbed_type_and_refuses_jobs_that_run_nowhere() -> None:
     table = tt.load(None)
     wl = make_workload([TraceJob("vc1/1", "vc1", "ResNet-18 (batch size 32)", 1, 100.0, 5.0)])
-    [job] = b.plan_jobs(wl, {"vc1": "physics"}, table, TYPES, {"physics": 2.0})
+    [job] = plan.plan_jobs(wl, {"vc1": "physics"}, table, TYPES, {"physics": 2.0})
     assert set(job.tput) == set(TYPES) and job.tput["v100"] > job.tput["k80"] > 0
     assert job.weight == 2.0 and job.klass == "resnet-18-bs32"
-    b.check_fits([job], {"k80-1": ("k80", 8)})
+    plan.check_fits([job], {"k80-1": ("k80", 8)})
     with pytest.raises(UserError, match="fit on no testbed node"):
-        b.check_fits([_job(gpus=8)], {"v100-1": ("v100", 4)})
+        plan.check_fits([_job(gpus=8)], {"v100-1": ("v100", 4)})
 
 
 def test_jobs_are_submitted_untyped_requeueable_and_tagged(tmp_path: Path) -> None:
     job = _job(gpus=2)
-    argv = b.sbatch_argv(job, tmp_path / "s.sh", tmp_path, 60.0)
+    argv = submit.sbatch_argv(job, tmp_path / "s.sh", tmp_path, 60.0)
     assert "--gres=gpu:2" in argv and "--requeue" in argv
     assert not any(a.startswith("--gres=gpu:") and a.count(":") > 1 for a in argv)
     assert argv[argv.index("--comment") + 1] == "fair:class=resnet-18-bs32 fair:preemptible"
@@ -69,37 +69,37 @@ def test_jobs_are_submitted_untyped_requeueable_and_tagged(tmp_path: Path) -> No
 
 def test_batch_script_quotes_job_types_with_spaces(tmp_path: Path) -> None:
     job = _job(job_type="LM (batch size 20)")
-    spec = b.BenchSpec(Path("t.csv"), 60.0, None, tmp_path, python="/x/python")
-    argv = b.emulator_argv(job, spec, {"v100-1": "v100"}, tmp_path / "c k.json")
-    text = b.batch_script(argv)
+    spec = plan.ReplaySpec(Path("t.csv"), 60.0, None, tmp_path, python="/x/python")
+    argv = submit.emulator_argv(job, spec, {"v100-1": "v100"}, tmp_path / "c k.json")
+    text = submit.batch_script(argv)
     assert text.startswith("#!/bin/sh\nexec ")
     assert shlex.split(text.splitlines()[1])[1:] == argv
 
 
 def test_controller_config_is_valid_and_scaled(tmp_path: Path) -> None:
-    spec = b.BenchSpec(Path("t.csv"), 60.0, "oef", tmp_path, round_s=360.0)
+    spec = plan.ReplaySpec(Path("t.csv"), 60.0, "oef", tmp_path, round_s=360.0)
     path = tmp_path / "c.toml"
-    path.write_text(b.controller_config(spec, "benchtb", {"physics": 2.0, "biology": 1.0}, "cbc",
+    path.write_text(controller.controller_config(spec, "replaytb", {"physics": 2.0, "biology": 1.0}, "cbc",
                                         tmp_path / "plan.json", hold_real_s=11.0))
     cfg = load_config(path)
     c = cfg["controller"]
     # a round of 360 trace s is 6 real s; a cycle every trace minute; a requeue costs hold + restart
     assert c["policy"] == "oef" and c["interval_s"] == pytest.approx(1.0) and c["round_s"] == pytest.approx(6.0)
-    assert c["requeue_cost_s"] == pytest.approx(11.0 + b.RESTART_REAL_S)
+    assert c["requeue_cost_s"] == pytest.approx(11.0 + controller.RESTART_REAL_S)
     assert c["plan_file"] == str(tmp_path / "plan.json")
     assert Path(c["state_dir"]).parent == tmp_path
     assert cfg.tenants["physics"]["weight"] == 2.0
 
 
 def test_trace_time_is_real_time_since_t0_times_the_scale() -> None:
-    assert b.to_trace(T0 + 2.5, T0, 60.0) == pytest.approx(150.0)
-    assert b.to_trace(datetime.fromtimestamp(T0 + 10), T0, 60.0) == pytest.approx(600.0)
-    assert b.to_trace(None, T0, 60.0) is None
+    assert score.to_trace(T0 + 2.5, T0, 60.0) == pytest.approx(150.0)
+    assert score.to_trace(datetime.fromtimestamp(T0 + 10), T0, 60.0) == pytest.approx(600.0)
+    assert score.to_trace(None, T0, 60.0) is None
 
 
 def test_record_of_a_plain_job_comes_from_sacct() -> None:
     job = _job(slurm_id="7", submitted_wall=T0 + 1.4)
-    rec = b.job_record(job, _acct("7", T0 + 1, T0 + 2, T0 + 7), None, T0, 60.0)
+    rec = score.job_record(job, _acct("7", T0 + 1, T0 + 2, T0 + 7), None, T0, 60.0)
     assert (rec.arrival_s, rec.start_s, rec.end_s, rec.jct_s) == (60.0, 120.0, 420.0, 360.0)
     assert rec.gpu_type == "v100" and rec.work == 1200.0 and rec.used_gpu_seconds() == {"v100": 300.0}
 
@@ -109,14 +109,14 @@ def test_record_of_a_requeued_job_keeps_its_first_submit_and_start() -> None:
     job = _job(slurm_id="8", submitted_wall=T0 + 1.2)
     ck = Checkpoint(1200.0, 1200.0, True, [Segment("k80", "k80-1", T0 + 2.1, T0 + 5.1, 180.0),
                                             Segment("v100", "v100-1", T0 + 9.0, T0 + 13.25, 1020.0)])
-    rec = b.job_record(job, _acct("8", T0 + 6, T0 + 9, T0 + 14), ck, T0, 60.0)
+    rec = score.job_record(job, _acct("8", T0 + 6, T0 + 9, T0 + 14), ck, T0, 60.0)
     assert rec.arrival_s == 60.0 and rec.start_s == 120.0 and rec.end_s == 840.0
     assert rec.used_gpu_seconds() == pytest.approx({"k80": 180.0, "v100": 255.0})
 
 
 def test_unfinished_jobs_have_no_end() -> None:
     job = _job(slurm_id="9", submitted_wall=T0)
-    rec = b.job_record(job, _acct("9", T0, T0 + 1, T0 + 3, state="CANCELLED by 0"), None, T0, 60.0)
+    rec = score.job_record(job, _acct("9", T0, T0 + 1, T0 + 3, state="CANCELLED by 0"), None, T0, 60.0)
     assert rec.end_s is None and not rec.finished
 
 
@@ -124,7 +124,7 @@ def test_emulation_error_compares_elapsed_with_work_over_throughput() -> None:
     job = _job(slurm_id="7")  # 1200 steps at 4/s on a v100 = 300 trace s = 5 real s at S=60
     ck = Checkpoint(1200.0, 1200.0, True, [Segment("v100", "v100-1", T0 + 0.3, T0 + 5.3)])
     accts, cks = {"7": _acct("7", T0, T0, T0 + 6)}, {"vc1/1": ck}
-    [e] = b.emulation_errors([job], accts, cks, 60.0, min_real_s=1.0)
+    [e] = score.emulation_errors([job], accts, cks, 60.0, min_real_s=1.0)
     assert e["expected_s"] == 300.0 and e["elapsed_s"] == 360.0 and e["rel_error"] == pytest.approx(0.2)
     # 5 real seconds is too short to judge with sacct's 1-second resolution
-    assert b.emulation_errors([job], accts, cks, 60.0, min_real_s=10.0) == []
+    assert score.emulation_errors([job], accts, cks, 60.0, min_real_s=10.0) == []

@@ -1,4 +1,4 @@
-"""``testbed bench`` on the real testbed: a handful of emulated jobs, a requeue and its resume.
+"""``testbed replay`` on the real testbed: a handful of emulated jobs, a requeue and its resume.
 
 Small and fast (S = 60, jobs of 11-20 real seconds): what is checked is the harness itself
 (every job completes, times from sacct are consistent, the emulator runs as long as its work
@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from slurm_fair.testbed import Testbed
-from slurm_fair.testbed import bench as b
+from slurm_fair.testbed.replay.plan import ReplayJob, ReplaySpec
+from slurm_fair.testbed.replay.run import Replay
+from slurm_fair.testbed.replay.submit import batch_script, emulator_argv, sbatch_argv
 from slurm_fair.testbed.emulator import Checkpoint
 from slurm_fair.testbed.jobs import TERMINAL, job_state, wait_job_state
 
@@ -45,13 +47,13 @@ def _trace(path: Path) -> Path:
 
 
 def test_every_job_completes_with_consistent_times_and_emulated_run_time(testbed: Testbed, tmp_path: Path) -> None:
-    spec = b.BenchSpec(_trace(tmp_path / "t.csv"), S, None, tmp_path / "run", timeout_real_s=240.0)
+    spec = ReplaySpec(_trace(tmp_path / "t.csv"), S, None, tmp_path / "run", timeout_real_s=240.0)
     t_start = time.time()
-    doc = b.Bench(testbed, spec).run().doc
+    doc = Replay(testbed, spec).run().doc
     assert time.time() - t_start < 240
     m = doc["metrics"]
     assert m["jobs"] == 5 and m["jobs_completed"] == 5, json.dumps(doc["jobs"], indent=1)
-    assert doc["bench"]["tenant_map"] == {"biology": "biology", "chemistry": "chemistry", "physics": "physics"}
+    assert doc["replay"]["tenant_map"] == {"biology": "biology", "chemistry": "chemistry", "physics": "physics"}
     trace_arrival = {"physics/1": 0, "biology/2": 0, "chemistry/3": 60, "physics/4": 120, "biology/5": 180}
     for row in doc["jobs"]:
         assert row["state"] == "COMPLETED"
@@ -70,15 +72,15 @@ def test_every_job_completes_with_consistent_times_and_emulated_run_time(testbed
 
 
 def test_a_requeued_job_resumes_from_its_checkpoint(testbed: Testbed, tmp_path: Path) -> None:
-    spec = b.BenchSpec(Path("unused.csv"), S, None, tmp_path)
+    spec = ReplaySpec(Path("unused.csv"), S, None, tmp_path)
     node_types = {n.name: n.gpu_type for n in testbed.config.nodes}
     tput = {k: 2.0 for k in {n.gpu_type for n in testbed.config.nodes}}  # same speed everywhere
-    job = b.BenchJob("t/1", "t", "physics", JOB_TYPE, 1, 2.0 * 12 * S, 0.0, tput)  # 12 real seconds
+    job = ReplayJob("t/1", "t", "physics", JOB_TYPE, 1, 2.0 * 12 * S, 0.0, tput)  # 12 real seconds
     (tmp_path / "out").mkdir()
     ck_path = tmp_path / "ck.json"
     script = tmp_path / "job.sh"
-    script.write_text(b.batch_script(b.emulator_argv(job, spec, node_types, ck_path)))
-    job_id = testbed.run(b.sbatch_argv(job, script, tmp_path, S), timeout=30).stdout.strip().split(";")[0]
+    script.write_text(batch_script(emulator_argv(job, spec, node_types, ck_path)))
+    job_id = testbed.run(sbatch_argv(job, script, tmp_path, S), timeout=30).stdout.strip().split(";")[0]
     try:
         wait_job_state(testbed, int(job_id), {"RUNNING"}, timeout=60)
         deadline = time.monotonic() + 30

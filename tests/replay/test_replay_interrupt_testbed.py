@@ -1,6 +1,6 @@
-"""SIGTERM to a running ``slurm-fair testbed bench --policy oef`` on the real testbed.
+"""SIGTERM to a running ``slurm-fair testbed replay --policy oef`` on the real testbed.
 
-The bench must leave nothing behind: it exits 143 within a minute, no job of its run is left
+The replay must leave nothing behind: it exits 143 within a minute, no job of its run is left
 pending or running, no ``slurm-fair run --loop`` of its run directory survives, and the QOS
 limits its controller set are gone. Other sessions may use the shared testbed meanwhile, so
 only this run's jobs (their working directory is the run directory) and processes (the run's
@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from slurm_fair.testbed import Testbed
-from slurm_fair.testbed import bench as b
+from slurm_fair.testbed.replay.submit import ACTIVE_STATES
 
 pytestmark = pytest.mark.slurm
 
@@ -44,7 +44,7 @@ def _trace(path: Path) -> Path:
 
 def _our_jobs(tb: Testbed, run_dir: Path) -> dict[str, str]:
     """Job id -> state of this run's jobs Slurm still has pending or running."""
-    out = tb.run(["squeue", "-h", "-r", "-t", ",".join(b.ACTIVE_STATES), "-o", "%i|%T|%Z"], timeout=30).stdout
+    out = tb.run(["squeue", "-h", "-r", "-t", ",".join(ACTIVE_STATES), "-o", "%i|%T|%Z"], timeout=30).stdout
     jobs = {}
     for line in out.splitlines():
         job_id, state, workdir = line.strip().split("|", 2)
@@ -85,8 +85,8 @@ def _gpu_limits(tb: Testbed, names: set[str]) -> dict[str, str]:
 def test_sigterm_stops_the_controller_cancels_the_jobs_and_reverts(testbed: Testbed, tmp_path: Path) -> None:
     run_dir = (tmp_path / "run").resolve()
     config = run_dir / "controller.toml"
-    log_path = tmp_path / "bench.log"
-    argv = [sys.executable, "-m", "slurm_fair.cli", "testbed", "bench", "--trace", str(_trace(tmp_path / "t.csv")),
+    log_path = tmp_path / "replay.log"
+    argv = [sys.executable, "-m", "slurm_fair.cli", "testbed", "replay", "--trace", str(_trace(tmp_path / "t.csv")),
             "--time-scale", str(S), "--policy", "oef", "--run-dir", str(run_dir), "--timeout", "300",
             "--dir", str(testbed.dir)]
     with open(log_path, "wb") as log:
@@ -119,7 +119,7 @@ def test_sigterm_stops_the_controller_cancels_the_jobs_and_reverts(testbed: Test
 
 
 def _leave_nothing(tb: Testbed, proc: subprocess.Popen, run_dir: Path, config: Path) -> None:
-    """When the test failed half-way: what the bench should have cleaned up."""
+    """When the test failed half-way: what the replay should have cleaned up."""
     if proc.poll() is None:
         proc.kill()
         proc.wait(timeout=30)

@@ -1,6 +1,6 @@
-"""``slurm-fair testbed bench``: an emulated trace on the testbed, scored from sacct (issue 6).
+"""``slurm-fair testbed replay``: an emulated trace replayed on the testbed, scored from sacct (issue 6).
 
-Thin: options here, the run in :mod:`slurm_fair.testbed.bench`. Registered under the
+Thin: options here, the run in :mod:`slurm_fair.testbed.replay`. Registered under the
 ``testbed`` group by :mod:`slurm_fair.commands.testbed`.
 """
 
@@ -17,10 +17,12 @@ from ..errors import SlurmFairError
 from ..sim.report import COLUMNS, format_metric
 from ..testbed import Testbed
 from .options import slurm_option
-from ..testbed.bench import Bench, BenchSpec, Interrupted, fresh_run_dir, write_json
+from ..testbed.replay.interrupt import Interrupted
+from ..testbed.replay.plan import ReplaySpec
+from ..testbed.replay.run import Replay, fresh_run_dir, write_json
 
-#: extra rows of the bench (real-run figures the simulator has no equivalent for)
-BENCH_ROWS: tuple[tuple[str, str, str], ...] = (
+#: extra rows of a replay (real-run figures the simulator has no equivalent for)
+REPLAY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("requeued_jobs", "requeued jobs", "d"),
     ("emulation_rel_error_mean", "emul. err mean", ".1%"),
     ("emulation_rel_error_max", "emul. err max", ".1%"),
@@ -28,7 +30,7 @@ BENCH_ROWS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-class BenchInterrupted(SlurmFairError):
+class ReplayInterrupted(SlurmFairError):
     """A signal ended the run after its cleanup: one line saying what was cleaned up, and the
     shell's exit code for the signal (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
 
@@ -38,17 +40,17 @@ class BenchInterrupted(SlurmFairError):
 
 
 def results_table(docs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
-    """One row per metric (the simulator's rows, then the bench's), one column per run."""
+    """One row per metric (the simulator's rows, then the replay's), one column per run."""
     table = Table(title=title)
     table.add_column("metric", style="bold")
     for name in docs:
         table.add_column(name, justify="right")
-    for key, header, fmt in [c for c in COLUMNS if c[0] != "wall_seconds"] + list(BENCH_ROWS):
+    for key, header, fmt in [c for c in COLUMNS if c[0] != "wall_seconds"] + list(REPLAY_ROWS):
         table.add_row(header, *[format_metric(d["metrics"].get(key), fmt) for d in docs.values()])
     return table
 
 
-@click.command("bench")
+@click.command("replay")
 @click.option("--trace", required=True, type=click.Path(dir_okay=False, exists=True), help="Trace CSV (docs/fairness.md).")
 @click.option("--time-scale", type=float, required=True, help="Trace seconds per real second.")
 @click.option("--policy", required=True, help="Controller policy, or 'none' for Slurm alone.")
@@ -63,32 +65,32 @@ def results_table(docs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Testbed description.")
 @slurm_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
-def bench(trace: str, time_scale: float, policy: str, json_out: str | None, round_s: float,
+def replay(trace: str, time_scale: float, policy: str, json_out: str | None, round_s: float,
           timeout_s: float | None, run_dir: str | None, throughputs: str | None, solver: str | None,
           state_dir: str | None, config_path: str | None, slurm: str | None, quiet: bool) -> None:
-    """Run an emulated trace on the testbed (Slurm alone or with the controller) and score it.
+    """Replay an emulated trace on the testbed (Slurm alone or with the controller) and score it.
 
     Interrupted (Ctrl-C, SIGTERM, SIGHUP), it stops its controller, cancels its jobs and reverts
     first, then exits with 128 + the signal.
     """
     tb = Testbed(dir=state_dir, config=config_path, slurm=slurm)
-    say = (lambda _m: None) if quiet else (lambda m: click.echo(f"bench: {m}", err=True))
-    spec = BenchSpec(
+    say = (lambda _m: None) if quiet else (lambda m: click.echo(f"replay: {m}", err=True))
+    spec = ReplaySpec(
         trace=Path(trace), time_scale=time_scale,
         policy=None if policy == "none" else policy, run_dir=fresh_run_dir(run_dir), round_s=round_s,
         timeout_real_s=timeout_s, solver=solver, throughputs=throughputs,
     )
     say(f"run directory {spec.run_dir}")
     try:
-        result = Bench(tb, spec, say).run()
+        result = Replay(tb, spec, say).run()
     except Interrupted as exc:
-        raise BenchInterrupted(exc) from None
+        raise ReplayInterrupted(exc) from None
     doc = result.doc
     if json_out:
         write_json(doc, json_out)
-    name = doc["bench"]["policy"]
-    Console().print(results_table({name: doc}, f"testbed {doc['bench']['cluster']}: {name} "
+    name = doc["replay"]["policy"]
+    Console().print(results_table({name: doc}, f"testbed {doc['replay']['cluster']}: {name} "
                                                f"(trace seconds shown as hours; S={time_scale:g})"))
     m = doc["metrics"]
-    if m["jobs_completed"] != m["jobs"] or doc["bench"]["timed_out"]:
+    if m["jobs_completed"] != m["jobs"] or doc["replay"]["timed_out"]:
         raise click.ClickException(f"only {m['jobs_completed']} of {m['jobs']} jobs completed")

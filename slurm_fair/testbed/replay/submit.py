@@ -1,0 +1,123 @@
+"""The replay's Slurm commands: submit a job, poll the queue, cancel, reset fair-share usage.
+
+They run through :meth:`Testbed.run <slurm_fair.testbed.Testbed.run>` (this is test
+infrastructure, like the testbed itself); only accounting goes through the real adapter
+(:mod:`.score`). A job is submitted *untyped* (``--gres=gpu:N`` per node), requeueable and tagged
+with its class; its batch script execs the emulator.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ...errors import TestbedError
+from .. import emulator
+from .plan import ReplayJob, ReplaySpec
+
+#: squeue states in which a job of the run is not finished yet
+ACTIVE_STATES = (
+    "PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
+    "RESIZING", "SIGNALING", "STAGE_OUT", "SUSPENDED", "STOPPED",
+)
+#: every job of a replay is named ``sfr-<trace job>`` (slurm-fair replay)
+JOB_NAME_PREFIX = "sfr"
+
+
+def emulator_argv(job: ReplayJob, spec: ReplaySpec, node_types: Mapping[str, str], checkpoint: Path) -> list[str]:
+    """The emulator as a script (standard library only): a testbed of another Slurm version runs
+    its jobs inside a root filesystem whose Python has none of this host's packages."""
+    return [
+        spec.job_python or spec.python, "-I", str(Path(emulator.__file__).resolve()),
+        "--steps", repr(float(job.total_steps)),
+        "--tput", ",".join(f"{k}={v!r}" for k, v in sorted(job.tput.items())),
+        "--node-types", ",".join(f"{n}={k}" for n, k in sorted(node_types.items())),
+        "--time-scale", repr(float(spec.time_scale)),
+        "--checkpoint", str(checkpoint),
+        "--tick", repr(float(spec.tick_real_s)),
+    ]
+
+
+def batch_script(argv: Sequence[str]) -> str:
+    """A POSIX sh batch script that execs the emulator (every argument quoted)."""
+    return "#!/bin/sh\nexec " + " ".join(shlex.quote(a) for a in argv) + "\n"
+
+
+def time_limit_minutes(job: ReplayJob, time_scale: float, slack: float = 4.0) -> int:
+    """A generous Slurm time limit: ``slack`` times the run on the slowest usable type, +2 min."""
+    slowest = max(job.expected_s(k) for k, t in job.tput.items() if t > 0)
+    return int(math.ceil(slowest / time_scale * slack / 60.0)) + 2
+
+
+def sbatch_argv(job: ReplayJob, script: Path, run_dir: Path, time_scale: float) -> list[str]:
+    return [
+        "sbatch", "--parsable", "-A", job.account, "-J", f"{JOB_NAME_PREFIX}-{job.slug}",
+        "-N", str(job.nodes), "-n", str(job.nodes), f"--gres=gpu:{job.per_node}", "--requeue",
+        "--comment", f"fair:class={job.klass} fair:preemptible",
+        "-t", str(time_limit_minutes(job, time_scale)),
+        "--chdir", str(run_dir), "-o", str(run_dir / "out" / f"{job.slug}.out"), "--open-mode=append",
+        str(script),
+    ]
+
+
+def submit(tb: Any, job: ReplayJob, spec: ReplaySpec, node_types: Mapping[str, str],
+           clock: Callable[[], float]) -> None:
+    """Write the job's batch script and sbatch it; sets ``job.slurm_id`` and ``job.submitted_wall``."""
+    d = spec.run_dir
+    ck = d / "ckpt" / f"{job.slug}.json"
+    script = d / "scripts" / f"{job.slug}.sh"
+    script.write_text(batch_script(emulator_argv(job, spec, node_types, ck)))
+    script.chmod(0o755)
+    proc = tb.run(sbatch_argv(job, script, d, spec.time_scale), timeout=60, check=False)
+    if proc.returncode != 0:
+        raise TestbedError(f"sbatch of {job.trace_id} failed: {proc.stderr.strip()}")
+    job.slurm_id = proc.stdout.strip().split(";")[0]
+    job.submitted_wall = clock()
+
+
+def poll(tb: Any, ids: set[str]) -> dict[str, tuple[str, str]] | None:
+    """State and reason of the jobs of ``ids`` Slurm still has; None when squeue failed."""
+    proc = tb.run(["squeue", "-h", "-r", "-t", ",".join(ACTIVE_STATES), "-o", "%i|%T|%r"], timeout=30, check=False)
+    if proc.returncode != 0:
+        return None
+    out = {}
+    for line in proc.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 3 and parts[0] in ids:
+            out[parts[0]] = (parts[1], parts[2])
+    return out
+
+
+def active(tb: Any, ids: set[str]) -> set[str]:
+    """Ids of ``ids`` that Slurm still has pending/running (all of them when unsure)."""
+    polled = poll(tb, ids)
+    return set(ids) if polled is None else set(polled)
+
+
+def reset_slurm(tb: Any, accounts: Sequence[str]) -> None:
+    """Every run starts from the same Slurm: no plan left for the submit plugin (Slurm alone
+    must not be steered by an earlier run's plan) and the fair-share usage of every account
+    reset, as an admin comparing two schedulers would."""
+    tb.layout.plan_file.unlink(missing_ok=True)
+    for account in accounts:
+        proc = tb.run(["sacctmgr", "-i", "modify", "account", "where", f"name={account}",
+                       f"cluster={tb.config.cluster_name}", "set", "RawUsage=0"],
+                      timeout=60, check=False)
+        if proc.returncode != 0:
+            raise TestbedError(f"cannot reset the fair-share usage of {account}: {proc.stderr.strip()}")
+
+
+def cancel(tb: Any, ids: Sequence[str]) -> None:
+    """scancel ``ids``; once more if scancel itself was killed by a signal (a second Ctrl-C
+    in the terminal reaches it too)."""
+    for _ in range(2):
+        if not ids or tb.run(["scancel", *ids], timeout=30, check=False).returncode >= 0:
+            return
+
+
+def job_id_key(job_id: str) -> tuple[int, str]:
+    """Slurm job ids sort as numbers."""
+    head = job_id.split("_")[0]
+    return (int(head) if head.isdigit() else 0, job_id)
