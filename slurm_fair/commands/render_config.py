@@ -52,7 +52,7 @@ def command(output: str, config_path: str | None, inventory: str | None, from_sl
         if from_slurm:
             raise UserError("--target docker renders a testbed description (--inventory), not --from-slurm")
         from ..testbed import config as tb_config
-        from ..testbed.cluster import default_config_path
+        from ..testbed.config import default_config_path
 
         tb = tb_config.load(inventory if inventory else default_config_path())
         files = render_docker(tb, config)

@@ -7,8 +7,10 @@ Python API::
     subprocess.run(["sinfo"], env=tb.client_env(), check=True)
 """
 
-from .cluster import Status, Testbed, default_config_path, default_dir
-from .config import TestbedConfig, TestbedNode, load, validate
+from .cluster import Testbed
+from .config import TestbedConfig, TestbedNode, default_config_path, load, validate
+from .daemons import Status
+from .layout import default_dir
 
 __all__ = [
     "Status",

@@ -9,6 +9,9 @@ responding) returns after a few cheap checks; a partly running one gets only its
 started. Order matters: munge and MariaDB first, then slurmdbd, then the cluster/accounts are
 registered (before slurmctld, which would otherwise add the cluster itself), then slurmctld, then
 the slurmds.
+
+What ``up`` writes before starting anything is :mod:`.prepare`; the daemons and the status they
+report are :mod:`.daemons`; where the state directory is, :mod:`.layout`.
 """
 
 from __future__ import annotations
@@ -21,75 +24,18 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..errors import ConfigError, Finding, TestbedError
+from ..errors import TestbedError
 from . import accounts, procs, rootfs
 from . import config as tbconfig
-from .config import TestbedConfig
-from .layout import DIR_ENV, Layout
+from .config import TestbedConfig, default_config_path
+from .daemons import RESPONDING, DaemonStatus, Status, daemon_specs
+from .layout import Layout, default_dir
+from .prepare import SAVED_CONFIG, check_binaries, config_changed, create_database, init_mariadb, prepare_dir
 from .procs import DaemonSpec
-from ..templating import repo_root
 from .render import render_all
-
-#: node states (sinfo %T, lower case) that mean "slurmd registered and responding"
-RESPONDING = {"idle", "mixed", "allocated", "completing", "reserved", "planned", "drained", "draining"}
-_SAVED_CONFIG = "testbed.json"
-
-
-@dataclass(frozen=True)
-class DaemonStatus:
-    name: str
-    running: bool
-    pid: int | None
-    port: int | None
-    log_file: Path
-
-
-@dataclass(frozen=True)
-class Status:
-    """What runs: each daemon, and the node states when slurmctld answers."""
-
-    dir: Path
-    daemons: tuple[DaemonStatus, ...]
-    nodes: Mapping[str, str]  # node -> state ({} when slurmctld is not reachable)
-
-    @property
-    def all_running(self) -> bool:
-        return all(d.running for d in self.daemons)
-
-    @property
-    def healthy(self) -> bool:
-        return self.all_running and bool(self.nodes) and all(
-            s in RESPONDING for s in self.nodes.values()
-        )
-
-
-def default_dir(slurm: str | None = None) -> Path:
-    """$SLURM_FAIR_TESTBED_DIR, else ``.testbed/`` in the repo root (source checkout) or cwd.
-
-    Another Slurm version than the default gets a sibling of its own (``.testbed-24.11``), so
-    both versions run at once from the same checkout.
-    """
-    if env := os.environ.get(DIR_ENV):
-        found = Path(env).resolve()
-    else:
-        root = repo_root()
-        base = root if (root / "templates").is_dir() else Path.cwd()
-        found = (base / ".testbed").resolve()
-    if slurm and slurm != rootfs.DEFAULT_VERSION:
-        found = found.with_name(f"{found.name}-{slurm}")
-    return found
-
-
-def default_config_path() -> Path | None:
-    """$SLURM_FAIR_TESTBED_CONFIG, else conf/testbed.toml of the checkout, else built-in defaults."""
-    if env := os.environ.get(tbconfig.CONFIG_ENV):
-        return Path(env)
-    candidate = repo_root() / "conf" / "testbed.toml"
-    return candidate if candidate.is_file() else None
 
 
 class Testbed:
@@ -117,7 +63,7 @@ class Testbed:
             cfg = config
         elif config is not None:
             cfg = tbconfig.load(config)
-        elif self.layout.root != default_dir() and (saved := self.layout.root / _SAVED_CONFIG).is_file():
+        elif self.layout.root != default_dir() and (saved := self.layout.root / SAVED_CONFIG).is_file():
             cfg = tbconfig.validate(json.loads(saved.read_text()), str(saved))
         else:
             cfg = tbconfig.load(default_config_path())
@@ -181,46 +127,8 @@ class Testbed:
     # --- daemons ---------------------------------------------------------------------------
 
     def daemons(self) -> list[DaemonSpec]:
-        """Every daemon in start order."""
-        L = self.layout
-        conf = str(L.slurm_conf)
-        slurm_env = {"SLURM_CONF": conf}
-        specs = [
-            DaemonSpec(
-                "munged", "munged",
-                (self.program("munged"), f"--socket={L.munge_socket}", f"--key-file={L.munge_key}",
-                 f"--pid-file={L.pid_file('munged')}", f"--log-file={L.log_file('munged')}",
-                 f"--seed-file={L.run / 'munged.seed'}", "--force"),
-                L.pid_file("munged"), L.log_file("munged"),
-                markers=(f"--socket={L.munge_socket}",),
-            ),
-            DaemonSpec(
-                "mariadbd", "mariadbd",
-                (self.program("mariadbd"), f"--defaults-file={L.my_cnf}"),
-                L.pid_file("mariadbd"), L.log_file("mariadbd"), port=self.config.ports["mariadb"],
-                forks=False, markers=(f"--defaults-file={L.my_cnf}",),
-            ),
-            DaemonSpec(
-                "slurmdbd", "slurmdbd", (self.program("slurmdbd"),),
-                L.pid_file("slurmdbd"), L.log_file("slurmdbd"), port=self.config.ports["slurmdbd"],
-                env_conf=conf, env=slurm_env,
-            ),
-            DaemonSpec(
-                "slurmctld", "slurmctld", (self.program("slurmctld"), "-f", conf),
-                L.pid_file("slurmctld"), L.log_file("slurmctld"), port=self.config.ports["slurmctld"],
-                markers=(conf,), env=slurm_env,
-            ),
-        ]
-        for node in self.config.nodes:
-            name = f"slurmd:{node.name}"
-            specs.append(
-                DaemonSpec(
-                    name, "slurmd", (self.program("slurmd"), "-f", conf, "-N", node.name),
-                    L.pid_file(name), L.log_file(name), port=node.port,
-                    markers=(conf, node.name), env=slurm_env,
-                )
-            )
-        return specs
+        """Every daemon in start order (:func:`.daemons.daemon_specs`)."""
+        return daemon_specs(self.config, self.layout, self.program)
 
     def _spec(self, name: str) -> DaemonSpec:
         for d in self.daemons():
@@ -301,10 +209,10 @@ class Testbed:
         return time.monotonic() - t0
 
     def _up(self, say: Callable[[str], None]) -> None:
-        self._check_binaries(say)
+        check_binaries(self.version, self.layout, say)
         rendered = render_all(self.config, self.layout)
         running = [d.name for d in self.daemons() if procs.owned_process(d) is not None]
-        if running and self._config_changed(rendered):
+        if running and config_changed(self.layout, rendered):
             raise TestbedError(
                 f"the testbed in {self.dir} runs with another configuration ({', '.join(running)} "
                 f"running); run `slurm-fair testbed down --dir {self.dir}` first"
@@ -315,101 +223,22 @@ class Testbed:
             accounts.register(self.config, self.client_env())
             return
 
-        self._prepare(rendered)
+        prepare_dir(self.config, self.layout, rendered)
         for spec in self.daemons():
             if procs.owned_process(spec) is not None:
                 continue
             say(f"starting {spec.name}")
             if spec.name == "mariadbd":
-                self._init_mariadb()
+                init_mariadb(self.layout, self.program, self.config.start_timeout_s)
             self._start_daemon(spec.name)
             if spec.name == "mariadbd":
-                self._create_database()
+                create_database(self.layout, self.program)
             elif spec.name == "slurmdbd":
                 say("registering cluster, accounts and users")
                 self._wait_dbd()
                 accounts.register(self.config, self.client_env())
         say("waiting for every node to be idle")
         self._wait_nodes()
-
-    def _check_binaries(self, say: Callable[[str], None] = lambda _m: None) -> None:
-        if not self.version.host:
-            rootfs.ensure(self.layout.rootfs, self.version, say)
-            rootfs.write_wrappers(self.layout.bin, self.layout.rootfs, self.version, (self.layout.root,))
-            return
-        needed = ["munged", "mariadbd", "mariadb-install-db", "mariadb", "slurmdbd", "slurmctld",
-                  "slurmd", "sacctmgr", "scontrol", "sinfo"]
-        path = os.environ.get("PATH", "") + os.pathsep + "/usr/sbin" + os.pathsep + "/sbin"
-        missing = [b for b in needed if shutil.which(b, path=path) is None]
-        if missing:
-            raise TestbedError(
-                f"missing programs: {', '.join(missing)}; run scripts/system-packages.sh as root"
-            )
-        if "/usr/sbin" not in os.environ.get("PATH", "").split(os.pathsep):
-            os.environ["PATH"] = path  # daemons live in /usr/sbin, not on every user's PATH
-
-    def _config_changed(self, rendered: Mapping[str, str]) -> bool:
-        for name, text in rendered.items():
-            path = self.layout.etc / name
-            if not path.is_file() or path.read_text() != text:
-                return True
-        return False
-
-    def _prepare(self, rendered: Mapping[str, str]) -> None:
-        """Directories, fake GPU devices, munge key, rendered configs, the saved description."""
-        L = self.layout
-        L.make_dirs()
-        for node in self.config.nodes:
-            L.node_dev(node.name).mkdir(parents=True, exist_ok=True)
-            for f in L.device_files(node.name, node.gpus):
-                f.touch()
-        if not L.munge_key.exists():
-            fd = os.open(L.munge_key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(os.urandom(1024))
-        for name, text in rendered.items():
-            path = L.etc / name
-            path.write_text(text)
-            path.chmod(0o600 if name == "slurmdbd.conf" else 0o644)
-        if self.config.job_submit_lua and not self.config.job_submit_script:
-            from ..deploy.render import render_template
-
-            (L.etc / "job_submit.lua").write_text(render_template(
-                "deploy/job_submit.lua.j2", {"plan_path": str(L.plan_file), "max_age_s": 180}))
-        elif self.config.job_submit_lua:
-            script = Path(self.config.job_submit_script)
-            if not script.is_absolute():
-                script = repo_root() / script
-            if not script.is_file():
-                raise ConfigError(
-                    self.config.source, [Finding("cluster.job_submit_script", f"{script} not found")]
-                )
-            shutil.copyfile(script, L.etc / "job_submit.lua")
-        raw = dict(self.config.raw) or {}
-        (L.root / _SAVED_CONFIG).write_text(json.dumps(raw, indent=1))
-
-    def _init_mariadb(self) -> None:
-        if (self.layout.mysql_data / "mysql").is_dir():
-            return
-        procs.run(
-            [self.program("mariadb-install-db"), f"--defaults-file={self.layout.my_cnf}", "--skip-test-db",
-             "--auth-root-authentication-method=socket"],
-            timeout=self.config.start_timeout_s,
-        )
-
-    def _mariadb(self, sql: str) -> None:
-        procs.run([self.program("mariadb"), f"--defaults-file={self.layout.my_cnf}", "-uroot", "-e", sql], timeout=30)
-
-    def _create_database(self) -> None:
-        pw = self.layout.db_password()
-        stmts = ["CREATE DATABASE IF NOT EXISTS slurm_acct_db"]
-        for host in ("127.0.0.1", "localhost"):
-            stmts += [
-                f"CREATE USER IF NOT EXISTS 'slurm'@'{host}' IDENTIFIED BY '{pw}'",
-                f"ALTER USER 'slurm'@'{host}' IDENTIFIED BY '{pw}'",
-                f"GRANT ALL ON slurm_acct_db.* TO 'slurm'@'{host}'",
-            ]
-        self._mariadb("; ".join(stmts) + ";")
 
     def _wait_dbd(self) -> None:
         def ok() -> bool:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..config import Key, _check_table, check_sections, expand_hostlist, read_toml
 from ..errors import ConfigError, Finding
+from ..templating import repo_root
 from .rootfs import VERSIONS, version
 
 #: environment variable naming the testbed description (beats ./conf/testbed.toml)
@@ -272,3 +273,11 @@ def load(path: str | os.PathLike[str] | None) -> TestbedConfig:
     if path is None:
         return validate({}, "<defaults>")
     return validate(read_toml(path), str(path))
+
+
+def default_config_path() -> Path | None:
+    """$SLURM_FAIR_TESTBED_CONFIG, else conf/testbed.toml of the checkout, else built-in defaults."""
+    if env := os.environ.get(CONFIG_ENV):
+        return Path(env)
+    candidate = repo_root() / "conf" / "testbed.toml"
+    return candidate if candidate.is_file() else None

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import TestbedError
+from ..templating import repo_root
+from . import rootfs
 
 #: environment variable overriding the default state directory
 DIR_ENV = "SLURM_FAIR_TESTBED_DIR"
@@ -135,3 +137,20 @@ class Layout:
         # munged refuses group/other-writable directories for its socket and key
         for d in (self.root, self.etc, self.run, self.log):
             d.chmod(0o755)
+
+
+def default_dir(slurm: str | None = None) -> Path:
+    """$SLURM_FAIR_TESTBED_DIR, else ``.testbed/`` in the repo root (source checkout) or cwd.
+
+    Another Slurm version than the default gets a sibling of its own (``.testbed-24.11``), so
+    both versions run at once from the same checkout.
+    """
+    if env := os.environ.get(DIR_ENV):
+        found = Path(env).resolve()
+    else:
+        root = repo_root()
+        base = root if (root / "templates").is_dir() else Path.cwd()
+        found = (base / ".testbed").resolve()
+    if slurm and slurm != rootfs.DEFAULT_VERSION:
+        found = found.with_name(f"{found.name}-{slurm}")
+    return found

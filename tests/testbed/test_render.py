@@ -12,6 +12,7 @@ from slurm_fair.errors import ConfigError, TestbedError
 from slurm_fair.testbed import Testbed, validate
 from slurm_fair.testbed import render as tbrender
 from slurm_fair.testbed.layout import Layout
+from slurm_fair.testbed.prepare import prepare_dir
 from slurm_fair.testbed.render import render, render_all, templates_dir
 
 
@@ -100,7 +101,7 @@ def test_missing_variable_is_an_error_not_an_empty_string(rendered) -> None:
 def test_prepare_writes_private_files_and_fake_devices(tmp_path: Path) -> None:
     cfg = validate({"gpu_types": {"v100": {"nodes": "v-1", "gpus_per_node": 3}}}, "t")
     tb = Testbed(dir=tmp_path / "tb", config=cfg)
-    tb._prepare(render_all(cfg, tb.layout))
+    prepare_dir(cfg, tb.layout, render_all(cfg, tb.layout))
     mode = lambda p: stat.S_IMODE(p.stat().st_mode)
     assert mode(tb.layout.etc / "slurmdbd.conf") == 0o600
     assert mode(tb.layout.munge_key) == 0o400
@@ -128,7 +129,7 @@ def test_default_job_submit_lua_is_slurm_fairs_reading_the_testbed_plan_file(tmp
     cfg = validate({}, "t")
     tb = Testbed(dir=tmp_path / "tb", config=cfg)
     files = render_all(cfg, tb.layout)
-    tb._prepare(files)
+    prepare_dir(cfg, tb.layout, files)
     text = (tb.layout.etc / "job_submit.lua").read_text()
     assert f'local PLAN_FILE = "{tb.layout.plan_file}"' in text and "function slurm_job_submit" in text
 
@@ -153,7 +154,7 @@ def test_job_submit_lua_script_given_is_installed_beside_slurm_conf(tmp_path: Pa
     files = render_all(cfg, tb.layout)
     conf = {k: v for row in _kv_lines(files["slurm.conf"]) for k, v in row.items()}
     assert conf["JobSubmitPlugins"] == "lua"
-    tb._prepare(files)
+    prepare_dir(cfg, tb.layout, files)
     assert (tb.layout.etc / "job_submit.lua").read_text() == script.read_text()
 
 
@@ -161,4 +162,4 @@ def test_job_submit_lua_script_must_exist(tmp_path: Path) -> None:
     cfg = validate({"cluster": {"job_submit_lua": True, "job_submit_script": str(tmp_path / "no.lua")}}, "t")
     tb = Testbed(dir=tmp_path / "tb", config=cfg)
     with pytest.raises(ConfigError, match="no.lua"):
-        tb._prepare(render_all(cfg, tb.layout))
+        prepare_dir(cfg, tb.layout, render_all(cfg, tb.layout))
