@@ -21,25 +21,17 @@ from ..errors import JobGone, SlurmCommandError, SlurmError
 from ..model import Account, AccountingRecord, Node, Qos, SlurmJob, Snapshot
 from . import parse
 from .run import JOB_GONE, Runner
+from .sacctmgr import Sacctmgr
+from .write_rules import (
+    UPDATABLE_FIELDS, batch_items, check_job_id, check_name, check_value, norm_spec, refuse_retype, split_raw,
+    with_prefix,
+)
 
-#: pending-job fields update_job may change (anything else is a programming error)
-UPDATABLE_FIELDS = frozenset({"Partition", "QOS", "ReqNodeList", "ExcNodeList", "Features"})
-#: fields :meth:`SlurmCli.update_jobs` sets on many jobs in one call
-BATCH_FIELDS = UPDATABLE_FIELDS | {"Nice", "Priority"}
 #: jobs per ``scontrol update`` (an argv of ~8 KB; slurmctld handles them in one RPC each)
 BATCH_JOBS = 500
 
-_NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,64}$")
-_TRES_KEY = re.compile(r"^(cpu|mem|node|billing|energy|gres/[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+)?)$")
-_JOB_ID = re.compile(r"^\d+(_\d+)?(\+\d+)?$")
-_INT = re.compile(r"-?\d{1,10}")
 #: scontrol's per-job error line for a job list: "<message> for job <id>"
 _PER_JOB = re.compile(r"^\s*(?P<msg>\S.*?)\s+for job (?P<job>\d+(?:_\d+)?(?:\+\d+)?)\s*$", re.M)
-_VALUE = re.compile(r"^[^\s=]{0,4096}$")
-#: a GPU request may carry '=' (Slurm 24.11's TRES form ``gres/gpu:v100=1``), nothing else odd
-_TRES_VALUE = re.compile(r"^[A-Za-z0-9_./:=,()-]{0,4096}$")
-_TRES_FIELDS = frozenset({"TresPerJob", "TresPerNode", "TresPerTask", "Gres"})
-_NOTHING = re.compile(r"nothing (modified|deleted|new added)|already exists", re.IGNORECASE)
 _HELD = {"JobHeldUser": "uhold", "JobHeldAdmin": "hold"}
 
 
@@ -52,58 +44,9 @@ def _long_format(fields: Sequence[str], fs: str) -> str:
     return ",".join(f"{f}:0{fs}" for f in fields[:-1]) + f",{fields[-1]}:0"
 
 
-def _check_name(kind: str, value: str) -> str:
-    if not _NAME.match(value or ""):
-        raise ValueError(f"invalid {kind} name {value!r}")
-    return value
-
-
-def _check_job_id(job_id: str) -> str:
-    if not _JOB_ID.match(str(job_id)):
-        raise ValueError(f"invalid job id {job_id!r}")
-    return str(job_id)
-
-
-def batch_items(fields: Mapping[str, str]) -> list[str]:
-    """``Key=Value`` arguments of a batched update; ValueError for a field or value that is
-    not allowed (checked before anything runs)."""
-    bad = set(fields) - BATCH_FIELDS
-    if bad:
-        raise ValueError(f"cannot update {', '.join(sorted(bad))} (allowed: {sorted(BATCH_FIELDS)})")
-    items = []
-    for key, value in fields.items():
-        pattern = _INT if key in ("Nice", "Priority") else (_TRES_VALUE if key in _TRES_FIELDS else _VALUE)
-        if not pattern.fullmatch(str(value)):
-            raise ValueError(f"invalid value for {key}: {value!r}")
-        items.append(f"{key}={value}")
-    return items
-
-
 def _per_job_errors(text: str, chunk: set[str]) -> dict[str, str]:
     """scontrol's ``<message> for job <id>`` lines about jobs of ``chunk``."""
     return {m["job"]: m["msg"] for m in _PER_JOB.finditer(text) if m["job"] in chunk}
-
-
-def refuse_retype(job: SlurmJob, have: str | None, want: str | None, can_retype: bool, slurm: str) -> None:
-    """Refuse, before anything is sent, a GPU-request change this Slurm cannot undo or honour.
-
-    Slurm before 23.11 cannot change a ``--gpus-per-task`` request of a pending job, nor a typed
-    request (it would then ask for *both* types and wait forever). The fake applies the same
-    rule, so unit tests see what the real adapter would refuse.
-    """
-    per = job.gpu_request.per if job.gpu_request else "node"
-    if per == "task" and not can_retype:
-        raise SlurmCommandError(
-            ["scontrol", "update", f"JobId={job.job_id}"], 1,
-            f"job {job.job_id} asks for GPUs per task; Slurm before 23.11 cannot change "
-            "a --gpus-per-task request (TresPerTask) of a pending job",
-        )
-    if have is not None and have != want and not can_retype:
-        raise SlurmCommandError(
-            ["scontrol", "update", f"JobId={job.job_id}"], 1,
-            f"job {job.job_id} already asks for {have} GPUs; {slurm} cannot "
-            f"change a typed GPU request to {want or 'untyped'} (it would ask for both types)",
-        )
 
 
 class SlurmCli:
@@ -127,6 +70,7 @@ class SlurmCli:
     ) -> None:
         self.runner = runner or Runner(env=env, bin_dir=bin_dir, timeout_s=timeout_s, retries=retries)
         self.cluster = cluster
+        self.sacctmgr = Sacctmgr(self.runner, cluster)
         self._separator = separator
         #: ``gres:`` or ``gres/`` (:meth:`tres_prefix`); None until asked
         self._prefix: str | None = tres_prefix
@@ -174,19 +118,11 @@ class SlurmCli:
             argv += ["-t", ",".join(s.upper() for s in states)]
         return parse.parse_squeue(self.runner.run(argv), fs)
 
-    def _sacctmgr_show(self, entity: str, fields: Sequence[str], where: Sequence[str] = ()) -> str:
-        argv = ["sacctmgr", "-n", "-P", "show", entity]
-        conds = list(where) + ([f"cluster={self.cluster}"] if self.cluster and entity == "assoc" else [])
-        if conds:
-            argv += ["where", *conds]
-        argv.append("format=" + ",".join(fields))
-        return self.runner.run(argv)
-
     def accounts(self) -> list[Account]:
-        return parse.parse_assoc(self._sacctmgr_show("assoc", parse.ASSOC_FIELDS))
+        return parse.parse_assoc(self.sacctmgr.show("assoc", parse.ASSOC_FIELDS))
 
     def qos(self) -> list[Qos]:
-        return parse.parse_qos(self._sacctmgr_show("qos", parse.QOS_FIELDS))
+        return parse.parse_qos(self.sacctmgr.show("qos", parse.QOS_FIELDS))
 
     def accounting(self, since: datetime, until: datetime | None = None) -> list[AccountingRecord]:
         fs = self._separator()
@@ -206,10 +142,9 @@ class SlurmCli:
         self.runner.run(["scontrol", *args], job_id=job_id)
 
     def _update(self, job_id: str, **fields: str) -> None:
-        job_id = _check_job_id(job_id)
+        job_id = check_job_id(job_id)
         for key, value in fields.items():
-            if not (_TRES_VALUE if key in _TRES_FIELDS else _VALUE).fullmatch(str(value)):
-                raise ValueError(f"invalid value for {key}: {value!r}")
+            check_value(key, value)
         self._scontrol(job_id, "update", f"JobId={job_id}", *(f"{k}={v}" for k, v in fields.items()))
 
     def set_gpu_type(self, job: SlurmJob, gpu_type: str | None) -> None:
@@ -225,20 +160,20 @@ class SlurmCli:
         if req is None:
             raise ValueError(f"job {job.job_id} has no GPU request")
         if gpu_type is not None:
-            _check_name("GPU type", gpu_type)
+            check_name("GPU type", gpu_type)
         if req.gpu_type == gpu_type:
             return
-        field, spec = _split_raw(req.raw, req.per)
+        field, spec = split_raw(req.raw, req.per)
         self._refuse_retype(job, req.gpu_type, gpu_type)
         self._rewrite_request(job.job_id, field, parse.retype_request(spec, gpu_type), spec, gpu_type)
 
     def restore_gpu_request(self, job: SlurmJob, raw: str) -> None:
         per = job.gpu_request.per if job.gpu_request else "node"
-        field, spec = _split_raw(raw, per)
+        field, spec = split_raw(raw, per)
         _, want_type = parse.gpu_request_of(spec)
         current = job.gpu_request.raw.split("=", 1)[-1] if job.gpu_request else spec
         if job.gpu_request is not None and job.gpu_request.gpu_type == want_type:
-            if _norm_spec(current) == _norm_spec(spec):
+            if norm_spec(current) == norm_spec(spec):
                 return
         self._refuse_retype(job, job.gpu_request.gpu_type if job.gpu_request else None, want_type)
         self._rewrite_request(job.job_id, field, spec, current, want_type)
@@ -277,9 +212,9 @@ class SlurmCli:
         change (unless it already was) and released after; the release returns its priority to
         multifactor. If setting fails, the previous request is put back before the release.
         """
-        job_id = _check_job_id(job_id)
-        spec = _with_prefix(spec, self.tres_prefix())
-        previous = _with_prefix(previous, self.tres_prefix())
+        job_id = check_job_id(job_id)
+        spec = with_prefix(spec, self.tres_prefix())
+        previous = with_prefix(previous, self.tres_prefix())
         if self.can_retype_gpu():  # >= 23.11 replaces the request in one update (24.11, checked)
             self._update(job_id, **{field: spec})
             self._verify_request(job_id, want_type)
@@ -315,7 +250,7 @@ class SlurmCli:
     def set_priority(self, job_id: str, priority: int | None) -> None:
         """A number fixes the priority (multifactor stops updating it); None gives the job
         back to priority/multifactor with hold+release, re-applying a hold it had before."""
-        job_id = _check_job_id(job_id)
+        job_id = check_job_id(job_id)
         if priority is not None:
             self._update(job_id, Priority=str(int(priority)))
             return
@@ -336,13 +271,13 @@ class SlurmCli:
         self._update(job_id, Nice=str(int(nice)))
 
     def hold(self, job_id: str) -> None:
-        self._scontrol(job_id, "hold", _check_job_id(job_id))
+        self._scontrol(job_id, "hold", check_job_id(job_id))
 
     def release(self, job_id: str) -> None:
-        self._scontrol(job_id, "release", _check_job_id(job_id))
+        self._scontrol(job_id, "release", check_job_id(job_id))
 
     def requeue(self, job_id: str) -> None:
-        self._scontrol(job_id, "requeue", _check_job_id(job_id))
+        self._scontrol(job_id, "requeue", check_job_id(job_id))
 
     def update_job(self, job_id: str, fields: Mapping[str, str]) -> None:
         bad = set(fields) - UPDATABLE_FIELDS
@@ -360,7 +295,7 @@ class SlurmCli:
         error is attributed to its job.
         """
         items = batch_items(fields)
-        ids = list(dict.fromkeys(_check_job_id(j) for j in job_ids))
+        ids = list(dict.fromkeys(check_job_id(j) for j in job_ids))
         failed: dict[str, SlurmError] = {}
         if not items:
             return failed
@@ -392,77 +327,15 @@ class SlurmCli:
                 out[job] = exc
         return out
 
-    # --- QOS ----------------------------------------------------------------------------------
-    def _sacctmgr(self, *args: str) -> None:
-        try:
-            self.runner.run(["sacctmgr", "-i", *args])
-        except SlurmCommandError as exc:
-            if not _NOTHING.search(exc.stderr):
-                raise
-
+    # --- QOS (sacctmgr: :class:`.sacctmgr.Sacctmgr`) ------------------------------------------
     def ensure_qos(self, name: str, grp_tres: Mapping[str, int | None], exists: bool | None = None) -> None:
-        _check_name("QOS", name)
-        items = []
-        for key, value in grp_tres.items():
-            key = key.replace("gres:", "gres/", 1)
-            if not _TRES_KEY.match(key):
-                raise ValueError(f"invalid TRES name {key!r}")
-            items.append(f"{key}={-1 if value is None else int(value)}")
-        if exists is None:
-            exists = bool(self._sacctmgr_show("qos", ["Name"], [f"name={name}"]).strip())
-        limits = ["GrpTRES=" + ",".join(items)] if items else []
-        if not exists:
-            try:  # created with its limits: one slurmdbd round trip instead of two
-                self.runner.run(["sacctmgr", "-i", "add", "qos", name, *limits])
-                return
-            except SlurmCommandError as exc:
-                if not _NOTHING.search(exc.stderr):
-                    raise  # else it existed after all ("Nothing new added"): set the limits
-        if limits:
-            self._sacctmgr("modify", "qos", "where", f"name={name}", "set", *limits)
+        self.sacctmgr.ensure_qos(name, grp_tres, exists)
 
     def delete_qos(self, name: str) -> None:
-        self._sacctmgr("delete", "qos", "where", f"name={_check_name('QOS', name)}")
-
-    def _assoc_where(self, account: str) -> list[str]:
-        return [f"account={account}"] + ([f"cluster={self.cluster}"] if self.cluster else [])
+        self.sacctmgr.delete_qos(name)
 
     def attach_qos(self, account: str, qos: str, default: bool = True) -> None:
-        """Add ``qos`` to the account's association *and* to every user association under it
-        (a user association's own QOS list does not follow later changes of its account)."""
-        _check_name("account", account)
-        _check_name("QOS", qos)
-        sets = [f"qos+={qos}"] + ([f"defaultqos={qos}"] if default else [])
-        where = self._assoc_where(account)
-        self._sacctmgr("modify", "account", "where", f"name={account}", *where[1:], "set", *sets)
-        self._sacctmgr("modify", "user", "where", *where, "set", *sets)
+        self.sacctmgr.attach_qos(account, qos, default)
 
     def detach_qos(self, account: str, qos: str) -> None:
-        _check_name("account", account)
-        _check_name("QOS", qos)
-        where = self._assoc_where(account)
-        for entity, cond in (("account", [f"name={account}", *where[1:]]), ("user", where)):
-            self._sacctmgr("modify", entity, "where", *cond, f"defaultqos={qos}", "set", "defaultqos=-1")
-            self._sacctmgr("modify", entity, "where", *cond, "set", f"qos-={qos}")
-
-
-def _norm_spec(spec: str) -> str:
-    return _with_prefix(spec, "gres/")
-
-
-def _with_prefix(spec: str, prefix: str) -> str:
-    """Every item of a request written with ``prefix`` (``gres:`` or ``gres/``)."""
-    return ",".join(
-        prefix + parse._PREFIX.sub("", item) for item in parse.split_top_level(spec)
-    )
-
-
-def _split_raw(raw: str, per: str) -> tuple[str, str]:
-    """``TresPerNode=gres:gpu:2`` -> (field, spec); a bare spec gets the field of ``per``."""
-    default = {"job": "TresPerJob", "node": "TresPerNode", "task": "TresPerTask"}.get(per, "TresPerNode")
-    if "=" in raw:
-        field, spec = raw.split("=", 1)
-        if field not in ("TresPerJob", "TresPerNode", "TresPerTask", "Gres"):
-            raise ValueError(f"not a GPU request field: {field!r}")
-        return field, spec
-    return default, raw
+        self.sacctmgr.detach_qos(account, qos)

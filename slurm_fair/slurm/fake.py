@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from dataclasses import replace
 from datetime import datetime
 from importlib import resources
@@ -25,7 +24,8 @@ from typing import Mapping, Sequence
 from ..errors import JobGone, SlurmError
 from ..model import Account, AccountingRecord, GpuRequest, Node, Qos, SlurmJob, Snapshot
 from . import parse
-from .cli import UPDATABLE_FIELDS, _split_raw, batch_items, refuse_retype
+from .sbatch_args import sbatch_request
+from .write_rules import UPDATABLE_FIELDS, batch_items, refuse_retype, split_raw
 
 #: reasons Slurm gives a held job
 HELD_ADMIN, HELD_USER = "JobHeldAdmin", "JobHeldUser"
@@ -158,7 +158,7 @@ class FakeSlurm:
         if req.gpu_type == gpu_type:
             return
         self._refuse_retype(current, req.gpu_type, gpu_type)
-        field, spec = _split_raw(req.raw, req.per)
+        field, spec = split_raw(req.raw, req.per)
         new_spec = parse.retype_request(spec, gpu_type)
         self._put(current, gpu_request=replace(req, gpu_type=gpu_type, raw=f"{field}={new_spec}"),
                   priority=self._after_rewrite(current))
@@ -183,7 +183,7 @@ class FakeSlurm:
         current = self._pending(job.job_id)
         req = current.gpu_request or job.gpu_request
         per = req.per if req else "node"
-        field, spec = _split_raw(raw, per)
+        field, spec = split_raw(raw, per)
         per = {"TresPerJob": "job", "TresPerTask": "task"}.get(field, "node")
         count, gpu_type = parse.gpu_request_of(spec)
         if req is not None and req.gpu_type == gpu_type and req.count == count:
@@ -255,7 +255,6 @@ class FakeSlurm:
         if rest:
             self.job_fields.setdefault(job_id, {}).update(rest)
 
-    # --- QOS ----------------------------------------------------------------------------------
     def update_jobs(self, job_ids: Sequence[str], fields: Mapping[str, str]) -> dict[str, SlurmError]:
         """What the real adapter does in one call per chunk: every job it can, the others
         returned with their errors (the same checks as one job at a time)."""
@@ -275,6 +274,7 @@ class FakeSlurm:
                 failed[job_id] = exc
         return failed
 
+    # --- QOS ----------------------------------------------------------------------------------
     def ensure_qos(self, name: str, grp_tres: Mapping[str, int | None], exists: bool | None = None) -> None:
         self.calls.append(("ensure_qos", (name, dict(grp_tres))))
         q = self._qos.get(name) or Qos(name)
@@ -327,45 +327,15 @@ class FakeSlurm:
         priority: int = 1000,
     ) -> str:
         """Add a pending job as ``sbatch`` with these GPU options would (Slurm 22.05 forms)."""
-        args = shlex.split(gpu_args) if isinstance(gpu_args, str) else list(gpu_args)
-        per_job = per_node = per_task = ""
-        nodes = tasks = cpus = 1
-        mem = "0"
-        pairs: list[tuple[str, str]] = []
-        it = iter(args)
-        for arg in it:
-            if arg.startswith("--") and "=" in arg:
-                key, _, value = arg.partition("=")
-            else:
-                key, value = arg, next(it, "")
-            pairs.append((key, value))
-        for key, value in pairs:
-            if key == "--gres":
-                per_node = f"gres:{value}"
-            elif key == "--gpus-per-node":
-                per_node = f"gres:gpu:{value}"
-            elif key == "--gpus":
-                per_job = f"gres:gpu:{value}"
-            elif key == "--gpus-per-task":
-                per_task = f"gres:gpu:{value}"
-            elif key in ("-N", "--nodes"):
-                nodes = int(value)
-            elif key in ("-n", "--ntasks"):
-                tasks = int(value)
-            elif key in ("-c", "--cpus-per-task"):
-                cpus = int(value)
-            elif key == "--mem":
-                mem = value if value[-1:].isalpha() else f"{value}M"
-            else:
-                raise ValueError(f"fake sbatch does not know {key!r}")
+        r = sbatch_request(gpu_args)
         job_id = str(self._next_id)
         self._next_id += 1
         part = partition or next(iter(sorted({p for n in self._nodes.values() for p in n.partitions})), "gpu")
         fields = [
             job_id, "PD", account, user, part, qos, HELD_ADMIN if hold else "Priority",
             (self.now or datetime.now()).strftime("%Y-%m-%dT%H:%M:%S"), "N/A",
-            "0" if hold else str(priority), "0", str(nodes), str(tasks), per_job, per_node,
-            per_task, "", "", "0", str(cpus), mem, str(nodes), "", name, comment,
+            "0" if hold else str(priority), "0", str(r.nodes), str(r.tasks), r.per_job, r.per_node,
+            r.per_task, "", "", "0", str(r.cpus), r.mem, str(r.nodes), "", name, comment,
         ]
         job = parse.job_from_record(fields)
         self._jobs[job_id] = job
