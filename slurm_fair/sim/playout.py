@@ -20,7 +20,7 @@ Progress is exact: a job progresses at ``factor x sum of its members' speeds``, 
 its own ``ready`` time on (:func:`finish_time`, :func:`progress_in`); GPU-seconds are counted
 from each member's start (after any hold) to the job's end or the round's end. A start latency
 or hold that outlasts the round carries into the next one (``Seat``) when the member keeps its
-GPUs.
+GPUs. Who holds which GPUs meanwhile is :mod:`.holdings`.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Collection, Iterable, Mapping
 
-from ..gangs import Shape, choose_nodes
+from ..gangs import Shape
 from ..model import NodeCapacity
+from .holdings import FreeGpus, Group, Load, Member
 from .metrics import RoundSample
 from .workload import TraceJob
 
@@ -124,81 +125,6 @@ def progress_in(members: list[tuple[float, float]], factor: float, seconds: floa
     return factor * sum(s * max(0.0, seconds - o) for s, o in members)
 
 
-class FreeGpus:
-    """GPUs free per node of each type (one pool per type for a cluster without nodes)."""
-
-    def __init__(self, capacity: Mapping[str, int], nodes: Iterable[NodeCapacity]) -> None:
-        self.by_type = {k: int(c) for k, c in capacity.items()}
-        self.by_node: dict[str, dict[str, int]] = {}
-        for n in nodes:
-            self.by_node.setdefault(n.gpu_type, {})[n.name] = int(n.gpus)
-
-    @property
-    def any(self) -> bool:
-        return any(v > 0 for v in self.by_type.values())
-
-    def fit(self, shape: Shape, gpu_type: str) -> dict[str, int] | None:
-        """``{node: gpus}`` the gang would take on ``gpu_type`` now ({} without nodes), or None."""
-        if self.by_type.get(gpu_type, 0) < shape.gpus:
-            return None
-        if not self.by_node:
-            return {}
-        return choose_nodes(shape, self.by_node.get(gpu_type, {}))
-
-    def change(self, gpu_type: str, node_gpus: Mapping[str, int], gpus: int, sign: int) -> None:
-        """Take (``sign=-1``) or give back (``+1``) a member's GPUs."""
-        self.by_type[gpu_type] = self.by_type.get(gpu_type, 0) + sign * gpus
-        nodes = self.by_node.get(gpu_type, {})
-        for n, g in node_gpus.items():
-            nodes[n] = nodes.get(n, 0) + sign * g
-
-
-@dataclass
-class _Member:
-    """One member holding GPUs in this round; times are offsets from the round start."""
-
-    id: str
-    gpu_type: str
-    node_gpus: Mapping[str, int]
-    start: float
-    ready: float
-    speed: float
-
-
-@dataclass
-class _Group:
-    """A job running in this round with its members (several: HadarE copies)."""
-
-    job: JobState
-    members: list[_Member]
-    factor: float
-    done_at: float | None
-    started_at: float = 0.0
-
-
-@dataclass
-class _Load:
-    """GPUs held per type and per tenant and the sum of normalised speeds, at one instant."""
-
-    busy: dict[str, int] = field(default_factory=dict)
-    tenants: dict[str, int] = field(default_factory=dict)
-    eff: float = 0.0
-
-    @property
-    def total(self) -> int:
-        return sum(self.busy.values())
-
-    def change(self, group: _Group, sign: int) -> None:
-        g, tenant, best = group.job.trace.gpus, group.job.trace.tenant, group.job.best
-        for m in group.members:
-            self.busy[m.gpu_type] = self.busy.get(m.gpu_type, 0) + sign * g
-            self.tenants[tenant] = self.tenants.get(tenant, 0) + sign * g
-            self.eff += sign * (group.factor * m.speed / best if best > 0 else 0.0)
-
-    def copy(self) -> _Load:
-        return _Load({k: v for k, v in self.busy.items() if v}, {u: v for u, v in self.tenants.items() if v}, self.eff)
-
-
 #: speed of a job on a type and nodes (the engine's node factors and consolidation rule)
 SpeedFn = Callable[[JobState, str, tuple[str, ...]], float]
 #: a job's members placed at the round start: (member id, GPU type, {node: gpus})
@@ -228,11 +154,11 @@ class RoundPlay:
         self.free = FreeGpus(capacity, nodes)
         self.seats = seats
         self.speed = speed
-        self.groups: list[_Group] = []
-        self.load = _Load()
-        self.peak = _Load()
+        self.groups: list[Group] = []
+        self.load = Load()
+        self.peak = Load()
         self.busy_gpu_s = 0.0
-        self.events: list[tuple[float, int, int, _Group | JobState]] = []
+        self.events: list[tuple[float, int, int, Group | JobState]] = []
         self.seq = itertools.count()
         self.waiting: dict[str, JobState] = {}
         self.order: dict[str, tuple[float, float, str]] = {}
@@ -287,7 +213,7 @@ class RoundPlay:
                ran_last: Collection[str] = frozenset()) -> None:
         """Give a job its members from offset ``at``: each continues (same spot as in the
         previous round) or (re)starts after any requeue hold and the start latency."""
-        runs: list[_Member] = []
+        runs: list[Member] = []
         for mid, k, node_gpus in members:
             seat = job.seat if mid == job.id else self.seats.setdefault(mid, Seat())
             if mid in ran_last and seat.spot == spot_of(k, node_gpus):
@@ -300,10 +226,10 @@ class RoundPlay:
                 seat.held_from, seat.ready_at = self.t0 + start, self.t0 + ready
             seat.rounds_on[k] = seat.rounds_on.get(k, 0) + 1
             self.free.change(k, node_gpus, job.trace.gpus, -1)
-            runs.append(_Member(mid, k, dict(node_gpus), start, ready, self.speed(job, k, tuple(sorted(node_gpus)))))
+            runs.append(Member(mid, k, dict(node_gpus), start, ready, self.speed(job, k, tuple(sorted(node_gpus)))))
         factor = (1.0 - self.cfg.fork_sync) if len(runs) > 1 else 1.0
         done_at = finish_time([(m.speed, m.ready) for m in runs], job.remaining, factor, self.round_s)
-        group = _Group(job, runs, factor, done_at, at)
+        group = Group(job, runs, factor, done_at, at)
         self.groups.append(group)
         self.load.change(group, +1)
         if done_at is not None and self.cfg.fill_between_rounds:
@@ -316,7 +242,7 @@ class RoundPlay:
 
     # ------------------------------------------------------------------ events (filling)
 
-    def _push(self, at: float, kind: int, what: _Group | JobState) -> None:
+    def _push(self, at: float, kind: int, what: Group | JobState) -> None:
         heapq.heappush(self.events, (at, kind, next(self.seq), what))
 
     def _schedule(self, incoming: Iterable[JobState], priority: Mapping[str, float], service: Mapping[str, float]) -> None:
@@ -344,7 +270,7 @@ class RoundPlay:
                 break
             while self.events and self.events[0][0] <= at + _EPS:
                 _, kind, _, what = heapq.heappop(self.events)
-                if isinstance(what, _Group):
+                if isinstance(what, Group):
                     self._release(what)
                 elif kind == _ARRIVAL:
                     what.rounds_in_system += 1  # in the system from now on
@@ -354,7 +280,7 @@ class RoundPlay:
             if self.load.total > self.peak.total:
                 self.peak = self.load.copy()
 
-    def _release(self, group: _Group) -> None:
+    def _release(self, group: Group) -> None:
         for m in group.members:
             self.free.change(m.gpu_type, m.node_gpus, group.job.trace.gpus, +1)
         self.load.change(group, -1)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from slurm_fair.model import Job
 from slurm_fair.sim import engine, metrics
 from slurm_fair.sim.cluster import ClusterSpec, parse_cluster
-from slurm_fair.sim.playout import FreeGpus
+from slurm_fair.sim.holdings import FreeGpus
 from slurm_fair.sim.workload import TraceJob, make_workload
 
 from simhelpers import job_rows, even_split, oldest_first, scripted, standin, table_from, taking_turns
