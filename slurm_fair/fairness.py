@@ -16,11 +16,11 @@ the exact checks with ``eps``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Iterator, Mapping
 
 
 from .jobclasses import JobClass, classes_of
-from .model import Problem
+from .model import Job, Problem
 from .solver import INF, SmallLP
 
 XMap = Mapping[str, Mapping[str, float]]
@@ -45,11 +45,6 @@ def slack(rhs: float) -> float:
 
 
 # --- sums of an allocation -------------------------------------------------------------------
-
-
-def normalised_throughputs(problem: Problem) -> dict[str, dict[str, float]]:
-    """``n_jk = T_jk / max_k' T_jk'`` for every job and type it can run on."""
-    return {j.id: {k: j.normalised(k) for k in problem.types if j.normalised(k) > 0} for j in problem.jobs}
 
 
 def job_rates(problem: Problem, x: XMap) -> dict[str, float]:
@@ -81,36 +76,6 @@ def tenant_bundles(problem: Problem, x: XMap) -> dict[str, dict[str, float]]:
 def efficiency(problem: Problem, x: XMap) -> float:
     """``E = sum_u U_u``."""
     return sum(tenant_utilities(problem, x).values())
-
-
-def feasibility_violations(problem: Problem, x: XMap) -> list[str]:
-    """What makes ``x`` infeasible (empty when feasible): shares, capacity, impossible types."""
-    out: list[str] = []
-    ids = {j.id: j for j in problem.jobs}
-    for job_id in x:
-        if job_id not in ids:
-            out.append(f"job {job_id}: not in the problem")
-    for j in problem.jobs:
-        row = x.get(j.id, {})
-        total = 0.0
-        for k, v in row.items():
-            v = float(v)
-            if v < -1e-9:
-                out.append(f"job {j.id}: x[{k}] = {v} < 0")
-            if v > 1e-9 and j.throughput.get(k, 0.0) <= 0:
-                out.append(f"job {j.id}: time on {k}, where it cannot run")
-            total += v
-        if total > 1 + eps(1):
-            out.append(f"job {j.id}: sum_k x = {total} > 1")
-    used = {k: 0.0 for k in problem.types}
-    for j in problem.jobs:
-        for k, v in x.get(j.id, {}).items():
-            used[k] = used.get(k, 0.0) + j.gpus * float(v)
-    for k, u in used.items():
-        cap = float(problem.gpu_types.get(k, 0))
-        if u > cap + eps(cap):
-            out.append(f"type {k}: {u} GPUs used > capacity {cap}")
-    return out
 
 
 # --- the value of a bundle --------------------------------------------------------------------
@@ -259,46 +224,73 @@ def bundle_value(problem: Problem, tenant: str, bundle: Mapping[str, float]) -> 
 def equal_share(problem: Problem, tenant: str) -> dict[str, float]:
     """The weighted equal share ``(w_u / W) * C`` of ``tenant`` (active tenants only in W)."""
     total = sum(problem.weight(u) for u in problem.active_tenants)
-    share = problem.weight(tenant) / total if total > 0 else 0.0
-    return {k: share * float(c) for k, c in problem.gpu_types.items()}
+    return weighted_share(problem.weight(tenant), total, problem.gpu_types)
+
+
+def weighted_share(w_u: float, total_w: float, capacity: Mapping[str, float]) -> dict[str, float]:
+    """``(w_u / W) * C``: the bundle SI compares a tenant's utility with (``W = total_w``, the
+    weights of the tenants taking part). Reports call it with a slice's GPU-hours as ``C``."""
+    share = w_u / total_w if total_w > 0 else 0.0
+    return {k: share * float(c) for k, c in capacity.items()}
+
+
+def envied_bundle(w_u: float, w_v: float, bundle_v: Mapping[str, float]) -> dict[str, float]:
+    """``(w_u / w_v) * y_v``: tenant ``v``'s bundle as EF lets ``u`` claim it (weights scale it)."""
+    scale = w_u / w_v
+    return {k: scale * float(y) for k, y in bundle_v.items()}
 
 
 # --- the properties -------------------------------------------------------------------------
 
+#: ``V_u(b)`` as a function of tenant and bundle; the checks below take one so that a caller
+#: valuing many allocations of the same jobs (the simulator) can pass a memoised one
+Valuer = Callable[[str, Mapping[str, float]], float]
 
-def sharing_incentive_gaps(problem: Problem, x: XMap) -> dict[str, float]:
+
+def valuer(problem: Problem) -> Valuer:
+    """``V_u(b)`` of ``problem``'s tenants, each tenant's job classes built once."""
+    classes = {u: classes_of(problem, problem.jobs_of(u)) for u in problem.active_tenants}
+    return lambda u, bundle: best_use(classes[u], bundle).value
+
+
+def _si_gaps(problem: Problem, x: XMap, value: Valuer | None) -> Iterator[tuple[str, float, float]]:
+    """``(u, V_u(equal share) - U_u, U_u)`` tenant after tenant, computed lazily."""
+    value = value or valuer(problem)
+    utilities = tenant_utilities(problem, x)
+    for u in problem.active_tenants:
+        yield u, value(u, equal_share(problem, u)) - utilities[u], utilities[u]
+
+
+def sharing_incentive_gaps(problem: Problem, x: XMap, value: Valuer | None = None) -> dict[str, float]:
     """``V_u(equal share) - U_u`` per tenant (SI holds where this is <= eps)."""
-    utilities = tenant_utilities(problem, x)
-    return {
-        u: bundle_value(problem, u, equal_share(problem, u)) - utilities[u]
-        for u in problem.active_tenants
-    }
+    return {u: gap for u, gap, _ in _si_gaps(problem, x, value)}
 
 
-def is_sharing_incentive(problem: Problem, x: XMap) -> bool:
-    utilities = tenant_utilities(problem, x)
-    return all(gap <= eps(utilities[u] + gap) for u, gap in sharing_incentive_gaps(problem, x).items())
+def is_sharing_incentive(problem: Problem, x: XMap, value: Valuer | None = None) -> bool:
+    """SI with tolerance ``eps`` (stops at the first tenant below its equal share's value)."""
+    return all(gap <= eps(util + gap) for _, gap, util in _si_gaps(problem, x, value))
 
 
-def envy(problem: Problem, x: XMap) -> dict[tuple[str, str], float]:
-    """``V_u((w_u/w_v) y_v) - U_u`` for every ordered pair ``u != v`` (> eps means u envies v)."""
+def _envies(problem: Problem, x: XMap, value: Valuer | None) -> Iterator[tuple[str, str, float, float]]:
+    """``(u, v, V_u((w_u/w_v) y_v) - U_u, U_u)`` pair after pair, computed lazily."""
+    value = value or valuer(problem)
     utilities = tenant_utilities(problem, x)
     bundles = tenant_bundles(problem, x)
-    tenant_classes = {u: classes_of(problem, problem.jobs_of(u)) for u in problem.active_tenants}
-    out: dict[tuple[str, str], float] = {}
     for u in problem.active_tenants:
         for v in problem.active_tenants:
-            if u == v:
-                continue
-            scale = problem.weight(u) / problem.weight(v)
-            b = {k: scale * y for k, y in bundles[v].items()}
-            out[u, v] = best_use(tenant_classes[u], b).value - utilities[u]
-    return out
+            if u != v:
+                b = envied_bundle(problem.weight(u), problem.weight(v), bundles[v])
+                yield u, v, value(u, b) - utilities[u], utilities[u]
 
 
-def is_envy_free(problem: Problem, x: XMap) -> bool:
-    utilities = tenant_utilities(problem, x)
-    return all(e <= eps(utilities[u] + e) for (u, _), e in envy(problem, x).items())
+def envy(problem: Problem, x: XMap, value: Valuer | None = None) -> dict[tuple[str, str], float]:
+    """``V_u((w_u/w_v) y_v) - U_u`` for every ordered pair ``u != v`` (> eps means u envies v)."""
+    return {(u, v): e for u, v, e, _ in _envies(problem, x, value)}
+
+
+def is_envy_free(problem: Problem, x: XMap, value: Valuer | None = None) -> bool:
+    """EF with tolerance ``eps`` (stops at the first envious pair)."""
+    return all(e <= eps(util + e) for _, _, e, util in _envies(problem, x, value))
 
 
 def pareto_gap(problem: Problem, x: XMap) -> float:
@@ -416,31 +408,58 @@ def _max_efficiency_lp(
 
 
 def isolated_time_shares(problem: Problem) -> dict[str, dict[str, float]]:
-    """The finish-time-fairness baseline: job ``j`` of tenant ``u`` gets, on every type ``k``,
-    the time share ``(w_u/W) C_k / G_u`` where ``G_u`` is the GPUs its tenant's active jobs ask
-    for (the tenant's share of each type split equally by GPU among its own jobs), scaled down
-    so the shares sum to at most 1 and restricted to types the job can run on."""
-    total = sum(problem.weight(u) for u in problem.active_tenants)
-    demand = {u: sum(j.gpus for j in problem.jobs_of(u)) for u in problem.active_tenants}
-    out: dict[str, dict[str, float]] = {}
+    """The finish-time-fairness baseline (docs/fairness.md, "isolated baseline"): the time share
+    ``z_jk`` every job of ``problem`` would have with its tenant's isolated slice of the cluster.
+
+    ``problem`` holds the jobs in the system at the moment the baseline is taken (reports and the
+    simulator: at the job's arrival; gavel-ftf: this cycle). Tenant ``u`` owns ``w_u / W`` of
+    every type (``W`` over the tenants with a job in ``problem``), shared equally among its
+    ``N_u`` jobs (Gavel's isolated split, by job count): job ``j`` owns ``(w_u / W) C_k / N_u``
+    GPUs of each type and uses them as well as a gang of ``g_j`` can, fastest types first
+    (``z_jk <= owned_k / g_j``, ``sum_k z_jk <= 1``; :func:`_best_time_shares`)."""
+    fraction = _isolated_fractions(problem)
+    return {j.id: _best_time_shares(j, fraction[j.tenant], problem.gpu_types) for j in problem.jobs}
+
+
+def _isolated_fractions(problem: Problem) -> dict[str, float]:
+    """``(w_u / W) / N_u`` per tenant with a job in ``problem``: the part of every type's GPUs
+    each of its jobs owns in isolation."""
+    count: dict[str, int] = {}
     for j in problem.jobs:
-        w = problem.weight(j.tenant) / total
-        raw = {
-            k: w * float(c) / demand[j.tenant]
-            for k, c in problem.gpu_types.items()
-            if j.throughput.get(k, 0.0) > 0 and c > 0
-        }
-        s = sum(raw.values())
-        scale = 1.0 / s if s > 1 else 1.0
-        out[j.id] = {k: v * scale for k, v in raw.items()}
+        count[j.tenant] = count.get(j.tenant, 0) + 1
+    total = sum(problem.weight(u) for u in count)
+    return {u: problem.weight(u) / total / n for u, n in count.items()}
+
+
+def _best_time_shares(job: Job, fraction: float, capacity: Mapping[str, int]) -> dict[str, float]:
+    """The best use of ``fraction * C_k`` GPUs of every type by ``job``'s gang: time fractions
+    ``z_k <= fraction * C_k / g_j`` filled fastest type first until they sum to 1 (a fractional
+    knapsack; types the job cannot use get nothing)."""
+    left, out = 1.0, {}
+    for k in sorted(job.throughput, key=lambda k: (-job.throughput[k], k)):
+        if left <= 0 or job.throughput[k] <= 0:
+            continue
+        z = min(left, fraction * float(capacity.get(k, 0)) / job.gpus)
+        if z > 0:
+            out[k] = z
+            left -= z
     return out
 
 
 def isolated_throughputs(problem: Problem) -> dict[str, float]:
-    """``sum_k T_jk * share_jk`` under :func:`isolated_time_shares` (work units per second)."""
-    shares = isolated_time_shares(problem)
+    """``thr_j^iso = sum_k T_jk z_jk`` under :func:`isolated_time_shares` (work units per second)."""
     jobs = {j.id: j for j in problem.jobs}
-    return {jid: sum(jobs[jid].throughput.get(k, 0.0) * v for k, v in s.items()) for jid, s in shares.items()}
+    return {jid: sum(jobs[jid].throughput[k] * z for k, z in s.items())
+            for jid, s in isolated_time_shares(problem).items()}
+
+
+def isolated_jct(problem: Problem, job_id: str, work: float) -> float | None:
+    """``JCT_iso = work / thr_j^iso`` of job ``job_id`` in ``problem`` (the jobs in the system at
+    its arrival, itself included); None when its isolated share is worth nothing to it."""
+    job = next(j for j in problem.jobs if j.id == job_id)
+    shares = _best_time_shares(job, _isolated_fractions(problem)[job.tenant], problem.gpu_types)
+    rate = sum(job.throughput[k] * z for k, z in shares.items())
+    return work / rate if rate > 0 else None
 
 
 def ftf_rho(jct_s: float, isolated_jct_s: float) -> float:
@@ -448,9 +467,10 @@ def ftf_rho(jct_s: float, isolated_jct_s: float) -> float:
     return jct_s / isolated_jct_s if isolated_jct_s > 0 else float("inf")
 
 
-def latency_ratio(wait_s: float, run_s: float, fastest_run_s: float) -> float:
-    """Hops' latency ratio: ``(wait + run) / run time on the job's fastest type alone``."""
-    return (wait_s + run_s) / fastest_run_s if fastest_run_s > 0 else float("inf")
+def latency_ratio(jct_s: float, alone_s: float) -> float:
+    """Hops' latency ratio ``(wait + run) / run time on the job's fastest type alone``: the
+    job's JCT over ``alone_s`` (inf when ``alone_s`` is 0)."""
+    return jct_s / alone_s if alone_s > 0 else float("inf")
 
 
 def efficiency_ratio(e: float, e_star: float) -> float:

@@ -36,12 +36,8 @@ class JobClass:
 
 
 def normalised_vector(job: Job, types: list[str]) -> dict[str, float]:
-    """``n_jk`` over the problem's types; types the problem does not have are ignored."""
-    best = max((float(job.throughput.get(k, 0.0)) for k in types), default=0.0)
-    best = max(best, job.best_throughput)
-    if best <= 0:
-        return {}
-    return {k: float(job.throughput.get(k, 0.0)) / best for k in types if job.throughput.get(k, 0.0) > 0}
+    """:meth:`Job.normalised` over the problem's ``types``, types the job cannot use left out."""
+    return {k: n for k in types if (n := job.normalised(k)) > 0}
 
 
 def classes_of(problem: Problem, jobs: list[Job] | None = None) -> list[JobClass]:

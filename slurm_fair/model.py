@@ -31,6 +31,17 @@ def frozen_map(m: Mapping | None) -> Mapping:
 # --------------------------------------------------------------------------------------------
 
 
+def normalised_throughput(throughput: Mapping[str, float], gpu_type: str) -> float:
+    """``n_jk = T_jk / max_k' T_jk'`` in [0, 1]: the one definition of the normalised throughput
+    (:meth:`Job.normalised`, job classes, reports and simulator records all call it).
+
+    0 for a type the job cannot use (``T_jk`` missing or 0) and for a job that can run nowhere:
+    no time on such a type has any value. (A job whose speed is *unknown* is another matter: the
+    callers give it flat throughputs, 1 on every type, before asking.)"""
+    best = max(throughput.values(), default=0.0)
+    return float(throughput.get(gpu_type, 0.0)) / best if best > 0 else 0.0
+
+
 @dataclass(frozen=True)
 class Job:
     """One GPU job of the cycle's problem.
@@ -77,9 +88,8 @@ class Job:
         return max(self.throughput.values(), default=0.0)
 
     def normalised(self, gpu_type: str) -> float:
-        """``n_jk = T_jk / max_k' T_jk'`` in [0, 1]."""
-        best = self.best_throughput
-        return self.throughput.get(gpu_type, 0.0) / best if best > 0 else 0.0
+        """``n_jk`` (:func:`normalised_throughput`)."""
+        return normalised_throughput(self.throughput, gpu_type)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ over ``a_jk in [0, 1]`` (``sum_k a_jk <= 1``, ``sum_j g_j a_jk <= C_k``), where
   the job (and, shared equally among its jobs, its tenant) is behind its fair progress. Fair
   progress accrues every round the job is in the system at its *isolated share rate* (its
   tenant's ``w_u/W`` of every type split equally among the tenant's active jobs, used as well as
-  the job can; :func:`slurm_fair.sim.metrics.share_rate`); attained progress accrues ``n_jk`` per
+  the job can; :func:`slurm_fair.fairness.isolated_time_shares`); attained progress accrues ``n_jk`` per
   round it ran on ``k`` (read from ``Job.prev_type``). Both live in ``options.state``, so the
   compensation is computed in real time from what actually happened.
 * ``s_jk = 1`` when ``j`` ran on another type last round (the **switching penalty**).

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..gangs import can_hold
-from ..model import AccountingRecord, GpuRequest, SlurmJob, frozen_map
+from ..model import AccountingRecord, GpuRequest, SlurmJob, frozen_map, normalised_throughput
 from ..slurm.port import SlurmPort
 from .window import Window
 
@@ -143,11 +143,10 @@ def _estimate_throughput(text: str | None) -> dict[str, float]:
 
 
 def normalise(tput: Mapping[str, float], types: list[str]) -> dict[str, float]:
-    """``n_jk = T_jk / max_k T_jk`` over ``types`` (types missing from ``tput`` get 0)."""
-    best = max((float(tput.get(k, 0.0)) for k in types), default=0.0)
-    if best <= 0:
-        return {k: 1.0 for k in types}
-    return {k: float(tput.get(k, 0.0)) / best for k in types}
+    """``n_jk`` (:func:`~slurm_fair.model.normalised_throughput`) over ``types``, the best of
+    ``types`` being 1: the cluster's types are the problem's, as in the controller."""
+    on_types = {k: float(tput.get(k, 0.0)) for k in types}
+    return {k: normalised_throughput(on_types, k) for k in types}
 
 
 def _as_job(rec: AccountingRecord) -> SlurmJob:
@@ -228,8 +227,8 @@ def gang_feasible(speeds: dict[str, JobSpeed], records: list[AccountingRecord],
             continue
         n = {k: (v if k not in node_sizes or can_hold(rec.shape, node_sizes[k]) else 0.0) for k, v in sp.n.items()}
         if n != dict(sp.n):
-            best = max(n.values(), default=0.0)  # n_jk is relative to the best type it can use
-            out[rec.job_id] = JobSpeed({k: v / best if best > 0 else 0.0 for k, v in n.items()}, sp.source, sp.klass)
+            # n_jk is relative to the best type it can use
+            out[rec.job_id] = JobSpeed(normalise(n, list(n)), sp.source, sp.klass)
     return out
 
 

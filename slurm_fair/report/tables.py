@@ -12,8 +12,8 @@ Every definition is written out in ``docs/reports.md``; the short version:
   hours (the LP is :func:`slurm_fair.fairness.best_use`, unchanged);
 * sharing-incentive ratio = ``U_u / V_u((w_u/W) C H)``; envy ``V_u((w_u/w_v) Y_v) / U_u``;
 * efficiency = ``E / E*`` with ``E* = V_all(C H)`` (all jobs as one tenant);
-* finish-time fairness ``rho = JCT / JCT_iso`` with the isolated baseline of
-  :func:`slurm_fair.fairness.isolated_time_shares` frozen at the job's submission.
+* finish-time fairness ``rho = JCT / JCT_iso`` with :func:`slurm_fair.fairness.isolated_jct`
+  over the jobs active at the job's submission (the simulator's baseline, frozen then).
 
 Computations never raise for missing data: a figure that cannot be computed is left out and
 its reason appended to :attr:`Report.not_computed`.
@@ -266,14 +266,15 @@ def fairness_frames(
             total_w = sum(inputs.weights.get(t, 1.0) for t in present)
             used = {v: {k: float((gpus * ran[:, b])[(tenant_of == v) & (kind == k)].sum()) for k in types}
                     for v in tenants}
+            gpu_hours = {k: inputs.capacity[k] * bin_h[b] for k in types}
             for u in present:
-                share = inputs.weights.get(u, 1.0) / total_w
-                equal_value[u] += fairness.best_use(per[u], {k: share * inputs.capacity[k] * bin_h[b] for k in types}).value
+                w_u = inputs.weights.get(u, 1.0)
+                equal_value[u] += fairness.best_use(per[u], fairness.weighted_share(w_u, total_w, gpu_hours)).value
                 for v in tenants:
                     if v == u or not any(used[v].values()):
                         continue
-                    scale = inputs.weights.get(u, 1.0) / inputs.weights.get(v, 1.0)
-                    envy_value[(u, v)] += fairness.best_use(per[u], {k: scale * y for k, y in used[v].items()}).value
+                    bundle = fairness.envied_bundle(w_u, inputs.weights.get(v, 1.0), used[v])
+                    envy_value[(u, v)] += fairness.best_use(per[u], bundle).value
     rows = []
     for u in tenants:
         v = equal_value[u]
@@ -350,12 +351,10 @@ def ftf_frame(jobs: pd.DataFrame, inputs: ReportInputs, missing: list[NotCompute
         t = submit[i]
         active = np.flatnonzero(final & (submit <= t) & (end_eff > t))
         problem = Problem(gpu_types=inputs.capacity, tenants=weights, jobs=tuple(all_jobs[a] for a in active))
-        share = fairness.isolated_time_shares(problem).get(all_jobs[i].id, {})
-        n = all_jobs[i].throughput
-        rate = sum(n.get(k, 0.0) * v for k, v in share.items())
-        if rate > 0 and work[i] > 0:  # a run shorter than sacct's second has no measurable rho
-            iso[i] = work[i] / rate
-            rho[i] = fairness.ftf_rho(jct[i], iso[i])
+        jct_iso = fairness.isolated_jct(problem, all_jobs[i].id, float(work[i]))
+        if jct_iso:  # a run shorter than sacct's second has no measurable rho
+            iso[i] = jct_iso
+            rho[i] = fairness.ftf_rho(jct[i], jct_iso)
     df["jct_iso_s"] = iso
     df["ftf_rho"] = rho
     if df.loc[done, "ftf_rho"].isna().any():

@@ -22,7 +22,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..model import frozen_map
+from .. import fairness
+from ..model import Job, Problem, frozen_map, normalised_throughput
 
 
 @dataclass(frozen=True)
@@ -129,67 +130,36 @@ def makespan(records: Iterable[JobRecord]) -> float | None:
     return max(ends) - min(r.arrival_s for r in recs)
 
 
-def share_rate(throughput: Mapping[str, float], gpus: int, share: Mapping[str, float]) -> float:
-    """The best rate (steps/s) of a gang of ``gpus`` GPUs owning ``share[k]`` GPUs of each type.
-
-    Time-slicing: the job may run a fraction ``z_k <= share_k / gpus`` of the time on type ``k``,
-    ``sum z_k <= 1``; the best use fills its fastest types first (a fractional knapsack).
-    """
-    left, rate = 1.0, 0.0
-    for k in sorted(throughput, key=lambda k: -throughput[k]):
-        t = throughput[k]
-        if t <= 0 or left <= 0:
-            continue
-        z = min(left, share.get(k, 0.0) / gpus)
-        rate += t * z
-        left -= z
-    return rate
-
-
 def _active_at(records: Sequence[JobRecord], t: float) -> list[JobRecord]:
     """Records in the system at time ``t`` (arrived, not finished)."""
     return [r for r in records if r.arrival_s <= t and (r.end_s is None or r.end_s > t)]
 
 
-def isolated_jct(record: JobRecord, records: Sequence[JobRecord], capacity: Mapping[str, int]) -> float | None:
-    """``JCT_iso``: the job's JCT if, from its arrival on, its tenant had ``w_u/W`` of every GPU
-    type to itself, shared equally among the tenant's jobs in the system at that arrival.
-
-    ``W`` sums the weights of the tenants with a job in the system at the arrival (the job's own
-    tenant included). The share is frozen at the arrival (Gavel's FTF baseline uses the same
-    snapshot idea). None when the work or throughputs are unknown.
-    """
-    if record.work is None or not record.throughput:
-        return None
-    present = _active_at(records, record.arrival_s)
-    if record not in present:
-        present.append(record)
-    weights = {r.tenant: r.weight for r in present}
-    total_w = sum(weights.values())
-    own = sum(1 for r in present if r.tenant == record.tenant)
-    fraction = weights[record.tenant] / total_w / own
-    rate = share_rate(record.throughput, record.gpus, {k: fraction * c for k, c in capacity.items()})
-    return record.work / rate if rate > 0 else None
-
-
 def ftf_rhos(records: Sequence[JobRecord], capacity: Mapping[str, int]) -> dict[str, float]:
-    """``rho_j = JCT_j / JCT_j^iso`` for every finished job whose baseline is known."""
+    """``rho_j = JCT_j / JCT_j^iso`` for every finished job whose baseline is known.
+
+    ``JCT_iso`` is :func:`slurm_fair.fairness.isolated_jct` over the jobs in the system at the
+    job's arrival (arrived, not finished; the job itself included), frozen from then on (Gavel's
+    FTF baseline uses the same snapshot idea). Jobs without work or throughputs have none."""
+    as_job = {r.job_id: Job(r.job_id, r.tenant, r.gpus, r.throughput) for r in records}
     out: dict[str, float] = {}
     for r in records:
-        if r.jct_s is None:
+        if r.jct_s is None or r.work is None or not r.throughput:
             continue
-        iso = isolated_jct(r, records, capacity)
+        present = _active_at(records, r.arrival_s)
+        if r not in present:
+            present.append(r)
+        problem = Problem(capacity, {p.tenant: p.weight for p in present}, tuple(as_job[p.job_id] for p in present))
+        iso = fairness.isolated_jct(problem, r.job_id, r.work)
         if iso:
-            out[r.job_id] = r.jct_s / iso
+            out[r.job_id] = fairness.ftf_rho(r.jct_s, iso)
     return out
 
 
-def latency_ratio(record: JobRecord) -> float | None:
-    """Hops' latency ratio: ``(wait + run) / run time on the job's fastest type alone``.
-
-    Without work and throughputs (real-cluster records) the denominator is the job's own run
-    time ``end - start``.
-    """
+def job_latency_ratio(record: JobRecord) -> float | None:
+    """:func:`slurm_fair.fairness.latency_ratio` of a finished job: its JCT over ``work / max_k
+    T_jk``. Without work and throughputs (real-cluster records) the denominator is the job's own
+    run time ``end - start``."""
     if record.end_s is None:
         return None
     best = max(record.throughput.values(), default=0.0)
@@ -199,7 +169,13 @@ def latency_ratio(record: JobRecord) -> float | None:
         alone = record.end_s - record.start_s
     else:
         return None
-    return (record.end_s - record.arrival_s) / alone if alone > 0 else None
+    return fairness.latency_ratio(record.end_s - record.arrival_s, alone) if alone > 0 else None
+
+
+def normalised(record: JobRecord, gpu_type: str) -> float:
+    """The record's ``n_jk`` (:func:`slurm_fair.model.normalised_throughput`); 1 when its
+    throughputs are unknown (a real-cluster record: every GPU counts the same, *flat*)."""
+    return normalised_throughput(record.throughput, gpu_type) if record.throughput else 1.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -255,8 +231,7 @@ def samples_from_records(records: Sequence[JobRecord], capacity: Mapping[str, in
                 continue
             busy[k] = busy.get(k, 0) + r.gpus
             tenants[r.tenant] = tenants.get(r.tenant, 0) + r.gpus
-            best = max(r.throughput.values(), default=0.0)
-            eff += r.throughput.get(k, 0.0) / best if best > 0 else 1.0
+            eff += normalised(r, k)
         samples.append(RoundSample(t0 + i * round_s, round_s, capacity, busy, effective_throughput=eff, tenant_gpus=tenants))
     return samples
 
@@ -286,9 +261,8 @@ def tenant_breakdown(records: Sequence[JobRecord], capacity: Mapping[str, int]) 
         seconds = per.get(tenant, {})
         weighted = 0.0
         for r in mine:
-            best = max(r.throughput.values(), default=0.0)
             for k, s in r.used_gpu_seconds().items():
-                weighted += s * (r.throughput.get(k, 0.0) / best if best > 0 else 1.0)
+                weighted += s * normalised(r, k)
         total = sum(seconds.values())
         out[tenant] = {
             "jobs": len(mine),
@@ -305,7 +279,7 @@ def tenant_breakdown(records: Sequence[JobRecord], capacity: Mapping[str, int]) 
 def summarize(records: Sequence[JobRecord], samples: Sequence[RoundSample], capacity: Mapping[str, int]) -> dict[str, object]:
     """Every metric of the issue in one dict (JSON-ready; None where undefined)."""
     rhos = list(ftf_rhos(records, capacity).values())
-    lrs = [x for x in (latency_ratio(r) for r in records) if x is not None]
+    lrs = [x for x in (job_latency_ratio(r) for r in records) if x is not None]
     out: dict[str, object] = {}
     out.update(jct_stats(records))
     out["makespan_s"] = makespan(records)

@@ -114,14 +114,16 @@ def test_wait_jct_and_finish_time_fairness(report):
     j = report.jobs.set_index("job_id")
     assert j.loc["b2", "wait_s"] == 3600.0
     assert j.loc["a1", "jct_s"] == 5 * 3600.0
-    # a1 at 00:00: active a1, b1 -> alice 1/2 of each type over her 2 GPUs: 0.5 v100 + 0.5 k80
-    # rate 0.5*1 + 0.5*0.25 = 0.625; work 5 h on v100 -> JCT_iso 8 h; rho 5/8
+    # a1 at 00:00: active a1, b1 -> alice owns 1/2 of each type (1 v100 + 1 k80), her only job
+    # a gang of 2: at most 0.5 of the time on each, v100 first: rate 0.5*1 + 0.5*0.25 = 0.625;
+    # work 5 h on v100 -> JCT_iso 8 h; rho 5/8
     assert j.loc["a1", "ftf_rho"] == pytest.approx(5 / 8)
-    # b1: bob 1/2 over 2 GPUs: rate 0.5 + 0.25 = 0.75; work 10 h * 0.5 = 5 h -> 6.67 h; rho 1.5
+    # b1: the same for bob: rate 0.5 + 0.5*0.5 = 0.75; work 10 h * 0.5 = 5 h -> 6.67 h; rho 1.5
     assert j.loc["b1", "ftf_rho"] == pytest.approx(1.5)
-    # b2 at 04:00: active a1, b1, b2: bob 1/2 over 3 GPUs = 1/3 per type -> rate 1/3 + 0.5/3 = 0.5
-    # work 2 h -> JCT_iso 4 h; JCT 3 h -> 0.75
-    assert j.loc["b2", "ftf_rho"] == pytest.approx(0.75)
+    # b2 at 04:00: active a1, b1, b2: bob's half split over his 2 jobs (by job count, not by
+    # GPU) -> b2 owns 0.5 v100 + 0.5 k80: 0.5 of the time on each -> rate 0.5 + 0.25 = 0.75;
+    # work 2 h -> JCT_iso 8/3 h; JCT 3 h -> 1.125
+    assert j.loc["b2", "ftf_rho"] == pytest.approx(1.125)
     assert tenant(report, "bob", "ftf_rho_max") == pytest.approx(1.5)
     assert tenant(report, "bob", "wait_mean_s") == pytest.approx(1800.0)
 
