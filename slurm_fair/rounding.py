@@ -184,8 +184,7 @@ def place(
     prev = prev or {}
     prev_nodes = prev_nodes or {}
     fixed = fixed or {}
-    # optional node choice of the policy: allocation.info["nodes"] = {job_id: (node, ...)}
-    node_hints: Mapping[str, tuple[str, ...]] = allocation.info.get("nodes", {}) or {}
+    node_hints = allocation.nodes  # optional node choice of the policy
     pool = _Pool(problem)
     jobs: dict[str, Job] = {j.id: j for j in problem.jobs}
     types: dict[str, str] = {}

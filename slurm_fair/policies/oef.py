@@ -37,8 +37,8 @@ from ..model import Allocation, Problem
 from . import PolicyOptions, register
 from ._ceei import ceei
 from ._envy import EnvyBounds
-from ._lp import ClassLP, equal_split_classes, fallback_allocation, feasible_classes, result
-from .baselines import _max_min, _max_throughput_classes
+from ._lp import (class_lp, equal_split_classes, fallback_allocation, feasible_classes, max_min_classes,
+                  max_throughput_classes, result)
 
 ClassX = Mapping[int, Mapping[str, float]]
 
@@ -137,7 +137,7 @@ class _Climb:
 
     def __init__(self, problem: Problem, t: _Tenants, options: PolicyOptions):
         self.problem, self.t = problem, t
-        self.cm = ClassLP(problem, "oef_climb", t.classes, options)
+        self.cm = class_lp(problem, "oef_climb", t.classes, options)
         self.dev = {(u, k): self.cm.add_col() for u in t.names for k in problem.types}
         self.cm.set_objective(self.cm.efficiency())
         self.si_rows = {u: self.cm.add_row(self.cm.utility(u), t.si[u], INF) for u in t.names}
@@ -409,13 +409,13 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
     #    the answer (E = E*, and it is Pareto-efficient by construction)
     e_star: float | None = None
     try:
-        top = clean(_max_throughput_classes(problem, options, classes))
+        top = clean(max_throughput_classes(problem, options, classes))
         e_star = _efficiency(classes, top)
         if t.fair(top):
             info = {"winner": "max-throughput", "candidates": {"max-throughput": "SI+EF+PE"},
                     "ccp_rounds": 0, "pareto_efficient": True, "pareto_gap": 0.0,
-                    "efficiency_bound": e_star, "efficiency_ratio": 1.0, "degraded": {}}
-            return result(problem, "oef", classes, top, options, started, info)
+                    "efficiency_ratio": 1.0, "degraded": {}}
+            return result(problem, "oef", classes, top, options, started, info, efficiency_bound=e_star)
         tried["max-throughput"] = "not SI+EF"
     except SolverError as exc:
         tried["max-throughput"] = "failed"
@@ -487,7 +487,7 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
     def gavel() -> None:
         gm: ClassX | None = None
         try:
-            _, gm, _ = _max_min(problem, options, "oef_gavel", agnostic=False)
+            _, gm, _ = max_min_classes(problem, options, "oef_gavel", agnostic=False)
         except SolverError as exc:
             degraded["gavel-mmf"] = str(exc)
         consider("gavel-mmf", gm)
@@ -519,10 +519,10 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
     info = {"winner": winner, "candidates": tried, "ccp_rounds": rounds,
             "time_limit_s": options.time_limit_s, "skipped_for_time": skipped,
             "exact_envy_lps": t.envy.exact_solves,
-            "pareto_efficient": pe, "pareto_gap": gap, "efficiency_bound": e_star,
+            "pareto_efficient": pe, "pareto_gap": gap,
             "efficiency_ratio": None if e_star is None else fairness.efficiency_ratio(e_best, e_star),
             "ceei_spending_error": None if eq is None else eq.error, "degraded": degraded}
-    return result(problem, "oef", classes, X, options, started, info)
+    return result(problem, "oef", classes, X, options, started, info, efficiency_bound=e_star)
 
 
 # --- non-cooperative ------------------------------------------------------------------------
