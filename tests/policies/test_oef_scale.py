@@ -1,7 +1,7 @@
 """OEF at many tenants: the pooled envy bounds are true upper bounds, and the anytime search
 returns a verified answer within its time limit and says what it skipped.
 
-Values are checked against scipy's linprog (tests/engine/_independent.py), per job."""
+Values are checked against scipy's linprog (tests/policies/_independent.py), per job."""
 
 from __future__ import annotations
 
