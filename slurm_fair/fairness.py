@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping
 
 
+from .classlp import ClassLP
 from .jobclasses import JobClass, classes_of
 from .model import Job, Problem
-from .solver import INF, SmallLP
+from .solver import INF
 
 XMap = Mapping[str, Mapping[str, float]]
 
@@ -106,7 +107,8 @@ class BestUse:
 def best_use(
     classes: list[JobClass], bundle: Mapping[str, float], solver: str | None = None
 ) -> BestUse:
-    """Solve ``V(b) = max sum n_ck z_ck`` s.t. ``sum_c g_c z_ck <= b_k``, ``sum_k z_ck <= m_c``.
+    """Solve ``V(b) = max sum n_ck z_ck`` s.t. ``sum_c g_c z_ck <= b_k``, ``sum_k z_ck <= m_c``
+    (the class LP, :mod:`slurm_fair.classlp`, with the bundle as capacities).
 
     ``classes`` are one tenant's job classes. The duals are repaired to be exactly feasible
     (``p`` clipped at 0, ``q_c`` raised to ``max_k n_ck - g_c p_k``), because EF cuts built from
@@ -117,103 +119,70 @@ def best_use(
         p0 = {k: 0.0 for k in bundle}
         q0 = {c.key: max(c.n.values(), default=0.0) for c in classes}
         return BestUse(0.0, {c.key: {} for c in classes}, p0, q0)
-    # one in-memory LP: columns z_ck, rows cap_k (one per type) then dem_c (one per class)
-    tindex = {k: i for i, k in enumerate(types)}
-    cols: list[tuple[int, str]] = []
-    cost: list[float] = []
-    row_cols: list[list[int]] = [[] for _ in types] + [[] for _ in classes]
-    row_vals: list[list[float]] = [[] for _ in types] + [[] for _ in classes]
-    for ci, c in enumerate(classes):
-        for k in types:
-            v = c.n.get(k, 0.0)
-            if v > 0.0:
-                col = len(cols)
-                cols.append((c.key, k))
-                cost.append(v)
-                row_cols[tindex[k]].append(col)
-                row_vals[tindex[k]].append(float(c.gpus))
-                row_cols[len(types) + ci].append(col)
-                row_vals[len(types) + ci].append(1.0)
-    rhs = [float(bundle[k]) for k in types] + [float(c.count) for c in classes]
-    rows = [(rc, rv, -INF, b) for rc, rv, b in zip(row_cols, row_vals, rhs)]
-    lp = SmallLP(cost, [0.0] * len(cols), [INF] * len(cols), rows, name="best_use",
-                 backend=None if solver in (None, "auto", "highs") else solver)
+    lp = ClassLP(classes, {k: float(bundle[k]) for k in types}, "best_use", types=types,
+                 backend=_backend(solver))
+    lp.set_objective(lp.efficiency())
     lp.solve()
-    p = {k: max(0.0, lp.duals[tindex[k]]) for k in types}
-    # types absent from the bundle (or useless to the tenant) get the price that makes the
-    # bound valid: nothing of them is held, so any price >= 0 works; use the largest needed
+    p = {k: max(0.0, lp.lp.duals[r]) for k, r in lp.cap_row.items()}
+    return _certified(lp, bundle, p, absent_price(classes))
+
+
+def absent_price(classes: list[JobClass]) -> dict[str, float]:
+    """The price of each type in a best-use certificate when the bundle holds none of it:
+    nothing of it is held, so any price >= 0 keeps the bound valid; ``max_c n_ck / g_c`` (the
+    largest needed) makes ``q`` independent of the type."""
+    types = {k for c in classes for k in c.n}
+    return {k: max((c.n.get(k, 0.0) / c.gpus for c in classes), default=0.0) for k in types}
+
+
+def _certified(lp: ClassLP, bundle: Mapping[str, float], p: dict[str, float],
+               absent: Mapping[str, float]) -> BestUse:
+    """The :class:`BestUse` of a solved best-use LP: value, ``z`` and the repaired duals
+    (``p`` for the types the LP priced, ``absent`` for the others)."""
     for k in bundle:
         if k not in p:
-            p[k] = max((c.n.get(k, 0.0) / c.gpus for c in classes), default=0.0)
-    q = {c.key: max([0.0] + [c.n[k] - c.gpus * p.get(k, 0.0) for k in c.n]) for c in classes}
-    zval: dict[int, dict[str, float]] = {c.key: {} for c in classes}
+            p[k] = absent.get(k, 0.0)
+    q = {c.key: max([0.0] + [c.n[k] - c.gpus * p.get(k, 0.0) for k in c.n]) for c in lp.classes}
+    zval: dict[int, dict[str, float]] = {c.key: {} for c in lp.classes}
     value = 0.0
-    for (ck, k), v, n in zip(cols, lp.x, cost):
+    for (ck, k), v in zip(lp.cols, lp.lp.x):
         if v > 1e-12:
             zval[ck][k] = v
-        value += n * v
+        value += lp.n[ck][k] * v
     return BestUse(value, zval, p, q)
 
 
+def _backend(solver: str | None) -> str | None:
+    """The :class:`~slurm_fair.solver.SmallLP` backend of a ``solver`` argument (None: the fastest)."""
+    return None if solver in (None, "auto", "highs") else solver
+
+
 class BestUseModel:
-    """``V_u(b)`` for one tenant's classes and many bundles: one in-memory LP (columns ``z_ck``
-    for every type, rows capacity then demand) whose capacity bounds change between solves, so
-    each value after the first is a warm re-solve. Same answer and certificate as
-    :func:`best_use` (types absent from the bundle priced at ``max_c n_ck / g_c``)."""
+    """``V_u(b)`` for one tenant's classes and many bundles: one class LP (every type some class
+    can use) whose capacity bounds change between solves, so each value after the first is a
+    warm re-solve. Same answer and certificate as :func:`best_use` (types absent from the
+    bundle priced by :func:`absent_price`)."""
 
     def __init__(self, classes: list[JobClass], types: list[str], solver: str | None = None):
         self.classes = classes
         self.types = [k for k in types if any(c.n.get(k, 0.0) > 0 for c in classes)]
-        self.all_types = list(types)
-        tindex = {k: i for i, k in enumerate(self.types)}
-        self.cols: list[tuple[int, str]] = []
-        self.cost: list[float] = []
-        row_cols: list[list[int]] = [[] for _ in self.types] + [[] for _ in classes]
-        row_vals: list[list[float]] = [[] for _ in self.types] + [[] for _ in classes]
-        for ci, c in enumerate(classes):
-            for k in self.types:
-                v = c.n.get(k, 0.0)
-                if v > 0.0:
-                    col = len(self.cols)
-                    self.cols.append((c.key, k))
-                    self.cost.append(v)
-                    row_cols[tindex[k]].append(col)
-                    row_vals[tindex[k]].append(float(c.gpus))
-                    row_cols[len(self.types) + ci].append(col)
-                    row_vals[len(self.types) + ci].append(1.0)
-        rows = [(row_cols[i], row_vals[i], -INF, 0.0) for i in range(len(self.types))]
-        rows += [(row_cols[len(self.types) + i], row_vals[len(self.types) + i], -INF, float(c.count))
-                 for i, c in enumerate(classes)]
-        self.lp = SmallLP(list(self.cost), [0.0] * len(self.cols), [INF] * len(self.cols), rows,
-                          name="best_use", backend=None if solver in (None, "auto", "highs") else solver)
-        self.absent = {k: max((c.n.get(k, 0.0) / c.gpus for c in classes), default=0.0) for k in types}
+        self.lp = ClassLP(classes, {k: 0.0 for k in self.types}, "best_use", types=self.types,
+                          backend=_backend(solver))
+        self.lp.set_objective(self.lp.efficiency())
+        self.absent = absent_price(classes)
 
     def __call__(self, bundle: Mapping[str, float]) -> BestUse:
         held = {k: float(bundle.get(k, 0.0)) for k in self.types}
         if not self.classes or not any(v > 1e-12 for v in held.values()):
             return best_use(self.classes, bundle)
-        for i, k in enumerate(self.types):
+        rows = self.lp.cap_row
+        for k in self.types:
             b = held[k] if held[k] > 1e-12 else 0.0
-            if self.lp.rows[i][3] != b:
-                self.lp.set_row_bounds(i, -INF, b)
+            if self.lp.lp.rows[rows[k]][3] != b:
+                self.lp.lp.set_row_bounds(rows[k], -INF, b)
         self.lp.solve()
-        p = {k: (max(0.0, self.lp.duals[i]) if held[k] > 1e-12 else self.absent[k]) for i, k in enumerate(self.types)}
-        for k in bundle:
-            if k not in p:
-                p[k] = self.absent.get(k, max((c.n.get(k, 0.0) / c.gpus for c in self.classes), default=0.0))
-        q = {c.key: max([0.0] + [c.n[k] - c.gpus * p.get(k, 0.0) for k in c.n]) for c in self.classes}
-        zval: dict[int, dict[str, float]] = {c.key: {} for c in self.classes}
-        value = 0.0
-        for (ck, k), v, n in zip(self.cols, self.lp.x, self.cost):
-            if v > 1e-12:
-                zval[ck][k] = v
-            value += n * v
-        return BestUse(value, zval, p, q)
-
-
-def classes_n(classes: list[JobClass]) -> dict[tuple[int, str], float]:
-    """``n_ck`` keyed by (class key, type)."""
-    return {(c.key, k): v for c in classes for k, v in c.n.items()}
+        p = {k: (max(0.0, self.lp.lp.duals[rows[k]]) if held[k] > 1e-12 else self.absent[k]) for k in self.types}
+        return _certified(self.lp, bundle, p, self.absent)
 
 
 def bundle_value(problem: Problem, tenant: str, bundle: Mapping[str, float]) -> float:
@@ -357,51 +326,21 @@ def _max_efficiency_lp(
     """``max E`` (floors relaxed by ``slack``): value, solution and ``sum_u mu_u slack(f_u)``."""
     if not classes:
         return 0.0, {}, 0.0
-    caps = {k: float(c) for k, c in problem.gpu_types.items()}
-    types = [k for k in problem.types if caps.get(k, 0.0) > 0]
-    tindex = {k: i for i, k in enumerate(types)}
-    tenants = sorted({c.tenant for c in classes})
-    uindex = {u: i for i, u in enumerate(tenants)}
-    nrows = len(types) + len(classes) + (len(tenants) if floors else 0)
-    row_cols: list[list[int]] = [[] for _ in range(nrows)]
-    row_vals: list[list[float]] = [[] for _ in range(nrows)]
-    cols: list[tuple[int, str]] = []
-    cost: list[float] = []
-    for ci, c in enumerate(classes):
-        for k in types:
-            v = c.n.get(k, 0.0)
-            if v > 0.0:
-                col = len(cols)
-                cols.append((c.key, k))
-                cost.append(v)
-                for r, a in ((tindex[k], float(c.gpus)), (len(types) + ci, 1.0)):
-                    row_cols[r].append(col)
-                    row_vals[r].append(a)
-                if floors:
-                    r = len(types) + len(classes) + uindex[c.tenant]
-                    row_cols[r].append(col)
-                    row_vals[r].append(v)
-    if not cols:
+    lp = ClassLP(classes, {k: float(c) for k, c in problem.gpu_types.items()}, "max_efficiency",
+                 backend=_backend(solver))
+    if not lp.cols:
         return 0.0, {c.key: {} for c in classes}, 0.0
-    rows = [(row_cols[i], row_vals[i], -INF, caps[k]) for i, k in enumerate(types)]
-    rows += [(row_cols[len(types) + i], row_vals[len(types) + i], -INF, float(c.count)) for i, c in enumerate(classes)]
-    relax: list[float] = []
+    lp.set_objective(lp.efficiency())
+    relax: dict[str, float] = {}
+    rows: dict[str, int] = {}
     if floors:
-        for u in tenants:
-            f = float(floors.get(u, 0.0))
-            relax.append(slack(f))
-            rows.append((row_cols[len(types) + len(classes) + uindex[u]],
-                         row_vals[len(types) + len(classes) + uindex[u]], f - relax[-1], INF))
-    lp = SmallLP(cost, [0.0] * len(cols), [INF] * len(cols), rows, name="max_efficiency",
-                 backend=None if solver in (None, "auto", "highs") else solver).solve()
-    X: dict[int, dict[str, float]] = {c.key: {} for c in classes}
-    for (ck, k), v in zip(cols, lp.x):
-        if v > 1e-10:
-            X[ck][k] = v
-    first = len(types) + len(classes)
+        tenants = sorted({c.tenant for c in classes})
+        relax = {u: slack(float(floors.get(u, 0.0))) for u in tenants}
+        rows = lp.add_floors({u: float(floors.get(u, 0.0)) - relax[u] for u in tenants})
+    value = lp.solve()
     # a binding >= row of a maximisation has dual <= 0: mu_u = -dual (clipped: never loosen)
-    correction = sum(max(0.0, -lp.duals[first + i]) * r for i, r in enumerate(relax))
-    return lp.objective, X, correction
+    correction = sum(max(0.0, -lp.lp.duals[rows[u]]) * r for u, r in relax.items())
+    return value, lp.values(), correction
 
 
 # --- job-level and over-time measures ------------------------------------------------------

@@ -162,6 +162,10 @@ class Allocation:
 
     ``status`` is ``optimal`` for a solved model, ``fallback`` when the documented equal split
     replaced a failed solve, ``heuristic`` for policies without a model (fifo).
+
+    The fields after ``solve_seconds`` are what other layers read from an answer (the rounding
+    step, the simulator, ``slurm-fair solve``); ``info`` holds free-form diagnostics that are
+    printed (``solve``'s JSON) but that no code reads.
     """
 
     policy: str
@@ -169,12 +173,24 @@ class Allocation:
     status: str = "optimal"
     solver: str = "none"
     solve_seconds: float = 0.0
+    #: nodes the policy chose for a job (``{job: (node, ...)}``, Hops): the rounding step tries
+    #: them first when the job is placed on their type
+    nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: copies of a job the policy added to ``x`` (``{copy: job}``, HadarE): the simulator runs
+    #: them as members of one job
+    forks: Mapping[str, str] = field(default_factory=dict)
+    #: ``E*``, when the policy computed it anyway (oef), so ``solve`` need not solve it again
+    efficiency_bound: float | None = None
+    #: why the model failed, when ``status`` is ``fallback``
+    fallback_reason: str | None = None
     info: Mapping[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(
             self, "x", frozen_map({j: frozen_map(v) for j, v in (self.x or {}).items()})
         )
+        object.__setattr__(self, "nodes", frozen_map({j: tuple(v) for j, v in self.nodes.items()}))
+        object.__setattr__(self, "forks", frozen_map(self.forks))
         object.__setattr__(self, "info", frozen_map(self.info))
 
     def fraction(self, job_id: str, gpu_type: str) -> float:

@@ -171,8 +171,9 @@ def _read_job(i: int, raw: Any, gpu_types: dict[str, int] | None) -> tuple[Job |
 
 def allocation_to_dict(problem: Problem, allocation: Allocation) -> dict[str, Any]:
     """docs/fairness.md's allocation output: policy, status, solver, solve_seconds, allocation
-    (``x_jk``, zero types omitted), tenants (bundle, utility) and efficiency; ``info`` entries
-    that are plain JSON values are added beside them."""
+    (``x_jk``, zero types omitted), tenants (bundle, utility) and efficiency; the allocation's
+    ``nodes``, ``forks`` (when not empty), ``efficiency_bound`` and ``fallback_reason`` (when
+    set), and its ``info`` entries that are plain JSON values, beside them."""
     from . import fairness  # local: fairness imports the solver, which readers do not need
 
     x = {j.id: {k: v for k, v in allocation.x.get(j.id, {}).items() if v > 1e-12} for j in problem.jobs}
@@ -190,6 +191,11 @@ def allocation_to_dict(problem: Problem, allocation: Allocation) -> dict[str, An
         },
         "efficiency": sum(utilities.values()),
     }
+    typed: dict[str, Any] = {
+        "nodes": {j: list(v) for j, v in allocation.nodes.items()}, "forks": dict(allocation.forks),
+        "efficiency_bound": allocation.efficiency_bound, "fallback_reason": allocation.fallback_reason,
+    }
+    out.update({k: v for k, v in typed.items() if v is not None and v != {}})
     for key, value in allocation.info.items():
         if key not in out:
             try:

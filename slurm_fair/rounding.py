@@ -49,9 +49,9 @@ Inputs besides the problem and the allocation:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping, Sequence
 
-from .gangs import choose_nodes
+from .gangs import Shape, choose_nodes
 from .model import Allocation, Job, Problem, frozen_map
 
 #: priority of a (job, type) pair the job never ran on: above every finite ratio
@@ -106,60 +106,89 @@ def pair_priority(x_jk: float, received_jk: float) -> float:
     return x_jk / received_jk
 
 
-class _Pool:
-    """Free GPUs per type, and per node when the problem has node structure."""
+class Pool:
+    """Free GPUs per type, and per node when there is node structure: the one place a gang is
+    fitted into what is free now (the rounding step; the controller's requeue choices).
 
-    def __init__(self, problem: Problem):
-        self.free_type = {k: int(c) for k, c in problem.gpu_types.items()}
-        self.free_node: dict[str, dict[str, int]] = {}
-        self.with_nodes = bool(problem.nodes)
+    Gangs are cut by :func:`slurm_fair.gangs.choose_nodes`; ``hosts`` (a node -> bool test,
+    None: any node) restricts a job to the nodes that can host one part of it."""
+
+    def __init__(self, free_type: Mapping[str, int], free_node: Mapping[str, Mapping[str, int]] | None = None):
+        self.free_type = {k: int(v) for k, v in free_type.items()}
+        self.with_nodes = free_node is not None
+        self.free_node = {k: {n: int(g) for n, g in v.items()} for k, v in (free_node or {}).items()}
+
+    @classmethod
+    def of_problem(cls, problem: Problem) -> "Pool":
+        """Everything free: the problem's capacities (per node when it has nodes)."""
+        if not problem.nodes:
+            return cls(problem.gpu_types)
+        free_node: dict[str, dict[str, int]] = {}
         for node in problem.nodes:
-            self.free_node.setdefault(node.gpu_type, {})[node.name] = int(node.gpus)
-        if self.with_nodes:
-            for k in self.free_type:
-                self.free_type[k] = min(self.free_type[k], sum(self.free_node.get(k, {}).values()))
+            free_node.setdefault(node.gpu_type, {})[node.name] = int(node.gpus)
+        free_type = {k: min(int(c), sum(free_node.get(k, {}).values())) for k, c in problem.gpu_types.items()}
+        return cls(free_type, free_node)
 
-    def take(self, job: Job, gpu_type: str, wanted: tuple[str, ...] = ()) -> dict[str, int] | None:
-        """Reserve the job's gang on ``gpu_type``: ``{node: gpus}`` used ({} without node
-        structure), None when it does not fit now (:func:`slurm_fair.gangs.choose_nodes`:
-        ``wanted`` nodes first, then best fit, counted per node, only nodes in ``job.hosts``)."""
-        if self.free_type.get(gpu_type, 0) < job.gpus:
+    @classmethod
+    def of_nodes(cls, free_node: Mapping[str, Mapping[str, int]]) -> "Pool":
+        """GPUs free per node (``{type: {node: free}}``)."""
+        return cls({k: sum(v.values()) for k, v in free_node.items()}, free_node)
+
+    def copy(self) -> "Pool":
+        return Pool(self.free_type, self.free_node if self.with_nodes else None)
+
+    def fit(self, shape: Shape, gpu_type: str, hosts: Callable[[str], bool] | None = None,
+            wanted: Sequence[str] = ()) -> dict[str, int] | None:
+        """Where the gang would go on ``gpu_type`` now, nothing reserved: ``{node: gpus}`` ({}
+        without node structure), None when it does not fit (``wanted`` nodes first, then best
+        fit, counted per node)."""
+        if self.free_type.get(gpu_type, 0) < shape.gpus:
             return None
         if not self.with_nodes:
-            self.free_type[gpu_type] -= job.gpus
             return {}
         nodes = self.free_node.get(gpu_type, {})
-        usable = nodes if job.hosts is None else {n: f for n, f in nodes.items() if n in job.hosts}
-        chosen = choose_nodes(job.shape, usable, wanted)
-        if chosen is None:
-            return None
-        for n, g in chosen.items():
-            nodes[n] -= g
-        self.free_type[gpu_type] -= job.gpus
-        return chosen
+        usable = nodes if hosts is None else {n: f for n, f in nodes.items() if hosts(n)}
+        return choose_nodes(shape, usable, wanted)
 
-    def keep(self, job: Job, gpu_type: str, on: Mapping[str, int]) -> dict[str, int] | None:
-        """Reserve exactly the GPUs per node the job holds now when all are free, else None.
+    def take(self, shape: Shape, gpu_type: str, hosts: Callable[[str], bool] | None = None,
+             wanted: Sequence[str] = ()) -> dict[str, int] | None:
+        """:meth:`fit`, and reserve what it found."""
+        got = self.fit(shape, gpu_type, hosts, wanted)
+        if got is not None:
+            self.hold(gpu_type, got, shape.gpus)
+        return got
+
+    def keep(self, shape: Shape, gpu_type: str, on: Mapping[str, int]) -> dict[str, int] | None:
+        """Reserve exactly the GPUs per node a running job holds now when all are free, else None.
 
         Naming its nodes as ``wanted`` is not enough: ``choose_nodes`` re-cuts the gang over
         them (a 2+2 split becomes 4 on one node), which moves a running job for nothing."""
         nodes = self.free_node.get(gpu_type, {})
-        if not self.with_nodes or sum(on.values()) != job.gpus or any(nodes.get(n, 0) < g for n, g in on.items()):
+        if not self.with_nodes or sum(on.values()) != shape.gpus or any(nodes.get(n, 0) < g for n, g in on.items()):
             return None
-        for n, g in on.items():
-            nodes[n] -= g
-        self.free_type[gpu_type] -= job.gpus
-        return {n: int(g) for n, g in on.items()}
+        return self.hold(gpu_type, on)
 
-    def hold(self, job: Job, gpu_type: str, on: Mapping[str, int]) -> dict[str, int]:
-        """Reserve exactly what a job that cannot move holds now (never refused: it runs)."""
-        self.free_type[gpu_type] = self.free_type.get(gpu_type, 0) - job.gpus
+    def hold(self, gpu_type: str, on: Mapping[str, int], gpus: int | None = None) -> dict[str, int]:
+        """Reserve exactly ``on`` (``gpus`` in all, default ``sum(on)``), never refused: what a
+        job that cannot move holds now, or what :meth:`fit` found."""
+        self.free_type[gpu_type] = self.free_type.get(gpu_type, 0) - (sum(on.values()) if gpus is None else gpus)
         if not self.with_nodes:
             return {}
         nodes = self.free_node.setdefault(gpu_type, {})
         for n, g in on.items():
             nodes[n] = nodes.get(n, 0) - int(g)
         return {n: int(g) for n, g in on.items()}
+
+    def give(self, gpu_type: str, on: Mapping[str, int]) -> None:
+        """GPUs per node that become free (a job stopped or moved away)."""
+        self.free_type[gpu_type] = self.free_type.get(gpu_type, 0) + sum(on.values())
+        nodes = self.free_node.setdefault(gpu_type, {})
+        for n, g in on.items():
+            nodes[n] = nodes.get(n, 0) + int(g)
+
+
+def _hosts(job: Job) -> Callable[[str], bool] | None:
+    return None if job.hosts is None else job.hosts.__contains__
 
 
 def place(
@@ -184,16 +213,15 @@ def place(
     prev = prev or {}
     prev_nodes = prev_nodes or {}
     fixed = fixed or {}
-    # optional node choice of the policy: allocation.info["nodes"] = {job_id: (node, ...)}
-    node_hints: Mapping[str, tuple[str, ...]] = allocation.info.get("nodes", {}) or {}
-    pool = _Pool(problem)
+    node_hints = allocation.nodes  # optional node choice of the policy
+    pool = Pool.of_problem(problem)
     jobs: dict[str, Job] = {j.id: j for j in problem.jobs}
     types: dict[str, str] = {}
     node_gpus: dict[str, dict[str, int]] = {}
     for job_id, k in sorted(fixed.items()):
         if job_id in jobs:
             types[job_id] = k
-            got = pool.hold(jobs[job_id], k, prev_nodes.get(job_id, {}))
+            got = pool.hold(k, prev_nodes.get(job_id, {}), jobs[job_id].gpus)
             if pool.with_nodes:
                 node_gpus[job_id] = got
 
@@ -205,12 +233,13 @@ def place(
 
     def take(job_id: str, k: str) -> dict[str, int] | None:
         """The job's gang on ``k``: on its previous type, without a policy hint, exactly the
-        GPUs it holds when they are free; else by :meth:`_Pool.take`."""
+        GPUs it holds when they are free; else by :meth:`Pool.take`."""
+        job = jobs[job_id]
         if prev.get(job_id) == k and not node_hints.get(job_id) and prev_nodes.get(job_id):
-            kept = pool.keep(jobs[job_id], k, prev_nodes[job_id])
+            kept = pool.keep(job.shape, k, prev_nodes[job_id])
             if kept is not None:
                 return kept
-        return pool.take(jobs[job_id], k, wanted(job_id, k))
+        return pool.take(job.shape, k, _hosts(job), wanted(job_id, k))
 
     # service received so far (share of the job's rounds it ran, any type): among "never ran
     # here" pairs, a job that never ran anywhere goes before one that ran on another type

@@ -44,8 +44,8 @@ def command(input_path: str, policy: str, solver: str, time_limit: float, output
     options = PolicyOptions(solver=solver, time_limit_s=time_limit, keep_lp_dir=keep_lp_dir)
     allocation = info.allocate(problem, options)
     out = allocation_to_dict(problem, allocation)
-    bound = allocation.info.get("efficiency_bound")
-    if not isinstance(bound, (int, float)):
+    bound = allocation.efficiency_bound
+    if bound is None:
         try:
             bound = fairness.efficiency_bound(problem)
         except SolverError:
@@ -58,7 +58,7 @@ def command(input_path: str, policy: str, solver: str, time_limit: float, output
     if allocation.status == "fallback":
         click.echo(
             f"slurm-fair: warning: the {policy} model could not be solved; using the equal split "
-            f"with best use instead ({allocation.info.get('fallback_reason')})",
+            f"with best use instead ({allocation.fallback_reason})",
             err=True,
         )
     text = json.dumps(out, indent=2, sort_keys=False)

@@ -20,8 +20,8 @@ estimate of what is left for a job of unknown length), ``a * (1 - n_cur / n_up) 
 ``cost`` is Slurm's requeue hold plus a restart (``[controller].requeue_cost_s``).
 
 Free GPUs are counted per node (a node's GPUs minus the larger of what Slurm reports used and
-what the snapshot's running jobs hold) and gangs are fitted by :mod:`slurm_fair.gangs`, the
-same rule as the rounding step.
+what the snapshot's running jobs hold) in the rounding step's :class:`~slurm_fair.rounding.Pool`,
+so gangs are fitted exactly as the rounding step fits them.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-from ..gangs import choose_nodes
 from ..model import Problem, Snapshot, SlurmJob
+from ..rounding import Pool
 from .estimates import preemptible
 
 #: pending reasons under which a job cannot start now, whatever GPUs are free
@@ -56,8 +56,8 @@ def eligible(sj: SlurmJob, now: float, min_run: float, last_requeued: Mapping[st
     return now - since >= min_run - 1e-6
 
 
-def free_gpus(snapshot: Snapshot) -> dict[str, dict[str, int]]:
-    """``{type: {node: free GPUs}}`` of the schedulable nodes, now."""
+def free_gpus(snapshot: Snapshot) -> Pool:
+    """The GPUs free per node of the schedulable nodes, now."""
     held: dict[tuple[str, str], int] = {}
     for sj in snapshot.jobs:
         if sj.running and sj.gpu_type_running:
@@ -70,74 +70,69 @@ def free_gpus(snapshot: Snapshot) -> dict[str, dict[str, int]]:
         for k, total in node.gpus_total.items():
             used = max(int(node.gpus_used.get(k, 0)), held.get((node.name, k), 0))
             free.setdefault(k, {})[node.name] = max(int(total) - used, 0)
-    return free
+    return Pool.of_nodes(free)
 
 
-def _usable(free: Mapping[str, int], job: SlurmJob, hosts: Callable[[SlurmJob, str], bool]) -> dict[str, int]:
-    return {n: f for n, f in free.items() if hosts(job, n)}
+def _on(job: SlurmJob, hosts: Callable[[SlurmJob, str], bool]) -> Callable[[str], bool]:
+    """The node test of ``job`` (the nodes whose CPUs and memory can host a part of it)."""
+    return lambda node: hosts(job, node)
 
 
 def make_room(
-    free: dict[str, dict[str, int]],
+    pool: Pool,
     takers: Sequence[Taker],
     victims: Mapping[str, Sequence[SlurmJob]],
     hosts: Callable[[SlurmJob, str], bool],
 ) -> dict[str, list[str]]:
     """Jobs to requeue -> the takers they make room for (the rule of the module docstring).
 
-    ``free`` is updated in place (takers' GPUs taken, victims' GPUs given back); ``victims[k]``
+    ``pool`` is updated in place (takers' GPUs taken, victims' GPUs given back); ``victims[k]``
     are the eligible running jobs on ``k`` that the plan does not keep there, in the order they
     should be given up (furthest ahead of their allocation first).
     """
     chosen: dict[str, list[str]] = {}
     for t in takers:
         k, sj = t.gpu_type, t.job
-        pool = free.setdefault(k, {})
-        got = choose_nodes(sj.shape, _usable(pool, sj, hosts))
-        if got is None:
-            pick = _fewest(sj, pool, [v for v in victims.get(k, ()) if v.job_id not in chosen], hosts)
-            if pick is None:
-                continue
-            for v in pick:
-                chosen[v.job_id] = [sj.job_id]
-                for n, g in v.gpus_on_nodes().items():
-                    pool[n] = pool.get(n, 0) + g
-            got = choose_nodes(sj.shape, _usable(pool, sj, hosts))
-            if got is None:  # cannot happen: _fewest checked it
-                continue
-        for n, g in got.items():
-            pool[n] -= g
+        if pool.take(sj.shape, k, _on(sj, hosts)) is not None:
+            continue
+        pick = _fewest(sj, k, pool, [v for v in victims.get(k, ()) if v.job_id not in chosen], hosts)
+        if pick is None:
+            continue
+        for v in pick:
+            chosen[v.job_id] = [sj.job_id]
+            pool.give(k, v.gpus_on_nodes())
+        pool.take(sj.shape, k, _on(sj, hosts))  # it fits: _fewest checked it
     return chosen
 
 
-def _fewest(sj: SlurmJob, pool: Mapping[str, int], candidates: Sequence[SlurmJob],
+def _fewest(sj: SlurmJob, k: str, pool: Pool, candidates: Sequence[SlurmJob],
             hosts: Callable[[SlurmJob, str], bool]) -> list[SlurmJob] | None:
-    """The fewest ``candidates`` (taken in their order, then pruned) whose GPUs let ``sj`` fit."""
-    trial = dict(pool)
+    """The fewest ``candidates`` (taken in their order, then pruned) whose GPUs on ``k`` let
+    ``sj`` fit there."""
+    on = _on(sj, hosts)
+    trial = pool.copy()
     picked: list[SlurmJob] = []
     for v in candidates:
-        if choose_nodes(sj.shape, _usable(trial, sj, hosts)) is not None:
+        if trial.fit(sj.shape, k, on) is not None:
             break
-        on = v.gpus_on_nodes()
-        if not any(hosts(sj, n) for n in on):
+        held = v.gpus_on_nodes()
+        if not any(on(n) for n in held):
             continue  # its GPUs are on nodes the taker cannot use
         picked.append(v)
-        for n, g in on.items():
-            trial[n] = trial.get(n, 0) + g
-    if choose_nodes(sj.shape, _usable(trial, sj, hosts)) is None:
+        trial.give(k, held)
+    if trial.fit(sj.shape, k, on) is None:
         return None
     for v in list(reversed(picked)):  # give back any job the taker turns out not to need
-        less = dict(trial)
-        for n, g in v.gpus_on_nodes().items():
-            less[n] -= g
-        if choose_nodes(sj.shape, _usable(less, sj, hosts)) is not None:
+        less = trial.copy()
+        less.hold(k, v.gpus_on_nodes())
+        if less.fit(sj.shape, k, on) is not None:
             picked.remove(v)
             trial = less
     return picked
 
 
 def move_up(
-    free: dict[str, dict[str, int]],
+    pool: Pool,
     running: Sequence[SlurmJob],
     problem: Problem,
     cost_s: float,
@@ -148,7 +143,7 @@ def move_up(
     """Running jobs to requeue so they restart on a faster idle type -> that type.
 
     ``running``: the eligible jobs (opted in, run long enough), the longest-running first (the
-    largest expected gain). ``free`` must already exclude what this cycle's plan starts;
+    largest expected gain). ``pool`` must already exclude what this cycle's plan starts;
     it is updated for every move chosen. ``min_gain``: the faster type must be at least this
     much faster (``n_up >= n_cur * (1 + min_gain)``). ``steerable(job, k)``: the job can be sent
     to ``k`` (a partition of that type holds it).
@@ -170,14 +165,12 @@ def move_up(
             gain = attained * (1.0 - n_cur / n_up) if n_up > 0 else 0.0
             if gain <= cost_s:
                 continue
-            got = choose_nodes(sj.shape, _usable(free.get(k, {}), sj, hosts))
+            got = pool.fit(sj.shape, k, _on(sj, hosts))
             if got is not None and (best is None or n_up > best[0]):
                 best = (n_up, k, got)
         if best is not None:
             _, k, got = best
             moves[sj.job_id] = k
-            for n, g in got.items():
-                free[k][n] -= g
-            for n, g in sj.gpus_on_nodes().items():
-                free.setdefault(cur, {})[n] = free.get(cur, {}).get(n, 0) + g
+            pool.hold(k, got)
+            pool.give(cur, sj.gpus_on_nodes())
     return moves

@@ -36,6 +36,9 @@ class PolicyOptions:
     #: where to keep the model file when a solve fails (None: a temporary directory)
     keep_lp_dir: str | None = None
     round_s: float = 360.0
+    #: the share of speed a forked job loses to synchronising its copies (HadarE: combined rate
+    #: ``(1 - fork_sync) * sum of members' rates``); the simulator passes its ``fork_sync``
+    fork_sync: float = 0.10
     state: MutableMapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

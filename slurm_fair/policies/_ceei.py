@@ -38,6 +38,7 @@ from .. import fairness
 from ..jobclasses import JobClass
 from ..model import Problem
 from ..errors import SolverError
+from ..classlp import ClassLP
 from ..solver import INF, SmallLP
 
 _INITIAL_TANGENTS = 30
@@ -68,46 +69,25 @@ def ceei(problem: Problem, classes: list[JobClass], tol: float = 1e-10, max_iter
     """
     caps = {k: float(c) for k, c in problem.gpu_types.items() if float(c) > 0}
     types = [k for k in problem.types if k in caps]
-    cols: list[tuple[int, str]] = []
-    cost: list[float] = []
-    owner: list[str] = []
-    for c in classes:
-        for k in types:
-            if c.n.get(k, 0.0) > 0:
-                cols.append((c.key, k))
-                cost.append(0.0)
-                owner.append(c.tenant)
+    # the class LP with a column t_u per tenant (its log-utility), tangent rows added below
+    model = ClassLP(classes, caps, "eisenberg_gale", backend=None if solver in (None, "auto", "highs") else solver)
+    lp = model.lp
+    cols = model.cols
+    tenant_of = {c.key: c.tenant for c in classes}
+    owner = [tenant_of[ck] for ck, _ in cols]
     # tenants that can use some GPU: the others get nothing whatever the prices
     tenants = sorted(set(owner))
     weight = {u: problem.weight(u) for u in tenants}
     umax = {u: sum(c.count * max((c.n.get(k, 0.0) for k in types), default=0.0)
                    for c in classes if c.tenant == u) for u in tenants}
-    nx = len(cols)
-    tcol = {u: nx + i for i, u in enumerate(tenants)}
-    lp = SmallLP(cost + [0.0] * len(tenants), [0.0] * nx + [-INF] * len(tenants),
-                 [INF] * (nx + len(tenants)), [], name="eisenberg_gale",
-                 backend=None if solver in (None, "auto", "highs") else solver)
+    tcol = {u: model.add_col(lb=-INF) for u in tenants}
     gpus = {c.key: c.gpus for c in classes}
-    # column indices grouped by type, class and tenant in one pass (not one scan per group)
-    by_type: dict[str, list[int]] = {}
-    by_cls: dict[int, list[int]] = {}
     ucols: dict[str, list[int]] = {u: [] for u in tenants}
-    for i, (ck, k) in enumerate(cols):
-        by_type.setdefault(k, []).append(i)
-        by_cls.setdefault(ck, []).append(i)
-        ucols[owner[i]].append(i)
-    cap_rows = {}
-    for k in types:
-        idx = by_type.get(k, [])
-        if idx:
-            cap_rows[k] = lp.add_row(idx, [float(gpus[cols[i][0]]) for i in idx], -INF, caps[k])
-    dem_rows: dict[int, int] = {}
+    for i, u in enumerate(owner):
+        ucols[u].append(i)
+    cap_rows = model.cap_row
     trows: list[tuple[str, float, int]] = []
     ncoef = {c.key: c.n for c in classes}
-    for c in classes:
-        idx = by_cls.get(c.key, [])
-        if idx:
-            dem_rows[c.key] = lp.add_row(idx, [1.0] * len(idx), -INF, float(c.count))
     uvals = {u: [ncoef[cols[i][0]][cols[i][1]] for i in ucols[u]] for u in tenants}
     tangents: dict[str, list[float]] = {u: [] for u in tenants}
 

@@ -1,9 +1,9 @@
-"""Building blocks shared by the LP policies: one class model, the fallback, the result.
+"""Building blocks shared by the LP policies: the class LP with the policy's options, the
+models more than one policy solves (max E, Gavel's max-min), the fallback and the result.
 
-Every LP policy works on job classes (:mod:`slurm_fair.jobclasses`): a variable ``X_ck`` per
-class and type it can run on, the demand row ``sum_k X_ck <= m_c`` (a job's rate is at most 1,
-so a tenant cannot absorb GPUs it cannot use), the capacity row ``sum_c g_c X_ck <= C_k``.
-Rows are built from dicts into ``LpAffineExpression`` in one pass, never term by term.
+Every LP policy works on job classes (:mod:`slurm_fair.jobclasses`) and on the class LP of
+:mod:`slurm_fair.classlp` (columns ``X_ck``, capacity and demand rows), with its own columns and
+rows on top.
 """
 
 from __future__ import annotations
@@ -11,172 +11,73 @@ from __future__ import annotations
 import time
 from typing import Mapping
 
-import pulp
-
 from .. import fairness
+from ..classlp import ClassLP
 from ..errors import SolverError
 from ..jobclasses import JobClass, classes_of
 from ..model import Allocation, Problem
-from ..solver import INF, SmallLP, SolveResult, solve
+from ..solver import INF
 from . import PolicyOptions
 
-
-class ClassModel:
-    """An LP over class variables with the feasibility rows already in place."""
-
-    def __init__(self, problem: Problem, name: str, classes: list[JobClass] | None = None,
-                 sense: int = pulp.LpMaximize, n_override: Mapping[int, Mapping[str, float]] | None = None):
-        self.problem = problem
-        self.classes = classes if classes is not None else classes_of(problem)
-        self.model = pulp.LpProblem(name, sense)
-        caps = {k: float(c) for k, c in problem.gpu_types.items()}
-        self.X: dict[tuple[int, str], pulp.LpVariable] = {}
-        type_index = {k: i for i, k in enumerate(problem.types)}
-        for c in self.classes:
-            for k in c.n:
-                if caps.get(k, 0.0) > 0:
-                    self.X[c.key, k] = pulp.LpVariable(f"X_{c.key}_{type_index[k]}", lowBound=0)
-        self.by_class: dict[int, dict[str, pulp.LpVariable]] = {c.key: {} for c in self.classes}
-        for (ck, k), v in self.X.items():
-            self.by_class[ck][k] = v
-        self.n = {c.key: dict(n_override[c.key]) if n_override else dict(c.n) for c in self.classes}
-        by_type: dict[str, dict] = {k: {} for k in caps}
-        for c in self.classes:
-            for k, v in self.by_class[c.key].items():
-                by_type[k][v] = c.gpus
-        for k, terms in by_type.items():
-            if terms:
-                self.model += pulp.LpConstraint(pulp.LpAffineExpression(terms), pulp.LpConstraintLE, f"cap_{type_index[k]}", caps[k])
-        for c in self.classes:
-            terms = {v: 1.0 for v in self.by_class[c.key].values()}
-            if terms:
-                self.model += pulp.LpConstraint(pulp.LpAffineExpression(terms), pulp.LpConstraintLE, f"dem_{c.key}", float(c.count))
-
-    def class_rate(self, c: JobClass) -> pulp.LpAffineExpression:
-        """The class's total rate ``sum_k n_ck X_ck`` (sum of its jobs' ``r_j``)."""
-        return pulp.LpAffineExpression({v: self.n[c.key].get(k, 0.0) for k, v in self.by_class[c.key].items()})
-
-    def utility(self, tenant: str) -> pulp.LpAffineExpression:
-        """``U_u`` as an expression."""
-        return pulp.LpAffineExpression(
-            {v: self.n[c.key].get(k, 0.0) for c in self.classes if c.tenant == tenant for k, v in self.by_class[c.key].items()}
-        )
-
-    def bundle_terms(self, tenant: str, prices: Mapping[str, float], scale: float = 1.0) -> dict:
-        """Terms of ``scale * sum_k prices_k * y_uk`` (for EF cuts)."""
-        return {
-            v: scale * prices.get(k, 0.0) * c.gpus
-            for c in self.classes if c.tenant == tenant
-            for k, v in self.by_class[c.key].items()
-            if prices.get(k, 0.0) != 0.0
-        }
-
-    def efficiency(self) -> pulp.LpAffineExpression:
-        """``E = sum_u U_u`` as an expression."""
-        return pulp.LpAffineExpression({v: self.n[ck].get(k, 0.0) for (ck, k), v in self.X.items()})
-
-    def solve(self, options: PolicyOptions) -> SolveResult:
-        return solve(self.model, options.solver, options.time_limit_s, options.keep_lp_dir)
-
-    def values(self) -> dict[int, dict[str, float]]:
-        """The class solution ``X[c][k]`` (tiny negatives and noise dropped)."""
-        out: dict[int, dict[str, float]] = {c.key: {} for c in self.classes}
-        for (ck, k), v in self.X.items():
-            val = float(v.varValue or 0.0)
-            if val > 1e-10:
-                out[ck][k] = val
-        return out
+#: relative round-off allowance of max-min's level when it is held in the second stage
+_MAX_MIN_SLACK = 1e-7
 
 
-class ClassLP:
-    """The same class model as :class:`ClassModel`, kept in memory as a :class:`SmallLP`.
+def class_lp(problem: Problem, name: str, classes: list[JobClass], options: PolicyOptions,
+             n: Mapping[int, Mapping[str, float]] | None = None) -> ClassLP:
+    """The class LP (:mod:`slurm_fair.classlp`) over the problem's capacities, solved the way
+    ``options`` say: HiGHS in-process, or PuLP/CBC when ``options.solver`` resolves to ``cbc``
+    (forced, or ``auto`` without ``highspy``); the time limit applies to every solve."""
+    return ClassLP(classes, {k: float(c) for k, c in problem.gpu_types.items()}, name, n=n,
+                   backend="cbc" if options.resolved_solver == "cbc" else None,
+                   time_limit_s=options.time_limit_s, keep_lp_dir=options.keep_lp_dir)
 
-    Columns ``X_ck`` (one per class and type it can run on), then any extra columns; rows
-    capacity (one per type) and demand (one per class), then whatever the caller adds. Terms are
-    ``{column: coefficient}`` dicts. The model is solved in-process with HiGHS and re-solved warm
-    after rows are added, truncated or re-bounded; when ``options.solver`` resolves to ``cbc``
-    (forced, or ``auto`` without ``highspy``) it goes through PuLP/CBC instead (a fresh model per
-    solve).
-    """
 
-    def __init__(self, problem: Problem, name: str, classes: list[JobClass], options: PolicyOptions,
-                 n_override: Mapping[int, Mapping[str, float]] | None = None):
-        self.problem = problem
-        self.classes = classes
-        caps = {k: float(c) for k, c in problem.gpu_types.items()}
-        self.n = {c.key: (n_override[c.key] if n_override else c.n) for c in classes}
-        self.cols: list[tuple[int, str]] = []
-        self.by_class: dict[int, dict[str, int]] = {}
-        cap_terms: dict[str, tuple[list[int], list[float]]] = {k: ([], []) for k in problem.types if caps.get(k, 0.0) > 0}
-        dem_rows = []
-        for c in classes:
-            row = self.by_class.setdefault(c.key, {})
-            for k in c.n:
-                if caps.get(k, 0.0) > 0:
-                    i = len(self.cols)
-                    self.cols.append((c.key, k))
-                    row[k] = i
-                    cap_terms[k][0].append(i)
-                    cap_terms[k][1].append(float(c.gpus))
-            if row:
-                dem_rows.append((list(row.values()), [1.0] * len(row), -INF, float(c.count)))
-        rows = [(cols, vals, -INF, caps[k]) for k, (cols, vals) in cap_terms.items() if cols] + dem_rows
-        nx = len(self.cols)
-        self.lp = SmallLP([0.0] * nx, [0.0] * nx, [INF] * nx, rows, name=name,
-                          backend="cbc" if options.resolved_solver == "cbc" else None,
-                          time_limit_s=options.time_limit_s, keep_lp_dir=options.keep_lp_dir)
-        self._owner = {c.key: c.tenant for c in classes}
-        self._utility: dict[str, dict[int, float]] = {}
+def max_throughput_classes(problem: Problem, options: PolicyOptions, classes: list[JobClass]) -> dict[int, dict[str, float]]:
+    """The class solution of ``max E`` (max-throughput's answer, oef's efficiency bound)."""
+    cm = class_lp(problem, "max_throughput", classes, options)
+    cm.set_objective(cm.efficiency())
+    cm.solve()
+    return cm.values()
 
-    def add_col(self, lb: float = 0.0, ub: float = INF, cost: float = 0.0) -> int:
-        """An extra column (before the first solve)."""
-        assert self.lp._h is None
-        self.lp.cost.append(cost)
-        self.lp.lb.append(lb)
-        self.lp.ub.append(ub)
-        return len(self.lp.cost) - 1
 
-    def class_rate(self, c: JobClass) -> dict[int, float]:
-        n = self.n[c.key]
-        return {i: n.get(k, 0.0) for k, i in self.by_class[c.key].items()}
+def _equal_share_rate(problem: Problem, n: Mapping[str, float], denom: float) -> float:
+    """Gavel's equal-share rate ``sum_k n_k e_k`` with ``e_k = C_k / denom``."""
+    return sum(v * problem.gpu_types.get(k, 0) / denom for k, v in n.items())
 
-    def utility(self, tenant: str) -> dict[int, float]:
-        """``U_u`` as terms."""
-        got = self._utility.get(tenant)
-        if got is None:
-            got = {i: self.n[ck].get(k, 0.0) for ck, row in self.by_class.items() if self._owner[ck] == tenant
-                   for k, i in row.items()}
-            self._utility[tenant] = got
-        return got
 
-    def efficiency(self) -> dict[int, float]:
-        return {i: self.n[ck].get(k, 0.0) for i, (ck, k) in enumerate(self.cols)}
-
-    def set_objective(self, terms: Mapping[int, float]) -> None:
-        """Maximise ``terms`` (every other column gets cost 0)."""
-        for i, c in enumerate(self.lp.cost):
-            v = float(terms.get(i, 0.0))
-            if c != v:
-                self.lp.set_cost(i, v)
-
-    def add_row(self, terms: Mapping[int, float], lo: float = -INF, hi: float = INF) -> int:
-        return self.lp.add_row(list(terms), [float(v) for v in terms.values()], lo, hi)
-
-    def solve(self) -> float:
-        """Solve; the objective value (raises :class:`SolverError` unless optimal)."""
-        self.lp.solve()
-        return self.lp.objective
-
-    def value(self, col: int) -> float:
-        return float(self.lp.x[col])
-
-    def values(self) -> dict[int, dict[str, float]]:
-        """The class solution ``X[c][k]`` (tiny negatives and noise dropped)."""
-        out: dict[int, dict[str, float]] = {c.key: {} for c in self.classes}
-        for (ck, k), val in zip(self.cols, self.lp.x):
-            if val > 1e-10:
-                out[ck][k] = float(val)
-        return out
+def max_min_classes(problem: Problem, options: PolicyOptions, name: str,
+                    agnostic: bool) -> tuple[list[JobClass], dict[int, dict[str, float]], float]:
+    """Gavel's two-stage weighted max-min over jobs (gavel-mmf, agnostic; oef's third start):
+    ``max t`` s.t. ``r_j >= t * w_j * r^eq_j``, then ``max E`` with ``t`` held at its optimum
+    (docs/policies/gavel-mmf.md). ``agnostic``: ``n_jk = 1`` wherever the job can run. Returns the
+    classes, the class solution and ``t``."""
+    classes = classes_of(problem)
+    if agnostic:
+        n = {c.key: {k: 1.0 for k in c.n} for c in classes}
+    else:
+        n = {c.key: dict(c.n) for c in classes}
+    njobs: dict[str, int] = {}
+    for j in problem.jobs:
+        njobs[j.tenant] = njobs.get(j.tenant, 0) + 1
+    denom = max(sum(j.gpus for j in problem.jobs), sum(problem.gpu_types.values()), 1)
+    coef = {c.key: c.count * (problem.weight(c.tenant) / njobs[c.tenant]) * _equal_share_rate(problem, n[c.key], denom)
+            for c in classes}
+    # one in-memory model for both stages: max t, then max E with t held at its optimum
+    cm = class_lp(problem, f"{name}_maxmin", classes, options, n=n)
+    t = cm.add_col()
+    for c in classes:
+        if coef[c.key] > 0:
+            cm.add_row({**cm.class_rate(c), t: -coef[c.key]}, 0.0, INF)
+    cm.set_objective({t: 1.0})
+    cm.solve()
+    t_star = max(0.0, cm.value(t))
+    # held at its optimum less round-off (t_star is computed: fairness.slack keeps the first
+    # stage's own answer feasible under the solvers' tolerances)
+    cm.add_row({t: 1.0}, t_star - max(_MAX_MIN_SLACK * t_star, fairness.slack(t_star)), INF)
+    cm.set_objective(cm.efficiency())
+    cm.solve()
+    return classes, cm.values(), t_star
 
 
 def split_classes(classes: list[JobClass], X: Mapping[int, Mapping[str, float]]) -> dict[str, dict[str, float]]:
@@ -262,18 +163,16 @@ def fallback_allocation(problem: Problem, policy: str, error: SolverError, start
     return Allocation(
         policy=policy, x=x, status="fallback", solver="none",
         solve_seconds=time.perf_counter() - started,
-        info={"fallback_reason": str(error), "lp_file": error.lp_file, "solver_status": error.status},
+        fallback_reason=str(error), info={"lp_file": error.lp_file, "solver_status": error.status},
     )
 
 
 def result(problem: Problem, policy: str, classes: list[JobClass], X: Mapping[int, Mapping[str, float]],
            options: PolicyOptions, started: float, info: Mapping[str, object] | None = None,
-           status: str = "optimal") -> Allocation:
-    """Build the Allocation with E (and E* / E/E* when ``options.state['with_bound']``)."""
+           status: str = "optimal", efficiency_bound: float | None = None) -> Allocation:
+    """The Allocation of a class solution (split over the classes' jobs, clipped to capacity);
+    ``info`` gets the number of classes."""
     x = clip_capacity(problem, split_classes(classes, X))
-    extra = dict(info or {})
-    e = fairness.efficiency(problem, x)
-    extra["efficiency"] = e
-    extra["classes"] = len(classes)
     return Allocation(policy=policy, x=x, status=status, solver=options.resolved_solver,
-                      solve_seconds=time.perf_counter() - started, info=extra)
+                      solve_seconds=time.perf_counter() - started, efficiency_bound=efficiency_bound,
+                      info={**(info or {}), "classes": len(classes)})

@@ -22,28 +22,17 @@ Exact formulations (also in ``docs/policies/``):
 from __future__ import annotations
 
 import time
-from collections import defaultdict
-
 
 from .. import fairness
 from ..errors import SolverError
 from ..jobclasses import JobClass, classes_of, normalised_vector
 from ..model import Allocation, Problem
 from . import PolicyOptions, register
-from ._lp import ClassLP, fallback_allocation, result
+from ._lp import class_lp, fallback_allocation, max_min_classes, max_throughput_classes, result
 from ..solver import INF
 
-_SLACK = 1e-7
 #: relative width at which gavel-ftf's bisection on the largest rho stops
 _FTF_TOLERANCE = 1e-5
-
-
-def _max_throughput_classes(problem: Problem, options: PolicyOptions, classes: list[JobClass]) -> dict:
-    """The class solution of ``max E``."""
-    cm = ClassLP(problem, "max_throughput", classes, options)
-    cm.set_objective(cm.efficiency())
-    cm.solve()
-    return cm.values()
 
 
 @register("max-throughput", "maximum total normalised throughput E (the efficiency bound E*)")
@@ -52,57 +41,17 @@ def max_throughput(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
     try:
         classes = classes_of(problem)
-        X = _max_throughput_classes(problem, options, classes)
+        X = max_throughput_classes(problem, options, classes)
     except SolverError as exc:
         return fallback_allocation(problem, "max-throughput", exc, started)
     return result(problem, "max-throughput", classes, X, options, started)
-
-
-def _equal_share_rate(problem: Problem, n: dict[str, float], denom: float | None = None) -> float:
-    """Gavel's equal-share rate ``sum_k n_k e_k`` with ``e_k = C_k / max(sum g, sum C)``."""
-    if denom is None:
-        denom = max(sum(j.gpus for j in problem.jobs), sum(problem.gpu_types.values()), 1)
-    return sum(v * problem.gpu_types.get(k, 0) / denom for k, v in n.items())
-
-
-def _max_min(problem: Problem, options: PolicyOptions, name: str, agnostic: bool) -> tuple[list[JobClass], dict, float]:
-    """Two-stage weighted max-min over jobs (see the module docstring)."""
-    classes = classes_of(problem)
-    if agnostic:
-        n = {c.key: {k: 1.0 for k in c.n} for c in classes}
-    else:
-        n = {c.key: dict(c.n) for c in classes}
-    njobs = defaultdict(int)
-    for j in problem.jobs:
-        njobs[j.tenant] += 1
-    coef = {}
-    denom = max(sum(j.gpus for j in problem.jobs), sum(problem.gpu_types.values()), 1)
-    for c in classes:
-        w_job = problem.weight(c.tenant) / njobs[c.tenant]
-        coef[c.key] = c.count * w_job * _equal_share_rate(problem, n[c.key], denom)
-
-    # one in-memory model for both stages: max t, then max E with t held at its optimum
-    cm = ClassLP(problem, f"{name}_maxmin", classes, options, n_override=n)
-    t = cm.add_col()
-    for c in classes:
-        if coef[c.key] > 0:
-            cm.add_row({**cm.class_rate(c), t: -coef[c.key]}, 0.0, INF)
-    cm.set_objective({t: 1.0})
-    cm.solve()
-    t_star = max(0.0, cm.value(t))
-    # held at its optimum less round-off (t_star is computed: fairness.slack keeps the first
-    # stage's own answer feasible under the solvers' tolerances)
-    cm.add_row({t: 1.0}, t_star - max(_SLACK * t_star, fairness.slack(t_star)), INF)
-    cm.set_objective(cm.efficiency())
-    cm.solve()
-    return classes, cm.values(), t_star
 
 
 @register("gavel-mmf", "Gavel's heterogeneity-aware weighted max-min fairness over jobs")
 def gavel_mmf(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
     try:
-        classes, X, t = _max_min(problem, options, "gavel_mmf", agnostic=False)
+        classes, X, t = max_min_classes(problem, options, "gavel_mmf", agnostic=False)
     except SolverError as exc:
         return fallback_allocation(problem, "gavel-mmf", exc, started)
     return result(problem, "gavel-mmf", classes, X, options, started, {"max_min_level": t})
@@ -112,7 +61,7 @@ def gavel_mmf(problem: Problem, options: PolicyOptions) -> Allocation:
 def agnostic(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
     try:
-        classes, X, t = _max_min(problem, options, "agnostic", agnostic=True)
+        classes, X, t = max_min_classes(problem, options, "agnostic", agnostic=True)
     except SolverError as exc:
         return fallback_allocation(problem, "agnostic", exc, started)
     return result(problem, "agnostic", classes, X, options, started, {"max_min_level": t})
@@ -157,7 +106,7 @@ def gavel_ftf(problem: Problem, options: PolicyOptions) -> Allocation:
 
     # One in-memory model for the whole bisection: a probe only moves the lower bounds of the
     # per-class rate rows, so HiGHS re-solves warm instead of rebuilding the model every time.
-    cm = ClassLP(problem, "gavel_ftf", classes, options)
+    cm = class_lp(problem, "gavel_ftf", classes, options)
     rows = {c.key: cm.add_row(cm.class_rate(c), 0.0, INF) for c in runnable}
     cm.set_objective(cm.efficiency())
 
@@ -208,6 +157,5 @@ def fifo(problem: Problem, options: PolicyOptions) -> Allocation:
                 break
         else:
             x[job.id] = {}
-    e = fairness.efficiency(problem, x)
     return Allocation(policy="fifo", x=x, status="heuristic", solver="none",
-                      solve_seconds=time.perf_counter() - started, info={"efficiency": e})
+                      solve_seconds=time.perf_counter() - started)

@@ -17,8 +17,8 @@ waited most of its life is worth more). The allocation is integral.
 jobs, on other types (hence other nodes): a copy of ``j`` on ``k`` is added when it raises the
 job's combined rate ``(1 - sync) * sum of members' n``, at most :data:`MAX_COPIES` per job, the
 largest gain first. Copies appear in ``x`` under ``"<job>#fork<i>"`` and in
-``info["forks"] = {copy: job}``; the simulator places them with the shared rounding step and
-combines their progress (see ``docs/simulator.md``). ``sync`` is ``options.state["fork_sync"]``
+``Allocation.forks = {copy: job}``; the simulator places them with the shared rounding step and
+combines their progress (see ``docs/simulator.md``). ``sync`` is ``options.fork_sync``
 (default 0.1), set by the simulator from its configuration. Slurm cannot run one job as several
 cooperating allocations, so HadarE is a simulator-only policy.
 
@@ -35,7 +35,6 @@ from . import PolicyOptions, register
 
 #: extra copies per job at most (HadarE)
 MAX_COPIES = 2
-DEFAULT_SYNC = 0.10
 
 
 def densities(problem: Problem) -> dict[tuple[str, str], float]:
@@ -119,7 +118,7 @@ def _fork_gain(job: Job, members: list[str], extra: str, sync: float) -> float:
 @register("hadare", "HadarE: Hadar plus forking jobs into copies on otherwise idle GPUs of other types (simulator only)", dynamic=True)
 def hadare(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
-    sync = float(options.state.get("fork_sync", DEFAULT_SYNC))
+    sync = options.fork_sync
     chosen, load, prices = hadar_assign(problem)
     _remember(options, prices, load)
     caps = {k: float(c) for k, c in problem.gpu_types.items()}
@@ -155,4 +154,4 @@ def hadare(problem: Problem, options: PolicyOptions) -> Allocation:
         x[copy_id] = {k: 1.0}
         free[k] -= jobs[jid].gpus
     return Allocation("hadare", x, "heuristic", "none", time.perf_counter() - started,
-                      info={"prices": prices, "load": load, "forks": forks})
+                      forks=forks, info={"prices": prices, "load": load})

@@ -8,7 +8,7 @@ and fragment filling with low-sensitivity jobs.
 2. **Node-level throughput.** A node's speed factor (``NodeCapacity.speed``, e.g. a slower host
    CPU or network) multiplies ``T_jk``; the ILP sees each type at the mean speed of its nodes, and
    the placement step puts the most sensitive of the placed jobs on the fastest nodes
-   (``info["nodes"]``, honoured by the shared rounding step when there is room).
+   (``Allocation.nodes``, honoured by the shared rounding step when there is room).
 3. **Weighted ILP.** The *candidates* are the jobs in decreasing ``LR`` until their GPUs reach the
    cluster's capacity (the jobs LRF says deserve to run now). The ILP chooses binaries
    ``a_jk`` maximising ``sum LR_j ** ALPHA * n_jk * speed_k * a_jk`` with ``sum_k a_jk <= 1`` and
@@ -185,9 +185,10 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
             free[options_k[0]] -= j.gpus
             fillers.append(j.id)
 
-    info: dict[str, object] = {"latency_ratio": lr, "fragment_fillers": fillers}
+    nodes: dict[str, tuple[str, ...]] = {}
     if problem.nodes:
         order = sorted(problem.jobs, key=lambda j: (-sensitivity(j, types), -j.gpus, j.id))
-        info["nodes"] = _node_choice(problem, placed, order)
+        nodes = _node_choice(problem, placed, order)
     x = {j.id: ({placed[j.id]: 1.0} if j.id in placed else {}) for j in problem.jobs}
-    return Allocation("hops", x, "optimal", solver_name, time.perf_counter() - started, info=info)
+    return Allocation("hops", x, "optimal", solver_name, time.perf_counter() - started, nodes=nodes,
+                      info={"latency_ratio": lr, "fragment_fillers": fillers})

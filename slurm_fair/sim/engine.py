@@ -32,7 +32,7 @@ has run a round since it last started: one still in its hold or start latency, o
 than a round ago, keeps its GPUs (``fixed`` in the rounding step).
 
 Forks (HadarE): a policy may add copy jobs to its allocation, listing them in
-``allocation.info["forks"] = {copy_id: parent_id}``. Copies are placed by the same rounding step
+``allocation.forks = {copy_id: parent_id}``. Copies are placed by the same rounding step
 as ordinary jobs. A job with ``m >= 2`` members (itself and/or copies) running progresses at
 ``(1 - fork_sync) * sum_i speed_i`` (each member after its own overhead): copies train on
 separate data shards and average parameters, paying ``fork_sync`` (default 10 %) for it.
@@ -197,9 +197,8 @@ class Simulator:
         samples: list[RoundSample] = []
         options = PolicyOptions(
             solver=cfg.solver, time_limit_s=cfg.time_limit_s, keep_lp_dir=cfg.keep_lp_dir,
-            round_s=cfg.round_s, state=self.state,
+            round_s=cfg.round_s, fork_sync=cfg.fork_sync, state=self.state,
         )
-        self.state.setdefault("fork_sync", cfg.fork_sync)
         cache_key: frozenset[str] | None = None
         cached: tuple[Problem, Allocation, Problem, tuple[bool | None, bool | None]] | None = None
         rounds_since_solve = 0
@@ -250,7 +249,7 @@ class Simulator:
             problem, allocation, placed_problem, verdict = cached
             rounds_since_solve += 1
 
-            forks: Mapping[str, str] = allocation.info.get("forks", {}) or {}
+            forks = allocation.forks
             received = self._received(active, forks, states)
             placement = self._place(placed_problem, allocation, active, forks, received, t)
             incoming = admit_until(t + cfg.round_s - _EPS) if cfg.fill_between_rounds else []
@@ -337,7 +336,7 @@ class Simulator:
 
     def _with_forks(self, problem: Problem, allocation: Allocation, active: list[JobState]) -> Problem:
         """The problem the rounding step sees: the active jobs plus any copies the policy forked."""
-        forks: Mapping[str, str] = allocation.info.get("forks", {}) or {}
+        forks = allocation.forks
         if not forks:
             return problem
         by_id = {j.id: j for j in problem.jobs}

@@ -98,7 +98,7 @@ def test_hops_puts_sensitive_jobs_on_fast_nodes() -> None:
         _job("x", "t3", {"v100": 10, "k80": 1}, age_s=10, remaining_work=100),
     )
     alloc = policies.get("hops").allocate(Problem({"v100": 2, "k80": 2}, {}, jobs, nodes), PolicyOptions(state={}))
-    assert alloc.info["nodes"]["sens"] == ("v-2",) or alloc.info["nodes"]["x"] == ("v-2",)
+    assert alloc.nodes["sens"] == ("v-2",) or alloc.nodes["x"] == ("v-2",)
     assert alloc.fraction("flat", "k80") == 1.0
 
 
@@ -120,7 +120,7 @@ def test_hadare_forks_speed_up_a_lone_job_on_an_idle_cluster() -> None:
 def test_hadare_does_not_fork_over_waiting_jobs() -> None:
     problem = Problem({"v100": 1, "k80": 1}, {}, (_job("a", "A", {"v100": 10, "k80": 3}), _job("b", "B", {"v100": 10, "k80": 3})))
     alloc = policies.get("hadare").allocate(problem, PolicyOptions(state={}))
-    assert alloc.info["forks"] == {}
+    assert alloc.forks == {}
 
 
 @pytest.mark.parametrize("name", ["fft", "hadar", "hadare", "hops"])

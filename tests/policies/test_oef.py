@@ -95,4 +95,4 @@ def test_oef_beats_equal_split_on_complementary_tenants() -> None:
 def test_oef_reports_efficiency_bound() -> None:
     p = ind.random_problem(random.Random(3))
     a = policies.allocate("oef", p, OPTS)
-    assert a.info["efficiency_bound"] == pytest.approx(ind.max_efficiency(p), rel=1e-6)
+    assert a.efficiency_bound == pytest.approx(ind.max_efficiency(p), rel=1e-6)

@@ -1,7 +1,7 @@
 """OEF at many tenants: the pooled envy bounds are true upper bounds, and the anytime search
 returns a verified answer within its time limit and says what it skipped.
 
-Values are checked against scipy's linprog (tests/engine/_independent.py), per job."""
+Values are checked against scipy's linprog (tests/policies/_independent.py), per job."""
 
 from __future__ import annotations
 
@@ -83,11 +83,11 @@ def test_the_equal_split_is_cleared_without_a_single_pair_lp() -> None:
     """At the equal split v's bundle, scaled to u's weight, lies inside u's equal share, so the
     SI LP's duals bound every pair: 30 x 29 ordered pairs checked with no exact LP at all."""
     from slurm_fair.policies._lp import equal_split_classes
-    from slurm_fair.policies.oef import _Tenants
+    from slurm_fair.policies._tenants import Tenants
 
     problem = _many_tenants(30, 3, seed=9)
     classes = classes_of(problem)
-    t = _Tenants(problem, classes)
+    t = Tenants(problem, classes)
     X0 = equal_split_classes(problem, classes)
     assert t.fair(X0)
     assert t.envy.exact_solves == 0
@@ -114,21 +114,21 @@ def test_a_climb_that_cannot_finish_a_step_in_time_is_not_started_or_is_cut() ->
     is a verified point, and little time is spent past the limit."""
     import time
 
-    from slurm_fair.policies import oef as oef_mod
+    from slurm_fair.policies import _climb, _tenants
 
     problem = _many_tenants(24, 4, seed=11)
     climbs: list[int] = []
-    real_step = oef_mod._Climb.step
+    real_step = _climb.Climb.step
 
     def step(self, X, deadline=None):  # a step that always runs out of time, if one starts
         climbs.append(1)
         return real_step(self, X, time.perf_counter() - 1.0)
 
-    oef_mod._Climb.step = step
+    _climb.Climb.step = step
     try:
         a = policies.allocate("oef", problem, PolicyOptions(solver="highs", time_limit_s=60))
     finally:
-        oef_mod._Climb.step = real_step
+        _climb.Climb.step = real_step
     x = {j: dict(r) for j, r in a.x.items()}
     assert ind.si_ok(problem, x) and ind.ef_ok(problem, x)
     # every climb that started was cut before its first step's point was used
@@ -137,13 +137,13 @@ def test_a_climb_that_cannot_finish_a_step_in_time_is_not_started_or_is_cut() ->
 
 
 def test_the_step_estimate_counts_the_pairs_the_pools_cannot_clear() -> None:
-    from slurm_fair.policies import oef as oef_mod
+    from slurm_fair.policies import _climb, _tenants
     from slurm_fair.policies._lp import equal_split_classes
 
     problem = _many_tenants(24, 4, seed=11)
     classes = classes_of(problem)
-    t = oef_mod._Tenants(problem, classes)
-    lp = oef_mod._Climb(problem, t, PolicyOptions(solver="highs"))
+    t = _tenants.Tenants(problem, classes)
+    lp = _climb.Climb(problem, t, PolicyOptions(solver="highs"))
     assert t.fair(equal_split_classes(problem, classes))  # puts the SI LPs' duals in the pools
     assert t.envy.exact_solves == 0
     # everything to u0's jobs: the others' envy of u0 is undecided by the pools, and timing the
@@ -153,4 +153,4 @@ def test_the_step_estimate_counts_the_pairs_the_pools_cannot_clear() -> None:
     pairs = {(int(i), int(j)) for i, j in t.envy.undecided(U, Y)}
     u0 = t.names.index("u0")
     assert {(i, u0) for i in range(len(t.names)) if i != u0} <= pairs
-    assert lp.first_step_seconds(X) > 0.0 and t.envy.exact_solves == oef_mod._TIMED_SAMPLE
+    assert lp.first_step_seconds(X) > 0.0 and t.envy.exact_solves == _climb._TIMED_SAMPLE

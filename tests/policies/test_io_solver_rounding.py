@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 
 from slurm_fair import policies, rounding
+from slurm_fair.classlp import ClassLP
 from slurm_fair.cli import cli
 from slurm_fair.errors import InputError, SolverError
 from slurm_fair.model import Job, Problem
@@ -100,14 +101,20 @@ def test_solver_failure_keeps_lp_file(tmp_path) -> None:
     assert err.value.lp_file and os.path.exists(err.value.lp_file)
 
 
-def test_fallback_is_si_and_ef(monkeypatch) -> None:
-    import slurm_fair.policies._lp as lp
+def _break_policy_models(monkeypatch) -> None:
+    """Every policy's class LP fails to solve; the measures' (best use, max efficiency) still do."""
+    real = ClassLP.solve
 
-    def broken(self, *args):
+    def solve(self):
+        if self.lp.name in ("best_use", "max_efficiency"):
+            return real(self)
         raise SolverError("forced", "kept.lp", "Not Solved")
 
-    monkeypatch.setattr(lp.ClassModel, "solve", broken)
-    monkeypatch.setattr(lp.ClassLP, "solve", broken)
+    monkeypatch.setattr(ClassLP, "solve", solve)
+
+
+def test_fallback_is_si_and_ef(monkeypatch) -> None:
+    _break_policy_models(monkeypatch)
     p = ind.random_problem(__import__("random").Random(5))
     a = policies.allocate("gavel-mmf", p, PolicyOptions(solver="highs"))
     assert a.status == "fallback"
@@ -119,12 +126,7 @@ def test_oef_degrades_to_a_verified_candidate(monkeypatch) -> None:
     """With every main model failing, oef does not drop to the fallback: it returns the best
     candidate it could still verify (the equal split or the CEEI, whose LPs are separate) and
     names the failed stages in info['degraded']."""
-    import slurm_fair.policies._lp as lp
-
-    def broken(self, *args):
-        raise SolverError("forced", "kept.lp", "Not Solved")
-
-    monkeypatch.setattr(lp.ClassLP, "solve", broken)
+    _break_policy_models(monkeypatch)
     p = ind.random_problem(__import__("random").Random(5))
     a = policies.allocate("oef", p, PolicyOptions(solver="highs"))
     assert a.status == "optimal"

@@ -1,7 +1,7 @@
 """A long sweep (not part of the test suite): ``oef`` on many random problems, each answer
 checked for capacity, SI, EF and PE with the independent scipy LPs of ``_independent``.
 
-    .venv/bin/python -m tests.engine.sweep_oef --random 250 --hypothesis 250 [--solver cbc]
+    .venv/bin/python -m tests.policies.sweep_oef --random 250 --hypothesis 250 [--solver cbc]
 
 Half the problems come from ``_independent.random_problem`` (2-4 tenants, 1-4 types), half from
 the hypothesis strategy of ``strategies.py`` (derandomised, so a run is reproducible). Prints the
