@@ -36,18 +36,6 @@ SIGMA = 0.1
 MAX_DEFICIT_ROUNDS = 10.0
 
 
-def _share_rate(n: dict[str, float], gpus: int, share: dict[str, float]) -> float:
-    """Best normalised rate of a gang owning ``share[k]`` GPUs of each type (fractional knapsack)."""
-    left, rate = 1.0, 0.0
-    for k in sorted(n, key=lambda k: -n[k]):
-        if n[k] <= 0 or left <= 0:
-            continue
-        z = min(left, share.get(k, 0.0) / gpus)
-        rate += n[k] * z
-        left -= z
-    return rate
-
-
 def update_ledger(problem: Problem, state: dict) -> dict[str, float]:
     """Advance the fair/attained ledger by one round and return each job's compensation ``c_j``.
 
@@ -66,11 +54,9 @@ def update_ledger(problem: Problem, state: dict) -> dict[str, float]:
                 got[j.id] = got.get(j.id, 0.0) + j.normalised(j.prev_type)
             fair[j.id] = fair.get(j.id, 0.0) + state.get("rate", {}).get(j.id, 0.0)
         seen.add(j.id)
-    rates: dict[str, float] = {}
-    for j in problem.jobs:
-        frac = problem.weight(j.tenant) / total_w / count[j.tenant]
-        share = {k: frac * float(c) for k, c in problem.gpu_types.items()}
-        rates[j.id] = _share_rate({k: j.normalised(k) for k in problem.types}, j.gpus, share)
+    # the job's isolated progress per round: its finish-time-fairness baseline, in full-speed rounds
+    shares = fairness.isolated_time_shares(problem)
+    rates = {j.id: sum(j.normalised(k) * z for k, z in shares[j.id].items()) for j in problem.jobs}
     state["rate"] = rates
     active = {j.id for j in problem.jobs}
     for book in (fair, got):
