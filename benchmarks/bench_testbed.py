@@ -68,7 +68,7 @@ def bench(trace: str, scale: float, policy: str, out: Path, name: str, tb: list[
     if run_dir.exists():
         subprocess.run(["rm", "-rf", str(run_dir)], check=True, timeout=120)
     proc = run(SF + ["testbed", "bench", "--trace", trace, "--time-scale", str(scale), "--policy", policy,
-                     "--json", str(path), "--run-dir", str(run_dir), "-q", *tb], timeout=6 * 3600)
+                     "--json", "-o", str(path), "--run-dir", str(run_dir), "-q", *tb], timeout=6 * 3600)
     if not path.is_file():
         raise SystemExit(f"bench run {name} wrote no result (exit {proc.returncode})")
     return json.loads(path.read_text())
@@ -139,7 +139,7 @@ def simulate(trace: str, doc: dict[str, Any], policy: str, out: Path, scale: flo
     path = out / f"sim-{policy}.json"
     run(SF + ["simulate", "--trace", trace, "--cluster", cluster, "--policy", policy,
               "--round-s", str(b["round_s"]), "--restart-s", str(START_LATENCY_REAL_S * scale),
-              "--requeue-hold-s", str(hold), "--fill-between-rounds", "--quiet", "--json", str(path),
+              "--requeue-hold-s", str(hold), "--fill-between-rounds", "--quiet", "--json", "-o", str(path),
               *[x for t, w in sorted(weights.items()) for x in ("--weight", f"{t}={w:g}")]], timeout=3600)
     return json.loads(path.read_text())["policies"][policy]
 
