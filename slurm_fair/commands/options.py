@@ -29,7 +29,7 @@ config_option = click.option(
 
 json_option = click.option(
     "--json", "as_json", is_flag=True,
-    help="Print JSON on stdout instead of the text (text meant for people then goes to stderr, if any).",
+    help="Print JSON on stdout instead of the text (a table for people, where there is one, goes to stderr).",
 )
 
 output_option = click.option(

@@ -13,8 +13,8 @@ from .options import json_option
 @click.command("policies")
 @json_option
 def command(as_json: bool) -> None:
-    """List the allocation policies (``--policy NAME`` of solve, simulate, testbed bench, and
-    ``[controller] policy``)."""
+    """List the allocation policies: the names --policy (solve, simulate, testbed bench) and
+    [controller] policy take."""
     infos = [policies.get(name) for name in policies.names()]
     if as_json:
         click.echo(json.dumps([{"name": i.name, "dynamic": i.dynamic, "description": i.description}

@@ -42,7 +42,8 @@ def check_tenant(tenant: str, inputs: data.ReportInputs, port: SlurmPort) -> Non
 @click.option("--until", default=None, metavar="T", help="Window end: ISO date/time or relative (default: now).")
 @click.option("--tenant", default=None, metavar="NAME", help="Show one tenant (fairness is still "
               "computed over every tenant).")
-@click.option("--format", "fmt", type=click.Choice(render.FORMATS), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(render.FORMATS), default="table", show_default=True,
+              help="Output format (html: one self-contained page).")
 @output_option
 @config_option
 def command(since: str | None, until: str | None, tenant: str | None, fmt: str, output: str | None,

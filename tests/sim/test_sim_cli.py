@@ -135,3 +135,28 @@ def test_bad_cluster_item_and_hold_exit_2(tmp_path: Path, capsys) -> None:
     assert main(["simulate", "--trace", trace, "--cluster", "v100=2", "--policy", "fifo", "--requeue-hold-s", "-1",
                  "--quiet"]) == 2
     assert "--requeue-hold-s" in capsys.readouterr().err
+
+
+def test_json_on_stdout_table_on_stderr_and_output_file(tmp_path: Path) -> None:
+    """The output rule (docs/cli.md): --json puts the document alone on stdout and the table on
+    stderr; -o FILE without --json writes the table as text to FILE, stdout stays empty."""
+    base = ["simulate", "--trace", str(_trace(tmp_path)), "--cluster", "v100=2,k80=2", "--policy", "fifo", "-q"]
+    result = CliRunner().invoke(cli, [*base, "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["policies"]["fifo"]["jobs_completed"] == 4
+    assert "avg JCT h" in result.stderr
+    out = tmp_path / "table.txt"
+    result = CliRunner().invoke(cli, [*base, "-o", str(out)], catch_exceptions=False)
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "avg JCT h" in out.read_text() and "\x1b[" not in out.read_text()
+
+
+def test_window_and_max_jobs_apply_to_synthetic_jobs(tmp_path: Path) -> None:
+    """One selection for traces and --synthetic (it used to ignore --window and --max-jobs)."""
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(cli, ["simulate", "--synthetic", "30", "--tenants", "2", "--seed", "3",
+                                      "--max-jobs", "4", "--max-duration-h", "1", "--cluster", "8:8:8",
+                                      "--policy", "fifo", "--json", "-o", str(out), "-q"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    tenants = json.loads(out.read_text())["workload"]["tenants"]
+    assert sorted(t["jobs"] for t in tenants.values()) == [4, 4]
