@@ -35,4 +35,4 @@ clean:
 # Render the docker-compose cluster's configs (docker/rendered/) from templates/slurm (issue 8).
 .PHONY: docker-configs
 docker-configs: venv
-	$(SF) render-config --target docker --config docker/slurm-fair.toml --inventory conf/testbed.toml --output docker/rendered
+	$(SF) render-config --target docker --config docker/slurm-fair.toml --inventory conf/testbed.toml --output-dir docker/rendered

@@ -34,7 +34,7 @@ import subprocess
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 SF = [sys.executable, "-m", "slurm_fair.cli"]
@@ -68,7 +68,7 @@ def replay(trace: str, scale: float, policy: str, out: Path, name: str, tb: list
     if run_dir.exists():
         subprocess.run(["rm", "-rf", str(run_dir)], check=True, timeout=120)
     proc = run(SF + ["testbed", "replay", "--trace", trace, "--time-scale", str(scale), "--policy", policy,
-                     "--json", str(path), "--run-dir", str(run_dir), "-q", *tb], timeout=6 * 3600)
+                     "--json", "-o", str(path), "--run-dir", str(run_dir), "-q", *tb], timeout=6 * 3600)
     if not path.is_file():
         raise SystemExit(f"replay {name} wrote no result (exit {proc.returncode})")
     return json.loads(path.read_text())
@@ -139,7 +139,7 @@ def simulate(trace: str, doc: dict[str, Any], policy: str, out: Path, scale: flo
     path = out / f"sim-{policy}.json"
     run(SF + ["simulate", "--trace", trace, "--cluster", cluster, "--policy", policy,
               "--round-s", str(b["round_s"]), "--restart-s", str(START_LATENCY_REAL_S * scale),
-              "--requeue-hold-s", str(hold), "--fill-between-rounds", "--quiet", "--json", str(path),
+              "--requeue-hold-s", str(hold), "--fill-between-rounds", "--quiet", "--json", "-o", str(path),
               *[x for t, w in sorted(weights.items()) for x in ("--weight", f"{t}={w:g}")]], timeout=3600)
     return json.loads(path.read_text())["policies"][policy]
 
@@ -218,7 +218,6 @@ def main(argv: list[str] | None = None) -> int:
     envy_row = f"| report: envy of {heaviest} (weight {weights[heaviest]:g}; > 1 = envy) | " + " | ".join(
         cell(stats([f["envy_of_heaviest"] for f in fair[arm]]), 1, ".2f") for arm in arms) + " | - |" + (" - |" if sim else "")
     lines += [si_row, envy_row]
-    pol = arms[a.policy]
     jct = {arm: statistics.fmean(r["metrics"]["avg_jct_s"] for r in docs) for arm, docs in arms.items()}
     verdict = {
         "avg JCT ratio none/policy (goal >= 1.3)": jct["none"] / jct[a.policy],

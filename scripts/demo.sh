@@ -40,7 +40,7 @@ echo "   ${SCALE} trace seconds pass per real second; takes about $((12000 / SCA
 rm -rf "$RUN_DIR"
 SINCE=$(date +%Y-%m-%dT%H:%M:%S)
 $SF testbed replay --trace "$TRACE" --time-scale "$SCALE" --policy "$POLICY" --timeout $((36000 / SCALE + 120)) \
-    --run-dir "$RUN_DIR" --json "$RUN_DIR/replay.json" \
+    --run-dir "$RUN_DIR" --json -o "$RUN_DIR/replay.json" \
   || echo "demo: not every job completed in time (see above); the report still covers what ran"
 UNTIL=$(date +%Y-%m-%dT%H:%M:%S)
 

@@ -18,6 +18,7 @@ from .errors import SlurmFairError
 #: command name -> its module under slurm_fair.commands (each exposes ``command``)
 COMMANDS: dict[str, str] = {
     "solve": "solve",
+    "policies": "policies",
     "simulate": "simulate",
     "run": "run",
     "report": "report",

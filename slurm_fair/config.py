@@ -52,6 +52,20 @@ def _fraction(v: Any) -> str | None:
     return None if 0 <= v <= 1 else "must be between 0 and 1"
 
 
+def _solver(v: Any) -> str | None:
+    from .solver import SOLVER_CHOICES  # the one list (also --solver's); imported late: PuLP is heavy
+
+    return None if v in SOLVER_CHOICES else f"must be one of {', '.join(SOLVER_CHOICES)}"
+
+
+def _backend(v: Any) -> str | None:
+    """Only Slurm's own commands: refused here, at validation, not at the first cycle."""
+    if v == "pyslurm":
+        return ("pyslurm is not supported: it must match Slurm's major version and pyslurm 25.11 on PyPI "
+                "matches no Slurm that Debian ships; use \"cli\" (Slurm's own commands, the only backend)")
+    return None if v == "cli" else "must be \"cli\""
+
+
 NUM = (int, float)
 
 #: section -> key -> Key. ``tenants`` is special: a table of tenant names (see _TENANT_KEYS).
@@ -62,7 +76,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "controller": {
         "policy": Key((str,), "oef", "allocation policy run each cycle"),
         "solver": Key((str,), "auto", "LP solver: auto (highs when highspy is installed, else cbc), cbc or highs",
-                      _one_of("auto", "cbc", "highs")),
+                      _solver),
         "time_limit_s": Key(NUM, 30.0, "solver time limit per cycle", _positive),
         "interval_s": Key(NUM, 60.0, "seconds between cycles with run --loop", _positive),
         "round_s": Key(NUM, 360.0, "round length for time-sharing (Gavel: 360 s)", _positive),
@@ -90,7 +104,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "name_classes": Key((dict,), {}, "site rule: job-name glob -> workload class (first match)"),
     },
     "slurm": {
-        "backend": Key((str,), "cli", "cli (Slurm commands) or pyslurm", _one_of("cli", "pyslurm")),
+        "backend": Key((str,), "cli", "cli: Slurm's own commands (the only backend)", _backend),
         "bin_dir": Key((str,), "", "directory of the Slurm commands (empty: PATH)"),
         "command_timeout_s": Key(NUM, 30.0, "timeout of one Slurm command", _positive),
         "retries": Key((int,), 2, "bounded retries of a failed transient command", _non_negative),

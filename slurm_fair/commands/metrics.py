@@ -10,19 +10,21 @@ from ..report import data, tables
 from ..report.metrics import render_metrics
 from ..report.window import window as make_window
 from . import report as report_cmd
-from .options import config_option
+from .options import config_option, output_option, since_option
+from .output import write_output
 
 
 @click.command("metrics")
-@click.option("--output", "-o", default=None, type=click.Path(dir_okay=False),
-              help="Write to FILE via a temporary file + rename (e.g. "
-              "<textfile dir>/slurm_fair.prom); default: stdout.")
-@click.option("--since", default=None, metavar="T", help="Window start (default: [report].window_days ago).")
+@output_option
+@since_option
 @config_option
 def command(output: str | None, since: str | None, config_path: str | None) -> None:
-    """Prometheus text exposition of per-tenant/per-type shares and fairness ratios."""
+    """Prometheus text exposition of per-tenant/per-type shares and fairness ratios.
+
+    For node_exporter's textfile collector: -o <textfile dir>/slurm_fair.prom.
+    """
     config = config_mod.load(config_path)
     win = make_window(since, None, float(config["report"]["window_days"]))
     port = report_cmd.make_port(config)
     report = tables.build(data.load(port, config, win))
-    report_cmd.write_output(render_metrics(report), output)
+    write_output(render_metrics(report), output)

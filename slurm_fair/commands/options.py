@@ -1,9 +1,21 @@
-"""Options shared by several commands, defined once (pip-tools' ``scripts/options.py``)."""
+"""Options of several commands, each defined once (pip-tools' ``scripts/options.py``).
+
+An option name means one thing in every command: a command that takes ``--solver`` uses
+:data:`solver_option`, never its own ``click.option("--solver", ...)``; the test
+``test_an_option_name_means_one_thing`` walks every command and fails otherwise. How many values
+a command takes (one ``--policy`` or several) is the command's; name, type, default and help
+are not, hence the ``*s_option`` variants.
+
+The output rule (docs/cli.md): ``--json`` is a flag, JSON on stdout instead of the text;
+``-o/--output FILE`` writes what stdout would get to FILE instead; a command writing a
+directory names it ``--output-dir``. Progress, notes and warnings always go to stderr.
+"""
 
 from __future__ import annotations
 
 import click
 
+from ..solver import SOLVER_CHOICES
 from ..testbed.rootfs import VERSIONS
 
 config_option = click.option(
@@ -15,7 +27,76 @@ config_option = click.option(
     "/etc/slurm-fair/slurm-fair.toml).",
 )
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
+json_option = click.option(
+    "--json", "as_json", is_flag=True,
+    help="Print JSON on stdout instead of the text (a table for people, where there is one, goes to stderr).",
+)
+
+output_option = click.option(
+    "-o", "--output", "output", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+    help="Write what stdout would get to FILE instead (atomically: a temporary file, then a rename).",
+)
+
+solver_option = click.option(
+    "--solver", type=click.Choice(SOLVER_CHOICES), default="auto", show_default=True,
+    help="LP solver of the policy's models: auto (highs in-process when highspy is installed, else "
+    "cbc), or force highs or cbc (through PuLP). Small internal LPs (bundle values, fairness checks, "
+    "market prices) always use HiGHS when it is installed.",
+)
+
+_POLICY_HELP = "Allocation policy (`slurm-fair policies` lists them)."
+#: one policy (``solve``, ``testbed bench``)
+policy_option = click.option("--policy", "policy", metavar="NAME", required=True, help=_POLICY_HELP)
+#: ``--policy`` repeated: the policies a command compares (``simulate``)
+policies_option = click.option("--policy", "policy_names", metavar="NAME", multiple=True, required=True,
+                               help=_POLICY_HELP)
+
+_TRACE_HELP = "Trace: a CSV (docs/fairness.md); simulate also reads Gavel .trace files (one tenant per file)."
+_TRACE_TYPE = click.Path(dir_okay=False, exists=True)
+#: one trace (``testbed bench``)
+trace_option = click.option("--trace", "trace", type=_TRACE_TYPE, metavar="FILE", required=True, help=_TRACE_HELP)
+#: ``--trace`` repeated (``simulate``)
+traces_option = click.option("--trace", "traces", type=_TRACE_TYPE, metavar="FILE", multiple=True,
+                             help=_TRACE_HELP)
+
+throughputs_option = click.option(
+    "--throughputs", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+    help="Gavel-format throughput JSON (default: the embedded measured table).",
+)
+
+round_option = click.option(
+    "--round-s", type=click.FloatRange(min=0, min_open=True), default=360.0, show_default=True,
+    help="Round length in trace seconds (Gavel: 360).",
+)
+
+quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
+
+dry_run_option = click.option("--dry-run", is_flag=True, help="Print what would change; change nothing.")
+
+since_option = click.option(
+    "--since", default=None, metavar="T",
+    help="Window start: ISO date/time, or 7d, 12h, 90m ago (default: the window's end minus "
+    "[report].window_days).",
+)
+
+# --- the `testbed` group's own: there `--config` is the testbed's cluster description -------
+
+testbed_dir_option = click.option(
+    "--dir",
+    "state_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="State directory (default: $SLURM_FAIR_TESTBED_DIR, else .testbed/ in the checkout).",
+)
+
+testbed_config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Cluster description (default: the one saved by the last `up` in --dir, else "
+    "$SLURM_FAIR_TESTBED_CONFIG, else conf/testbed.toml).",
+)
 
 #: ``--slurm VERSION`` of the testbed commands (``testbed up|down|status|env|replay``)
 slurm_option = click.option(
@@ -27,3 +108,8 @@ slurm_option = click.option(
     "root filesystem made once under the testbed directory). Another version than the "
     "description's moves every port (by +1000 for 24.11) and, without --dir, uses .testbed-<version>.",
 )
+
+#: the decorators a test checks every command against, by long name; ``testbed`` replaces some
+SHARED = (config_option, json_option, output_option, solver_option, policy_option, trace_option,
+          throughputs_option, round_option, quiet_option, dry_run_option, since_option)
+TESTBED = (testbed_dir_option, testbed_config_option, slurm_option)

@@ -1,7 +1,7 @@
 """``slurm-fair render-config``: the files an admin installs to deploy slurm-fair.
 
 From the configuration and the cluster's GPU inventory (an inventory file, e.g.
-``conf/testbed.toml``, or ``--from-slurm``), render into ``--output``: the slurm.conf fragment,
+``conf/testbed.toml``, or ``--from-slurm``), render into ``--output-dir``: the slurm.conf fragment,
 gres.conf, job_submit.lua, the QOS bootstrap script, the systemd service and timer, the cron
 entry and the logrotate rule (``--target cluster``); or the docker-compose cluster's configs
 (``--target docker``, written to ``docker/rendered/`` by ``make docker-configs``).
@@ -19,20 +19,20 @@ from ..deploy import inventory as inv_mod
 from ..deploy.render import CLUSTER_FILES, DOCKER_FILES, DeployOptions, render_cluster, render_docker, write
 from ..errors import UserError
 from ..throughput_table import load as load_table
-from .options import config_option
+from .options import config_option, throughputs_option
 
 
 @click.command("render-config")
-@click.option("--output", "-o", "output", type=click.Path(file_okay=False), default="slurm-fair-deploy",
-              show_default=True, help="Directory to write the rendered files into.")
+@click.option("--output-dir", "output_dir", type=click.Path(file_okay=False), default="slurm-fair-deploy",
+              show_default=True, metavar="DIR", help="Directory to write the rendered files into.")
 @config_option
-@click.option("--inventory", "inventory", type=click.Path(dir_okay=False), default=None,
-              help="Cluster description (TOML or JSON, the shape of conf/testbed.toml).")
+@click.option("--inventory", "inventory", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Cluster description (TOML or JSON, the shape of conf/testbed.toml; --target docker: "
+                   "default $SLURM_FAIR_TESTBED_CONFIG, else conf/testbed.toml).")
 @click.option("--from-slurm", is_flag=True, help="Read the GPU inventory from the running Slurm.")
 @click.option("--target", type=click.Choice(["cluster", "docker"]), default="cluster", show_default=True,
               help="cluster: files for a real cluster; docker: the docker-compose cluster's configs.")
-@click.option("--throughputs", type=click.Path(dir_okay=False), default=None,
-              help="Gavel-format throughput JSON for the billing weights (default: embedded table).")
+@throughputs_option
 @click.option("--executable", default=DeployOptions.executable, show_default=True,
               help="Path of the slurm-fair program on the controller host.")
 @click.option("--installed-config", default=DeployOptions.config_path, show_default=True,
@@ -42,12 +42,12 @@ from .options import config_option
 @click.option("--admin-level", type=click.Choice(["operator", "administrator"]),
               default=DeployOptions.admin_level, show_default=True,
               help="AdminLevel the QOS bootstrap grants a --run-as user that is not root/SlurmUser.")
-def command(output: str, config_path: str | None, inventory: str | None, from_slurm: bool, target: str,
+def command(output_dir: str, config_path: str | None, inventory: str | None, from_slurm: bool, target: str,
             throughputs: str | None, executable: str, installed_config: str, run_as: str,
             admin_level: str) -> None:
     """Render the deployment files (slurm.conf fragment, job_submit.lua, units, cron, ...)."""
     config = config_mod.load(config_path)
-    out = Path(output)
+    out = Path(output_dir)
     if target == "docker":
         if from_slurm:
             raise UserError("--target docker renders a testbed description (--inventory), not --from-slurm")

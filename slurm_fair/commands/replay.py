@@ -10,16 +10,17 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from ..errors import SlurmFairError
 from ..sim.report import COLUMNS, format_metric
 from ..testbed import Testbed
-from .options import slurm_option
+from .options import (json_option, output_option, policy_option, quiet_option, round_option, slurm_option,
+                      solver_option, testbed_config_option, testbed_dir_option, throughputs_option, trace_option)
+from .output import table_or_json
 from ..testbed.replay.interrupt import Interrupted
 from ..testbed.replay.plan import ReplaySpec
-from ..testbed.replay.run import Replay, fresh_run_dir, write_json
+from ..testbed.replay.run import Replay, fresh_run_dir
 
 #: extra rows of a replay (real-run figures the simulator has no equivalent for)
 REPLAY_ROWS: tuple[tuple[str, str, str], ...] = (
@@ -51,24 +52,27 @@ def results_table(docs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
 
 
 @click.command("replay")
-@click.option("--trace", required=True, type=click.Path(dir_okay=False, exists=True), help="Trace CSV (docs/fairness.md).")
+@trace_option
 @click.option("--time-scale", type=float, required=True, help="Trace seconds per real second.")
-@click.option("--policy", required=True, help="Controller policy, or 'none' for Slurm alone.")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Write the results as JSON.")
-@click.option("--round-s", type=float, default=360.0, show_default=True, help="Round length in trace seconds.")
+@policy_option
+@json_option
+@output_option
+@round_option
 @click.option("--timeout", "timeout_s", type=float, default=None, help="Real seconds before giving up (default: from the trace).")
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None,
               help="Directory for checkpoints, job output and controller state (default: a new temp dir).")
-@click.option("--throughputs", type=click.Path(dir_okay=False), default=None, help="Gavel-format throughput JSON.")
-@click.option("--solver", type=click.Choice(["auto", "cbc", "highs"]), default=None, help="Controller LP solver (default auto: HiGHS when installed, else CBC).")
-@click.option("--dir", "state_dir", type=click.Path(file_okay=False), default=None, help="Testbed state directory.")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Testbed description.")
+@throughputs_option
+@solver_option
+@testbed_dir_option
+@testbed_config_option
 @slurm_option
-@click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
-def replay(trace: str, time_scale: float, policy: str, json_out: str | None, round_s: float,
+@quiet_option
+def replay(trace: str, time_scale: float, policy: str, as_json: bool, output: str | None, round_s: float,
           timeout_s: float | None, run_dir: str | None, throughputs: str | None, solver: str | None,
           state_dir: str | None, config_path: str | None, slurm: str | None, quiet: bool) -> None:
     """Replay an emulated trace on the testbed (Slurm alone or with the controller) and score it.
+
+    --policy none runs Slurm alone.
 
     Interrupted (Ctrl-C, SIGTERM, SIGHUP), it stops its controller, cancels its jobs and reverts
     first, then exits with 128 + the signal.
@@ -86,11 +90,9 @@ def replay(trace: str, time_scale: float, policy: str, json_out: str | None, rou
     except Interrupted as exc:
         raise ReplayInterrupted(exc) from None
     doc = result.doc
-    if json_out:
-        write_json(doc, json_out)
     name = doc["replay"]["policy"]
-    Console().print(results_table({name: doc}, f"testbed {doc['replay']['cluster']}: {name} "
-                                               f"(trace seconds shown as hours; S={time_scale:g})"))
+    table_or_json(results_table({name: doc}, f"testbed {doc['replay']['cluster']}: {name} "
+                                             f"(trace seconds shown as hours; S={time_scale:g})"), doc, as_json, output)
     m = doc["metrics"]
     if m["jobs_completed"] != m["jobs"] or doc["replay"]["timed_out"]:
         raise click.ClickException(f"only {m['jobs_completed']} of {m['jobs']} jobs completed")

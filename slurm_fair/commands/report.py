@@ -7,9 +7,6 @@ render, write. Definitions of every figure: ``docs/reports.md``.
 from __future__ import annotations
 
 import difflib
-import os
-import tempfile
-from pathlib import Path
 
 import click
 
@@ -17,15 +14,10 @@ from .. import config as config_mod
 from ..errors import UserError
 from ..report import data, render, tables
 from ..report.window import window as make_window
+from ..slurm import make_port
 from ..slurm.port import SlurmPort
-from .options import config_option
-
-
-def make_port(config: config_mod.Config) -> SlurmPort:
-    """The real adapter (Slurm's commands); tests replace this function."""
-    from ..slurm.cli import SlurmCli
-
-    return SlurmCli.from_config(config)
+from .options import config_option, output_option, since_option
+from .output import write_output
 
 
 def check_tenant(tenant: str, inputs: data.ReportInputs, port: SlurmPort) -> None:
@@ -45,37 +37,14 @@ def check_tenant(tenant: str, inputs: data.ReportInputs, port: SlurmPort) -> Non
         raise UserError(f"unknown tenant {tenant!r}{hint}; tenants: {listed}")
 
 
-def write_output(text: str, output: str | None) -> None:
-    """To stdout, or atomically to ``output`` (temp file in the same directory + rename)."""
-    if not output:
-        click.echo(text, nl=False)
-        return
-    path = Path(output)
-    if path.is_dir():
-        raise UserError(f"--output {output}: is a directory")
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise UserError(f"--output {output}: directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(directory))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 @click.command("report")
-@click.option("--since", default=None, metavar="T", help="Start: ISO date/time or 7d, 12h, 90m ago "
-              "(default: --until minus [report].window_days).")
-@click.option("--until", default=None, metavar="T", help="End: ISO date/time or relative (default: now).")
+@since_option
+@click.option("--until", default=None, metavar="T", help="Window end: ISO date/time or relative (default: now).")
 @click.option("--tenant", default=None, metavar="NAME", help="Show one tenant (fairness is still "
               "computed over every tenant).")
-@click.option("--format", "fmt", type=click.Choice(render.FORMATS), default="table", show_default=True)
-@click.option("--output", "-o", default=None, type=click.Path(dir_okay=False), help="Write to FILE (atomically).")
+@click.option("--format", "fmt", type=click.Choice(render.FORMATS), default="table", show_default=True,
+              help="Output format (html: one self-contained page).")
+@output_option
 @config_option
 def command(since: str | None, until: str | None, tenant: str | None, fmt: str, output: str | None,
             config_path: str | None) -> None:

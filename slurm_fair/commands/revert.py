@@ -10,7 +10,7 @@ from ..config import load
 from ..controller.revert import revert
 from ..errors import SlurmFairError
 from ..slurm import make_port
-from .options import config_option, json_option
+from .options import config_option, dry_run_option, json_option
 from .run import fmt
 
 
@@ -19,7 +19,7 @@ class _RevertIncomplete(SlurmFairError):
 
 
 @click.command("revert")
-@click.option("--dry-run", is_flag=True, help="List what would be restored; change nothing.")
+@dry_run_option
 @config_option
 @json_option
 def command(dry_run: bool, config_path: str | None, as_json: bool) -> None:

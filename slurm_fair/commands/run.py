@@ -14,7 +14,7 @@ from ..config import load
 from ..controller.cycle import CycleResult, run_cycle
 from ..errors import SlurmFairError, UserError
 from ..slurm import make_port
-from .options import config_option, json_option
+from .options import config_option, dry_run_option, json_option
 
 
 def fmt(v: object) -> str:
@@ -77,16 +77,14 @@ class _Stop:
 @click.command("run")
 @click.option("--once", "mode", flag_value="once", default=True, help="Run one cycle (cron).")
 @click.option("--loop", "mode", flag_value="loop", help="Run cycles until SIGTERM (systemd).")
-@click.option("--interval", type=float, default=None,
+@click.option("--interval", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds between cycles with --loop (default: [controller].interval_s).")
-@click.option("--dry-run", is_flag=True, help="Print the plan and the actions; change nothing.")
+@dry_run_option
 @config_option
 @json_option
 def command(mode: str, interval: float | None, dry_run: bool, config_path: str | None, as_json: bool) -> None:
     """Reconcile Slurm with the fair allocation: read, decide, diff, apply, record."""
     config = load(config_path)
-    if interval is not None and interval <= 0:
-        raise UserError("--interval must be > 0")
     port = make_port(config)
 
     def show(res: CycleResult) -> None:

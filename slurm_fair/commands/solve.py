@@ -14,28 +14,26 @@ import time
 import click
 
 from .. import fairness, policies, rounding
-from ..errors import SolverError, UserError
+from ..errors import SolverError
 from ..policies import PolicyOptions
 from ..problem_io import allocation_to_dict, load_problem
-from ..solver import SOLVER_CHOICES
+from .options import output_option, policy_option, solver_option
+from .output import write_output
 
 
 @click.command("solve")
-@click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False), help="PROBLEM.json to solve.")
-@click.option("--policy", required=True, help="Policy name (see --list-policies).")
-@click.option("--solver", type=click.Choice(SOLVER_CHOICES), default="auto", show_default=True,
-              help="LP solver of the policy's models: auto (highs in-process when highspy is installed, "
-                   "else cbc), or force highs or cbc (through PuLP). Small internal LPs (bundle "
-                   "values, fairness checks, market prices) always use HiGHS when it is installed.")
+@click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="PROBLEM.json to solve (docs/fairness.md).")
+@policy_option
+@solver_option
 @click.option("--time-limit", "time_limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
               help="Seconds allowed per LP solve; for oef also the whole search once it has a verified "
                    "SI+EF+PE answer (it then returns the best verified candidate and lists the "
                    "stages skipped for time, docs/oef.md).")
-@click.option("--output", "output_path", type=click.Path(dir_okay=False), default=None,
-              help="Write the JSON here instead of stdout.")
+@output_option
 @click.option("--keep-lp-dir", type=click.Path(file_okay=False), default=None,
               help="Directory where a failed model's .lp file is kept (default: a temporary one).")
-def command(input_path: str, policy: str, solver: str, time_limit: float, output_path: str | None,
+def command(input_path: str, policy: str, solver: str, time_limit: float, output: str | None,
             keep_lp_dir: str | None) -> None:
     """Compute one cycle's allocation (docs/fairness.md's output format)."""
     started = time.perf_counter()
@@ -61,12 +59,4 @@ def command(input_path: str, policy: str, solver: str, time_limit: float, output
             f"with best use instead ({allocation.fallback_reason})",
             err=True,
         )
-    text = json.dumps(out, indent=2, sort_keys=False)
-    if output_path:
-        try:
-            with open(output_path, "w", encoding="utf-8") as fh:
-                fh.write(text + "\n")
-        except OSError as exc:
-            raise UserError(f"{output_path}: cannot write: {exc.strerror or exc}") from None
-    else:
-        click.echo(text)
+    write_output(json.dumps(out, indent=2, sort_keys=False) + "\n", output)

@@ -10,23 +10,7 @@ from rich.table import Table
 
 from ..errors import TestbedError
 from ..testbed import Testbed
-from .options import slurm_option
-
-dir_option = click.option(
-    "--dir",
-    "state_dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="State directory (default: $SLURM_FAIR_TESTBED_DIR, else .testbed/ in the checkout).",
-)
-config_option = click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Cluster description (default: the one saved by the last `up` in --dir, else "
-    "$SLURM_FAIR_TESTBED_CONFIG, else conf/testbed.toml).",
-)
+from .options import quiet_option, slurm_option, testbed_config_option, testbed_dir_option
 
 def _testbed(state_dir: str | None, config_path: str | None, slurm: str | None = None) -> Testbed:
     return Testbed(dir=state_dir, config=config_path, slurm=slurm)
@@ -42,10 +26,10 @@ def command() -> None:
 
 
 @command.command("up")
-@dir_option
-@config_option
+@testbed_dir_option
+@testbed_config_option
 @slurm_option
-@click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
+@quiet_option
 def up(state_dir: str | None, config_path: str | None, slurm: str | None, quiet: bool) -> None:
     """Start the testbed (idempotent) and wait until every node is idle."""
     tb = _testbed(state_dir, config_path, slurm)
@@ -56,8 +40,8 @@ def up(state_dir: str | None, config_path: str | None, slurm: str | None, quiet:
 
 
 @command.command("down")
-@dir_option
-@config_option
+@testbed_dir_option
+@testbed_config_option
 @slurm_option
 def down(state_dir: str | None, config_path: str | None, slurm: str | None) -> None:
     """Stop exactly the daemons this testbed started."""
@@ -67,8 +51,8 @@ def down(state_dir: str | None, config_path: str | None, slurm: str | None) -> N
 
 
 @command.command("status")
-@dir_option
-@config_option
+@testbed_dir_option
+@testbed_config_option
 @slurm_option
 def status(state_dir: str | None, config_path: str | None, slurm: str | None) -> None:
     """Show each daemon and node; exit 1 unless every daemon runs."""
@@ -101,8 +85,8 @@ def status(state_dir: str | None, config_path: str | None, slurm: str | None) ->
 
 
 @command.command("env")
-@dir_option
-@config_option
+@testbed_dir_option
+@testbed_config_option
 @slurm_option
 def env(state_dir: str | None, config_path: str | None, slurm: str | None) -> None:
     """Print `export` lines for: eval "$(slurm-fair testbed env)".

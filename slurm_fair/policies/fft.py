@@ -25,6 +25,7 @@ import time
 
 import pulp
 
+from .. import fairness
 from ..errors import SolverError
 from ..model import Allocation, Problem
 from ..solver import solve
@@ -45,7 +46,6 @@ def update_ledger(problem: Problem, state: dict) -> dict[str, float]:
     got: dict[str, float] = state.setdefault("got", {})
     seen: set[str] = state.setdefault("seen", set())
     tenants = problem.active_tenants
-    total_w = sum(problem.weight(u) for u in tenants) or 1.0
     count = {u: len(problem.jobs_of(u)) for u in tenants}
     for j in problem.jobs:
         if j.id in seen:

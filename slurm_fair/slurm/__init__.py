@@ -12,14 +12,10 @@ from .port import SlurmPort
 
 
 def make_port(config, env: Mapping[str, str | None] | None = None) -> SlurmPort:
-    """The SlurmPort of ``[slurm] backend`` (only ``cli`` exists; ``pyslurm`` is refused with
-    a clear error until a backend matching the installed Slurm is written)."""
-    from ..errors import ConfigError, Finding
+    """The SlurmPort of a configuration: Slurm's own commands (``[slurm] backend = "cli"``, the
+    only value configuration validation accepts)."""
     from .cli import SlurmCli
 
-    backend = config["slurm"]["backend"]
-    if backend != "cli":
-        raise ConfigError(config.source, [Finding("slurm.backend", f"backend {backend!r} is not available; use 'cli'")])
     return SlurmCli.from_config(config, env=env)
 
 

@@ -149,3 +149,24 @@ def test_solve_prints_nothing_but_json_on_stdout(tmp_path):
                            "--policy", "oef", "--solver", "auto"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["policy"] == "oef"
+
+
+def test_pyslurm_backend_is_refused_at_validation_with_the_reason(tmp_path, capsys):
+    """Not at the first cycle: the file, the key and why, exit 2, before anything runs."""
+    path = write(tmp_path, '[slurm]\nbackend = "pyslurm"\n')
+    with pytest.raises(ConfigError) as info:
+        config.load(path)
+    (problem,) = info.value.problems
+    assert problem.where == "slurm.backend"
+    assert "pyslurm 25.11 on PyPI matches no Slurm that Debian ships" in problem.what and '"cli"' in problem.what
+    assert main(["explain", "1", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "slurm.backend: pyslurm is not supported" in err and "Traceback" not in err
+
+
+def test_policies_command_lists_what_policy_options_accept():
+    result = CliRunner().invoke(cli, ["policies", "--json"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    assert [p["name"] for p in json.loads(result.output)] == policies.names()

@@ -43,7 +43,7 @@ def write_config(tmp_path: Path, extra: str = "") -> Path:
 def rendered(tmp_path) -> dict[str, str]:
     out = tmp_path / "out"
     rc = main(["render-config", "--config", str(write_config(tmp_path)), "--inventory", str(TESTBED_TOML),
-               "--output", str(out)])
+               "--output-dir", str(out)])
     assert rc == 0
     return {p.name: p.read_text() for p in out.iterdir()}
 
@@ -61,7 +61,7 @@ def conf_lines(text: str) -> dict[str, str]:
 def test_every_file_written_and_listed(tmp_path):
     out = tmp_path / "o"
     result = CliRunner().invoke(cli, ["render-config", "--config", str(write_config(tmp_path)),
-                                      "--inventory", str(TESTBED_TOML), "-o", str(out)])
+                                      "--inventory", str(TESTBED_TOML), "--output-dir", str(out)])
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == sorted(CLUSTER_FILES)
     for name in CLUSTER_FILES:
@@ -184,7 +184,7 @@ HOSTILE = [
 def test_hostile_config_values_rejected(tmp_path, capsys, toml, where):
     cfg = tmp_path / "c.toml"
     cfg.write_text(toml)
-    rc = main(["render-config", "--config", str(cfg), "--inventory", str(TESTBED_TOML), "-o", str(tmp_path / "o")])
+    rc = main(["render-config", "--config", str(cfg), "--inventory", str(TESTBED_TOML), "--output-dir", str(tmp_path / "o")])
     assert rc == 2
     assert where in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
@@ -208,7 +208,7 @@ def test_hostile_inventory_rejected(tmp_path, capsys, toml):
     inv = tmp_path / "inv.toml"
     inv.write_text(toml)
     rc = main(["render-config", "--config", str(write_config(tmp_path)), "--inventory", str(inv),
-               "-o", str(tmp_path / "o")])
+               "--output-dir", str(tmp_path / "o")])
     assert rc == 2
     assert "invalid configuration" in capsys.readouterr().err
 
@@ -261,7 +261,7 @@ def test_from_slurm_snapshot_inventory():
 
 
 def test_inventory_and_from_slurm_are_exclusive(tmp_path, capsys):
-    assert main(["render-config", "--config", str(write_config(tmp_path)), "-o", str(tmp_path / "o")]) == 2
+    assert main(["render-config", "--config", str(write_config(tmp_path)), "--output-dir", str(tmp_path / "o")]) == 2
     assert "exactly one of --inventory" in capsys.readouterr().err
 
 
@@ -269,5 +269,5 @@ def test_committed_cron_entry_is_up_to_date(tmp_path):
     """cron/slurm-fair is the cron entry rendered with the defaults (`make deploy-examples`)."""
     out = tmp_path / "o"
     assert main(["render-config", "--config", str(REPO / "conf" / "slurm-fair.toml"), "--inventory",
-                 str(TESTBED_TOML), "-o", str(out)]) == 0
+                 str(TESTBED_TOML), "--output-dir", str(out)]) == 0
     assert (REPO / "cron" / "slurm-fair").read_text() == (out / "slurm-fair.cron").read_text()

@@ -28,7 +28,7 @@ def test_simulate_writes_json_and_png(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, [
         "simulate", "--trace", str(_trace(tmp_path)), "--cluster", "v100=1,p100=1,k80=2",
         "--gpus-per-node", "2", "--policy", "fifo", "--policy", "hadar", "--weight", "bob=2",
-        "--json", str(out), "--plot", str(png), "--quiet", "--solver", "cbc",
+        "--json", "-o", str(out), "--plot", str(png), "--quiet", "--solver", "cbc",
     ], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
@@ -52,7 +52,7 @@ def test_fallback_counted_in_results(tmp_path: Path) -> None:
     trace = _trace(tmp_path, "tenant,job_id,job_type,gpus,total_steps,arrival_s\na,1,A3C,2,100,0\n")
     out = tmp_path / "r.json"
     result = CliRunner().invoke(cli, ["simulate", "--trace", str(trace), "--cluster", "v100=2",
-                                      "--policy", "fifo", "--json", str(out), "--quiet"])
+                                      "--policy", "fifo", "--json", "-o", str(out), "--quiet"])
     assert result.exit_code == 0, result.output
     # A3C is measured on 1 GPU only: one fallback lookup for the one cluster type
     assert json.loads(out.read_text())["policies"]["fifo"]["throughput_fallbacks"] == 1
@@ -81,7 +81,7 @@ def test_synthetic_static_workload(tmp_path: Path) -> None:
     out, saved = tmp_path / "r.json", tmp_path / "w.csv"
     result = CliRunner().invoke(cli, ["simulate", "--synthetic", "12", "--tenants", "3", "--seed", "4",
                                       "--max-duration-h", "2", "--static", "--cluster", "8:8:8",
-                                      "--policy", "max-throughput", "--json", str(out),
+                                      "--policy", "max-throughput", "--json", "-o", str(out),
                                       "--save-workload", str(saved), "--quiet"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
@@ -89,7 +89,7 @@ def test_synthetic_static_workload(tmp_path: Path) -> None:
     assert doc["policies"]["max-throughput"]["jobs_completed"] == 12
     # the saved workload is a valid trace of the same jobs
     again = CliRunner().invoke(cli, ["simulate", "--trace", str(saved), "--cluster", "8:8:8",
-                                     "--policy", "max-throughput", "--json", str(out), "--quiet"])
+                                     "--policy", "max-throughput", "--json", "-o", str(out), "--quiet"])
     assert again.exit_code == 0
     assert json.loads(out.read_text())["workload"]["jobs"] == 12
 
@@ -109,7 +109,7 @@ def test_simulate_mixed_nodes_shapes_hold_and_filling(tmp_path: Path) -> None:
     out, saved = tmp_path / "r.json", tmp_path / "w.csv"
     result = CliRunner().invoke(cli, [
         "simulate", "--trace", str(_trace(tmp_path, SHAPED)), "--cluster", "v100=2x4,p100=2x4,k80=1x8",
-        "--policy", "fifo", "--requeue-hold-s", "11", "--fill-between-rounds", "--json", str(out),
+        "--policy", "fifo", "--requeue-hold-s", "11", "--fill-between-rounds", "--json", "-o", str(out),
         "--save-workload", str(saved), "--quiet",
     ], catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -135,3 +135,28 @@ def test_bad_cluster_item_and_hold_exit_2(tmp_path: Path, capsys) -> None:
     assert main(["simulate", "--trace", trace, "--cluster", "v100=2", "--policy", "fifo", "--requeue-hold-s", "-1",
                  "--quiet"]) == 2
     assert "--requeue-hold-s" in capsys.readouterr().err
+
+
+def test_json_on_stdout_table_on_stderr_and_output_file(tmp_path: Path) -> None:
+    """The output rule (docs/cli.md): --json puts the document alone on stdout and the table on
+    stderr; -o FILE without --json writes the table as text to FILE, stdout stays empty."""
+    base = ["simulate", "--trace", str(_trace(tmp_path)), "--cluster", "v100=2,k80=2", "--policy", "fifo", "-q"]
+    result = CliRunner().invoke(cli, [*base, "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["policies"]["fifo"]["jobs_completed"] == 4
+    assert "avg JCT h" in result.stderr
+    out = tmp_path / "table.txt"
+    result = CliRunner().invoke(cli, [*base, "-o", str(out)], catch_exceptions=False)
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "avg JCT h" in out.read_text() and "\x1b[" not in out.read_text()
+
+
+def test_window_and_max_jobs_apply_to_synthetic_jobs(tmp_path: Path) -> None:
+    """One selection for traces and --synthetic (it used to ignore --window and --max-jobs)."""
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(cli, ["simulate", "--synthetic", "30", "--tenants", "2", "--seed", "3",
+                                      "--max-jobs", "4", "--max-duration-h", "1", "--cluster", "8:8:8",
+                                      "--policy", "fifo", "--json", "-o", str(out), "-q"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    tenants = json.loads(out.read_text())["workload"]["tenants"]
+    assert sorted(t["jobs"] for t in tenants.values()) == [4, 4]

@@ -9,15 +9,13 @@ does, step by step.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
 import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from ... import throughput_table as tt
 from ...errors import UserError
@@ -235,10 +233,6 @@ class Replay:
             self.say(message)
         except OSError:
             pass
-
-
-def write_json(doc: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
-    Path(path).write_text(json.dumps(doc, indent=2, default=str) + "\n")
 
 
 def fresh_run_dir(base: str | None) -> Path:

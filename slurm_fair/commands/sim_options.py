@@ -1,0 +1,113 @@
+"""The ``simulate`` options in three groups, each folded into one object before the command
+runs: the workload (:class:`~slurm_fair.sim.scenario.WorkloadSource`), the cluster
+(:class:`~slurm_fair.sim.scenario.ClusterSource`) and the engine
+(:class:`~slurm_fair.sim.engine.SimConfig`).
+
+A group is one decorator: its options are declared together (and listed together by ``--help``),
+and the command receives ``workload=``, ``cluster=``, ``engine=`` instead of 25 parameters.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import click
+
+from ..sim.engine import SimConfig
+from ..sim.scenario import ClusterSource, WorkloadSource, parse_speeds
+from ..sim.workload import parse_weights
+from .options import solver_option, round_option, traces_option
+
+F = Callable[..., Any]
+
+
+def _group(options: list[Callable[[F], F]], name: str, fold: Callable[[dict[str, Any]], Any]) -> Callable[[F], F]:
+    """Apply ``options`` (in the order written) and pass ``fold(their values)`` as ``name``."""
+
+    def decorate(f: F) -> F:
+        params = set()
+
+        @functools.wraps(f)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            values = {key: kwargs.pop(key) for key in params}
+            return f(*args, **{name: fold(values)}, **kwargs)
+
+        for option in reversed(options):
+            before = len(getattr(wrapper, "__click_params__", []))
+            wrapper = option(wrapper)  # type: ignore[assignment]
+            params.update(p.name for p in wrapper.__click_params__[before:])  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
+
+
+workload_options = _group([
+    traces_option,
+    click.option("--synthetic", type=click.IntRange(min=1), default=None, metavar="N",
+                 help="Generate N jobs of Gavel's mix instead of reading traces."),
+    click.option("--tenants", type=click.IntRange(min=1), default=4, show_default=True,
+                 help="Tenants of --synthetic."),
+    click.option("--seed", type=int, default=0, show_default=True, help="Seed of --synthetic and --node-speed-spread."),
+    click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=20.0, show_default=True,
+                 help="Arrivals per hour of --synthetic (Poisson)."),
+    click.option("--max-duration-h", type=click.FloatRange(min=0, min_open=True), default=None,
+                 help="Cap the durations drawn by --synthetic (hours)."),
+    click.option("--window", default=None, metavar="START:END", help="Keep arrivals in [START, END) seconds, re-based to START."),
+    click.option("--max-jobs", type=click.IntRange(min=1), default=None, help="Keep at most N jobs per tenant (after --window)."),
+    click.option("--static", is_flag=True, help="All jobs arrive at time 0 (makespan experiments)."),
+    click.option("--weight", "weights", multiple=True, metavar="TENANT=W",
+                 help="Tenant weight (default 1, or the CSV weight column)."),
+], "workload", lambda v: WorkloadSource(
+    traces=v["traces"], synthetic=v["synthetic"], tenants=v["tenants"], seed=v["seed"], rate_per_hour=v["rate"],
+    max_duration_h=v["max_duration_h"], window=v["window"], max_jobs=v["max_jobs"], static=v["static"],
+    weights=parse_weights(v["weights"]),
+))
+
+cluster_options = _group([
+    click.option("--cluster", "spec", required=True, metavar="SPEC",
+                 help="GPUs per type: v100=8,p100=8,k80=8, nodes x GPUs per node: v100=2x4,k80=1x8, or Gavel's "
+                      "36:36:36 (v100:p100:k80)."),
+    click.option("--gpus-per-node", type=click.IntRange(min=1), default=None,
+                 help="Cut the types given as a plain count into nodes of this many GPUs."),
+    click.option("--node-speed", "node_speeds", multiple=True, metavar="NODE=FACTOR",
+                 help="Speed factor of a node (needs nodes: --gpus-per-node or NODESxGPUS)."),
+    click.option("--node-speed-spread", type=float, default=0.0, show_default=True,
+                 help="Draw node speed factors uniformly in [1-S, 1+S] (needs nodes; seeded by --seed)."),
+], "cluster", lambda v: ClusterSource(
+    spec=v["spec"], gpus_per_node=v["gpus_per_node"], node_speeds=parse_speeds(v["node_speeds"]),
+    node_speed_spread=v["node_speed_spread"],
+))
+
+engine_options = _group([
+    round_option,
+    click.option("--restart-s", type=click.FloatRange(min=0), default=30.0, show_default=True,
+                 help="Start latency of a start, type change or resume."),
+    click.option("--requeue-hold-s", type=click.FloatRange(min=0), default=0.0, show_default=True,
+                 help="A job that leaves its GPUs may start again only this long after (Slurm's requeue hold: "
+                      "cred_expire + 1)."),
+    click.option("--fill-between-rounds", is_flag=True,
+                 help="Start waiting jobs on GPUs freed, and arrivals, inside a round (as Slurm does), not at the "
+                      "next round."),
+    click.option("--fork-sync", type=click.FloatRange(min=0, max=1, max_open=True), default=0.10, show_default=True,
+                 help="Progress lost by a job running as several copies (HadarE)."),
+    click.option("--resolve-every", type=click.IntRange(min=1), default=1, show_default=True,
+                 help="Dynamic policies are solved again every N rounds (and whenever the job set changes)."),
+    click.option("--horizon-h", type=click.FloatRange(min=0, min_open=True), default=None,
+                 help="Stop after this many simulated hours."),
+    click.option("--no-fairness-checks", is_flag=True, help="Skip the per-round SI/EF checks (faster)."),
+    solver_option,
+], "engine", lambda v: _sim_config(**v))
+
+
+def _sim_config(round_s: float, restart_s: float, requeue_hold_s: float, fill_between_rounds: bool,
+                fork_sync: float, resolve_every: int, horizon_h: float | None, no_fairness_checks: bool,
+                solver: str) -> SimConfig:
+    from ..solver import resolve
+
+    return SimConfig(
+        round_s=round_s, restart_s=restart_s, requeue_hold_s=requeue_hold_s,
+        fill_between_rounds=fill_between_rounds, fork_sync=fork_sync, resolve_every=resolve_every,
+        horizon_s=horizon_h * 3600 if horizon_h else None, check_fairness=not no_fairness_checks,
+        solver=resolve(solver),
+    )
