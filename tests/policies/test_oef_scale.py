@@ -137,7 +137,7 @@ def test_a_climb_that_cannot_finish_a_step_in_time_is_not_started_or_is_cut() ->
 
 
 def test_the_step_estimate_counts_the_pairs_the_pools_cannot_clear() -> None:
-    from slurm_fair.policies import _climb
+    from slurm_fair.policies import _climb, _tenants
     from slurm_fair.policies._lp import equal_split_classes
 
     problem = _many_tenants(24, 4, seed=11)
