@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import policies
-from .. import throughput_table as tt
+from ..estimates import gavel as tt
 from ..errors import UserError
 from ..sim import report
 from ..sim.cluster import parse_cluster, with_speeds

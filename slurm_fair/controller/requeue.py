@@ -32,7 +32,7 @@ from typing import Callable, Mapping, Sequence
 
 from ..gangs import choose_nodes
 from ..model import Problem, Snapshot, SlurmJob
-from .estimates import preemptible
+from ..estimates.tags import preemptible
 
 #: pending reasons under which a job cannot start now, whatever GPUs are free
 NOT_STARTABLE = ("JobHeldUser", "JobHeldAdmin", "Dependency", "DependencyNeverSatisfied", "BeginTime",

@@ -57,8 +57,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from .. import throughput_table as tt
-from ..controller.estimates import gavel_class_name
+from ..estimates import gavel as tt
+from ..estimates.classes import gavel_class_name
 from ..errors import TestbedError, UserError
 from ..gangs import Shape, can_hold
 from ..model import AccountingRecord
