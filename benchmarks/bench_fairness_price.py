@@ -25,7 +25,7 @@ from slurm_fair import fairness, policies
 from slurm_fair.model import Job, Problem
 from slurm_fair.policies import PolicyOptions
 from slurm_fair.solver import SOLVER_CHOICES, resolve
-from slurm_fair.throughput_table import ThroughputTable, load
+from slurm_fair.estimates.gavel import ThroughputTable, load
 
 POLICIES = ("max-throughput", "oef", "oef-noncoop", "gavel-mmf", "agnostic", "fifo")
 

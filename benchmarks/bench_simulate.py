@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from slurm_fair import policies
-from slurm_fair import throughput_table as tt
+from slurm_fair.estimates import gavel as tt
 from slurm_fair.sim.cluster import parse_cluster
 from slurm_fair.sim.engine import SimConfig, simulate
 from slurm_fair.sim.synthetic import generate

@@ -20,8 +20,13 @@ import subprocess
 import sys
 import time
 
+from slurm_fair.config import validate
+from slurm_fair.controller.decide import DecideSettings, observe
+from slurm_fair.controller.history import History
+from slurm_fair.controller.settings import Settings
+from slurm_fair.estimates.classes import load_class_table
+from slurm_fair.estimates.rules import Rules
 from slurm_fair.slurm.cli import SlurmCli
-from slurm_fair.slurm.to_problem import snapshot_to_problem
 
 SYNTAXES = ["--gres=gpu:1", "--gpus=2", "--gpus-per-node=v100:1", "--gres=gpu:k80:2"]
 
@@ -81,6 +86,8 @@ def main() -> int:
             if len(port.jobs()) >= baseline + args.jobs:
                 break
             time.sleep(1)
+        config = validate({}, "defaults")
+        ds = DecideSettings(Settings.from_config(config), load_class_table(None), Rules.from_config(config))
         rows = []
         for _ in range(args.repeat):
             port.runner.stats.reset()
@@ -89,7 +96,7 @@ def main() -> int:
             total = time.perf_counter() - t
             slurm = port.runner.stats.seconds
             t = time.perf_counter()
-            problem = snapshot_to_problem(snap)
+            problem = observe(snap, History(), ds).built.problem  # what snapshot --json prints
             to_problem = time.perf_counter() - t
             rows.append((total, slurm, total - slurm, to_problem, dict(port.runner.stats.by_command)))
         mine = sum(1 for j in snap.jobs if j.name == "bench-snap")

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from slurm_fair import throughput_table as tt  # noqa: E402
+from slurm_fair.estimates import gavel as tt  # noqa: E402
 
 #: the testbed's nodes: GPUs per node of each type (conf/testbed.toml)
 NODE_GPUS = {"v100": 4, "p100": 4, "k80": 8}

@@ -18,7 +18,7 @@ from .. import config as config_mod
 from ..deploy import inventory as inv_mod
 from ..deploy.render import CLUSTER_FILES, DOCKER_FILES, DeployOptions, render_cluster, render_docker, write
 from ..errors import UserError
-from ..throughput_table import load as load_table
+from ..estimates.gavel import load as load_table
 from .options import config_option, throughputs_option
 
 

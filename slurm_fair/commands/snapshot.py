@@ -1,7 +1,12 @@
 """``slurm-fair snapshot [--json]``: what the controller sees, read from Slurm now.
 
-``--json`` prints a valid PROBLEM.json (docs/fairness.md) with extra per-job fields; without it,
-readable tables of nodes/GPUs per type and of GPU jobs. Slurm is found through ``[slurm]`` of
+``--json`` prints the problem the controller would solve now, as a valid PROBLEM.json
+(docs/fairness.md): the controller's own builder (:func:`slurm_fair.controller.decide.observe`)
+over the jobs of ``[controller].accounts``, with the controller's history read read-only from
+its state store (empty when it never ran), so ``snapshot --json | slurm-fair solve`` gives the
+allocation ``run --dry-run`` starts from. Extra per-job fields for people (state, partition,
+request, estimate sources...) are ignored by ``solve``. Without ``--json``: readable tables of
+nodes/GPUs per type and of GPU jobs. Slurm is found through ``[slurm]`` of
 the configuration plus the process environment (``SLURM_CONF``), so
 ``eval "$(slurm-fair testbed env)"; slurm-fair snapshot`` reads the testbed.
 """
@@ -14,12 +19,56 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from dataclasses import replace
+from typing import Any
+
 from .. import config as config_mod
-from ..model import Snapshot
+from ..controller.cycle import decide_settings
+from ..controller.decide import in_scope, observe
+from ..controller.history import read_history_at
+from ..controller.settings import Settings
+from ..estimates.estimate import Estimate
+from ..model import Problem, SlurmJob, Snapshot
 from ..problem_io import problem_to_dict
 from ..slurm import make_port
-from ..slurm.to_problem import snapshot_to_problem
+from ..slurm.port import SlurmPort
 from .options import config_option, json_option
+
+
+def job_extra(job: SlurmJob, estimate: Estimate | None) -> dict[str, Any]:
+    """Fields beside the standard ones, for people (``solve`` ignores them)."""
+    req = job.gpu_request
+    extra: dict[str, Any] = {
+        "state": job.state.lower(),
+        "name": job.name,
+        "partition": job.partition,
+        "qos": job.qos,
+        "requested_type": req.gpu_type if req else None,
+        "original_request": req.raw if req else "",
+        "per": req.per if req else "",
+    }
+    if job.nodes:
+        extra["nodes"] = list(job.nodes)
+    if job.gpu_type_running:
+        extra["running_type"] = job.gpu_type_running
+    if job.tags:
+        extra["tags"] = dict(job.tags)
+    if estimate is not None:
+        extra["class"] = estimate.klass
+        extra["class_source"] = estimate.class_source
+        extra["sources"] = dict(estimate.sources)
+    return extra
+
+
+def controller_problem(port: SlurmPort, cfg: config_mod.Config) -> Problem:
+    """The problem the controller would solve now (module docstring), with :func:`job_extra`."""
+    s = Settings.from_config(cfg)
+    ds = decide_settings(cfg, s, port)
+    snapshot = in_scope(port.snapshot(), s.accounts)
+    obs = observe(snapshot, read_history_at(s.state_dir, s.policy), ds)
+    by_id = {j.job_id: j for j in snapshot.jobs}
+    jobs = tuple(replace(j, extra=job_extra(by_id[j.id], obs.estimates.get(j.id))) for j in obs.built.problem.jobs)
+    return replace(obs.built.problem, jobs=jobs)
 
 
 def render(snapshot: Snapshot, console: Console) -> None:
@@ -66,11 +115,12 @@ def render(snapshot: Snapshot, console: Console) -> None:
 @config_option
 @json_option
 def command(config_path: str | None, as_json: bool) -> None:
-    """Show what the controller sees: GPUs per type, tenants, GPU jobs (--json: PROBLEM.json)."""
+    """Show what the controller sees: GPUs per type, tenants, GPU jobs (--json: the PROBLEM.json
+    the controller would solve now)."""
     cfg = config_mod.load(config_path)
-    snapshot = make_port(cfg).snapshot()
+    port = make_port(cfg)
     if as_json:
-        problem = snapshot_to_problem(snapshot, cfg.tenants)
+        problem = controller_problem(port, cfg)
         click.echo(json.dumps(problem_to_dict(problem), indent=2, sort_keys=False))
     else:
-        render(snapshot, Console(soft_wrap=True))
+        render(port.snapshot(), Console(soft_wrap=True))

@@ -16,7 +16,7 @@ from typing import Any
 from ..config import Config
 from ..errors import UserError
 from .audit import AuditLog
-from .cycle import Settings
+from .settings import Settings
 from .state import StateStore
 
 

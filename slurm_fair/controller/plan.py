@@ -28,7 +28,7 @@ limit of ``ceil(slack * C_k)`` (0 when strict), because a missing limit would me
   where no node of the partition could hold the job's gang, CPUs and memory
   (:func:`.steer.partition_holds`): Slurm would keep it pending for ever. A type without a
   partition that holds it cannot be steered: the job stays in (or goes back to) its original
-  partition, unplaced, and is listed in ``info["unsteered"]``.
+  partition, unplaced, and is listed in :attr:`Plan.unsteered`.
 * ``total_limit`` adds ``GrpTRES=gres/gpu=<sum of the typed limits>`` to each tenant's QOS:
   typed limits bind typed requests only (checked on 22.05: an untyped job ran in a partition
   of ``k`` under ``gres/gpu:k=1`` while using 2), the total binds every GPU request.
@@ -58,6 +58,7 @@ import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
+from ..fairness import equal_share, tenant_bundles
 from ..model import Allocation, Node, Problem, Snapshot, SlurmJob, frozen_map
 from . import requeue as rq
 from .steer import current_type, job_partitions, partition_holds, submitted_partition
@@ -160,35 +161,56 @@ class Plan:
     gpu_types: tuple[str, ...] = ()
     policy: str = ""
     status: str = "optimal"
-    info: Mapping[str, Any] = field(default_factory=dict)
+    #: job -> the type no partition can steer it to (left in its own partition; run warns)
+    unsteered: Mapping[str, str] = field(default_factory=dict)
+    #: requeued job -> the pending jobs it makes room for
+    requeue_for: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: requeued job -> the faster type it moves up to
+    move_up: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tenants", frozen_map(self.tenants))
-        object.__setattr__(self, "jobs", frozen_map(self.jobs))
+        for name in ("tenants", "jobs", "unsteered", "move_up"):
+            object.__setattr__(self, name, frozen_map(getattr(self, name)))
+        object.__setattr__(self, "requeue_for", frozen_map({j: tuple(t) for j, t in self.requeue_for.items()}))
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON (``run --json`` and the state store); the three maps above under ``info``,
+        each only when not empty."""
+        info: dict[str, Any] = {}
+        if self.unsteered:
+            info["unsteered"] = dict(self.unsteered)
+        if self.requeue_for:
+            info["requeue_for"] = {j: list(t) for j, t in self.requeue_for.items()}
+        if self.move_up:
+            info["move_up"] = dict(self.move_up)
         return {
             "policy": self.policy, "status": self.status, "gpu_types": list(self.gpu_types),
-            "requeue": list(self.requeue), "info": dict(self.info),
+            "requeue": list(self.requeue), "info": info,
             "tenants": {t: _fields(p) for t, p in self.tenants.items()},
             "jobs": {j: _fields(p) for j, p in self.jobs.items()},
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Plan":
+        info = d.get("info", {}) or {}
         return cls(
             tenants={t: TenantPlan(**p) for t, p in d.get("tenants", {}).items()},
             jobs={j: JobPlan(**p) for j, p in d.get("jobs", {}).items()},
             requeue=tuple(d.get("requeue", ())), gpu_types=tuple(d.get("gpu_types", ())),
-            policy=d.get("policy", ""), status=d.get("status", ""), info=d.get("info", {}),
+            policy=d.get("policy", ""), status=d.get("status", ""),
+            unsteered=info.get("unsteered", {}), requeue_for=info.get("requeue_for", {}),
+            move_up=info.get("move_up", {}),
         )
 
     def restricted_to(self, live_jobs: set[str]) -> "Plan":
-        """The same plan for the jobs that still exist (re-using a last good plan)."""
-        return Plan(
-            self.tenants, {j: p for j, p in self.jobs.items() if j in live_jobs and not p.requeued}, (),
-            self.gpu_types, self.policy, self.status, self.info,
-        )
+        """The same plan for the jobs that still exist (re-using a last good plan), without its
+        requeues and the settings of jobs it requeued."""
+        return replace(self, jobs={j: p for j, p in self.jobs.items() if j in live_jobs and not p.requeued},
+                       requeue=())
+
+    def with_tenants(self, extra: Mapping[str, TenantPlan]) -> "Plan":
+        """This plan with more tenants (those without jobs whose QOS we manage)."""
+        return replace(self, tenants={**self.tenants, **extra})
 
 
 def _fields(obj: Any) -> dict[str, Any]:
@@ -240,49 +262,53 @@ def rank_types(
     return list(dict.fromkeys(first + by_x + by_speed))
 
 
+@dataclass(frozen=True)
+class PlanInputs:
+    """What a cycle's plan is made from besides the problem and its allocation: this round's
+    placement (:mod:`slurm_fair.rounding`) and what the controller remembers of each job."""
+
+    #: job -> the type this round's placement runs it on
+    placed: Mapping[str, str] = field(default_factory=dict)
+    #: job -> how far behind its allocation it is (the place in line)
+    deficit: Mapping[str, float] = field(default_factory=dict)
+    #: job -> the type it must keep (:func:`.problem.user_typed`)
+    fixed_type: Mapping[str, str] = field(default_factory=dict)
+    #: nice and partition of each job before our first change
+    base_nice: Mapping[str, int] = field(default_factory=dict)
+    base_partition: Mapping[str, str] = field(default_factory=dict)
+    #: when the controller last requeued each job (epoch seconds)
+    last_requeued: Mapping[str, float] = field(default_factory=dict)
+    #: a new round starts this cycle (time-sharing may rotate running jobs)
+    round_boundary: bool = False
+
+
 def make_plan(
-    snapshot: Snapshot,
-    problem: Problem,
-    allocation: Allocation,
-    placed_types: Mapping[str, str],
-    deficit: Mapping[str, float],
-    fixed_type: Mapping[str, str],
-    base_nice: Mapping[str, int],
-    settings: PlanSettings,
-    round_boundary: bool,
-    base_partition: Mapping[str, str] | None = None,
-    last_requeued: Mapping[str, float] | None = None,
+    snapshot: Snapshot, problem: Problem, allocation: Allocation, inputs: PlanInputs, settings: PlanSettings,
 ) -> Plan:
-    """The desired state for this cycle (pure; see the module docstring). ``base_partition``:
-    the partition each job had before our first change (where an unsteerable job goes back);
-    ``last_requeued``: when the controller last requeued each job (epoch seconds)."""
-    base_partition = base_partition or {}
-    last_requeued = last_requeued or {}
+    """The desired state for this cycle (pure; see the module docstring)."""
+    placed_types, deficit = inputs.placed, inputs.deficit
+    base_partition, last_requeued = inputs.base_partition, inputs.last_requeued
     capacity = {k: int(c) for k, c in problem.gpu_types.items()}
     by_id = {j.job_id: j for j in snapshot.jobs}
     pjobs = {j.id: j for j in problem.jobs}
-    total_w = sum(problem.weight(t) for t in problem.active_tenants) or 1.0
+    bundles = tenant_bundles(problem, allocation.x)
 
     tenants: dict[str, TenantPlan] = {}
     for t in problem.active_tenants:
-        bundle: dict[str, float] = {}
         placed: dict[str, int] = {}
         for j in problem.jobs_of(t):
-            for k, xv in allocation.x.get(j.id, {}).items():
-                bundle[k] = bundle.get(k, 0.0) + j.gpus * float(xv)
             if j.id in placed_types:
                 k = placed_types[j.id]
                 placed[k] = placed.get(k, 0) + j.gpus
-        w = problem.weight(t)
-        share = {k: w / total_w * c for k, c in capacity.items()}
+        bundle = bundles[t]
         tenants[t] = TenantPlan(
             t, qos_name(t), tenant_limits(bundle, placed, capacity, settings.slack, settings.total_limit),
             {k: round(v, 6) for k, v in bundle.items() if v > 1e-9},
-            {k: round(v, 6) for k, v in share.items()}, w,
+            {k: round(v, 6) for k, v in equal_share(problem, t).items()}, problem.weight(t),
         )
 
     pending = [by_id[j] for j in pjobs if j in by_id and by_id[j].pending]
-    ctx = _Ctx(by_id, pjobs, allocation, placed_types, deficit, fixed_type, base_nice, settings,
+    ctx = _Ctx(by_id, pjobs, allocation, placed_types, deficit, inputs.fixed_type, inputs.base_nice, settings,
                capacity, base_partition)
     jobs, unsteered = _job_plans(pending, ctx)
 
@@ -304,7 +330,7 @@ def make_plan(
     # at a round boundary any job this round runs may take GPUs (time-sharing); between
     # boundaries only a job that never ran (admission: a new job does not wait for the round)
     startable = [t for t in takers if t.job.reason not in rq.NOT_STARTABLE
-                 and (round_boundary or pjobs[t.job.job_id].attained_s <= 0)]
+                 and (inputs.round_boundary or pjobs[t.job.job_id].attained_s <= 0)]
     requeue_for = rq.make_room(free, startable, victims, _hosts(settings))
     rq.make_room(free, [t for t in takers if t not in startable], {}, _hosts(settings))  # not idle for moves
     movers = sorted((sj for sj in eligible if sj.job_id not in requeue_for),
@@ -318,16 +344,9 @@ def make_plan(
         # partition and place in line), so it does not simply restart where it was
         jobs, unsteered = _job_plans(pending + [by_id[j] for j in requeue], ctx,
                                      requeued=set(requeue), moves=moves)
-    info: dict[str, Any] = {}
-    if unsteered:
-        info["unsteered"] = unsteered
-    if requeue_for:
-        info["requeue_for"] = requeue_for
-    if moves:
-        info["move_up"] = moves
     return Plan(
-        tenants, jobs, tuple(requeue), tuple(sorted(capacity)), allocation.policy,
-        allocation.status, info,
+        tenants, jobs, tuple(requeue), tuple(sorted(capacity)), allocation.policy, allocation.status,
+        unsteered, {j: tuple(t) for j, t in requeue_for.items()}, moves,
     )
 
 

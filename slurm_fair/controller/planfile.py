@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..model import Node, Snapshot
-from .estimates import ClassTable
+from ..estimates.classes import ClassTable
 from .plan import Plan, gres_key
 from .steer import current_type, partition_types, type_partitions
 

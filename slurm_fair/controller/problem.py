@@ -18,8 +18,9 @@ What the controller knows and a generic Snapshot->Problem conversion does not:
   ``T_jk = 0``; a type where Slurm already refused the job (``BadConstraints`` after we sent it
   there, ``bad_types``) too; a job that fits nowhere is left out (with a warning) rather than
   making the whole problem infeasible;
-* tenant weights: ``[tenants.NAME].weight`` from the configuration, else the account's Slurm
-  shares, else 1;
+* tenant weights (:func:`tenant_weights`, the one rule, which the reports use too):
+  ``[tenants.NAME].weight`` from the configuration, else the account's Slurm shares when > 0,
+  else 1;
 * history for the rounding step: ``received[j][k]`` is the share of the job's time in the system
   it spent running on ``k``, from the service the state store accumulated. A job's time in the
   system starts at its first submission: Slurm resets ``SubmitTime`` when a job is requeued, so
@@ -30,12 +31,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Mapping
+from typing import Any, Iterable, Mapping
 
+from ..estimates.estimate import Estimate
+from ..estimates.tags import plugin_typed, preemptible
 from ..model import Job, NodeCapacity, Problem, Snapshot, SlurmJob, type_holds
-from .estimates import Estimate, job_tags, preemptible
+from .history import History
 from .state import OriginalRequest
 from .steer import partition_type, reachable_types, submitted_partition
+
+
+def configured_weights(config: Any) -> dict[str, float]:
+    """``[tenants.NAME].weight`` of every tenant table of the configuration."""
+    return {name: float(spec["weight"]) for name, spec in config.tenants.items() if "weight" in spec}
+
+
+def tenant_weights(tenants: Iterable[str], configured: Mapping[str, float],
+                   shares: Mapping[str, float]) -> dict[str, float]:
+    """``w_u`` of each tenant: configured, else its Slurm fair-share shares when > 0, else 1.
+
+    The one weight rule: the controller's problem, ``snapshot --json`` and the reports use it,
+    so a report judges the controller by the weights it used."""
+    out = {}
+    for t in tenants:
+        w = configured.get(t)
+        if w is None:
+            s = shares.get(t, 0.0)
+            w = s if s and s > 0 else 1.0
+        out[t] = float(w)
+    return out
 
 
 def user_typed(
@@ -52,7 +76,7 @@ def user_typed(
     """
     req_type = job.gpu_request.gpu_type if job.gpu_request else None
     if req_type:
-        if retype_ok and ("auto" in job_tags(job) or (original is not None and not original.gpu_type)):
+        if retype_ok and (plugin_typed(job) or (original is not None and not original.gpu_type)):
             return None
         return req_type
     return partition_type(_asked_partition(job, original), ptypes or {})
@@ -91,26 +115,23 @@ def _ts(d: datetime | None) -> float | None:
 def build_problem(
     snapshot: Snapshot,
     estimates: Mapping[str, Estimate],
-    originals: Mapping[str, OriginalRequest],
+    history: History,
     weights: Mapping[str, float],
-    job_service: Mapping[str, Mapping[str, float]] | None = None,
-    first_seen: Mapping[str, float] | None = None,
-    last_type: Mapping[str, str | None] | None = None,
     ptypes: Mapping[str, frozenset[str]] | None = None,
     retype_ok: bool = False,
-    bad_types: Mapping[str, set[str] | frozenset[str]] | None = None,
 ) -> BuiltProblem:
-    """The cycle's :class:`Problem` (pure). ``bad_types[job]``: types Slurm refused it in."""
+    """The cycle's :class:`Problem` (pure). ``history`` is what the controller remembers with
+    this snapshot already counted (:meth:`History.advanced`): the originals, the service each
+    job received, first sightings and the types Slurm refused a job in; ``weights`` the
+    configured ones (:func:`tenant_weights`)."""
     capacity = snapshot.capacity()
-    bad_types = bad_types or {}
+    originals = history.originals
+    bad_types = history.refused
     up = [n for n in snapshot.nodes if n.schedulable]
     nodes = tuple(NodeCapacity(n.name, k, int(c)) for n in up for k, c in sorted(n.gpus_total.items()) if c > 0)
     prev_nodes: dict[str, dict[str, int]] = {}
     now = snapshot.taken_at.timestamp()
-    job_service = job_service or {}
-    first_seen = first_seen or {}
-    last_type = last_type or {}
-    shares = {a.name: a.shares for a in snapshot.accounts}
+    job_service = history.job_service
     jobs: list[Job] = []
     left_out: dict[str, str] = {}
     fixed: dict[str, str] = {}
@@ -145,13 +166,14 @@ def build_problem(
         if not tput:
             left_out[sj.job_id] = "fits on no schedulable GPU type"
             continue
-        seen = [t for t in (_ts(sj.submit_time), first_seen.get(sj.job_id)) if t is not None]
+        sighting = history.seen.get(sj.job_id)
+        seen = [t for t in (_ts(sj.submit_time), sighting.first_seen if sighting else None) if t is not None]
         arrived = min(seen) if seen else now
         age = max(now - arrived, 0.0)
         service = job_service.get(sj.job_id, {})
         if age > 0:
             received[sj.job_id] = {k: min(s / age, 1.0) for k, s in service.items()}
-        p = sj.gpu_type_running if sj.running else last_type.get(sj.job_id)
+        p = sj.gpu_type_running if sj.running else (sighting.last_type if sighting else None)
         if p:
             prev[sj.job_id] = p
         if sj.running and sj.gpu_type_running:
@@ -160,12 +182,8 @@ def build_problem(
             gang, throughput=tput, age_s=age, attained_s=sum(service.values()), prev_type=p,
             extra={"state": sj.state.upper()},
         ))
-    tenants = {}
-    for t in {j.tenant for j in jobs}:
-        w = weights.get(t)
-        if w is None:
-            w = shares.get(t) if shares.get(t, 0) and shares.get(t, 0) > 0 else 1.0
-        tenants[t] = float(w)
+    shares = {a.name: a.shares for a in snapshot.accounts}
+    tenants = tenant_weights({j.tenant for j in jobs}, weights, shares)
     problem = Problem(gpu_types={k: c for k, c in capacity.items() if c > 0}, tenants=tenants, jobs=tuple(jobs),
                       nodes=nodes)
     return BuiltProblem(problem, left_out, fixed, received, prev, prev_nodes)

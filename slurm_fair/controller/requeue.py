@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 from ..model import Problem, Snapshot, SlurmJob
+from ..estimates.tags import preemptible
 from ..rounding import Pool
-from .estimates import preemptible
 
 #: pending reasons under which a job cannot start now, whatever GPUs are free
 NOT_STARTABLE = ("JobHeldUser", "JobHeldAdmin", "Dependency", "DependencyNeverSatisfied", "BeginTime",

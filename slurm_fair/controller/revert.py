@@ -28,9 +28,11 @@ from ..config import Config
 from ..errors import JobGone, SlurmError, SlurmUnavailable
 from ..slurm.port import SlurmPort
 from .audit import AuditLog
-from .cycle import Settings, in_scope, new_cycle_id
+from .cycle import new_cycle_id
+from .decide import in_scope
 from .lock import ControllerLock
 from .plan import is_gpu_tres
+from .settings import Settings
 from .state import StateStore
 from .steer import submitted_partition
 

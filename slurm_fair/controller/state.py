@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from ..estimates.online import OnlineEstimate, OnlineUpdate, values
+
 SCHEMA_VERSION = 2
 DB_NAME = "state.sqlite"
 
@@ -126,8 +128,16 @@ class StateStore:
     original requests recorded before a write are never lost).
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, read_only: bool = False):
         self.path = Path(path)
+        self.read_only = read_only
+        if read_only:
+            # SQLite's mode=ro: never creates, migrates, or writes the file (the controller may
+            # be running a cycle on it)
+            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            self._db = sqlite3.connect(uri, uri=True, timeout=5.0, isolation_level=None)
+            self._db.row_factory = sqlite3.Row
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(self.path), timeout=10.0, isolation_level=None)
         self._db.row_factory = sqlite3.Row
@@ -138,6 +148,12 @@ class StateStore:
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
             (str(SCHEMA_VERSION),),
         )
+
+    @classmethod
+    def read_only(cls, path: str | Path) -> "StateStore":
+        """Open an existing store for reading only (reports, ``snapshot --json``); raises
+        sqlite3.Error when it cannot be read."""
+        return cls(path, read_only=True)
 
     def _migrate(self) -> None:
         """Bring a store written by an earlier version up to this schema (columns only added)."""
@@ -240,6 +256,12 @@ class StateStore:
         rows = self._exec("SELECT * FROM cycles ORDER BY started_at DESC LIMIT ?", (limit,))
         return [dict(r) for r in rows]
 
+    def cycles_between(self, since: float, until: float) -> list[dict[str, Any]]:
+        """Cycles that started in ``[since, until)``, oldest first (reports)."""
+        rows = self._exec("SELECT * FROM cycles WHERE started_at >= ? AND started_at < ? ORDER BY started_at",
+                          (since, until))
+        return [dict(r) for r in rows]
+
     # --- received service ---------------------------------------------------------------------
     def add_received(self, cycle_id: str, at: float, service: Mapping[str, Mapping[str, float]]) -> None:
         """Add GPU-seconds per tenant and GPU type (running jobs since the previous cycle)."""
@@ -317,43 +339,36 @@ class StateStore:
     def requeues_of(self, job_id: str) -> list[dict[str, Any]]:
         return [dict(r) for r in self._exec("SELECT * FROM requeues WHERE job_id = ? ORDER BY at", (job_id,))]
 
-    # --- throughput estimates -----------------------------------------------------------------
+    # --- throughput estimates (the EWMA itself: slurm_fair.estimates.online) --------------------
     def estimates(self) -> dict[str, dict[str, float]]:
-        out: dict[str, dict[str, float]] = {}
-        for r in self._exec("SELECT key, gpu_type, value FROM estimates"):
-            out.setdefault(r["key"], {})[r["gpu_type"]] = r["value"]
+        """Online estimates: key -> {type: steps/s}."""
+        return values(self.online_estimates())
+
+    def online_estimates(self) -> dict[str, dict[str, OnlineEstimate]]:
+        out: dict[str, dict[str, OnlineEstimate]] = {}
+        for r in self._exec("SELECT * FROM estimates"):
+            out.setdefault(r["key"], {})[r["gpu_type"]] = OnlineEstimate(
+                float(r["value"]), int(r["observations"]), float(r["updated_at"]))
         return out
 
-    def observe(self, job_id: str, key: str, gpu_type: str, value: float, alpha: float, at: float) -> bool:
-        """Fold one reported ``fair:tput`` into the EWMA of (key, type); True when it counted.
+    def reported_tputs(self) -> dict[tuple[str, str], float]:
+        """(job, type) -> the last ``fair:tput`` report counted."""
+        return {(r["job_id"], r["gpu_type"]): float(r["value"]) for r in self._exec("SELECT * FROM tput_seen")}
 
-        A job reporting the same number cycle after cycle counts once: only a changed report is
-        a new observation, so long jobs do not drown the estimate.
-        """
-        row = self._exec(
-            "SELECT value FROM tput_seen WHERE job_id = ? AND gpu_type = ?", (job_id, gpu_type)
-        ).fetchone()
-        if row is not None and row["value"] == value:
-            return False
+    def save_online(self, update: OnlineUpdate) -> None:
+        """Write what one cycle's reports changed, in one transaction."""
+        if not update.estimates and not update.reported:
+            return
         with self._db:
-            self._db.execute(
+            self._db.executemany(
                 "INSERT OR REPLACE INTO tput_seen (job_id, gpu_type, value) VALUES (?, ?, ?)",
-                (job_id, gpu_type, value),
+                [(j, k, v) for (j, k), v in update.reported.items()],
             )
-            old = self._db.execute(
-                "SELECT value, observations FROM estimates WHERE key = ? AND gpu_type = ?",
-                (key, gpu_type),
-            ).fetchone()
-            if old is None:
-                new, n = value, 1
-            else:
-                new, n = alpha * value + (1 - alpha) * old["value"], old["observations"] + 1
-            self._db.execute(
+            self._db.executemany(
                 "INSERT OR REPLACE INTO estimates (key, gpu_type, value, observations, updated_at)"
                 " VALUES (?, ?, ?, ?, ?)",
-                (key, gpu_type, new, n, at),
+                [(key, k, e.value, e.observations, e.updated_at) for (key, k), e in update.estimates.items()],
             )
-        return True
 
     # --- per-cycle decisions (for explain and reports) ----------------------------------------
     def record_jobs(self, cycle_id: str, rows: Iterable[Mapping[str, Any]]) -> None:
@@ -394,6 +409,19 @@ class StateStore:
             for col in ("estimate_json", "sources_json", "allocation_json"):
                 d[col[:-5]] = json.loads(d.pop(col))
             out.append(d)
+        return out
+
+    def job_estimates(self) -> dict[str, tuple[str | None, dict[str, float]]]:
+        """Job -> (class, {type: T}) the newest real (not dry-run) cycle used for it (reports)."""
+        out: dict[str, tuple[str | None, dict[str, float]]] = {}
+        rows = self._exec(
+            "SELECT jc.job_id, jc.class, jc.estimate_json FROM job_cycle jc"
+            " JOIN cycles c USING (cycle_id) WHERE c.dry_run = 0 ORDER BY c.started_at"
+        )
+        for r in rows:  # oldest first: the newest estimate of a job wins
+            tput = _estimate_throughput(r["estimate_json"])
+            if tput:
+                out[str(r["job_id"])] = (r["class"], tput)
         return out
 
     def tenant_cycle(self, cycle_id: str, tenant: str) -> dict[str, Any] | None:
@@ -459,3 +487,18 @@ def _orig(r: sqlite3.Row) -> OriginalRequest:
         r["job_id"], r["account"], r["gres_raw"], r["gpu_type"], r["gpu_count"], r["gpu_per"],
         r["priority"], r["nice"], r["partition"], r["qos"],
     )
+
+
+def _estimate_throughput(text: str | None) -> dict[str, float]:
+    """``{type: T}`` of a job_cycle ``estimate_json`` (an Estimate.to_dict() or a bare map);
+    anything else (a hand-edited or damaged row) reads as no estimate."""
+    try:
+        doc = json.loads(text or "{}")
+    except json.JSONDecodeError:
+        return {}
+    if isinstance(doc, dict) and isinstance(doc.get("throughput"), dict):
+        doc = doc["throughput"]
+    if not isinstance(doc, dict):
+        return {}
+    return {str(k): float(v) for k, v in doc.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0}

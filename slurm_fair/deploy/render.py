@@ -31,7 +31,7 @@ from ..config import Config
 from ..controller.planfile import PLAN_FILE
 from ..controller.plan import qos_name
 from ..errors import ConfigError, Finding, UserError
-from ..throughput_table import ThroughputTable
+from ..estimates.gavel import ThroughputTable
 from .inventory import ACCOUNT_RE, CLUSTER_RE, GPU_TYPE_RE, Inventory
 from .weights import billing_weights, speed_order
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from ..errors import ConfigError, Finding
-from ..throughput_table import ThroughputTable
+from ..estimates.gavel import ThroughputTable
 
 
 def billing_weights(

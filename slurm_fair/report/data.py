@@ -4,18 +4,17 @@ Slurm's accounting (``sacct`` through the port) is the source of truth for who u
 when. The controller's state store, when one exists, adds what accounting cannot know: the
 throughput estimate the controller used for each job, its online estimates per class, and its
 cycle timings. Without a store the report still works: every job's speed comes from the same
-order of precedence the controller uses (:func:`slurm_fair.controller.estimates.estimate_job`:
+order of precedence the controller uses (:func:`slurm_fair.estimates.estimate.estimate_job`:
 class tag, site rules, ``default_class``, else *flat*), so the two never disagree.
 
-The store is opened **read-only** (SQLite ``mode=ro``): a report must never create, migrate or
-lock the controller's file while a cycle runs.
+The store is opened **read-only** (:meth:`StateStore.read_only`, SQLite ``mode=ro``) and read
+through its methods: a report must never create, migrate or lock the controller's file while a
+cycle runs, nor know its tables.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any, Mapping
 
 from ..gangs import can_hold
 from ..model import AccountingRecord, GpuRequest, SlurmJob, frozen_map, normalised_throughput
+from ..slurm.parse import parse_tags
 from ..slurm.port import SlurmPort
 from .window import Window
 
@@ -96,47 +96,13 @@ class StoreView:
 
 def read_store(path: Path, window: Window) -> StoreView:
     """Read the store at ``path`` without writing to it; raises sqlite3.Error when unreadable."""
-    uri = f"{path.resolve().as_uri()}?mode=ro"
-    with closing(sqlite3.connect(uri, uri=True, timeout=5.0)) as db:
-        db.row_factory = sqlite3.Row
-        estimates: dict[str, tuple[str | None, dict[str, float]]] = {}
-        rows = db.execute(
-            "SELECT jc.job_id, jc.class, jc.estimate_json FROM job_cycle jc"
-            " JOIN cycles c USING (cycle_id) WHERE c.dry_run = 0 ORDER BY c.started_at"
-        )
-        for r in rows:  # oldest first: the newest estimate of a job wins
-            tput = _estimate_throughput(r["estimate_json"])
-            if tput:
-                estimates[str(r["job_id"])] = (r["class"], tput)
-        online: dict[str, dict[str, float]] = {}
-        for r in db.execute("SELECT key, gpu_type, value FROM estimates"):
-            online.setdefault(r["key"], {})[r["gpu_type"]] = float(r["value"])
-        since, until = window.since.timestamp(), window.until.timestamp()
-        cycles = tuple(
-            dict(r)
-            for r in db.execute(
-                "SELECT * FROM cycles WHERE started_at >= ? AND started_at < ? ORDER BY started_at",
-                (since, until),
-            )
-        )
-    return StoreView(str(path), estimates, online, cycles)
+    from ..controller.state import StateStore
 
-
-def _estimate_throughput(text: str | None) -> dict[str, float]:
-    """``{type: T}`` from a job_cycle ``estimate_json`` (an Estimate.to_dict() or a bare map)."""
-    try:
-        doc = json.loads(text or "{}")
-    except json.JSONDecodeError:
-        return {}
-    if isinstance(doc, dict) and isinstance(doc.get("throughput"), dict):
-        doc = doc["throughput"]
-    if not isinstance(doc, dict):
-        return {}
-    out = {}
-    for k, v in doc.items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
-            out[str(k)] = float(v)
-    return out
+    with StateStore.read_only(path) as store:
+        return StoreView(
+            str(path), store.job_estimates(), store.estimates(),
+            tuple(store.cycles_between(window.since.timestamp(), window.until.timestamp())),
+        )
 
 
 # --- speeds -----------------------------------------------------------------------------------
@@ -156,6 +122,7 @@ def _as_job(rec: AccountingRecord) -> SlurmJob:
         job_id=rec.job_id, name=rec.name, user=rec.user, account=rec.account,
         partition=rec.partition, qos="", state=rec.state, comment=rec.comment,
         gpu_request=GpuRequest(max(1, rec.gpus), None, per="job") if rec.gpus else None,
+        tags=parse_tags(rec.comment),
     )
 
 
@@ -167,10 +134,12 @@ def job_speeds(
     warnings: set[str],
 ) -> tuple[dict[str, JobSpeed], str]:
     """Speeds of every record's job; returns them and the class table's source name."""
-    from ..controller import estimates as est
+    from ..estimates.classes import load_class_table
+    from ..estimates.estimate import estimate_job
+    from ..estimates.rules import Rules
 
-    table = est.load_class_table(config["throughput"]["class_table"] or None)
-    rules = est.Rules.from_config(config)
+    table = load_class_table(config["throughput"]["class_table"] or None)
+    rules = Rules.from_config(config)
     online = store.online if store else {}
     out: dict[str, JobSpeed] = {}
     for rec in records:
@@ -180,27 +149,12 @@ def job_speeds(
             if any(tput.get(k, 0.0) > 0 for k in types):
                 out[rec.job_id] = JobSpeed(normalise(tput, types), "controller", klass)
                 continue
-        e = est.estimate_job(_as_job(rec), types, table, rules, online, warnings)
+        e = estimate_job(_as_job(rec), types, table, rules, online, warnings)
         out[rec.job_id] = JobSpeed(normalise(e.throughput, types), e.source, e.klass)
     return out, table.source
 
 
 # --- weights and capacity -------------------------------------------------------------------
-
-
-def tenant_weights(tenants: list[str], shares: Mapping[str, float], config: Any) -> dict[str, float]:
-    """``[tenants.NAME].weight`` from the configuration, else the Slurm share, else 1 (the
-    controller's rule, so a report judges the controller by the weights it used)."""
-    out = {}
-    for t in tenants:
-        table = config.tenants.get(t, {})
-        if "weight" in table and t in config.tenants:
-            out[t] = float(table["weight"])
-        elif shares.get(t, 0) and shares[t] > 0:
-            out[t] = float(shares[t])
-        else:
-            out[t] = 1.0
-    return out
 
 
 def installed_capacity(port: SlurmPort) -> tuple[dict[str, int], dict[str, list[int]]]:
@@ -239,6 +193,7 @@ def load(port: SlurmPort, config: Any, window: Window, store_path: Path | None =
     ``store_path`` defaults to ``[controller].state_dir``/state.sqlite; a missing store is
     normal (the controller never ran), an unreadable one is reported in the notes.
     """
+    from ..controller.problem import configured_weights, tenant_weights
     from ..controller.state import DB_NAME
 
     now = now or datetime.now().replace(microsecond=0)
@@ -262,7 +217,7 @@ def load(port: SlurmPort, config: Any, window: Window, store_path: Path | None =
     speeds, table_source = job_speeds(records, types, config, store, warnings)
     speeds = gang_feasible(speeds, records, node_sizes)
     notes += sorted(warnings)
-    weights = tenant_weights(sorted({r.account for r in records}), shares, config)
+    weights = tenant_weights(sorted({r.account for r in records}), configured_weights(config), shares)
     return ReportInputs(
         window=window, records=tuple(records), capacity=capacity, weights=weights, speeds=speeds,
         cycles=store.cycles if store else (), store=store.path if store else None,

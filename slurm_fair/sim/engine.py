@@ -53,7 +53,7 @@ from typing import Callable, Mapping
 from .. import rounding
 from ..model import Allocation, Job, NodeCapacity, Problem
 from ..policies import PolicyInfo, PolicyOptions
-from ..throughput_table import ThroughputTable
+from ..estimates.gavel import ThroughputTable
 from .cluster import ClusterSpec
 from .fairness_check import FairnessChecker
 from .metrics import JobRecord, RoundSample

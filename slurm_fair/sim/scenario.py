@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from .. import throughput_table as tt
+from ..estimates import gavel as tt
 from ..errors import UserError
-from ..throughput_table import ThroughputTable
+from ..estimates.gavel import ThroughputTable
 from .cluster import ClusterSpec, parse_cluster, with_speeds
 from .synthetic import generate
 from .workload import Workload, load_traces, make_workload, parse_window, select

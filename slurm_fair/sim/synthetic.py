@@ -24,7 +24,7 @@ import random
 from importlib import resources
 
 from ..errors import UserError
-from ..throughput_table import ThroughputTable
+from ..estimates.gavel import ThroughputTable
 from .workload import TraceJob, Workload, make_workload
 
 

@@ -22,7 +22,7 @@ from typing import Iterable, Mapping
 
 from ..errors import Finding, InputError, UserError
 from ..gangs import Shape
-from ..throughput_table import ThroughputTable
+from ..estimates.gavel import ThroughputTable
 
 CSV_COLUMNS = ("tenant", "job_id", "job_type", "gpus", "total_steps", "arrival_s")
 

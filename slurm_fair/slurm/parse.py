@@ -333,18 +333,20 @@ MAX_TAGS = 16
 
 
 def parse_tags(comment: str) -> dict[str, str]:
-    """``fair:class=resnet50 fair:tput=12.5 fair:preemptible`` -> tags (flags map to "true").
+    """``fair:class=resnet50 fair:tput=12.5 fair:preemptible`` -> tags; the one parser of them.
 
     Only well-formed ``fair:`` tokens separated by whitespace, ``,`` or ``;`` count; anything
     else in the comment is ignored. Keys are lower-cased; the first occurrence of a key wins;
-    at most :data:`MAX_TAGS`. Values are kept as text: their meaning is the reader's business.
+    at most :data:`MAX_TAGS`. A bare flag is present with the value ``""``: it has no value, and
+    inventing one (``"true"``) would turn a bare ``fair:class`` into a class named ``true``.
+    Values are kept as text: their meaning is :mod:`slurm_fair.estimates.tags`' business.
     """
     tags: dict[str, str] = {}
     for m in _TAG.finditer(comment or ""):
         key = m.group(1).lower()
         if key in tags:
             continue
-        tags[key] = m.group(2) if m.group(2) is not None else "true"
+        tags[key] = m.group(2) or ""
         if len(tags) >= MAX_TAGS:
             break
     return tags

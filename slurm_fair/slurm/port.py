@@ -40,6 +40,12 @@ class SlurmPort(Protocol):
         state ``REQUEUED``, each with its own Submit, Start, End and GPUs)."""
         ...
 
+    def can_retype_gpu(self) -> bool:
+        """Whether this Slurm can change a GPU request that is already typed, and so undo a
+        type we pin (>= 23.11). The controller pins gres types only where it can; raises
+        :class:`SlurmError` when the version cannot be read."""
+        ...
+
     # --- write (pending jobs) -----------------------------------------------------------------
     def set_gpu_type(self, job: SlurmJob, gpu_type: str | None) -> None:
         """Pin (or with None: unpin) the GPU type of a pending job, keeping its GPU count and

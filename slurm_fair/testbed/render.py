@@ -21,7 +21,7 @@ import jinja2
 from .. import templating
 from ..deploy.weights import billing_weights, speed_order
 from ..errors import ConfigError, TestbedError
-from ..throughput_table import load as load_table
+from ..estimates.gavel import load as load_table
 from .config import TestbedConfig
 from .layout import Layout
 

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Sequence
 
 from slurm_fair.model import Account, GpuRequest, Node, Qos, SlurmJob, Snapshot
+from slurm_fair.slurm.parse import parse_tags
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -59,7 +60,7 @@ def job(
         priority=1000, nice=nice,
         gpu_request=GpuRequest(gpus, gpu_type, per, 1, f"{field}={spec}"),
         gpu_type_running=running_on if state == "RUNNING" else None,
-        comment=comment, requeue=requeue, reason=reason,
+        comment=comment, tags=parse_tags(comment), requeue=requeue, reason=reason,
         nodes=((on_node or f"{running_on}-1"),) if state == "RUNNING" and running_on else (),
     )
 

@@ -278,6 +278,22 @@ def test_observed_throughput_is_folded_in(fake, config, tmp_path):
     assert res.estimates[p].throughput["k80"] == 100.0 and res.estimates[p].sources["k80"] == "observed"
 
 
+def test_a_dry_run_shows_the_decision_the_real_cycle_makes(fake, config):
+    """One decision (decide.py) for both: this cycle's reports and service count in a dry run
+    too (it used to decide from the history without them)."""
+    j = fake.submit("alice", "--gres=gpu:1", hold=False, comment="fair:class=a3c fair:tput=100")
+    fake.start(j, "k80-1", "k80")
+    submit_mix(fake)
+    run_cycle(fake, config)
+    fake.now += timedelta(minutes=10)
+    fake._put(fake.job(j), comment="fair:class=a3c fair:tput=40", tags={"class": "a3c", "tput": "40"})
+    dry = run_cycle(fake, config, dry_run=True)
+    real = run_cycle(fake, config)
+    assert dry.estimates[j].throughput["k80"] == real.estimates[j].throughput["k80"] == 0.3 * 40 + 0.7 * 100
+    assert dry.plan.to_dict() == real.plan.to_dict()
+    assert [a.to_dict() for a in dry.planned] == [a.to_dict() for a in real.planned]
+
+
 @pytest.mark.parametrize("pin", [True, "auto"])
 def test_pin_gres_type_rewrites_requests_only_where_slurm_can_undo_it(tmp_path, fake, pin):
     fake.slurm_version = "24.11.5"  # typed requests can change: "auto" (the default) pins too

@@ -7,12 +7,14 @@ from pathlib import Path
 
 from hypothesis import given, settings, strategies as st
 
-from slurm_fair import throughput_table
+from slurm_fair.estimates import gavel as throughput_table
 from slurm_fair.config import validate
-from slurm_fair.controller.estimates import (
-    ClassTable, Rules, estimate_job, gavel_class_name, load_class_table, parse_tags, tag_tput,
-)
 from slurm_fair.errors import ConfigError, InputError
+from slurm_fair.estimates.classes import ClassTable, gavel_class_name, load_class_table
+from slurm_fair.estimates.estimate import estimate_job
+from slurm_fair.estimates.rules import Rules
+from slurm_fair.estimates.tags import preemptible, tag_tput
+from slurm_fair.slurm.parse import parse_tags
 
 from .builders import job
 
@@ -92,6 +94,15 @@ def test_hostile_tags_are_ignored():
     e, w = est(job("1", "a", comment="fair:class=../../etc;rm fair:class=lm"))
     # the first class tag wins and is malformed: ignored, nothing else is believed
     assert e.klass is None and w
+
+
+def test_a_bare_class_flag_names_no_class():
+    """A bare ``fair:class`` has no value: no class named "true", no warning (the adapter's
+    parser used to invent the value "true"), and a bare ``fair:preemptible`` still opts in."""
+    j = job("1", "a", comment="fair:class fair:preemptible", requeue=True)
+    e, w = est(j, Rules(default_class="lm"))
+    assert (e.klass, e.class_source, w) == ("lm", "default_class", set())
+    assert preemptible(j)
 
 
 def test_rules_validation_names_the_key():

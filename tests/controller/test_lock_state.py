@@ -11,6 +11,7 @@ import pytest
 
 from slurm_fair.controller.lock import LOCK_NAME, ControllerLock, read_lock
 from slurm_fair.controller.state import OriginalRequest, StateStore
+from slurm_fair.estimates.online import OnlineEstimate, fold
 from slurm_fair.errors import LockHeld
 
 
@@ -76,10 +77,19 @@ def test_first_original_wins(tmp_path):
 
 
 def test_ewma_and_repeated_reports(tmp_path):
+    one = fold({}, {}, [("1", "resnet", "v100", 10.0)], 0.5, 1.0)
     with StateStore.in_dir(tmp_path) as s:
-        assert s.observe("1", "resnet", "v100", 10.0, 0.5, 1.0)
-        assert not s.observe("1", "resnet", "v100", 10.0, 0.5, 2.0)  # same report: not new
-        assert s.observe("2", "resnet", "v100", 20.0, 0.5, 3.0)
+        s.save_online(one)
+    with StateStore.in_dir(tmp_path) as s:  # read back as the next cycle does
+        online, reported = s.online_estimates(), s.reported_tputs()
+    assert online == {"resnet": {"v100": OnlineEstimate(10.0, 1, 1.0)}}
+    # the same report again is not new; another job's is, folded in order
+    two = fold(online, reported, [("1", "resnet", "v100", 10.0), ("2", "resnet", "v100", 20.0),
+                                  ("2", "resnet", "v100", 20.0)], 0.5, 3.0)
+    assert dict(two.estimates) == {("resnet", "v100"): OnlineEstimate(15.0, 2, 3.0)}
+    assert dict(two.reported) == {("2", "v100"): 20.0}
+    with StateStore.in_dir(tmp_path) as s:
+        s.save_online(two)
         assert s.estimates() == {"resnet": {"v100": 15.0}}
 
 

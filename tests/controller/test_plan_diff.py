@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from slurm_fair.model import Account, Allocation, Job, Problem, Qos
 from slurm_fair.controller.diff import diff
-from slurm_fair.controller.plan import NICE_BAND, PlanSettings, make_plan, qos_name, tenant_limits
+from slurm_fair.controller.plan import NICE_BAND, PlanInputs, PlanSettings, make_plan, qos_name, tenant_limits
 from slurm_fair.controller.steer import partition_types, type_partitions
 
 from .builders import T0, cluster, job, snapshot
@@ -35,7 +35,7 @@ def steering(snap, **kw):
 def plan_for(snap, x, placed, deficit=None, fixed=None, s=None, boundary=False):
     prob = problem_of(snap)
     s = s or steering(snap)
-    return make_plan(snap, prob, Allocation("test", x), placed, deficit or {}, fixed or {}, {}, s, boundary)
+    return make_plan(snap, prob, Allocation("test", x), PlanInputs(placed, deficit or {}, fixed or {}, round_boundary=boundary), s)
 
 
 def test_scenario_two_tenants_get_typed_ordered_and_limited():
@@ -76,7 +76,7 @@ def test_pin_gres_mode_rewrites_the_request_instead_of_the_partition():
 def test_type_without_its_own_partition_is_not_steered_and_reported():
     snap = snapshot(cluster(type_partitions=False, v100=4, k80=4), [job("1", "alice")])
     plan = plan_for(snap, {"1": {"k80": 1.0}}, {"1": "k80"})
-    assert plan.jobs["1"].partition == "gpu" and plan.info["unsteered"] == {"1": "k80"}
+    assert plan.jobs["1"].partition == "gpu" and plan.unsteered == {"1": "k80"}
     assert not [a for a in diff(plan, snap) if a.kind in ("set_gpu_type", "set_partition")]
 
 
@@ -177,7 +177,7 @@ def test_qos_name_is_safe():
 
 
 def test_an_idle_tenant_gets_a_total_limit_only_when_total_limits_are_on():
-    from slurm_fair.controller.cycle import idle_tenant_limits
+    from slurm_fair.controller.decide import idle_tenant_limits
     from slurm_fair.controller.plan import TOTAL_KEY, Plan, TenantPlan
 
     plan = Plan({"a": TenantPlan("a", "fair_a", {}, {}, {}, 2.0), "b": TenantPlan("b", "fair_b", {}, {}, {}, 1.0)}, {})

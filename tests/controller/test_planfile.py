@@ -10,8 +10,8 @@ from dataclasses import replace
 from hypothesis import given, settings, strategies as st
 
 from slurm_fair.controller import planfile
-from slurm_fair.controller.estimates import ClassTable
-from slurm_fair.controller.plan import PlanSettings, make_plan
+from slurm_fair.estimates.classes import ClassTable
+from slurm_fair.controller.plan import PlanInputs, PlanSettings, make_plan
 from slurm_fair.model import Allocation, Job, Problem
 
 from .builders import cluster, job, node, snapshot
@@ -32,7 +32,7 @@ def test_plan_file_round_trip_and_line_format(tmp_path):
     snap = snapshot(tiered(cluster(v100=4, k80=8)), [job("1", "alice", gpus=2), job("2", "bob")])
     prob = Problem(snap.capacity(), {}, (Job("1", "alice", 2, {"v100": 8, "k80": 1}), Job("2", "bob", 1, {"v100": 1, "k80": 1})))
     x = {"1": {"v100": 1.0}, "2": {"k80": 1.0}}
-    plan = make_plan(snap, prob, Allocation("t", x), {"1": "v100", "2": "k80"}, {}, {}, {}, PlanSettings(), False)
+    plan = make_plan(snap, prob, Allocation("t", x), PlanInputs({"1": "v100", "2": "k80"}), PlanSettings())
     entries = planfile.plan_entries(plan, snap, TABLE)
     text = planfile.render(entries, 1000.4, 180, "cyc")
     planfile.write(tmp_path / "plan.json", text)
@@ -58,7 +58,7 @@ def test_plan_file_round_trip_and_line_format(tmp_path):
 def test_gang_sizes_get_their_own_speeds_and_the_lookup_takes_the_largest_size_below():
     snap = snapshot(tiered(cluster(v100=4, k80=8)), [job("1", "alice")])
     prob = Problem(snap.capacity(), {}, (Job("1", "alice", 1, {"v100": 1, "k80": 1}),))
-    plan = make_plan(snap, prob, Allocation("t", {"1": {"v100": 1.0}}), {"1": "v100"}, {}, {}, {}, PlanSettings(), False)
+    plan = make_plan(snap, prob, Allocation("t", {"1": {"v100": 1.0}}), PlanInputs({"1": "v100"}), PlanSettings())
     table = ClassTable({"big": {"k80": 1.0, "v100": 4.0}}, "t", {"big": {4: {"k80": 0.0, "v100": 8.0}}})
     entries = planfile.plan_entries(plan, snap, table)
     assert entries["speeds/big"] == "k80=0.25 v100=1" and entries["speeds/big@4"] == "v100=1"  # no k80 at 4
@@ -76,14 +76,14 @@ def test_gang_sizes_get_their_own_speeds_and_the_lookup_takes_the_largest_size_b
 def test_unsafe_names_are_left_out():
     snap = snapshot(cluster(v100=4), [job("1", 'ev"il')])
     prob = Problem(snap.capacity(), {}, (Job("1", 'ev"il', 1, {"v100": 1}),))
-    plan = make_plan(snap, prob, Allocation("t", {"1": {"v100": 1}}), {"1": "v100"}, {}, {}, {}, PlanSettings(), False)
+    plan = make_plan(snap, prob, Allocation("t", {"1": {"v100": 1}}), PlanInputs({"1": "v100"}), PlanSettings())
     assert not any('"' in k for k in planfile.plan_entries(plan, snap, TABLE))
 
 
 def test_a_partition_whose_types_cannot_all_be_steered_is_not_offered():
     nodes = [node("v100-1", "v100", partitions=("gpu", "v100")), node("k80-1", "k80", partitions=("gpu",))]
     snap = snapshot(nodes, [job("1", "a")])
-    plan = make_plan(snap, Problem(snap.capacity(), {}, ()), Allocation("t", {}), {}, {}, {}, {}, PlanSettings(), False)
+    plan = make_plan(snap, Problem(snap.capacity(), {}, ()), Allocation("t", {}), PlanInputs({}), PlanSettings())
     entries = planfile.plan_entries(plan, snap, TABLE)
     assert "spans/gpu" not in entries and "partition/k80" not in entries
 

@@ -160,9 +160,9 @@ def test_a_job_on_a_slow_type_moves_up_when_fast_gpus_go_idle(sub, accounts, tb_
         while time.time() < deadline and not moved:
             res = run_cycle(port, cfg)
             assert res.exit_code == 0, res.to_dict()
-            moved = mover in res.plan.info.get("move_up", {})
+            moved = mover in res.plan.move_up
             time.sleep(2)
-        assert moved and res.plan.info["move_up"][mover] == "v100"
+        assert moved and res.plan.move_up[mover] == "v100"
         with StateStore.in_dir(tmp_path / "state") as store:
             [r] = store.requeues_of(mover)
         assert (r["reason"], r["from_type"], r["to_type"]) == ("move-up", "k80", "v100")
@@ -189,7 +189,7 @@ def test_round_boundary_requeues_a_running_job_to_make_room(sub, accounts, tmp_p
     while time.time() < deadline and not requeued:
         res = run_cycle(port, cfg)
         assert res.exit_code == 0, res.to_dict()
-        requeued = dict(res.plan.info.get("requeue_for", {}))
+        requeued = dict(res.plan.requeue_for)
         time.sleep(2)
     # exactly the GPUs the waiting job needs: one 2-GPU hog, for the waiting job
     assert len(requeued) == 1 and list(requeued.values()) == [[waiting]], requeued

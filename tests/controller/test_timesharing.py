@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from slurm_fair.controller.cycle import run_cycle
 from slurm_fair.controller.diff import diff
-from slurm_fair.controller.plan import NICE_BAND, make_plan, sent_to
+from slurm_fair.controller.plan import NICE_BAND, PlanInputs, make_plan, sent_to
 from slurm_fair.model import Allocation
 
 from .builders import T0, cluster, job, snapshot
@@ -35,8 +35,8 @@ def run(jid, account="a", on="k80", gpus=1, started=OLD, node=None, **kw):
 def requeues(snap, placed, *, boundary=True, s=None, last=None, deficit=None, x=None, attained=None):
     prob = problem_of(snap, attained=attained)
     s = s or steering(snap)
-    plan = make_plan(snap, prob, Allocation("test", x or {}), placed, deficit or {}, {}, {}, s, boundary,
-                     None, last or {})
+    plan = make_plan(snap, prob, Allocation("test", x or {}),
+                     PlanInputs(placed, deficit or {}, last_requeued=last or {}, round_boundary=boundary), s)
     return plan
 
 
@@ -80,14 +80,14 @@ def test_requeue_scenarios(name, jobs, placed, want):
     plan = requeues(snap, placed)
     assert plan.requeue == want, name
     for j in want:  # and the taker is named
-        assert plan.info["requeue_for"][j] == ["P"]
+        assert plan.requeue_for[j] == ("P",)
 
 
 def test_not_requeued_when_the_taker_cannot_be_steered_to_the_type():
     # no partition of k80 alone: the pending job cannot be sent there, so it would not take the GPU
     snap = snapshot(cluster(type_partitions=False, v100=4, k80=4), K80_FULL + [job("P", "b")])
     plan = requeues(snap, {"P": "k80", "B": "k80", "C": "k80", "D": "k80"})
-    assert plan.info["unsteered"] == {"P": "k80"} and plan.requeue == ()
+    assert plan.unsteered == {"P": "k80"} and plan.requeue == ()
 
 
 def test_between_round_boundaries_only_a_job_that_never_ran_is_let_in():
@@ -223,7 +223,7 @@ def test_property_every_requeue_makes_room_for_a_placed_pending_job(state, min_r
         assert sj.running and sj.requeue and "preemptible" in sj.comment
         assert placed.get(j) != k  # never requeued to be restarted on the type it runs on
         assert (T0 - sj.start_time).total_seconds() >= s.min_run
-        takers = plan.info["requeue_for"][j]
+        takers = plan.requeue_for[j]
         assert takers
         for t in takers:
             tj, tp = by_id[t], plan.jobs[t]
@@ -255,7 +255,7 @@ def test_property_no_job_is_requeued_twice_within_the_minimum_run_time(seed, min
         s = steering(snap, min_run_s=min_run)
         placed = {jid: "k80" for jid in rng.sample(sorted(jobs), 4)}
         prob = problem_of(snap)
-        plan = make_plan(snap, prob, Allocation("t", {}), placed, {}, {}, {}, s, True, None, last)
+        plan = make_plan(snap, prob, Allocation("t", {}), PlanInputs(placed, last_requeued=last, round_boundary=True), s)
         for jid in plan.requeue:
             history.setdefault(jid, []).append(at.timestamp())
             last[jid] = at.timestamp()
@@ -316,7 +316,7 @@ def test_fake_rounds_of_time_sharing_have_bounded_requeues(tmp_path, fake, hold_
             if r.action.kind == "requeue" and r.applied:
                 requeued.append((c, r.action.job, r.action.before))
                 held_until[r.action.job] = fake.now + timedelta(seconds=hold_s)
-                takers += res.plan.info["requeue_for"][r.action.job]
+                takers += res.plan.requeue_for[r.action.job]
         _slurm_schedules(fake, held_until)
         for t in takers:  # the job each requeue made room for now runs there
             assert fake.job(t).running and fake.job(t).gpu_type_running == "k80"
@@ -353,13 +353,13 @@ def _moves(snap, attained, cost=150.0, gain=0.25, tput=None, pending_placed=None
                       tuple(j if j.id != "M" else type(j)(j.id, j.tenant, j.gpus, tput["M"], attained_s=attained)
                             for j in prob.jobs))
     s = steering(snap, requeue_cost_s=cost, move_up_gain=gain)
-    return make_plan(snap, prob, Allocation("t", {}), pending_placed or {}, {}, {}, {}, s, False, None, {})
+    return make_plan(snap, prob, Allocation("t", {}), PlanInputs(pending_placed or {}), s)
 
 
 def test_a_job_on_a_slow_type_moves_up_when_the_gain_beats_the_cost():
     # 8x faster on v100: gain = attained x (1 - 1/8); cost 150 s -> worth it after 172 s
     plan = _moves(_mover_snapshot(3600), attained=600.0)
-    assert plan.requeue == ("M",) and plan.info["move_up"] == {"M": "v100"}
+    assert plan.requeue == ("M",) and plan.move_up == {"M": "v100"}
     jp = plan.jobs["M"]
     assert (jp.requeued, jp.planned_type, jp.partition, jp.placed) == (True, "v100", "v100", True)
     assert _moves(_mover_snapshot(3600), attained=150.0).requeue == ()  # gain 131 s < cost
@@ -389,4 +389,4 @@ def test_a_gang_gets_room_only_on_one_node():
     plan = requeues(snap, {"P": "k80"}, deficit={"A": 0.1, "B": 0.2, "C": 3.0, "D": 0.3})
     # the fewest jobs furthest ahead first: A (0.1) and B (0.2) are on different nodes, so
     # the node of A and D is freed (A, D), not A and B
-    assert plan.requeue == ("A", "D") and plan.info["requeue_for"] == {"A": ["P"], "D": ["P"]}
+    assert plan.requeue == ("A", "D") and plan.requeue_for == {"A": ("P",), "D": ("P",)}

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from slurm_fair.config import validate as validate_config
 from slurm_fair.deploy import inventory
 from slurm_fair.deploy.render import DeployOptions, render_cluster
-from slurm_fair.throughput_table import load as load_table
+from slurm_fair.estimates.gavel import load as load_table
 
 LUA = shutil.which("lua5.1")
 DRIVER = Path(__file__).with_name("lua_driver.lua")

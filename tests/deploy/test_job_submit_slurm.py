@@ -24,7 +24,7 @@ from slurm_fair.deploy import inventory
 from slurm_fair.deploy.render import DeployOptions, render_cluster
 from slurm_fair.testbed import Testbed
 from slurm_fair.testbed import config as tbconfig
-from slurm_fair.throughput_table import load as load_table
+from slurm_fair.estimates.gavel import load as load_table
 
 pytestmark = pytest.mark.slurm
 

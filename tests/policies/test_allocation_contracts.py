@@ -4,7 +4,8 @@ fallback reason (policies -> ``slurm-fair solve``); HadarE's fork sync is a poli
 
 from __future__ import annotations
 
-from slurm_fair import policies, rounding, throughput_table as tt
+from slurm_fair import policies, rounding
+from slurm_fair.estimates import gavel as tt
 from slurm_fair.model import Allocation, Job, NodeCapacity, Problem
 from slurm_fair.policies import PolicyInfo, PolicyOptions
 from slurm_fair.problem_io import allocation_to_dict

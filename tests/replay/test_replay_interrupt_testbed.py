@@ -30,7 +30,7 @@ JOB_TYPE = "ResNet-18 (batch size 32)"
 
 def _trace(path: Path) -> Path:
     """Four 1-GPU jobs of 20-40 real seconds on a V100, arriving within 2 real seconds."""
-    from slurm_fair import throughput_table as tt
+    from slurm_fair.estimates import gavel as tt
 
     v100 = tt.load(None).lookup(JOB_TYPE, 1, "v100")
     rows = ["tenant,job_id,job_type,gpus,total_steps,arrival_s"]

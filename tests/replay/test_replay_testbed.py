@@ -32,7 +32,7 @@ def _steps(table_tput: float, real_s: float) -> int:
 
 
 def _trace(path: Path) -> Path:
-    from slurm_fair import throughput_table as tt
+    from slurm_fair.estimates import gavel as tt
 
     v100 = tt.load(None).lookup(JOB_TYPE, 1, "v100")
     rows = ["tenant,job_id,job_type,gpus,total_steps,arrival_s"]

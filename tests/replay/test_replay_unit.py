@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_fair import throughput_table as tt
+from slurm_fair.estimates import gavel as tt
 from slurm_fair.config import load as load_config
 from slurm_fair.errors import UserError
 from slurm_fair.model import AccountingRecord

@@ -12,7 +12,7 @@ from slurm_fair.cli import main
 from slurm_fair.commands import report as report_cmd
 from slurm_fair.config import validate
 from slurm_fair.controller.state import StateStore
-from slurm_fair.controller.estimates import load_class_table
+from slurm_fair.estimates.classes import load_class_table
 from slurm_fair.report import data, tables
 
 from . import tiny

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from slurm_fair import throughput_table as tt
+from slurm_fair.estimates import gavel as tt
 from slurm_fair.model import Allocation, Problem
 from slurm_fair.policies import PolicyInfo, PolicyOptions
 

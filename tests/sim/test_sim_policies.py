@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_fair import policies, throughput_table as tt
+from slurm_fair import policies
+from slurm_fair.estimates import gavel as tt
 from slurm_fair.model import Job, NodeCapacity, Problem
 from slurm_fair.policies import PolicyOptions
 from slurm_fair.sim import engine

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_fair import throughput_table as tt
+from slurm_fair.estimates import gavel as tt
 from slurm_fair.errors import InputError, UserError
 from slurm_fair.gangs import Shape
 from slurm_fair.sim import workload as wl

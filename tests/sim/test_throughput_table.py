@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_fair import throughput_table as tt
+from slurm_fair.estimates import gavel as tt
 from slurm_fair.errors import InputError
 
 
@@ -22,7 +22,7 @@ def test_embedded_table_has_gavel_types_and_measured_values() -> None:
     assert {"v100", "p100", "k80"} <= set(table.gpu_types)
     assert len(table.job_types) == 26
     raw = json.loads(
-        (Path(tt.__file__).parent / "data" / "gavel_throughputs.json").read_text()
+        (Path(tt.__file__).parents[1] / "data" / "gavel_throughputs.json").read_text()
     )
     key = "('ResNet-50 (batch size 32)', 4)"
     assert table.lookup("ResNet-50 (batch size 32)", 4, "p100") == raw["p100"][key]["null"]

@@ -210,10 +210,12 @@ def test_hostile_comment_executes_nothing_and_breaks_no_parse(cluster: Harness, 
     assert e.comment == comment and e.name == "evil|name;$(x)\nline2"
     assert (e.account, e.gpu_request.total, e.tags.get("class")) == (tenant_a, 2, "resnet50")
     assert (n.account, n.name, n.gpu_request.total, n.gpu_request.per) == (tenant_b, "next", 1, "job")
-    # snapshot -> problem survives it too
-    from slurm_fair.slurm.to_problem import snapshot_to_problem
+    # snapshot -> the controller's problem survives it too
+    from slurm_fair.commands.snapshot import controller_problem
+    from slurm_fair.config import validate
 
-    problem = snapshot_to_problem(cluster.port.snapshot())
+    config = validate({"controller": {"state_dir": str(tmp_path / "state")}}, "slurm-fair.toml")
+    problem = controller_problem(cluster.port, config)
     assert {evil, after} <= {j.id for j in problem.jobs}
     assert not marker.exists()
 

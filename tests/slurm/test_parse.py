@@ -107,7 +107,8 @@ def test_times_and_elapsed():
 
 def test_tags_defensive():
     tags = parse.parse_tags("fair:class=resnet50 fair:tput=12.5,fair:preemptible; junk fair:class=x")
-    assert tags == {"class": "resnet50", "tput": "12.5", "preemptible": "true"}
+    assert tags == {"class": "resnet50", "tput": "12.5", "preemptible": ""}
+    assert parse.parse_tags("fair:class fair:class=lm") == {"class": ""}  # a bare flag has no value
     assert parse.parse_tags("$(touch /tmp/x) `id` ; | 'fair:class=a") == {}
     assert parse.parse_tags("unfair:class=a xfair:b") == {}
     assert len(parse.parse_tags(" ".join(f"fair:k{i}=1" for i in range(100)))) == parse.MAX_TAGS

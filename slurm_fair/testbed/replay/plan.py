@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ... import throughput_table as tt
-from ...controller.estimates import gavel_class_name
+from ...estimates import gavel as tt
+from ...estimates.classes import gavel_class_name
 from ...errors import TestbedError, UserError
 from ...gangs import Shape, can_hold
 from ...sim.workload import Workload

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ... import throughput_table as tt
+from ...estimates import gavel as tt
 from ...errors import UserError
 from ...sim.workload import load_traces
 from . import submit

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from .errors import Finding, InputError
+from ..errors import Finding, InputError
 
 #: name shown for the embedded table in messages and results
 EMBEDDED = "embedded Gavel table (slurm_fair/data/gavel_throughputs.json, MIT)"

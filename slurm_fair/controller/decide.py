@@ -1,0 +1,297 @@
+"""Phases 3-6 of a cycle as one pure function: ``decide(snapshot, history, settings)``.
+
+From the snapshot and what the controller remembers (:class:`.history.History`) to everything a
+cycle applies and records: throughput estimates (with this snapshot's ``fair:tput`` reports
+folded into the online EWMA), the service run since the last snapshot, the problem, the
+policy's allocation, this round's placement, the plan and its diff with Slurm. Nothing here
+reads or writes Slurm or the state store, so ``run --dry-run`` shows exactly the decision a real
+cycle makes, and ``snapshot --json`` prints the problem it solves (:func:`observe`).
+
+When the policy fails (solver error, time limit) the last good plan is kept for the jobs that
+still exist, or there is no plan when there is none.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
+
+from .. import policies, rounding
+from ..errors import SolverError
+from ..estimates.classes import ClassTable
+from ..estimates.estimate import Estimate, estimate_all
+from ..estimates.online import OnlineUpdate, fold, observations, values
+from ..estimates.rules import Rules
+from ..model import Allocation, Problem, Snapshot
+from .diff import Action, diff
+from .history import History
+from .plan import Plan, PlanInputs, PlanSettings, TenantPlan, make_plan, qos_name, tenant_limits
+from .problem import BuiltProblem, build_problem
+from .requeue import eligible as rq_eligible
+from .settings import Settings
+from .steer import partition_type, partition_types, submitted_partition, type_partitions
+
+AllocateFn = Callable[[str, Problem, policies.PolicyOptions], Allocation]
+PlaceFn = Callable[..., rounding.Placement]
+
+RETYPE_WARNING = ("pin_gres_type is set but this Slurm cannot undo a typed GPU request (before "
+                  "23.11): jobs are steered by partition instead")
+
+
+@dataclass(frozen=True)
+class DecideSettings:
+    """What a decision depends on besides the snapshot and the history: the configuration,
+    the class table and rules it names, and whether this Slurm can undo a typed request."""
+
+    settings: Settings
+    table: ClassTable
+    rules: Rules
+    #: the port's :meth:`can_retype_gpu` (False when it could not say)
+    can_retype: bool = False
+
+    @property
+    def retype_ok(self) -> bool:
+        """Pin gres types (rewrite the request) rather than steer by partition."""
+        return self.settings.pin_gres_type in (True, "auto") and self.can_retype
+
+
+@dataclass
+class Timer:
+    """Seconds per phase (``CycleResult.timings``); a phase entered twice adds up."""
+
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def phase(self, name: str) -> "_Phase":
+        return _Phase(self.timings, name)
+
+
+class _Phase:
+    def __init__(self, timings: dict[str, float], name: str):
+        self.timings, self.name = timings, name
+
+    def __enter__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.timings[self.name] = self.timings.get(self.name, 0.0) + time.perf_counter() - self.t0
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Phase 3: what this snapshot adds to the history, the estimates and the problem."""
+
+    estimates: Mapping[str, Estimate]
+    warnings: tuple[str, ...]
+    online: OnlineUpdate
+    #: GPU-seconds per tenant and seconds per job, per type, run since the last snapshot
+    tenant_service: Mapping[str, Mapping[str, float]]
+    job_service: Mapping[str, Mapping[str, float]]
+    #: every GPU job of the snapshot -> the type it runs on (None: pending)
+    running: Mapping[str, str | None]
+    #: job -> (type, partition) Slurm refused it in just now
+    refused: Mapping[str, tuple[str, str]]
+    #: the history with this snapshot counted (what the store holds once it is recorded)
+    history: History
+    built: BuiltProblem
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Everything a cycle applies (``actions``) and records."""
+
+    now: float
+    observed: Observed
+    allocation: Allocation | None
+    placement: rounding.Placement | None
+    #: the plan to apply (None: the policy failed and there is no earlier plan)
+    plan: Plan | None
+    actions: tuple[Action, ...]
+    round_boundary: bool
+    #: the policy's memory after this cycle (None: the policy did not run)
+    policy_state: Mapping[str, Any] | None
+    warnings: tuple[str, ...]
+    message: str = ""
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+
+def in_scope(snapshot: Snapshot, accounts: tuple[str, ...]) -> Snapshot:
+    """Only the jobs of ``[controller].accounts`` (all when empty): other jobs are neither
+    planned nor touched, and only these accounts' QOS are managed. Capacity stays the whole
+    cluster's."""
+    if not accounts:
+        return snapshot
+    keep = set(accounts)
+    return replace(snapshot, jobs=tuple(j for j in snapshot.jobs if j.account in keep))
+
+
+def service_since(snapshot: Snapshot, last_at: float | None) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """GPU-seconds per tenant/type and seconds per job/type run since the previous cycle.
+
+    A job running now is counted from the later of its start and the previous snapshot; jobs
+    that started and ended between two cycles are not seen (reports use sacct for those).
+    """
+    now = snapshot.taken_at.timestamp()
+    tenants: dict[str, dict[str, float]] = {}
+    jobs: dict[str, dict[str, float]] = {}
+    for j in snapshot.gpu_jobs():
+        if not j.running or not j.gpu_type_running:
+            continue
+        start = j.start_time.timestamp() if j.start_time else now
+        since = max(start, last_at) if last_at is not None else start
+        secs = max(now - since, 0.0)
+        if secs <= 0:
+            continue
+        k = j.gpu_type_running
+        g = j.gpu_request.total if j.gpu_request else 0
+        jobs.setdefault(j.job_id, {})[k] = jobs.get(j.job_id, {}).get(k, 0.0) + secs
+        tenants.setdefault(j.account, {})[k] = tenants.get(j.account, {}).get(k, 0.0) + secs * g
+    return tenants, jobs
+
+
+def refused_now(snapshot: Snapshot, originals: Mapping[str, Any],
+                ptypes: Mapping[str, frozenset[str]]) -> dict[str, tuple[str, str]]:
+    """Pending jobs Slurm marks ``BadConstraints`` in a single-type partition they did not ask
+    for (so we, or the submit plugin, sent them there): job -> (that type, partition). Our own
+    check (:func:`.steer.partition_holds`) should prevent it; this catches what it cannot see
+    (features, licences, a node that changed), so the job is sent back and never there again."""
+    out = {}
+    for sj in snapshot.gpu_jobs():
+        if not sj.pending or sj.reason != "BadConstraints":
+            continue
+        o = originals.get(sj.job_id)
+        asked = o.partition if o is not None and o.partition else submitted_partition(sj)
+        k = partition_type(sj.partition, ptypes)
+        if k and sj.partition != asked:
+            out[sj.job_id] = (k, sj.partition)
+    return out
+
+
+def staying(snapshot: Snapshot, built: BuiltProblem, round_s: float, min_run_s: float,
+            last_requeued: Mapping[str, float]) -> dict[str, str]:
+    """Running jobs the controller will not stop this cycle -> their type: those not opted in
+    to time-sharing or not run long enough (:func:`.requeue.eligible`). The rounding step keeps
+    them on their nodes, so it never plans a pending job into GPUs that will not be freed."""
+    now = snapshot.taken_at.timestamp()
+    min_run = min_run_s or round_s
+    in_problem = {j.id for j in built.problem.jobs}
+    out = {}
+    for sj in snapshot.gpu_jobs():
+        if not sj.running or not sj.gpu_type_running or sj.job_id not in in_problem:
+            continue
+        if not rq_eligible(sj, now, min_run, last_requeued):
+            out[sj.job_id] = sj.gpu_type_running
+    return out
+
+
+def idle_tenant_limits(plan: Plan, idle: dict[str, float], capacity: dict[str, int], slack: float,
+                       total: bool = False) -> dict[str, dict[str, int]]:
+    """Limits for tenants whose QOS we manage but who have no job now: the share they would
+    get by joining (``w / (W + w)`` of every type), so a returning tenant is neither locked out
+    by an old zero limit nor unlimited until the next cycle."""
+    weights = sum(tp.weight for tp in plan.tenants.values())
+    out = {}
+    for t, w in idle.items():
+        share = {k: w / (weights + w) * c for k, c in capacity.items()}
+        out[t] = tenant_limits(share, {}, capacity, slack, total)
+    return out
+
+
+def _with_idle_tenants(plan: Plan, history: History, snapshot: Snapshot, s: Settings) -> Plan:
+    managed = {m.account for m in history.managed_qos.values()}
+    idle = {t: 1.0 for t in managed if t not in plan.tenants}
+    if not idle:
+        return plan
+    capacity = {k: int(c) for k, c in snapshot.capacity().items() if c > 0}
+    limits = idle_tenant_limits(plan, idle, capacity, s.slack, s.total_limit)
+    return plan.with_tenants({t: TenantPlan(t, qos_name(t), lim, {}, {}, 1.0) for t, lim in limits.items()})
+
+
+def observe(snapshot: Snapshot, history: History, ds: DecideSettings) -> Observed:
+    """Phase 3: estimates (this snapshot's reports folded in first), service, the problem."""
+    s = ds.settings
+    now = snapshot.taken_at.timestamp()
+    ptypes = partition_types(snapshot.nodes)
+    first, _ = estimate_all(snapshot, ds.table, ds.rules, values(history.online))
+    online = fold(history.online, history.reported, observations(snapshot.jobs, first), s.ewma_alpha, now)
+    tenant_service, job_service = service_since(snapshot, history.last_snapshot_at)
+    running = {j.job_id: j.gpu_type_running for j in snapshot.gpu_jobs()}
+    refused = refused_now(snapshot, history.originals, ptypes)
+    after = history.advanced(now, online, job_service, running, {j: k for j, (k, _) in refused.items()})
+    est, warnings = estimate_all(snapshot, ds.table, ds.rules, values(after.online))
+    built = build_problem(snapshot, est, after, s.weights, ptypes, ds.retype_ok)
+    return Observed(est, tuple(warnings), online, tenant_service, job_service, running, refused, after, built)
+
+
+def decide(
+    snapshot: Snapshot, history: History, ds: DecideSettings, *,
+    allocate: AllocateFn = policies.allocate, place: PlaceFn = rounding.place,
+) -> Decision:
+    """Phases 3-6 (module docstring); ``snapshot`` is already in scope (:func:`in_scope`)."""
+    s = ds.settings
+    timer = Timer()
+    now = snapshot.taken_at.timestamp()
+    warnings: list[str] = []
+    if s.pin_gres_type is True and not ds.can_retype:
+        warnings.append(RETYPE_WARNING)
+    with timer.phase("estimate"):
+        obs = observe(snapshot, history, ds)
+        warnings += obs.warnings
+    built, after = obs.built, obs.history
+    message = ""
+    allocation: Allocation | None = None
+    placement: rounding.Placement | None = None
+    policy_state: dict[str, Any] | None = None
+    round_boundary = now - history.round_started_at >= s.round_s
+    with timer.phase("policy"):
+        try:
+            if built.problem.jobs:
+                state = copy.deepcopy(dict(history.policy_state))
+                options = policies.PolicyOptions(
+                    solver=s.solver, time_limit_s=s.time_limit_s, keep_lp_dir=str(s.state_dir),
+                    round_s=s.round_s, state=state,
+                )
+                allocation = allocate(s.policy, built.problem, options)
+                policy_state = state
+            else:
+                allocation = Allocation(policy=s.policy, x={}, status="empty")
+            with timer.phase("rounding"):
+                held = staying(snapshot, built, s.round_s, s.min_run_s, history.last_requeues)
+                placement = place(built.problem, allocation, built.received, built.prev,
+                                  built.prev_nodes, held, sticky=True)
+        except (SolverError, ArithmeticError, ValueError) as exc:
+            message = f"policy {s.policy!r} failed: {exc}"
+            allocation = None
+    plan: Plan | None = None
+    actions: tuple[Action, ...] = ()
+    with timer.phase("plan"):
+        if allocation is not None and placement is not None:
+            ptypes = partition_types(snapshot.nodes)
+            settings = PlanSettings(
+                s.slack, s.order, s.round_s, ptypes, type_partitions(snapshot.nodes), ds.retype_ok,
+                s.total_limit, s.min_run_s or None, s.requeue_cost_s, s.move_up_gain,
+                tuple(n for n in snapshot.nodes if n.schedulable),
+            )
+            inputs = PlanInputs(
+                placement.types, placement.priority, built.fixed_type,
+                {j: o.nice for j, o in after.originals.items()},
+                {j: o.partition for j, o in after.originals.items() if o.partition},
+                history.last_requeues, round_boundary,
+            )
+            plan = _with_idle_tenants(make_plan(snapshot, built.problem, allocation, inputs, settings),
+                                      history, snapshot, s)
+            for job_id, k in sorted(plan.unsteered.items()):
+                warnings.append(f"job {job_id}: no partition has only {k} GPUs, so it cannot "
+                                "be steered there; left in its own partition")
+        elif history.last_plan is not None:
+            cycle_id, last = history.last_plan
+            plan = Plan.from_dict(last).restricted_to({j.job_id for j in snapshot.jobs})
+            message += f"; keeping the last good plan of cycle {cycle_id}"
+        else:
+            message += "; no earlier plan: Slurm left as it is"
+    if plan is not None:
+        with timer.phase("diff"):
+            actions = tuple(diff(plan, snapshot))
+    return Decision(now, obs, allocation, placement, plan, actions, round_boundary, policy_state,
+                    tuple(warnings), message, dict(timer.timings))

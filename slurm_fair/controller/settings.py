@@ -1,0 +1,54 @@
+"""The configuration keys a controller cycle uses, read once (``run``, ``revert``, ``explain``,
+``snapshot --json``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import Config
+from . import planfile
+from .problem import configured_weights
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The configuration keys a cycle uses, read once."""
+
+    policy: str
+    solver: str
+    time_limit_s: float
+    round_s: float
+    interval_s: float
+    slack: float
+    order: str
+    ewma_alpha: float
+    state_dir: Path
+    audit_log: Path
+    class_table: str
+    #: ``[tenants.NAME].weight`` (:func:`.problem.tenant_weights` is the whole rule)
+    weights: dict[str, float]
+    accounts: tuple[str, ...] = ()
+    total_limit: bool = True
+    pin_gres_type: bool | str = "auto"  # True, False or "auto" (where Slurm can undo it)
+    min_run_s: float = 0.0
+    requeue_cost_s: float = 150.0
+    move_up_gain: float = 0.25
+    plan_file: Path | None = None
+
+    @property
+    def plan_path(self) -> Path:
+        return self.plan_file or self.state_dir / planfile.PLAN_FILE
+
+    @classmethod
+    def from_config(cls, config: Config) -> "Settings":
+        c, t = config["controller"], config["throughput"]
+        return cls(
+            c["policy"], c["solver"], float(c["time_limit_s"]), float(c["round_s"]),
+            float(c["interval_s"]), float(c["slack"]), c["order"], float(t["ewma_alpha"]),
+            Path(c["state_dir"]), Path(c["audit_log"]), t["class_table"],
+            configured_weights(config),
+            tuple(str(a) for a in c["accounts"]), bool(c["total_limit"]), c["pin_gres_type"],
+            float(c["min_run_s"]), float(c["requeue_cost_s"]), float(c["move_up_gain"]),
+            Path(c["plan_file"]) if c["plan_file"] else None,
+        )
