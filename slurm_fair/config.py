@@ -116,7 +116,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
 }
 
 _TENANT_KEYS: dict[str, Key] = {
-    "weight": Key(NUM, 1.0, "tenant weight w_u (overrides Slurm shares)", _positive),
+    # no default: a table that sets only ``classes`` leaves the weight to Slurm's shares
+    "weight": Key(NUM, None, "tenant weight w_u (overrides Slurm shares; unset: the shares, else 1)", _positive),
     "classes": Key((list,), [], "workload classes assumed for this tenant's jobs"),
 }
 

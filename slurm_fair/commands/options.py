@@ -7,7 +7,8 @@ a command takes (one ``--policy`` or several) is the command's; name, type, defa
 are not, hence the ``*s_option`` variants.
 
 The output rule (docs/cli.md): ``--json`` is a flag, JSON on stdout instead of the text;
-``-o/--output FILE`` writes what stdout would get to FILE instead; a command writing a
+``-o/--output FILE`` writes what stdout would get to FILE instead (``--json FILE`` is short for
+``--json -o FILE``, the form the design names for ``simulate``); a command writing a
 directory names it ``--output-dir``. Progress, notes and warnings always go to stderr.
 """
 
@@ -27,13 +28,45 @@ config_option = click.option(
     "/etc/slurm-fair/slurm-fair.toml).",
 )
 
+#: where ``--json FILE`` leaves its file for :data:`output_option` (``ctx.meta`` key)
+_JSON_FILE = "slurm_fair.json_file"
+
+
+def _takes_output(ctx: click.Context) -> bool:
+    return any(p.name == "output" for p in ctx.command.params)
+
+
+def _json_value(ctx: click.Context, param: click.Parameter, value: str | None) -> bool:
+    """``--json`` alone: JSON on stdout. ``--json FILE`` (the form the design names for
+    ``simulate``): short for ``--json -o FILE``, so it exists only where ``-o`` does."""
+    if value is None:
+        return False
+    if value != "-":
+        if not _takes_output(ctx):
+            raise click.BadParameter(f"{ctx.command.name} prints JSON on stdout and takes no FILE, got {value!r} "
+                                     "(give arguments before --json)", ctx, param)
+        if ctx.params.get("output") not in (None, value):
+            raise click.BadParameter("give the file once: --json FILE or --json -o FILE", ctx, param)
+        ctx.meta[_JSON_FILE] = value
+    return True
+
+
+def _output_value(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    from_json = ctx.meta.get(_JSON_FILE)
+    if from_json and value and value != from_json:
+        raise click.BadParameter("give the file once: --json FILE or --json -o FILE", ctx, param)
+    return value or from_json
+
+
 json_option = click.option(
-    "--json", "as_json", is_flag=True,
-    help="Print JSON on stdout instead of the text (a table for people, where there is one, goes to stderr).",
+    "--json", "as_json", is_flag=False, flag_value="-", default=None, metavar="[FILE]", callback=_json_value,
+    help="Print JSON on stdout instead of the text (a table for people, where there is one, goes to stderr). "
+    "Where the command has -o, --json FILE is short for --json -o FILE.",
 )
 
 output_option = click.option(
     "-o", "--output", "output", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+    callback=_output_value,
     help="Write what stdout would get to FILE instead (atomically: a temporary file, then a rename).",
 )
 
@@ -45,7 +78,7 @@ solver_option = click.option(
 )
 
 _POLICY_HELP = "Allocation policy (`slurm-fair policies` lists them)."
-#: one policy (``solve``, ``testbed bench``)
+#: one policy (``solve``, ``testbed replay``)
 policy_option = click.option("--policy", "policy", metavar="NAME", required=True, help=_POLICY_HELP)
 #: ``--policy`` repeated: the policies a command compares (``simulate``)
 policies_option = click.option("--policy", "policy_names", metavar="NAME", multiple=True, required=True,
@@ -53,7 +86,7 @@ policies_option = click.option("--policy", "policy_names", metavar="NAME", multi
 
 _TRACE_HELP = "Trace: a CSV (docs/fairness.md); simulate also reads Gavel .trace files (one tenant per file)."
 _TRACE_TYPE = click.Path(dir_okay=False, exists=True)
-#: one trace (``testbed bench``)
+#: one trace (``testbed replay``)
 trace_option = click.option("--trace", "trace", type=_TRACE_TYPE, metavar="FILE", required=True, help=_TRACE_HELP)
 #: ``--trace`` repeated (``simulate``)
 traces_option = click.option("--trace", "traces", type=_TRACE_TYPE, metavar="FILE", multiple=True,

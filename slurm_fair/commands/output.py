@@ -62,7 +62,7 @@ def table_text(table: Table) -> str:
 
 def table_or_json(table: Table, doc: Any, as_json: bool, output: str | None) -> None:
     """A command whose output is a table for people and a JSON document for programs
-    (``simulate``, ``testbed bench``): stdout (or ``output``) carries one of them; with
+    (``simulate``, ``testbed replay``): stdout (or ``output``) carries one of them; with
     ``--json`` the table still reaches the terminal, on stderr."""
     if as_json:
         Console(stderr=True).print(table)

@@ -13,7 +13,7 @@ from .options import json_option
 @click.command("policies")
 @json_option
 def command(as_json: bool) -> None:
-    """List the allocation policies: the names --policy (solve, simulate, testbed bench) and
+    """List the allocation policies: the names --policy (solve, simulate, testbed replay) and
     [controller] policy take."""
     infos = [policies.get(name) for name in policies.names()]
     if as_json:

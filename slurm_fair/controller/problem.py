@@ -42,8 +42,8 @@ from .steer import partition_type, reachable_types, submitted_partition
 
 
 def configured_weights(config: Any) -> dict[str, float]:
-    """``[tenants.NAME].weight`` of every tenant table of the configuration."""
-    return {name: float(spec["weight"]) for name, spec in config.tenants.items() if "weight" in spec}
+    """``[tenants.NAME].weight`` of every tenant table of the configuration that sets one."""
+    return {name: float(spec["weight"]) for name, spec in config.tenants.items() if spec.get("weight") is not None}
 
 
 def tenant_weights(tenants: Iterable[str], configured: Mapping[str, float],

@@ -1,5 +1,5 @@
 """One option name, one meaning: every command of the group is checked against
-``slurm_fair/commands/options.py``, so a fourth ``--solver`` (or a ``--json PATH``) cannot
+``slurm_fair/commands/options.py``, so a fourth ``--solver`` (or a ``--json`` of another meaning) cannot
 appear unnoticed; and no help text promises an option or a command that does not exist."""
 
 from __future__ import annotations
@@ -8,7 +8,10 @@ import re
 from collections import defaultdict
 from typing import Any, Callable, Iterator
 
+import json
+
 import click
+from click.testing import CliRunner
 
 from slurm_fair.cli import cli
 from slurm_fair.commands import options
@@ -87,11 +90,17 @@ def test_shared_options_are_used():
     assert {name: used[name] for name in {**SHARED, **TESTBED} if used[name] < 2} == {}
 
 
-def test_json_is_a_flag_everywhere():
+def test_json_means_one_thing_everywhere():
+    """``--json`` is the shared option in every command: alone, JSON on stdout; with a FILE only
+    where the command has ``-o`` (``--json FILE`` = ``--json -o FILE``), never a stray argument."""
     found = [(path, p) for path, cmd in commands() for p in cmd.params if "--json" in p.opts]
     assert len(found) >= 6
     for path, param in found:
-        assert isinstance(param, click.Option) and param.is_flag and param.name == "as_json", path
+        assert same(param, SHARED["--json"]) and param.name == "as_json", path
+    result = CliRunner().invoke(cli, ["policies", "--json"])
+    assert result.exit_code == 0 and "oef" in {p["name"] for p in json.loads(result.stdout)}
+    result = CliRunner().invoke(cli, ["explain", "--json", "123"])
+    assert result.exit_code == 2 and "takes no FILE" in result.output
 
 
 def test_output_is_a_file_everywhere():

@@ -170,3 +170,14 @@ def test_policies_command_lists_what_policy_options_accept():
     import json
 
     assert [p["name"] for p in json.loads(result.output)] == policies.names()
+
+
+def test_a_tenant_table_without_a_weight_leaves_the_weight_to_slurm_shares(tmp_path):
+    from slurm_fair.controller.problem import configured_weights, tenant_weights
+
+    cfg = config.load(write(tmp_path, '[tenants.physics]\nclasses = ["resnet18"]\n\n[tenants.bio]\nweight = 3\n'))
+    configured = configured_weights(cfg)
+    assert configured == {"bio": 3.0}
+    # Slurm gives physics 5 shares and bio 2: the configured weight wins only where one is set
+    assert tenant_weights(["physics", "bio", "chem"], configured, {"physics": 5, "bio": 2}) == {
+        "physics": 5.0, "bio": 3.0, "chem": 1.0}

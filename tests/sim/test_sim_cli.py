@@ -149,6 +149,13 @@ def test_json_on_stdout_table_on_stderr_and_output_file(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, [*base, "-o", str(out)], catch_exceptions=False)
     assert result.exit_code == 0 and result.stdout == ""
     assert "avg JCT h" in out.read_text() and "\x1b[" not in out.read_text()
+    # the design's form, simulate --json FILE, is short for --json -o FILE; the file is given once
+    doc = tmp_path / "doc.json"
+    result = CliRunner().invoke(cli, [*base, "--json", str(doc)], catch_exceptions=False)
+    assert result.exit_code == 0 and result.stdout == "", result.output
+    assert json.loads(doc.read_text())["policies"]["fifo"]["jobs_completed"] == 4
+    result = CliRunner().invoke(cli, [*base, "--json", str(doc), "-o", str(out)])
+    assert result.exit_code == 2 and "give the file once" in result.output
 
 
 def test_window_and_max_jobs_apply_to_synthetic_jobs(tmp_path: Path) -> None:
