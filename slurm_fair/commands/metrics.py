@@ -7,7 +7,7 @@ import click
 
 from .. import config as config_mod
 from ..report import data, tables
-from ..report.metrics import render_metrics
+from ..report.prometheus import render_metrics
 from ..report.window import window as make_window
 from . import report as report_cmd
 from .options import config_option, output_option, since_option

@@ -13,7 +13,7 @@ import click
 from rich.table import Table
 
 from ..errors import SlurmFairError
-from ..sim.report import COLUMNS, format_metric
+from ..sim.results import COLUMNS, format_metric
 from ..testbed import Testbed
 from .options import (json_option, output_option, policy_option, quiet_option, round_option, slurm_option,
                       solver_option, testbed_config_option, testbed_dir_option, throughputs_option, trace_option)

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import policies
-from ..sim import report, scenario
+from ..sim import results as sim_results, scenario
 from ..sim.engine import SimConfig, SimResult, simulate
 from ..sim.workload import write_csv
 from .options import json_option, output_option, policies_option, quiet_option, throughputs_option
@@ -47,8 +47,8 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, cl
         write_csv(scene.workload, save_workload)
     console = Console(stderr=True)
     results = _run(scene, infos, engine, console, quiet)
-    doc = report.document(results, scene.workload, scene.cluster, engine, scene.table.source)
-    table_or_json(report.comparison_table(doc), doc, as_json, output)
+    doc = sim_results.document(results, scene.workload, scene.cluster, engine, scene.table.source)
+    table_or_json(sim_results.comparison_table(doc), doc, as_json, output)
     for note in _notes(results):
         console.print(f"note: {note}")
     if plot_out:

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from slurm_fair.report import metrics, render, tables
+from slurm_fair.report import prometheus, render, tables
 
 from . import tiny
 
@@ -107,7 +107,7 @@ def parse_exposition(text: str) -> dict[str, dict]:
 
 
 def test_metrics_parse_and_carry_the_figures(report):
-    fams = parse_exposition(metrics.render_metrics(report))
+    fams = parse_exposition(prometheus.render_metrics(report))
     assert all(n.startswith("slurm_fair_") for n in fams)
     si = {s[0]["tenant"]: s[1] for s in fams["slurm_fair_tenant_sharing_incentive_ratio"]["samples"]}
     assert si == {"alice": pytest.approx(1.6), "bob": pytest.approx(12 / 18.5)}
@@ -121,6 +121,6 @@ def test_metrics_escape_label_values():
     inputs = tiny.inputs()
     rec = tiny.record("q1", 'we"ird\\ten\nant', "v100", 1, 1, 1, 2)
     r = tables.build(type(inputs)(**{**inputs.__dict__, "records": inputs.records + (rec,)}))
-    fams = parse_exposition(metrics.render_metrics(r))
+    fams = parse_exposition(prometheus.render_metrics(r))
     tenants = {s[0]["tenant"] for s in fams["slurm_fair_tenant_jobs"]["samples"]}
     assert 'we\\"ird\\\\ten\\nant' in tenants
