@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from slurm_fair import fairness, policies
 from slurm_fair.jobclasses import classes_of
-from slurm_fair.model import AccountingRecord, Job, Problem
+from slurm_fair.model import Job, Problem
 from slurm_fair.policies import PolicyOptions
 from slurm_fair.policies.hops import latency_ratio_estimate
 from slurm_fair.report import tables
@@ -25,6 +25,7 @@ from slurm_fair.report.data import JobSpeed, ReportInputs, normalise
 from slurm_fair.report.window import Window
 from slurm_fair.sim import metrics
 from slurm_fair.sim.fairness_check import FairnessChecker
+from slurm_fair.slurm.model import AccountingRecord
 
 from . import tiny
 
