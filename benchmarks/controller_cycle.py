@@ -38,9 +38,9 @@ from slurm_fair.config import validate
 from slurm_fair.controller.cycle import run_cycle
 from slurm_fair.controller.revert import revert
 from slurm_fair.estimates.classes import load_class_table
-from slurm_fair.model import Account, Node, Qos
 from slurm_fair.slurm import make_port
 from slurm_fair.slurm.fake import FakeSlurm
+from slurm_fair.slurm.model import Account, Node, Qos
 
 ROOT = Path(__file__).resolve().parent.parent
 

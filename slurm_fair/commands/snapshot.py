@@ -28,9 +28,10 @@ from ..controller.decide import in_scope, observe
 from ..controller.history import read_history_at
 from ..controller.settings import Settings
 from ..estimates.estimate import Estimate
-from ..model import Problem, SlurmJob, Snapshot
+from ..model import Problem
 from ..problem_io import problem_to_dict
 from ..slurm import make_port
+from ..slurm.model import SlurmJob, Snapshot
 from ..slurm.port import SlurmPort
 from .options import config_option, json_option
 

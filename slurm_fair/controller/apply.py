@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import JobGone, SlurmError, SlurmUnavailable
-from ..model import Snapshot, SlurmJob
+from ..slurm.model import Snapshot, SlurmJob
 from ..slurm.port import SlurmPort
 from .diff import Action
 from .state import ManagedQos, OriginalRequest, StateStore

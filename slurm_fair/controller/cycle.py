@@ -29,7 +29,7 @@ from ..errors import SlurmError, SlurmFairError
 from ..estimates.classes import load_class_table
 from ..estimates.estimate import Estimate
 from ..estimates.rules import Rules
-from ..model import Snapshot
+from ..slurm.model import Snapshot
 from ..slurm.port import SlurmPort
 from . import planfile
 from .apply import ActionResult, apply, counts

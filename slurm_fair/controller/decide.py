@@ -24,7 +24,8 @@ from ..estimates.classes import ClassTable
 from ..estimates.estimate import Estimate, estimate_all
 from ..estimates.online import OnlineUpdate, fold, observations, values
 from ..estimates.rules import Rules
-from ..model import Allocation, Problem, Snapshot
+from ..model import Allocation, Problem
+from ..slurm.model import Snapshot
 from .diff import Action, diff
 from .history import History
 from .plan import Plan, PlanInputs, PlanSettings, TenantPlan, make_plan, qos_name, tenant_limits

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..model import Snapshot, frozen_map
+from ..model import frozen_map
+from ..slurm.model import Snapshot
 from .plan import TOTAL_KEY, Plan, is_gpu_tres
 
 #: execution order of action kinds

@@ -59,7 +59,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
 from ..fairness import equal_share, tenant_bundles
-from ..model import Allocation, Node, Problem, Snapshot, SlurmJob, frozen_map
+from ..model import Allocation, Problem, frozen_map
+from ..slurm.model import Node, Snapshot, SlurmJob
 from . import requeue as rq
 from .steer import current_type, job_partitions, partition_holds, submitted_partition
 

@@ -67,8 +67,8 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..model import Node, Snapshot
 from ..estimates.classes import ClassTable
+from ..slurm.model import Node, Snapshot
 from .plan import Plan, gres_key
 from .steer import current_type, partition_types, type_partitions
 

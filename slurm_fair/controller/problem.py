@@ -35,7 +35,8 @@ from typing import Any, Iterable, Mapping
 
 from ..estimates.estimate import Estimate
 from ..estimates.tags import plugin_typed, preemptible
-from ..model import Job, NodeCapacity, Problem, Snapshot, SlurmJob, type_holds
+from ..model import Job, NodeCapacity, Problem, type_holds
+from ..slurm.model import Snapshot, SlurmJob
 from .history import History
 from .state import OriginalRequest
 from .steer import partition_type, reachable_types, submitted_partition

@@ -30,9 +30,10 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-from ..model import Problem, Snapshot, SlurmJob
+from ..model import Problem
 from ..estimates.tags import preemptible
 from ..rounding import Pool
+from ..slurm.model import Snapshot, SlurmJob
 
 #: pending reasons under which a job cannot start now, whatever GPUs are free
 NOT_STARTABLE = ("JobHeldUser", "JobHeldAdmin", "Dependency", "DependencyNeverSatisfied", "BeginTime",

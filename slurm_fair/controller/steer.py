@@ -19,7 +19,7 @@ import re
 from typing import Iterable, Mapping
 
 from ..gangs import can_hold
-from ..model import Node, SlurmJob
+from ..slurm.model import Node, SlurmJob
 
 #: what the submit plugin writes into a job's admin comment when it chooses the partitions:
 #: the partition(s) the job asked for (users cannot set an admin comment, so it can be trusted)

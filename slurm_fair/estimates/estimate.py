@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..model import Snapshot, SlurmJob
+from ..slurm.model import Snapshot, SlurmJob
 from .classes import ClassTable, known_class
 from .rules import Rules
 from .tags import tag_class

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from ..model import SlurmJob
+from ..slurm.model import SlurmJob
 from .estimate import Estimate
 from .tags import tag_tput
 

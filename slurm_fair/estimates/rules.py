@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..errors import ConfigError, Finding
-from ..model import SlurmJob
+from ..slurm.model import SlurmJob
 from .classes import CLASS_RE
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from ..model import SlurmJob
+from ..slurm.model import SlurmJob
 from .classes import CLASS_RE
 
 #: a reported throughput above this is not believed

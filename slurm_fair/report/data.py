@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..gangs import can_hold
-from ..model import AccountingRecord, GpuRequest, SlurmJob, frozen_map, normalised_throughput
+from ..model import frozen_map, normalised_throughput
+from ..slurm.model import AccountingRecord, GpuRequest, SlurmJob
 from ..slurm.parse import parse_tags
 from ..slurm.port import SlurmPort
 from .window import Window

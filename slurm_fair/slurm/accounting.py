@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Iterable
 
-from ..model import AccountingRecord
+from .model import AccountingRecord
 from .parse import UNTYPED
 
 

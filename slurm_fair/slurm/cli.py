@@ -18,8 +18,8 @@ from datetime import datetime
 from typing import Callable, Mapping, Sequence
 
 from ..errors import JobGone, SlurmCommandError, SlurmError
-from ..model import Account, AccountingRecord, Node, Qos, SlurmJob, Snapshot
 from . import parse
+from .model import Account, AccountingRecord, Node, Qos, SlurmJob, Snapshot
 from .run import JOB_GONE, Runner
 from .sacctmgr import Sacctmgr
 from .write_rules import (

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..errors import JobGone, SlurmError
-from ..model import Account, AccountingRecord, GpuRequest, Node, Qos, SlurmJob, Snapshot
 from . import parse
+from .model import Account, AccountingRecord, GpuRequest, Node, Qos, SlurmJob, Snapshot
 from .sbatch_args import sbatch_request
 from .write_rules import UPDATABLE_FIELDS, batch_items, refuse_retype, split_raw
 

@@ -24,7 +24,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 from ClusterShell.NodeSet import NodeSet, NodeSetException
 
 from ..errors import SlurmOutputError
-from ..model import Account, AccountingRecord, GpuRequest, Node, Qos, SlurmJob
+from .model import Account, AccountingRecord, GpuRequest, Node, Qos, SlurmJob
 
 #: what an untyped GPU (``Gres=gpu:4`` on a node) is called in capacities and problems
 UNTYPED = "gpu"

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 from ..errors import SlurmError
-from ..model import Account, AccountingRecord, Node, Qos, SlurmJob, Snapshot
+from .model import Account, AccountingRecord, Node, Qos, SlurmJob, Snapshot
 
 
 @runtime_checkable

@@ -11,8 +11,8 @@ import re
 from typing import Mapping
 
 from ..errors import SlurmCommandError
-from ..model import SlurmJob
 from . import parse
+from .model import SlurmJob
 
 #: pending-job fields update_job may change (anything else is a programming error)
 UPDATABLE_FIELDS = frozenset({"Partition", "QOS", "ReqNodeList", "ExcNodeList", "Features"})

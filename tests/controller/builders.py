@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Sequence
 
-from slurm_fair.model import Account, GpuRequest, Node, Qos, SlurmJob, Snapshot
+from slurm_fair.slurm.model import Account, GpuRequest, Node, Qos, SlurmJob, Snapshot
 from slurm_fair.slurm.parse import parse_tags
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)

@@ -7,8 +7,8 @@ from datetime import datetime
 import pytest
 
 from slurm_fair.config import validate
-from slurm_fair.model import Account, Qos
 from slurm_fair.slurm.fake import FakeSlurm
+from slurm_fair.slurm.model import Account, Qos
 
 from .builders import cluster
 

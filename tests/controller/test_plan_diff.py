@@ -7,10 +7,11 @@ from datetime import timedelta
 
 from hypothesis import given, settings, strategies as st
 
-from slurm_fair.model import Account, Allocation, Job, Problem, Qos
+from slurm_fair.model import Allocation, Job, Problem
 from slurm_fair.controller.diff import diff
 from slurm_fair.controller.plan import NICE_BAND, PlanInputs, PlanSettings, make_plan, qos_name, tenant_limits
 from slurm_fair.controller.steer import partition_types, type_partitions
+from slurm_fair.slurm.model import Account, Qos
 
 from .builders import T0, cluster, job, snapshot
 

@@ -25,8 +25,8 @@ from slurm_fair.deploy.render import (
 )
 from slurm_fair.deploy.weights import billing_weights
 from slurm_fair.errors import ConfigError
-from slurm_fair.model import Account, Node, Snapshot
 from slurm_fair.estimates.gavel import load as load_table
+from slurm_fair.slurm.model import Account, Node, Snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 TESTBED_TOML = REPO / "conf" / "testbed.toml"

@@ -12,8 +12,8 @@ import pytest
 from slurm_fair.estimates import gavel as tt
 from slurm_fair.config import load as load_config
 from slurm_fair.errors import UserError
-from slurm_fair.model import AccountingRecord
 from slurm_fair.sim.workload import make_workload, TraceJob
+from slurm_fair.slurm.model import AccountingRecord
 from slurm_fair.testbed.replay import controller, plan, score, submit
 from slurm_fair.testbed.emulator import Checkpoint, Segment
 

@@ -17,14 +17,16 @@ from hypothesis import strategies as st
 
 from slurm_fair import fairness, policies
 from slurm_fair.jobclasses import classes_of
-from slurm_fair.model import AccountingRecord, Job, Problem
+from slurm_fair.model import Job, Problem
 from slurm_fair.policies import PolicyOptions
 from slurm_fair.policies.hops import latency_ratio_estimate
 from slurm_fair.report import tables
 from slurm_fair.report.data import JobSpeed, ReportInputs, normalise
+from slurm_fair.report.jobs import ftf_frame, jobs_frame
 from slurm_fair.report.window import Window
 from slurm_fair.sim import metrics
 from slurm_fair.sim.fairness_check import FairnessChecker
+from slurm_fair.slurm.model import AccountingRecord
 
 from . import tiny
 
@@ -77,7 +79,7 @@ def report_inputs(jobs: list[Ran], capacity: dict[str, int], weights: dict[str, 
 
 def report_rhos(jobs: list[Ran], capacity: dict[str, int], weights: dict[str, float]) -> dict[str, float]:
     inputs = report_inputs(jobs, capacity, weights)
-    df = tables.ftf_frame(tables.jobs_frame(inputs), inputs, []).set_index("job_id")
+    df = ftf_frame(jobs_frame(inputs), inputs, []).set_index("job_id")
     return {str(k): float(v) for k, v in df["ftf_rho"].dropna().items()}
 
 

@@ -201,8 +201,8 @@ def test_a_requeued_job_counts_every_run_and_its_first_submission():
 def test_gang_infeasible_types_count_nothing_and_n_is_relative_to_what_it_can_use():
     """An 8-GPU single-node job where only k80 nodes have 8 GPUs: its speeds on v100 are 0 and
     k80 is its best type (n = 1), as in the controller's problem."""
-    from slurm_fair.model import AccountingRecord
     from slurm_fair.report.data import JobSpeed, gang_feasible
+    from slurm_fair.slurm.model import AccountingRecord
 
     rec = AccountingRecord("g", "bob", "root", "COMPLETED", "k80", 8, tiny.h(0), tiny.h(0), tiny.h(1), 3600.0, nodes=1)
     out = gang_feasible({"g": JobSpeed({"v100": 1.0, "k80": 0.25}, "class-table")}, [rec], {"v100": [4, 4], "k80": [8]})

@@ -11,9 +11,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Sequence
 
-from slurm_fair.model import Account, AccountingRecord, Node
 from slurm_fair.report.data import JobSpeed, ReportInputs
 from slurm_fair.report.window import Window
+from slurm_fair.slurm.model import Account, AccountingRecord, Node
 
 T0 = datetime(2024, 5, 1, 0, 0, 0)
 WINDOW = Window(T0, T0 + timedelta(hours=10))

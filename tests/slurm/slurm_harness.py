@@ -7,9 +7,9 @@ import secrets
 import subprocess
 from typing import Sequence
 
-from slurm_fair.model import SlurmJob
 from slurm_fair.slurm.cli import SlurmCli
 from slurm_fair.slurm.fake import FakeSlurm, list_recordings
+from slurm_fair.slurm.model import SlurmJob
 
 #: recorded from the testbed when available (the fake then mirrors the real cluster)
 REAL_RECORDING = "testbed-22.05"

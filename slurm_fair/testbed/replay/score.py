@@ -16,8 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ...model import AccountingRecord
 from ...sim.metrics import JobRecord, samples_from_records, summarize
+from ...slurm.model import AccountingRecord
 from ..emulator import Checkpoint, load_checkpoint
 from .plan import ReplayJob
 

@@ -1,0 +1,124 @@
+"""The jobs table: one row per accounting record with its window figures, then each completed
+job's wait, JCT and finish-time fairness ``rho = JCT / JCT_iso`` (docs/reports.md: jobs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import fairness
+from ..model import Job, Problem
+from .bins import overlap_s
+from .data import UNTYPED, ReportInputs
+from .missing import NotComputed
+
+
+def jobs_frame(inputs: ReportInputs) -> pd.DataFrame:
+    """One row per accounting record with its window figures (docs/reports.md: jobs).
+
+    A job requeued (time-sharing) has one record per run (``sacct -D``): each run counts its own
+    GPU-hours and its own active time (Slurm resets Submit at a requeue, so the runs' active
+    times follow each other); ``first_submit``/``first_start`` and ``final`` tie the runs of one
+    job together for its waiting time, JCT and finish-time fairness."""
+    w = inputs.window
+    cols = ["job_id", "tenant", "user", "state", "gpu_type", "gpus", "submit", "start", "end",
+            "elapsed_s", "run_s", "active_s", "gpu_hours", "n", "nt_hours", "speed_source", "class",
+            "first_submit", "first_start", "final"]
+    if not inputs.records:
+        return pd.DataFrame(columns=cols)
+    stop = min(pd.Timestamp(w.until), pd.Timestamp(inputs.now))
+    rows = []
+    for r in inputs.records:
+        k = r.gpu_type or UNTYPED
+        sp = inputs.speeds.get(r.job_id)
+        rows.append({
+            "job_id": r.job_id, "tenant": r.account, "user": r.user, "state": r.state,
+            "gpu_type": k, "gpus": int(r.gpus),
+            "submit": r.submit_time, "start": r.start_time, "end": r.end_time,
+            "elapsed_s": float(r.elapsed_s),
+            "n": float(sp.n.get(k, 1.0)) if sp else 1.0,
+            "speed_source": sp.source if sp else "flat", "class": sp.klass if sp else None,
+        })
+    df = pd.DataFrame(rows)
+    for c in ("submit", "start", "end"):
+        df[c] = pd.to_datetime(df[c])
+    end_eff = df["end"].fillna(stop)
+    clipped = overlap_s(df["start"], end_eff, w)
+    inside = (
+        df["start"].notna() & df["end"].notna()
+        & (df["start"] >= pd.Timestamp(w.since)) & (df["end"] <= pd.Timestamp(w.until))
+    )
+    # fully inside: sacct's own Elapsed, so the report equals sacct exactly
+    df["run_s"] = np.where(inside, df["elapsed_s"], clipped)
+    df["active_s"] = np.maximum(overlap_s(df["submit"].fillna(df["start"]), end_eff, w), df["run_s"])
+    df["gpu_hours"] = df["gpus"] * df["run_s"] / 3600.0
+    df["nt_hours"] = df["gpu_hours"] * df["n"]
+    by_job = df.groupby("job_id")
+    df["first_submit"] = by_job["submit"].transform("min")
+    df["first_start"] = by_job["start"].transform("min")
+    # the final run: the one still running, else the one that ended last
+    running = df["end"].isna()
+    still = running.groupby(df["job_id"]).transform("any")
+    latest = df["end"].eq(by_job["end"].transform("max"))
+    df["final"] = np.where(still, running, latest) & ~df.duplicated(["job_id", "end"], keep="last")
+    return df[cols]
+
+
+# --- waiting, JCT, finish-time fairness ------------------------------------------------------
+
+
+def ftf_frame(jobs: pd.DataFrame, inputs: ReportInputs, missing: list[NotComputed]) -> pd.DataFrame:
+    """Wait, JCT and ``rho`` of each completed job, on its final run's row (earlier runs of a
+    requeued job: NaN); ``JCT_iso`` as in docs/reports.md. A job's wait is from its first
+    submission to its first start, its JCT from its first submission to its end, its work the
+    elapsed time of all its runs."""
+    df = jobs.copy()
+    df["wait_s"] = np.where(df["final"], (df["first_start"] - df["first_submit"]).dt.total_seconds(), np.nan)
+    df["jct_s"] = (df["end"] - df["first_submit"]).dt.total_seconds()
+    done = (df["final"] & df["state"].eq("COMPLETED") & df["end"].notna() & df["start"].notna()
+            & df["first_submit"].notna())
+    df.loc[~done, "jct_s"] = np.nan
+    df["jct_iso_s"] = np.nan
+    df["ftf_rho"] = np.nan
+    if not done.any():
+        missing.append(NotComputed("JCT and finish-time fairness", "no completed jobs in the window"))
+        return df
+    if not inputs.capacity:
+        missing.append(NotComputed("finish-time fairness", "no GPU capacity known"))
+        return df
+    types = sorted(inputs.capacity)
+    stop = pd.Timestamp(inputs.now)
+    end_eff = df["end"].fillna(stop).to_numpy(dtype="datetime64[ns]")
+    submit = df["first_submit"].fillna(df["first_start"]).to_numpy(dtype="datetime64[ns]")
+    final = df["final"].to_numpy()
+    # Job objects built once; each completed job's problem is the subset active at its submit
+    all_jobs = [
+        Job(r.job_id, r.tenant, int(r.gpus), _speed(inputs, r.job_id, r.gpu_type, types))
+        for r in df.itertuples(index=False)
+    ]
+    weights = dict(inputs.weights)
+    iso = np.full(len(df), np.nan)
+    rho = np.full(len(df), np.nan)
+    # seconds on its fastest type, over all its runs
+    work = (df["elapsed_s"] * df["n"]).groupby(df["job_id"]).transform("sum").to_numpy()
+    jct = df["jct_s"].to_numpy()
+    for i in np.flatnonzero(done.to_numpy()):
+        t = submit[i]
+        active = np.flatnonzero(final & (submit <= t) & (end_eff > t))
+        problem = Problem(gpu_types=inputs.capacity, tenants=weights, jobs=tuple(all_jobs[a] for a in active))
+        jct_iso = fairness.isolated_jct(problem, all_jobs[i].id, float(work[i]))
+        if jct_iso:  # a run shorter than sacct's second has no measurable rho
+            iso[i] = jct_iso
+            rho[i] = fairness.ftf_rho(jct[i], jct_iso)
+    df["jct_iso_s"] = iso
+    df["ftf_rho"] = rho
+    if df.loc[done, "ftf_rho"].isna().any():
+        missing.append(NotComputed("finish-time fairness of some jobs",
+                                   "the job's GPU type has no capacity now, so its isolated share is 0"))
+    return df
+
+
+def _speed(inputs: ReportInputs, job_id: str, gpu_type: str, types: list[str]) -> dict[str, float]:
+    sp = inputs.speeds.get(job_id)
+    return {k: float(sp.n.get(k, 0.0)) for k in types} if sp else {gpu_type: 1.0}

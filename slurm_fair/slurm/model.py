@@ -1,0 +1,236 @@
+"""The Slurm view: frozen value types of what the adapter reads from a live cluster.
+
+:class:`Node`, :class:`GpuRequest`, :class:`SlurmJob`, :class:`Account`, :class:`Qos`,
+:class:`Snapshot` and :class:`AccountingRecord`. The controller turns a Snapshot into the cycle's
+:class:`~slurm_fair.model.Problem` (``controller/problem.py``); policies never see these types.
+
+Everything is immutable so a snapshot can be shared between phases and threads without
+defensive copies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Mapping
+
+from ..gangs import Shape
+from ..model import frozen_map
+
+#: node states whose GPUs count as schedulable capacity (base state, flags stripped)
+SCHEDULABLE_NODE_STATES = frozenset({"idle", "mixed", "mix", "allocated", "alloc", "completing"})
+
+
+@dataclass(frozen=True)
+class Node:
+    """One Slurm node: its state and typed GPUs (several types per node are allowed)."""
+
+    name: str
+    state: str
+    gpus_total: Mapping[str, int]
+    gpus_used: Mapping[str, int] = field(default_factory=dict)
+    partitions: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    cpus: int = 0
+    #: RealMemory in MB (0: unknown)
+    memory_mb: int = 0
+    #: PriorityTier of each of its partitions: Slurm tries a job's partitions highest tier first
+    tiers: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gpus_total", frozen_map(self.gpus_total))
+        object.__setattr__(self, "gpus_used", frozen_map(self.gpus_used))
+        object.__setattr__(self, "tiers", frozen_map(self.tiers))
+
+    def can_host(self, job: "SlurmJob") -> bool:
+        """Whether this node's CPUs and memory can hold one node's part of ``job`` (unknown
+        sizes, 0, never exclude)."""
+        if job.min_cpus and self.cpus and job.min_cpus > self.cpus:
+            return False
+        return not (job.min_memory_mb and self.memory_mb and job.min_memory_mb > self.memory_mb)
+
+    @property
+    def schedulable(self) -> bool:
+        """Up and not draining: ``idle``/``mixed``/``allocated`` without DRAIN/DOWN flags."""
+        s = self.state.lower()
+        if any(flag in s for flag in ("drain", "down", "fail", "maint", "reserved", "not_responding")):
+            return False
+        base = s.rstrip("*~#!%$@^-+").split("+")[0]
+        return base in SCHEDULABLE_NODE_STATES
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    """A job's GPU request in any of Slurm's syntaxes, normalised.
+
+    ``per`` says what ``count`` is per: ``node`` (``--gres=gpu:N``, ``--gpus-per-node``),
+    ``job`` (``--gpus=N``), ``task`` (``--gpus-per-task``). ``raw`` keeps Slurm's own string so
+    the original request can be restored exactly.
+    """
+
+    count: int
+    gpu_type: str | None
+    per: str = "node"
+    nodes: int = 1
+    raw: str = ""
+    #: number of tasks (``-n``): ``--gpus-per-task`` jobs get ``count * tasks`` GPUs
+    tasks: int = 1
+
+    @property
+    def total(self) -> int:
+        """GPUs of the whole job (the ``g_j`` of the problem)."""
+        if self.per == "task":
+            return self.count * self.tasks
+        return self.count * self.nodes if self.per == "node" else self.count
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """A pending or running job as Slurm reports it."""
+
+    job_id: str
+    name: str
+    user: str
+    account: str
+    partition: str
+    qos: str
+    state: str
+    reason: str = ""
+    submit_time: datetime | None = None
+    start_time: datetime | None = None
+    priority: int = 0
+    nice: int = 0
+    gpu_request: GpuRequest | None = None
+    #: the GPU type it actually got, when running
+    gpu_type_running: str | None = None
+    nodes: tuple[str, ...] = ()
+    comment: str = ""
+    #: parsed ``fair:key=value`` tags of the comment (user text, parsed defensively)
+    tags: Mapping[str, str] = field(default_factory=dict)
+    requeue: bool = False
+    #: CPUs and memory (MB) it needs on each node (0: nothing asked; squeue cannot tell
+    #: ``--mem-per-cpu`` from ``--mem``, so this is the number as printed)
+    min_cpus: int = 0
+    min_memory_mb: int = 0
+    #: the most nodes it may use (squeue prints the node count when unlimited, so a free
+    #: ``--gpus=N`` request without ``-N`` reads as "on as many nodes as it asks for": the safe side)
+    max_nodes: int = 0
+    #: administrators' comment (users cannot set it): where the submit plugin records the
+    #: partition a job asked for before it chose one (``slurm-fair:partition=...``)
+    admin_comment: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tags", frozen_map(self.tags))
+
+    @property
+    def is_gpu_job(self) -> bool:
+        return self.gpu_request is not None and self.gpu_request.total > 0
+
+    def gpus_on_nodes(self) -> dict[str, int]:
+        """GPUs a running job holds on each of its nodes (a free split: spread evenly, which
+        is what Slurm does for ``--gpus`` with ``-N``)."""
+        req = self.gpu_request
+        if req is None or not self.nodes:
+            return {}
+        if req.per == "node":
+            return {n: req.count for n in self.nodes}
+        share, extra = divmod(req.total, len(self.nodes))
+        return {n: share + (1 if i < extra else 0) for i, n in enumerate(self.nodes)}
+
+    @property
+    def shape(self) -> Shape:
+        """The gang's geometry (:mod:`slurm_fair.gangs`): ``--gres``/``--gpus-per-node`` are
+        per node on exactly ``-N`` nodes; ``--gpus``/``--gpus-per-task`` any split over at most
+        ``max_nodes`` nodes."""
+        req = self.gpu_request
+        if req is None:
+            return Shape(0)
+        if req.per == "node":
+            return Shape(req.total, req.count, req.nodes)
+        return Shape(req.total, None, max(self.max_nodes, req.nodes, 1))
+
+    @property
+    def pending(self) -> bool:
+        return self.state.upper() == "PENDING"
+
+    @property
+    def running(self) -> bool:
+        return self.state.upper() == "RUNNING"
+
+
+@dataclass(frozen=True)
+class Account:
+    """A Slurm account = a tenant; ``shares`` become its weight."""
+
+    name: str
+    shares: float = 1.0
+    qos: tuple[str, ...] = ()
+    default_qos: str = ""
+
+
+@dataclass(frozen=True)
+class Qos:
+    """A Slurm QOS and its group TRES limits (``{"gres/gpu:v100": 8}``)."""
+
+    name: str
+    grp_tres: Mapping[str, int] = field(default_factory=dict)
+    priority: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "grp_tres", frozen_map(self.grp_tres))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One consistent read of the cluster, taken at ``taken_at``."""
+
+    taken_at: datetime
+    nodes: tuple[Node, ...]
+    jobs: tuple[SlurmJob, ...]
+    accounts: tuple[Account, ...] = ()
+    qos: tuple[Qos, ...] = ()
+    cluster: str = ""
+
+    def capacity(self) -> dict[str, int]:
+        """Schedulable GPUs per type: nodes up and not drained only (docs/fairness.md ``C_k``)."""
+        cap: dict[str, int] = {}
+        for node in self.nodes:
+            if not node.schedulable:
+                continue
+            for gpu_type, n in node.gpus_total.items():
+                cap[gpu_type] = cap.get(gpu_type, 0) + int(n)
+        return cap
+
+    def gpu_jobs(self) -> list[SlurmJob]:
+        """Pending and running GPU jobs: the jobs of the allocation problem."""
+        return [j for j in self.jobs if j.is_gpu_job and (j.pending or j.running)]
+
+
+@dataclass(frozen=True)
+class AccountingRecord:
+    """One job (allocation) from Slurm accounting (sacct): the source of truth for reports."""
+
+    job_id: str
+    account: str
+    user: str
+    state: str
+    gpu_type: str | None
+    gpus: int
+    submit_time: datetime | None
+    start_time: datetime | None
+    end_time: datetime | None
+    elapsed_s: float
+    partition: str = ""
+    name: str = ""
+    comment: str = ""
+    #: nodes of the allocation (sacct NNodes): with ``gpus``, the gang's shape
+    nodes: int = 1
+
+    @property
+    def shape(self) -> Shape:
+        """The gang as it ran: ``gpus / nodes`` on each of ``nodes`` nodes."""
+        return Shape(self.gpus, max(1, self.gpus // max(1, self.nodes)), self.nodes)
+
+    @property
+    def gpu_seconds(self) -> float:
+        return self.gpus * self.elapsed_s
