@@ -184,7 +184,7 @@ def test_round_boundary_requeues_a_running_job_to_make_room(sub, accounts, tmp_p
         wait_for(port, j, lambda j: j.running, timeout=30)
     waiting = running(sub, b, "-p", "k80", "--gres=gpu:2", comment="fair:class=a3c")
     time.sleep(4)  # the hogs have run min_run_s
-    requeued: dict[str, list[str]] = {}
+    requeued: dict[str, tuple[str, ...]] = {}
     deadline = time.time() + 40
     while time.time() < deadline and not requeued:
         res = run_cycle(port, cfg)
@@ -192,7 +192,7 @@ def test_round_boundary_requeues_a_running_job_to_make_room(sub, accounts, tmp_p
         requeued = dict(res.plan.requeue_for)
         time.sleep(2)
     # exactly the GPUs the waiting job needs: one 2-GPU hog, for the waiting job
-    assert len(requeued) == 1 and list(requeued.values()) == [[waiting]], requeued
+    assert len(requeued) == 1 and list(requeued.values()) == [(waiting,)], requeued
     j = wait_for(port, waiting, lambda j: j.running, timeout=30)
     assert j.gpu_type_running == "k80"
     [victim] = requeued
