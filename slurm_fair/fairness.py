@@ -4,7 +4,7 @@ and the tests agree on.
 An allocation is given as ``x[job_id][gpu_type]`` (a mapping, e.g. ``Allocation.x``). Every
 function takes the :class:`~slurm_fair.model.Problem` it belongs to. The bundle value
 ``V_u(b)`` is a small LP; it is solved on job *classes* (identical jobs aggregated, see
-:mod:`slurm_fair.jobclasses`) with the fastest solver installed, so the checks stay cheap.
+:mod:`slurm_fair.jobgroups`) with the fastest solver installed, so the checks stay cheap.
 
 Tolerance everywhere: ``eps(rhs) = 1e-6 * (1 + |rhs|)`` (docs/fairness.md). A constraint built
 from a *computed* value (a floor taken from a solution, an EF cut tight at a point, an SI
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping
 
 
-from .classlp import ClassLP
-from .jobclasses import JobClass, classes_of
+from .grouplp import GroupLP
+from .jobgroups import JobGroup, groups_of
 from .model import Job, Problem
 from .solver import INF
 
@@ -97,7 +97,7 @@ class BestUse:
     p: dict[str, float]
     q: dict[int, float]
 
-    def bound(self, bundle: Mapping[str, float], classes: list[JobClass]) -> float:
+    def bound(self, bundle: Mapping[str, float], classes: list[JobGroup]) -> float:
         """The dual upper bound ``p.b + sum m_c q_c`` on ``V_u(bundle)``."""
         return sum(self.p.get(k, 0.0) * float(b) for k, b in bundle.items()) + sum(
             c.count * self.q.get(c.key, 0.0) for c in classes
@@ -105,12 +105,12 @@ class BestUse:
 
 
 def best_use(
-    classes: list[JobClass], bundle: Mapping[str, float], solver: str | None = None
+    classes: list[JobGroup], bundle: Mapping[str, float], solver: str | None = None
 ) -> BestUse:
     """Solve ``V(b) = max sum n_ck z_ck`` s.t. ``sum_c g_c z_ck <= b_k``, ``sum_k z_ck <= m_c``
-    (the class LP, :mod:`slurm_fair.classlp`, with the bundle as capacities).
+    (the group LP, :mod:`slurm_fair.grouplp`, with the bundle as capacities).
 
-    ``classes`` are one tenant's job classes. The duals are repaired to be exactly feasible
+    ``classes`` are one tenant's job groups. The duals are repaired to be exactly feasible
     (``p`` clipped at 0, ``q_c`` raised to ``max_k n_ck - g_c p_k``), because EF cuts built from
     them must be valid upper bounds, not approximately valid ones.
     """
@@ -119,7 +119,7 @@ def best_use(
         p0 = {k: 0.0 for k in bundle}
         q0 = {c.key: max(c.n.values(), default=0.0) for c in classes}
         return BestUse(0.0, {c.key: {} for c in classes}, p0, q0)
-    lp = ClassLP(classes, {k: float(bundle[k]) for k in types}, "best_use", types=types,
+    lp = GroupLP(classes, {k: float(bundle[k]) for k in types}, "best_use", types=types,
                  backend=_backend(solver))
     lp.set_objective(lp.efficiency())
     lp.solve()
@@ -127,7 +127,7 @@ def best_use(
     return _certified(lp, bundle, p, absent_price(classes))
 
 
-def absent_price(classes: list[JobClass]) -> dict[str, float]:
+def absent_price(classes: list[JobGroup]) -> dict[str, float]:
     """The price of each type in a best-use certificate when the bundle holds none of it:
     nothing of it is held, so any price >= 0 keeps the bound valid; ``max_c n_ck / g_c`` (the
     largest needed) makes ``q`` independent of the type."""
@@ -135,7 +135,7 @@ def absent_price(classes: list[JobClass]) -> dict[str, float]:
     return {k: max((c.n.get(k, 0.0) / c.gpus for c in classes), default=0.0) for k in types}
 
 
-def _certified(lp: ClassLP, bundle: Mapping[str, float], p: dict[str, float],
+def _certified(lp: GroupLP, bundle: Mapping[str, float], p: dict[str, float],
                absent: Mapping[str, float]) -> BestUse:
     """The :class:`BestUse` of a solved best-use LP: value, ``z`` and the repaired duals
     (``p`` for the types the LP priced, ``absent`` for the others)."""
@@ -158,15 +158,15 @@ def _backend(solver: str | None) -> str | None:
 
 
 class BestUseModel:
-    """``V_u(b)`` for one tenant's classes and many bundles: one class LP (every type some class
+    """``V_u(b)`` for one tenant's classes and many bundles: one group LP (every type some class
     can use) whose capacity bounds change between solves, so each value after the first is a
     warm re-solve. Same answer and certificate as :func:`best_use` (types absent from the
     bundle priced by :func:`absent_price`)."""
 
-    def __init__(self, classes: list[JobClass], types: list[str], solver: str | None = None):
+    def __init__(self, classes: list[JobGroup], types: list[str], solver: str | None = None):
         self.classes = classes
         self.types = [k for k in types if any(c.n.get(k, 0.0) > 0 for c in classes)]
-        self.lp = ClassLP(classes, {k: 0.0 for k in self.types}, "best_use", types=self.types,
+        self.lp = GroupLP(classes, {k: 0.0 for k in self.types}, "best_use", types=self.types,
                           backend=_backend(solver))
         self.lp.set_objective(self.lp.efficiency())
         self.absent = absent_price(classes)
@@ -187,7 +187,7 @@ class BestUseModel:
 
 def bundle_value(problem: Problem, tenant: str, bundle: Mapping[str, float]) -> float:
     """``V_u(b)``: the best tenant ``u``'s own jobs can do with bundle ``b``."""
-    return best_use(classes_of(problem, problem.jobs_of(tenant)), bundle).value
+    return best_use(groups_of(problem, problem.jobs_of(tenant)), bundle).value
 
 
 def equal_share(problem: Problem, tenant: str) -> dict[str, float]:
@@ -217,8 +217,8 @@ Valuer = Callable[[str, Mapping[str, float]], float]
 
 
 def valuer(problem: Problem) -> Valuer:
-    """``V_u(b)`` of ``problem``'s tenants, each tenant's job classes built once."""
-    classes = {u: classes_of(problem, problem.jobs_of(u)) for u in problem.active_tenants}
+    """``V_u(b)`` of ``problem``'s tenants, each tenant's job groups built once."""
+    classes = {u: groups_of(problem, problem.jobs_of(u)) for u in problem.active_tenants}
     return lambda u, bundle: best_use(classes[u], bundle).value
 
 
@@ -268,7 +268,7 @@ def pareto_gap(problem: Problem, x: XMap) -> float:
 
     Computed as :func:`pareto_bound` (an upper bound robust to round-off in ``x``)."""
     utilities = tenant_utilities(problem, x)
-    best = pareto_bound(problem, classes_of(problem), utilities)
+    best = pareto_bound(problem, groups_of(problem), utilities)
     return max(0.0, best - sum(utilities.values()))
 
 
@@ -291,12 +291,12 @@ def si_bound(problem: Problem) -> float:
 
 
 def _max_efficiency(problem: Problem, floors: Mapping[str, float] | None) -> float:
-    """max E over feasible allocations, optionally with ``U_u >= floors[u]`` (a class LP)."""
-    return max_efficiency_classes(problem, classes_of(problem), floors)[0]
+    """max E over feasible allocations, optionally with ``U_u >= floors[u]`` (a group LP)."""
+    return max_efficiency_classes(problem, groups_of(problem), floors)[0]
 
 
 def pareto_bound(
-    problem: Problem, classes: list[JobClass], floors: Mapping[str, float], solver: str | None = None,
+    problem: Problem, classes: list[JobGroup], floors: Mapping[str, float], solver: str | None = None,
 ) -> float:
     """An upper bound on ``v(f) = max {E : U_u >= f_u}`` that round-off cannot make infeasible.
 
@@ -311,7 +311,7 @@ def pareto_bound(
 
 
 def max_efficiency_classes(
-    problem: Problem, classes: list[JobClass], floors: Mapping[str, float] | None = None,
+    problem: Problem, classes: list[JobGroup], floors: Mapping[str, float] | None = None,
     solver: str | None = None,
 ) -> tuple[float, dict[int, dict[str, float]]]:
     """``max E`` over class solutions (optionally with ``U_u >= floors[u]``, each floor relaxed
@@ -321,12 +321,12 @@ def max_efficiency_classes(
 
 
 def _max_efficiency_lp(
-    problem: Problem, classes: list[JobClass], floors: Mapping[str, float] | None, solver: str | None,
+    problem: Problem, classes: list[JobGroup], floors: Mapping[str, float] | None, solver: str | None,
 ) -> tuple[float, dict[int, dict[str, float]], float]:
     """``max E`` (floors relaxed by ``slack``): value, solution and ``sum_u mu_u slack(f_u)``."""
     if not classes:
         return 0.0, {}, 0.0
-    lp = ClassLP(classes, {k: float(c) for k, c in problem.gpu_types.items()}, "max_efficiency",
+    lp = GroupLP(classes, {k: float(c) for k, c in problem.gpu_types.items()}, "max_efficiency",
                  backend=_backend(solver))
     if not lp.cols:
         return 0.0, {c.key: {} for c in classes}, 0.0

@@ -29,7 +29,7 @@ def frozen_map(m: Mapping | None) -> Mapping:
 
 def normalised_throughput(throughput: Mapping[str, float], gpu_type: str) -> float:
     """``n_jk = T_jk / max_k' T_jk'`` in [0, 1]: the one definition of the normalised throughput
-    (:meth:`Job.normalised`, job classes, reports and simulator records all call it).
+    (:meth:`Job.normalised`, job groups, reports and simulator records all call it).
 
     0 for a type the job cannot use (``T_jk`` missing or 0) and for a job that can run nowhere:
     no time on such a type has any value. (A job whose speed is *unknown* is another matter: the

@@ -33,9 +33,9 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from ..classlp import ClassLP
+from ..grouplp import GroupLP
 from ..errors import SolverError
-from ..jobclasses import JobClass
+from ..jobgroups import JobGroup
 from ..model import Problem
 from ..solver import INF
 from ._ceei_market import Equilibrium
@@ -44,7 +44,7 @@ from ._ceei_snap import snap
 _INITIAL_TANGENTS = 30
 
 
-def ceei(problem: Problem, classes: list[JobClass], tol: float = 1e-10, max_iter: int = 60,
+def ceei(problem: Problem, classes: list[JobGroup], tol: float = 1e-10, max_iter: int = 60,
          solver: str | None = None, snap_below: float = 1e-3,
          good_enough: "Callable[[dict[int, dict[str, float]]], bool] | None" = None) -> Equilibrium:
     """The CEEI of ``problem`` over ``classes`` (see the module docstring).
@@ -55,8 +55,8 @@ def ceei(problem: Problem, classes: list[JobClass], tol: float = 1e-10, max_iter
     """
     caps = {k: float(c) for k, c in problem.gpu_types.items() if float(c) > 0}
     types = [k for k in problem.types if k in caps]
-    # the class LP with a column t_u per tenant (its log-utility), tangent rows added below
-    model = ClassLP(classes, caps, "eisenberg_gale", backend=None if solver in (None, "auto", "highs") else solver)
+    # the group LP with a column t_u per tenant (its log-utility), tangent rows added below
+    model = GroupLP(classes, caps, "eisenberg_gale", backend=None if solver in (None, "auto", "highs") else solver)
     lp = model.lp
     cols = model.cols
     tenant_of = {c.key: c.tenant for c in classes}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from ..jobclasses import JobClass
+from ..jobgroups import JobGroup
 
 #: an allocation of the closing step: ``X[class key][type]``, jobs of the class on the type
 Point = dict[int, dict[str, float]]
@@ -42,7 +42,7 @@ class Market:
     ``weight``, best utilities ``umax``), the types with their capacities, the activities
     ``(class key, type)`` a class can use and the LP backend."""
 
-    by_key: dict[int, JobClass]
+    by_key: dict[int, JobGroup]
     tenants: list[str]
     acts: list[Activity]
     types: list[str]
@@ -52,7 +52,7 @@ class Market:
     backend: str | None
 
     @classmethod
-    def of(cls, classes: list[JobClass], types: list[str], caps: dict[str, float], weight: dict[str, float],
+    def of(cls, classes: list[JobGroup], types: list[str], caps: dict[str, float], weight: dict[str, float],
            umax: dict[str, float], solver: str | None) -> "Market":
         by_key = {c.key: c for c in classes if c.tenant in weight}
         acts = [(ck, k) for ck, c in by_key.items() for k in types if c.n.get(k, 0.0) > 0]

@@ -8,12 +8,12 @@ from __future__ import annotations
 from typing import Callable
 
 from ..errors import SolverError
-from ..jobclasses import JobClass
+from ..jobgroups import JobGroup
 from ._ceei_lps import allocation_for, duals_for, joint
 from ._ceei_market import Activity, Equilibrium, Market, Point
 
 
-def snap(classes: list[JobClass], types: list[str], caps: dict[str, float], weight: dict[str, float],
+def snap(classes: list[JobGroup], types: list[str], caps: dict[str, float], weight: dict[str, float],
          umax: dict[str, float], eq: Equilibrium, rounds: int = 40, solver: str | None = None,
          good_enough: "Callable[[dict[int, dict[str, float]]], bool] | None" = None) -> Equilibrium | None:
     """Close the spending error of a Negishi point exactly, by alternating two small LPs.

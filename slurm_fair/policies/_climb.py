@@ -1,5 +1,5 @@
 """oef's climb: the convex-concave procedure over SI and linearised EF cuts, and the Pareto
-polish, on one warm in-memory class LP (docs/oef.md)."""
+polish, on one warm in-memory group LP (docs/oef.md)."""
 
 from __future__ import annotations
 

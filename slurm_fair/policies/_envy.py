@@ -27,13 +27,13 @@ from typing import Mapping
 import numpy as np
 
 from .. import fairness
-from ..jobclasses import JobClass
+from ..jobgroups import JobGroup
 
 
 class EnvyBounds:
     """Pooled dual bounds on ``V_u(s y_v)`` for all ordered pairs, with exact LP fallback."""
 
-    def __init__(self, names: list[str], types: list[str], mine: Mapping[str, list[JobClass]],
+    def __init__(self, names: list[str], types: list[str], mine: Mapping[str, list[JobGroup]],
                  weight: Mapping[str, float], value_of: Mapping[str, fairness.BestUseModel]):
         self.names = list(names)
         self.types = list(types)

@@ -1,8 +1,8 @@
-"""Building blocks shared by the LP policies: the class LP with the policy's options, the
+"""Building blocks shared by the LP policies: the group LP with the policy's options, the
 models more than one policy solves (max E, Gavel's max-min), the fallback and the result.
 
-Every LP policy works on job classes (:mod:`slurm_fair.jobclasses`) and on the class LP of
-:mod:`slurm_fair.classlp` (columns ``X_ck``, capacity and demand rows), with its own columns and
+Every LP policy works on job groups (:mod:`slurm_fair.jobgroups`) and on the group LP of
+:mod:`slurm_fair.grouplp` (columns ``X_ck``, capacity and demand rows), with its own columns and
 rows on top.
 """
 
@@ -12,9 +12,9 @@ import time
 from typing import Mapping
 
 from .. import fairness
-from ..classlp import ClassLP
+from ..grouplp import GroupLP
 from ..errors import SolverError
-from ..jobclasses import JobClass, classes_of
+from ..jobgroups import JobGroup, groups_of
 from ..model import Allocation, Problem
 from ..solver import INF
 from . import PolicyOptions
@@ -23,17 +23,17 @@ from . import PolicyOptions
 _MAX_MIN_SLACK = 1e-7
 
 
-def class_lp(problem: Problem, name: str, classes: list[JobClass], options: PolicyOptions,
-             n: Mapping[int, Mapping[str, float]] | None = None) -> ClassLP:
-    """The class LP (:mod:`slurm_fair.classlp`) over the problem's capacities, solved the way
+def class_lp(problem: Problem, name: str, classes: list[JobGroup], options: PolicyOptions,
+             n: Mapping[int, Mapping[str, float]] | None = None) -> GroupLP:
+    """The group LP (:mod:`slurm_fair.grouplp`) over the problem's capacities, solved the way
     ``options`` say: HiGHS in-process, or PuLP/CBC when ``options.solver`` resolves to ``cbc``
     (forced, or ``auto`` without ``highspy``); the time limit applies to every solve."""
-    return ClassLP(classes, {k: float(c) for k, c in problem.gpu_types.items()}, name, n=n,
+    return GroupLP(classes, {k: float(c) for k, c in problem.gpu_types.items()}, name, n=n,
                    backend="cbc" if options.resolved_solver == "cbc" else None,
                    time_limit_s=options.time_limit_s, keep_lp_dir=options.keep_lp_dir)
 
 
-def max_throughput_classes(problem: Problem, options: PolicyOptions, classes: list[JobClass]) -> dict[int, dict[str, float]]:
+def max_throughput_classes(problem: Problem, options: PolicyOptions, classes: list[JobGroup]) -> dict[int, dict[str, float]]:
     """The class solution of ``max E`` (max-throughput's answer, oef's efficiency bound)."""
     cm = class_lp(problem, "max_throughput", classes, options)
     cm.set_objective(cm.efficiency())
@@ -47,12 +47,12 @@ def _equal_share_rate(problem: Problem, n: Mapping[str, float], denom: float) ->
 
 
 def max_min_classes(problem: Problem, options: PolicyOptions, name: str,
-                    agnostic: bool) -> tuple[list[JobClass], dict[int, dict[str, float]], float]:
+                    agnostic: bool) -> tuple[list[JobGroup], dict[int, dict[str, float]], float]:
     """Gavel's two-stage weighted max-min over jobs (gavel-mmf, agnostic; oef's third start):
     ``max t`` s.t. ``r_j >= t * w_j * r^eq_j``, then ``max E`` with ``t`` held at its optimum
     (docs/policies/gavel-mmf.md). ``agnostic``: ``n_jk = 1`` wherever the job can run. Returns the
     classes, the class solution and ``t``."""
-    classes = classes_of(problem)
+    classes = groups_of(problem)
     if agnostic:
         n = {c.key: {k: 1.0 for k in c.n} for c in classes}
     else:
@@ -80,7 +80,7 @@ def max_min_classes(problem: Problem, options: PolicyOptions, name: str,
     return classes, cm.values(), t_star
 
 
-def split_classes(classes: list[JobClass], X: Mapping[int, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+def split_classes(classes: list[JobGroup], X: Mapping[int, Mapping[str, float]]) -> dict[str, dict[str, float]]:
     """Per-job ``x_jk = X_ck / m_c``: identical jobs share their class's time equally.
 
     Shares are clipped into [0, 1] and scaled so a job's total never exceeds 1, which removes
@@ -114,7 +114,7 @@ def clip_capacity(problem: Problem, x: dict[str, dict[str, float]]) -> dict[str,
     return x
 
 
-def feasible_classes(problem: Problem, classes: list[JobClass],
+def feasible_classes(problem: Problem, classes: list[JobGroup],
                      X: Mapping[int, Mapping[str, float]]) -> dict[int, dict[str, float]]:
     """``X`` made exactly feasible the way :func:`result` makes the answer feasible (negatives
     dropped, a class's total scaled down to ``m_c``, a type's use scaled down to ``C_k``): solver
@@ -143,7 +143,7 @@ def feasible_classes(problem: Problem, classes: list[JobClass],
     return out
 
 
-def equal_split_classes(problem: Problem, classes: list[JobClass]) -> dict[int, dict[str, float]]:
+def equal_split_classes(problem: Problem, classes: list[JobGroup]) -> dict[int, dict[str, float]]:
     """The equal split with best use: each tenant's classes use ``(w_u/W) C`` as well as they can.
 
     Always feasible, SI and EF (docs/fairness.md); the documented fallback of every LP policy. Its
@@ -158,7 +158,7 @@ def equal_split_classes(problem: Problem, classes: list[JobClass]) -> dict[int, 
 
 def fallback_allocation(problem: Problem, policy: str, error: SolverError, started: float) -> Allocation:
     """The equal split with best use, reported with status ``fallback`` and the error."""
-    classes = classes_of(problem)
+    classes = groups_of(problem)
     x = clip_capacity(problem, split_classes(classes, equal_split_classes(problem, classes)))
     return Allocation(
         policy=policy, x=x, status="fallback", solver="none",
@@ -167,7 +167,7 @@ def fallback_allocation(problem: Problem, policy: str, error: SolverError, start
     )
 
 
-def result(problem: Problem, policy: str, classes: list[JobClass], X: Mapping[int, Mapping[str, float]],
+def result(problem: Problem, policy: str, classes: list[JobGroup], X: Mapping[int, Mapping[str, float]],
            options: PolicyOptions, started: float, info: Mapping[str, object] | None = None,
            status: str = "optimal", efficiency_bound: float | None = None) -> Allocation:
     """The Allocation of a class solution (split over the classes' jobs, clipped to capacity);

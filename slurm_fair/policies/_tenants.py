@@ -8,14 +8,14 @@ from typing import Mapping
 import numpy as np
 
 from .. import fairness
-from ..jobclasses import JobClass
+from ..jobgroups import JobGroup
 from ..model import Problem
 from ._envy import EnvyBounds
 
 ClassX = Mapping[int, Mapping[str, float]]
 
 
-def class_utilities(classes: list[JobClass], X: ClassX) -> dict[str, float]:
+def class_utilities(classes: list[JobGroup], X: ClassX) -> dict[str, float]:
     """``U_u`` of a class solution."""
     out: dict[str, float] = {}
     for c in classes:
@@ -23,7 +23,7 @@ def class_utilities(classes: list[JobClass], X: ClassX) -> dict[str, float]:
     return out
 
 
-def class_bundles(classes: list[JobClass], X: ClassX, types: list[str]) -> dict[str, dict[str, float]]:
+def class_bundles(classes: list[JobGroup], X: ClassX, types: list[str]) -> dict[str, dict[str, float]]:
     """``y_uk`` of a class solution."""
     out: dict[str, dict[str, float]] = {}
     for c in classes:
@@ -33,7 +33,7 @@ def class_bundles(classes: list[JobClass], X: ClassX, types: list[str]) -> dict[
     return out
 
 
-def class_efficiency(classes: list[JobClass], X: ClassX) -> float:
+def class_efficiency(classes: list[JobGroup], X: ClassX) -> float:
     """``E`` of a class solution."""
     return sum(class_utilities(classes, X).values())
 
@@ -41,7 +41,7 @@ def class_efficiency(classes: list[JobClass], X: ClassX) -> float:
 class Tenants:
     """Per-tenant class lists, weights, the SI constants and the envy bounds of one problem."""
 
-    def __init__(self, problem: Problem, classes: list[JobClass]):
+    def __init__(self, problem: Problem, classes: list[JobGroup]):
         self.problem = problem
         self.classes = classes
         self.names = problem.active_tenants

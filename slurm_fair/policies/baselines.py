@@ -25,7 +25,7 @@ import time
 
 from .. import fairness
 from ..errors import SolverError
-from ..jobclasses import JobClass, classes_of, normalised_vector
+from ..jobgroups import JobGroup, groups_of, normalised_vector
 from ..model import Allocation, Problem
 from . import PolicyOptions, register
 from ._lp import class_lp, fallback_allocation, max_min_classes, max_throughput_classes, result
@@ -40,7 +40,7 @@ def max_throughput(problem: Problem, options: PolicyOptions) -> Allocation:
     """``max E``: no fairness at all; the yardstick ``E*`` for every other policy."""
     started = time.perf_counter()
     try:
-        classes = classes_of(problem)
+        classes = groups_of(problem)
         X = max_throughput_classes(problem, options, classes)
     except SolverError as exc:
         return fallback_allocation(problem, "max-throughput", exc, started)
@@ -70,7 +70,7 @@ def agnostic(problem: Problem, options: PolicyOptions) -> Allocation:
 # --- finish-time fairness ---------------------------------------------------------------------
 
 
-def _ftf_classes(problem: Problem) -> tuple[list[JobClass], dict[int, tuple[float, float, float]]]:
+def _ftf_classes(problem: Problem) -> tuple[list[JobGroup], dict[int, tuple[float, float, float]]]:
     """Classes that also agree on remaining work and age; per class ``(rem, age, thr_iso/T_max)``
     in normalised units (a job's throughput divided by its best one)."""
     iso = fairness.isolated_throughputs(problem)
@@ -86,7 +86,7 @@ def _ftf_classes(problem: Problem) -> tuple[list[JobClass], dict[int, tuple[floa
         groups.setdefault(key, []).append(j)
     classes, params = [], {}
     for i, (key, members) in enumerate(groups.items()):
-        classes.append(JobClass(i, key[0], key[1], normalised_vector(members[0], types), tuple(m.id for m in members)))
+        classes.append(JobGroup(i, key[0], key[1], normalised_vector(members[0], types), tuple(m.id for m in members)))
         params[i] = (key[3], key[4], key[5])
     return classes, params
 
@@ -97,7 +97,7 @@ def gavel_ftf(problem: Problem, options: PolicyOptions) -> Allocation:
     classes, params = _ftf_classes(problem)
     runnable = [c for c in classes if params[c.key][2] > 0]
 
-    def bound(c: JobClass, r: float) -> float | None:
+    def bound(c: JobGroup, r: float) -> float | None:
         """Rate the class's jobs need (normalised units) for rho <= r; None if impossible."""
         rem, age, thr_iso = params[c.key]
         d = age + rem / thr_iso

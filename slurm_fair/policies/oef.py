@@ -28,7 +28,7 @@ import time
 
 from .. import fairness
 from ..errors import SolverError
-from ..jobclasses import classes_of
+from ..jobgroups import groups_of
 from ..model import Allocation, Problem
 from . import PolicyOptions, register
 from ._ceei import ceei
@@ -48,7 +48,7 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
     equal split (status ``fallback``) only when nothing could be verified at all."""
     started = time.perf_counter()
     deadline = started + options.time_limit_s
-    classes = classes_of(problem)
+    classes = groups_of(problem)
     tried: dict[str, str] = {}
     degraded: dict[str, str] = {}
     try:
@@ -216,7 +216,7 @@ def oef(problem: Problem, options: PolicyOptions) -> Allocation:
 @register("oef-noncoop", "OEF non-cooperative: strategy-proof, SI; bundles fixed before reports are used")
 def oef_noncoop(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
-    classes = classes_of(problem)
+    classes = groups_of(problem)
     names = problem.active_tenants
     mine = {u: [c for c in classes if c.tenant == u] for u in names}
     types = problem.types

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .. import fairness
-from ..jobclasses import JobClass
+from ..jobgroups import JobGroup
 from .bins import bin_edges, overlap_h
 from .data import ReportInputs
 from .missing import NotComputed
@@ -24,7 +24,7 @@ MAX_SLICES = 256
 
 
 @dataclass(frozen=True)
-class _Units(JobClass):
+class _Units(JobGroup):
     """A class of 1-GPU units whose demand is a number of GPU-hours, not a job count.
 
     ``fairness.best_use`` bounds ``sum_k z_ck <= count``; over a window a gang of ``g`` GPUs
@@ -39,7 +39,7 @@ class _Units(JobClass):
         return self.demand_h
 
 
-def unit_classes(jobs: pd.DataFrame, inputs: ReportInputs, types: list[str],
+def unit_groups(jobs: pd.DataFrame, inputs: ReportInputs, types: list[str],
                  demand_h: np.ndarray | None = None) -> dict[str, list[_Units]]:
     """Each tenant's demand as 1-GPU unit classes (grouped by identical speed vectors); the
     demand of a row is ``gpus x demand_h`` (default: its active hours in the window)."""
@@ -85,7 +85,7 @@ def fairness_frames(
     tenants = sorted(jobs["tenant"].unique()) if not jobs.empty else []
     types = sorted(inputs.capacity)
     H = inputs.window.hours
-    classes = unit_classes(jobs, inputs, types)
+    classes = unit_groups(jobs, inputs, types)
     utility = jobs.groupby("tenant")["nt_hours"].sum().to_dict() if tenants else {}
     equal_value = {u: 0.0 for u in tenants}
     envy_value = {(u, v): 0.0 for u in tenants for v in tenants if u != v}
@@ -100,7 +100,7 @@ def fairness_frames(
         gpus = jobs["gpus"].to_numpy(dtype=float)
         kind = jobs["gpu_type"].to_numpy()
         for b in range(len(lo)):
-            per = unit_classes(jobs, inputs, types, active[:, b])
+            per = unit_groups(jobs, inputs, types, active[:, b])
             present = sorted(per)
             total_w = sum(inputs.weights.get(t, 1.0) for t in present)
             used = {v: {k: float((gpus * ran[:, b])[(tenant_of == v) & (kind == k)].sum()) for k in types}

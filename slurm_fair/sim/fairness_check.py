@@ -9,7 +9,7 @@ only job waits this round has utility 0), which says nothing.
 Why memoise: SI and EF need ``V_u(b)`` (a small LP) for every tenant and every ordered pair of
 tenants. Within a run the same tenant job sets meet the same bundles again and again (same
 active set, same allocation), so the checks get a :data:`~slurm_fair.fairness.Valuer` that caches
-``V_u`` on (tenant's job classes, bundle), and a whole check is cached on (the jobs with their
+``V_u`` on (tenant's job groups, bundle), and a whole check is cached on (the jobs with their
 throughputs, capacities, weights, x).
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from .. import fairness
-from ..jobclasses import classes_of
+from ..jobgroups import groups_of
 from ..model import Problem
 
 
@@ -35,8 +35,8 @@ class FairnessChecker:
 
     def valuer(self, problem: Problem) -> fairness.Valuer:
         """``V_u(b)`` of ``problem``'s tenants, cached across problems: two tenants (of any
-        round) whose job classes agree in gang size, ``n`` and count share their values."""
-        classes = {u: classes_of(problem, problem.jobs_of(u)) for u in problem.active_tenants}
+        round) whose job groups agree in gang size, ``n`` and count share their values."""
+        classes = {u: groups_of(problem, problem.jobs_of(u)) for u in problem.active_tenants}
         sigs = {
             u: tuple(sorted((c.gpus, tuple(sorted(c.n.items())), c.count) for c in cs))
             for u, cs in classes.items()

@@ -1,6 +1,6 @@
 """Independent checks of docs/fairness.md's properties with scipy's linprog.
 
-Written from docs/fairness.md alone, per job (no job classes), sharing no code with slurm_fair's
+Written from docs/fairness.md alone, per job (no job groups), sharing no code with slurm_fair's
 fairness module or policies, so a bug there cannot hide itself here.
 """
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 
 from slurm_fair import policies, rounding
-from slurm_fair.classlp import ClassLP
+from slurm_fair.grouplp import GroupLP
 from slurm_fair.cli import cli
 from slurm_fair.errors import InputError, SolverError
 from slurm_fair.model import Job, Problem
@@ -102,15 +102,15 @@ def test_solver_failure_keeps_lp_file(tmp_path) -> None:
 
 
 def _break_policy_models(monkeypatch) -> None:
-    """Every policy's class LP fails to solve; the measures' (best use, max efficiency) still do."""
-    real = ClassLP.solve
+    """Every policy's group LP fails to solve; the measures' (best use, max efficiency) still do."""
+    real = GroupLP.solve
 
     def solve(self):
         if self.lp.name in ("best_use", "max_efficiency"):
             return real(self)
         raise SolverError("forced", "kept.lp", "Not Solved")
 
-    monkeypatch.setattr(ClassLP, "solve", solve)
+    monkeypatch.setattr(GroupLP, "solve", solve)
 
 
 def test_fallback_is_si_and_ef(monkeypatch) -> None:

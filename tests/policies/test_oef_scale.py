@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slurm_fair import fairness, policies
-from slurm_fair.jobclasses import classes_of
+from slurm_fair.jobgroups import groups_of
 from slurm_fair.model import Job, Problem
 from slurm_fair.policies import PolicyOptions
 from slurm_fair.policies._envy import EnvyBounds
@@ -24,7 +24,7 @@ FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthChe
 
 
 def _envy_of(problem: Problem) -> EnvyBounds:
-    classes = classes_of(problem)
+    classes = groups_of(problem)
     names = problem.active_tenants
     mine = {u: [c for c in classes if c.tenant == u] for u in names}
     value_of = {u: fairness.BestUseModel(mine[u], problem.types) for u in names}
@@ -86,7 +86,7 @@ def test_the_equal_split_is_cleared_without_a_single_pair_lp() -> None:
     from slurm_fair.policies._tenants import Tenants
 
     problem = _many_tenants(30, 3, seed=9)
-    classes = classes_of(problem)
+    classes = groups_of(problem)
     t = Tenants(problem, classes)
     X0 = equal_split_classes(problem, classes)
     assert t.fair(X0)
@@ -141,7 +141,7 @@ def test_the_step_estimate_counts_the_pairs_the_pools_cannot_clear() -> None:
     from slurm_fair.policies._lp import equal_split_classes
 
     problem = _many_tenants(24, 4, seed=11)
-    classes = classes_of(problem)
+    classes = groups_of(problem)
     t = _tenants.Tenants(problem, classes)
     lp = _climb.Climb(problem, t, PolicyOptions(solver="highs"))
     assert t.fair(equal_split_classes(problem, classes))  # puts the SI LPs' duals in the pools

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slurm_fair import fairness, policies
-from slurm_fair.jobclasses import classes_of
+from slurm_fair.jobgroups import groups_of
 from slurm_fair.model import Job, Problem
 from slurm_fair.policies import PolicyOptions
 from slurm_fair.policies.hops import latency_ratio_estimate
@@ -175,7 +175,7 @@ def problems_and_allocations(draw) -> tuple[Problem, dict[str, dict[str, float]]
     x = {}
     for u in tenants:  # the equal split, each tenant's share used as well as it can
         mine = problem.jobs_of(u)
-        classes = classes_of(problem, mine)
+        classes = groups_of(problem, mine)
         use = fairness.best_use(classes, fairness.equal_share(problem, u))
         for c in classes:
             for k, z in use.z[c.key].items():

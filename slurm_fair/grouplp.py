@@ -1,6 +1,6 @@
-"""The class LP of docs/fairness.md, built in one place.
+"""The group LP of docs/fairness.md, built in one place.
 
-Every linear model of slurm-fair over job classes (:mod:`slurm_fair.jobclasses`) starts from the
+Every linear model of slurm-fair over job groups (:mod:`slurm_fair.jobgroups`) starts from the
 same rows: a column ``z_ck`` per class ``c`` and type ``k`` it can run on (the class's total time
 on ``k``), the capacity row ``sum_c g_c z_ck <= C_k`` per type and the demand row
 ``sum_k z_ck <= m_c`` per class (a job's rate is at most 1, so a tenant cannot absorb GPUs it
@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from .jobclasses import JobClass
+from .jobgroups import JobGroup
 from .solver import INF, SmallLP
 
 
-class ClassLP:
+class GroupLP:
     """Columns ``z_ck`` (class order, then ``types`` order), then any extra columns; rows
     capacity (one per type with a column, ``types`` order) then demand (one per class with a
     column), then whatever the caller adds (:meth:`add_floors`, :meth:`add_row`).
@@ -33,7 +33,7 @@ class ClassLP:
     column starts with cost 0: choose the objective with :meth:`set_objective`.
     """
 
-    def __init__(self, classes: Sequence[JobClass], caps: Mapping[str, float], name: str,
+    def __init__(self, classes: Sequence[JobGroup], caps: Mapping[str, float], name: str,
                  types: Sequence[str] | None = None, n: Mapping[int, Mapping[str, float]] | None = None,
                  backend: str | None = None, time_limit_s: float | None = None, keep_lp_dir: str | None = None):
         self.classes = list(classes)
@@ -83,7 +83,7 @@ class ClassLP:
         self.lp.ub.append(ub)
         return len(self.lp.cost) - 1
 
-    def class_rate(self, c: JobClass) -> dict[int, float]:
+    def class_rate(self, c: JobGroup) -> dict[int, float]:
         """The class's total rate ``sum_k n_ck z_ck`` (the sum of its jobs' ``r_j``) as terms."""
         n = self.n[c.key]
         return {i: n.get(k, 0.0) for k, i in self.by_class[c.key].items()}
