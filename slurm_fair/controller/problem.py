@@ -37,7 +37,7 @@ from ..estimates.estimate import Estimate
 from ..estimates.tags import plugin_typed, preemptible
 from ..model import Job, NodeCapacity, Problem, Snapshot, SlurmJob, type_holds
 from .history import History
-from .state import OriginalRequest
+from .state.originals import OriginalRequest
 from .steer import partition_type, reachable_types, submitted_partition
 
 
