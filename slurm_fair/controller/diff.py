@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..model import Snapshot, frozen_map
-from .plan import TOTAL_KEY, Plan, is_gpu_tres
+from .plan.limits import TOTAL_KEY, is_gpu_tres
+from .plan.types import Plan
 
 #: execution order of action kinds
 KIND_ORDER = ("ensure_qos", "attach_qos", "set_job_qos", "set_partition", "set_gpu_type", "set_nice",

@@ -13,7 +13,7 @@ Free text (job names and comments) is user-controlled: records are delimited by 
 per-call separator (see :func:`.records.split_records`), so no byte a user can type breaks a
 parse. Modules, one per format or command:
 
-* :mod:`.records`: records of ``n`` fields split on the per-call separator, and their inverse;
+* :mod:`.records`: records of ``n`` fields split on the per-call separator;
 * :mod:`.fields`: scalar columns (times, integers, memory sizes, durations, hostlists);
 * :mod:`.gres`: gres and TRES strings, GPU requests (:func:`.gres.gpu_request`);
 * :mod:`.tags`: the ``fair:`` comment tags (the one parser of them);

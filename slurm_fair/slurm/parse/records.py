@@ -6,7 +6,7 @@ token the user cannot know, so no byte a user can type breaks a record.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Iterator
 
 from ...errors import SlurmOutputError
 
@@ -54,8 +54,3 @@ def _finish(record: str, fs: str, nfields: int) -> list[str]:
 def iter_lines(text: str) -> Iterator[str]:
     """Non-empty lines (for the simple commands that print one value per line)."""
     return (line for line in text.splitlines() if line.strip())
-
-
-def format_fields(values: Iterable[str], fs: str) -> str:
-    """The inverse of a record split: how Slurm prints one record (used by the fake)."""
-    return fs.join(values)
