@@ -23,7 +23,8 @@ from ..errors import JobGone, SlurmError, SlurmUnavailable
 from ..slurm.model import Snapshot, SlurmJob
 from ..slurm.port import SlurmPort
 from .diff import Action
-from .state import ManagedQos, OriginalRequest, StateStore
+from .state import StateStore
+from .state.originals import ManagedQos, OriginalRequest
 from .steer import submitted_partition
 
 

@@ -38,7 +38,7 @@ from .decide import AllocateFn, DecideSettings, Decision, PlaceFn, Timer, decide
 from .diff import Action
 from .history import policy_state_key, read_history
 from .lock import ControllerLock
-from .plan import Plan
+from .plan.types import Plan
 from .settings import Settings
 from .state import StateStore
 

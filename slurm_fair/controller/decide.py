@@ -28,7 +28,9 @@ from ..model import Allocation, Problem
 from ..slurm.model import Snapshot
 from .diff import Action, diff
 from .history import History
-from .plan import Plan, PlanInputs, PlanSettings, TenantPlan, make_plan, qos_name, tenant_limits
+from .plan import PlanInputs, make_plan
+from .plan.limits import qos_name, tenant_limits
+from .plan.types import Plan, PlanSettings, TenantPlan
 from .problem import BuiltProblem, build_problem
 from .requeue import eligible as rq_eligible
 from .settings import Settings

@@ -20,7 +20,8 @@ from typing import Any, Mapping
 
 from ..model import frozen_map
 from ..slurm.model import Snapshot
-from .plan import TOTAL_KEY, Plan, is_gpu_tres
+from .plan.limits import TOTAL_KEY, is_gpu_tres
+from .plan.types import Plan
 
 #: execution order of action kinds
 KIND_ORDER = ("ensure_qos", "attach_qos", "set_job_qos", "set_partition", "set_gpu_type", "set_nice",

@@ -14,7 +14,8 @@ from typing import Any, Mapping
 
 from ..estimates.online import Online, OnlineUpdate, updated
 from ..model import frozen_map
-from .state import DB_NAME, ManagedQos, OriginalRequest, StateStore
+from .state import DB_NAME, StateStore
+from .state.originals import ManagedQos, OriginalRequest
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,8 @@ from typing import Mapping, Sequence
 
 from ..estimates.classes import ClassTable
 from ..slurm.model import Node, Snapshot
-from .plan import Plan, gres_key
+from .plan.limits import gres_key
+from .plan.types import Plan
 from .steer import current_type, partition_types, type_partitions
 
 PLAN_FILE = "plan.json"

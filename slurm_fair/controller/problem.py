@@ -38,7 +38,7 @@ from ..estimates.tags import plugin_typed, preemptible
 from ..model import Job, NodeCapacity, Problem, type_holds
 from ..slurm.model import Snapshot, SlurmJob
 from .history import History
-from .state import OriginalRequest
+from .state.originals import OriginalRequest
 from .steer import partition_type, reachable_types, submitted_partition
 
 

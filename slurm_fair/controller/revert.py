@@ -31,7 +31,7 @@ from .audit import AuditLog
 from .cycle import new_cycle_id
 from .decide import in_scope
 from .lock import ControllerLock
-from .plan import is_gpu_tres
+from .plan.limits import is_gpu_tres
 from .settings import Settings
 from .state import StateStore
 from .steer import submitted_partition

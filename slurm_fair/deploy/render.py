@@ -29,7 +29,7 @@ import jinja2
 
 from ..config import Config
 from ..controller.planfile import PLAN_FILE
-from ..controller.plan import qos_name
+from ..controller.plan.limits import qos_name
 from ..errors import ConfigError, Finding, UserError
 from ..estimates.gavel import ThroughputTable
 from .inventory import ACCOUNT_RE, CLUSTER_RE, GPU_TYPE_RE, Inventory

@@ -7,7 +7,7 @@ job's speed from here, so none of them can disagree about it. Modules:
   fallback for unmeasured counts (the simulator reads it directly);
 * :mod:`.classes`: the class table (``conf/classes.csv`` or the embedded Gavel rows) and the one
   matcher of ``fair:class`` names (:func:`.classes.known_class`);
-* :mod:`.tags`: what the comment tags mean (parsed once, by :func:`slurm_fair.slurm.parse.parse_tags`);
+* :mod:`.tags`: what the comment tags mean (parsed once, by :func:`slurm_fair.slurm.parse.tags.parse_tags`);
 * :mod:`.rules`: per-site class rules from the configuration;
 * :mod:`.online`: the online EWMA of reported throughputs (a pure fold; the store saves it);
 * :mod:`.estimate`: one job's estimate by the order of precedence below.

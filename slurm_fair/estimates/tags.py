@@ -1,6 +1,6 @@
 """What the ``fair:`` comment tags mean.
 
-Tags are parsed once, by the adapter (:func:`slurm_fair.slurm.parse.parse_tags`, into
+Tags are parsed once, by the adapter (:func:`slurm_fair.slurm.parse.tags.parse_tags`, into
 :attr:`SlurmJob.tags`): a bare flag (``fair:preemptible``) is present with the value ``""``.
 Comments are user text: a value that is not a sane class name or a finite positive number is
 ignored here.

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from ..gangs import can_hold
 from ..model import frozen_map, normalised_throughput
 from ..slurm.model import AccountingRecord, GpuRequest, SlurmJob
-from ..slurm.parse import parse_tags
+from ..slurm.parse.tags import parse_tags
 from ..slurm.port import SlurmPort
 from .window import Window
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Iterable
 
 from .model import AccountingRecord
-from .parse import UNTYPED
+from .parse.gres import UNTYPED
 
 
 def gpu_seconds_in_window(record: AccountingRecord, since: datetime, until: datetime) -> float:

@@ -18,8 +18,13 @@ from datetime import datetime
 from typing import Callable, Mapping, Sequence
 
 from ..errors import JobGone, SlurmCommandError, SlurmError
-from . import parse
 from .model import Account, AccountingRecord, Node, Qos, SlurmJob, Snapshot
+from .parse.gres import gpu_request_of, parse_tres_map, retype_request
+from .parse.records import iter_lines
+from .parse.sacct import SACCT_FIELDS, parse_sacct
+from .parse.sacctmgr import ASSOC_FIELDS, QOS_FIELDS, parse_assoc, parse_qos
+from .parse.sinfo import SINFO_FIELDS, parse_sinfo
+from .parse.squeue import SQUEUE_FIELDS, parse_squeue
 from .run import JOB_GONE, Runner
 from .sacctmgr import Sacctmgr
 from .write_rules import (
@@ -107,22 +112,22 @@ class SlurmCli:
     def nodes(self) -> list[Node]:
         fs = self._separator()
         out = self.runner.run(
-            ["sinfo", "-a", "-N", "--noheader", "-O", _long_format(parse.SINFO_FIELDS, fs)]
+            ["sinfo", "-a", "-N", "--noheader", "-O", _long_format(SINFO_FIELDS, fs)]
         )
-        return parse.parse_sinfo(out, fs)
+        return parse_sinfo(out, fs)
 
     def jobs(self, states: Sequence[str] = ("PENDING", "RUNNING")) -> list[SlurmJob]:
         fs = self._separator()
-        argv = ["squeue", "-a", "-r", "--noheader", "-O", _long_format(parse.SQUEUE_FIELDS, fs)]
+        argv = ["squeue", "-a", "-r", "--noheader", "-O", _long_format(SQUEUE_FIELDS, fs)]
         if states:
             argv += ["-t", ",".join(s.upper() for s in states)]
-        return parse.parse_squeue(self.runner.run(argv), fs)
+        return parse_squeue(self.runner.run(argv), fs)
 
     def accounts(self) -> list[Account]:
-        return parse.parse_assoc(self.sacctmgr.show("assoc", parse.ASSOC_FIELDS))
+        return parse_assoc(self.sacctmgr.show("assoc", ASSOC_FIELDS))
 
     def qos(self) -> list[Qos]:
-        return parse.parse_qos(self.sacctmgr.show("qos", parse.QOS_FIELDS))
+        return parse_qos(self.sacctmgr.show("qos", QOS_FIELDS))
 
     def accounting(self, since: datetime, until: datetime | None = None) -> list[AccountingRecord]:
         fs = self._separator()
@@ -131,11 +136,11 @@ class SlurmCli:
             "sacct", "-a", "-X", "-D", "-n", "-P", f"--delimiter={fs}",
             "-S", since.strftime("%Y-%m-%dT%H:%M:%S"),
             "-E", (until or datetime.now()).strftime("%Y-%m-%dT%H:%M:%S"),
-            "-o", ",".join(parse.SACCT_FIELDS),
+            "-o", ",".join(SACCT_FIELDS),
         ]
         if self.cluster:
             argv += ["-M", self.cluster]
-        return parse.parse_sacct(self.runner.run(argv), fs)
+        return parse_sacct(self.runner.run(argv), fs)
 
     # --- write (pending jobs) -----------------------------------------------------------------
     def _scontrol(self, job_id: str, *args: str) -> None:
@@ -165,12 +170,12 @@ class SlurmCli:
             return
         field, spec = split_raw(req.raw, req.per)
         self._refuse_retype(job, req.gpu_type, gpu_type)
-        self._rewrite_request(job.job_id, field, parse.retype_request(spec, gpu_type), spec, gpu_type)
+        self._rewrite_request(job.job_id, field, retype_request(spec, gpu_type), spec, gpu_type)
 
     def restore_gpu_request(self, job: SlurmJob, raw: str) -> None:
         per = job.gpu_request.per if job.gpu_request else "node"
         field, spec = split_raw(raw, per)
-        _, want_type = parse.gpu_request_of(spec)
+        _, want_type = gpu_request_of(spec)
         current = job.gpu_request.raw.split("=", 1)[-1] if job.gpu_request else spec
         if job.gpu_request is not None and job.gpu_request.gpu_type == want_type:
             if norm_spec(current) == norm_spec(spec):
@@ -238,7 +243,7 @@ class SlurmCli:
         """Read back the TRES Slurm will schedule by (``tres-alloc`` of a pending job is its
         request): exactly ``want_type``, or no typed GPU at all for an untyped request."""
         out = self.runner.run(["squeue", "-h", "-j", job_id, "-O", "tres-alloc:0"], job_id=job_id)
-        tres = parse.parse_tres_map(out.strip())
+        tres = parse_tres_map(out.strip())
         typed = {k.split(":", 1)[1] for k, v in tres.items() if k.startswith("gres/gpu:") and v != "0"}
         if typed != ({want_type} if want_type else set()):
             raise SlurmCommandError(
@@ -262,7 +267,7 @@ class SlurmCli:
 
     def _reason(self, job_id: str) -> str:
         out = self.runner.run(["squeue", "-h", "-j", job_id, "-O", "Reason:0"], job_id=job_id)
-        lines = list(parse.iter_lines(out))
+        lines = list(iter_lines(out))
         if not lines:
             raise JobGone(f"job {job_id} is gone")
         return lines[0].strip()

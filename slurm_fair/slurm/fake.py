@@ -22,8 +22,12 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..errors import JobGone, SlurmError
-from . import parse
 from .model import Account, AccountingRecord, GpuRequest, Node, Qos, SlurmJob, Snapshot
+from .parse.gres import gpu_request_of, retype_request
+from .parse.sacct import parse_sacct
+from .parse.sacctmgr import parse_assoc, parse_qos
+from .parse.sinfo import parse_sinfo
+from .parse.squeue import job_from_record, parse_squeue
 from .sbatch_args import sbatch_request
 from .write_rules import UPDATABLE_FIELDS, batch_items, refuse_retype, split_raw
 
@@ -87,11 +91,11 @@ class FakeSlurm:
 
         taken = meta.get("taken_at")
         return cls(
-            nodes=parse.parse_sinfo(text("sinfo.txt"), fs),
-            jobs=parse.parse_squeue(text("squeue.txt"), fs),
-            accounts=parse.parse_assoc(text("assoc.txt"), meta.get("sacctmgr_fs", "|")),
-            qos=parse.parse_qos(text("qos.txt"), meta.get("sacctmgr_fs", "|")),
-            accounting_records=parse.parse_sacct(text("sacct.txt"), fs),
+            nodes=parse_sinfo(text("sinfo.txt"), fs),
+            jobs=parse_squeue(text("squeue.txt"), fs),
+            accounts=parse_assoc(text("assoc.txt"), meta.get("sacctmgr_fs", "|")),
+            qos=parse_qos(text("qos.txt"), meta.get("sacctmgr_fs", "|")),
+            accounting_records=parse_sacct(text("sacct.txt"), fs),
             cluster=meta.get("cluster", "fake"),
             now=datetime.fromisoformat(taken) if taken else None,
             slurm_version=meta.get("slurm_version", ""),
@@ -159,7 +163,7 @@ class FakeSlurm:
             return
         self._refuse_retype(current, req.gpu_type, gpu_type)
         field, spec = split_raw(req.raw, req.per)
-        new_spec = parse.retype_request(spec, gpu_type)
+        new_spec = retype_request(spec, gpu_type)
         self._put(current, gpu_request=replace(req, gpu_type=gpu_type, raw=f"{field}={new_spec}"),
                   priority=self._after_rewrite(current))
 
@@ -185,7 +189,7 @@ class FakeSlurm:
         per = req.per if req else "node"
         field, spec = split_raw(raw, per)
         per = {"TresPerJob": "job", "TresPerTask": "task"}.get(field, "node")
-        count, gpu_type = parse.gpu_request_of(spec)
+        count, gpu_type = gpu_request_of(spec)
         if req is not None and req.gpu_type == gpu_type and req.count == count:
             return
         self._refuse_retype(current, req.gpu_type if req else None, gpu_type)
@@ -337,7 +341,7 @@ class FakeSlurm:
             "0" if hold else str(priority), "0", str(r.nodes), str(r.tasks), r.per_job, r.per_node,
             r.per_task, "", "", "0", str(r.cpus), r.mem, str(r.nodes), "", name, comment,
         ]
-        job = parse.job_from_record(fields)
+        job = job_from_record(fields)
         self._jobs[job_id] = job
         self._base_priority[job_id] = priority
         return job_id

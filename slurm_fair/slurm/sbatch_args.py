@@ -1,7 +1,7 @@
 """What ``sbatch``'s GPU and shape options become in a pending job's squeue fields (Slurm 22.05).
 
 The fake's :meth:`~slurm_fair.slurm.fake.FakeSlurm.submit` builds its jobs through this and the
-real parser (:func:`~slurm_fair.slurm.parse.job_from_record`), so a test writes the options a
+real parser (:func:`~slurm_fair.slurm.parse.squeue.job_from_record`), so a test writes the options a
 user would type and gets the request Slurm would store (``--gpus`` per job, ``--gres`` and
 ``--gpus-per-node`` per node, ``--gpus-per-task`` per task).
 """

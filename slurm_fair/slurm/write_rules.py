@@ -11,8 +11,8 @@ import re
 from typing import Mapping
 
 from ..errors import SlurmCommandError
-from . import parse
 from .model import SlurmJob
+from .parse.gres import PREFIX, split_top_level
 
 #: pending-job fields update_job may change (anything else is a programming error)
 UPDATABLE_FIELDS = frozenset({"Partition", "QOS", "ReqNodeList", "ExcNodeList", "Features"})
@@ -91,7 +91,7 @@ def norm_spec(spec: str) -> str:
 def with_prefix(spec: str, prefix: str) -> str:
     """Every item of a request written with ``prefix`` (``gres:`` or ``gres/``)."""
     return ",".join(
-        prefix + parse._PREFIX.sub("", item) for item in parse.split_top_level(spec)
+        prefix + PREFIX.sub("", item) for item in split_top_level(spec)
     )
 
 

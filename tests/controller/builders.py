@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Sequence
 
 from slurm_fair.slurm.model import Account, GpuRequest, Node, Qos, SlurmJob, Snapshot
-from slurm_fair.slurm.parse import parse_tags
+from slurm_fair.slurm.parse.tags import parse_tags
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 

@@ -14,7 +14,7 @@ from slurm_fair.estimates.classes import ClassTable, gavel_class_name, load_clas
 from slurm_fair.estimates.estimate import estimate_job
 from slurm_fair.estimates.rules import Rules
 from slurm_fair.estimates.tags import preemptible, tag_tput
-from slurm_fair.slurm.parse import parse_tags
+from slurm_fair.slurm.parse.tags import parse_tags
 
 from .builders import job
 

@@ -10,7 +10,8 @@ import psutil
 import pytest
 
 from slurm_fair.controller.lock import LOCK_NAME, ControllerLock, read_lock
-from slurm_fair.controller.state import OriginalRequest, StateStore
+from slurm_fair.controller.state import StateStore
+from slurm_fair.controller.state.originals import OriginalRequest
 from slurm_fair.estimates.online import OnlineEstimate, fold
 from slurm_fair.errors import LockHeld
 

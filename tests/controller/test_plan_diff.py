@@ -9,7 +9,10 @@ from hypothesis import given, settings, strategies as st
 
 from slurm_fair.model import Allocation, Job, Problem
 from slurm_fair.controller.diff import diff
-from slurm_fair.controller.plan import NICE_BAND, PlanInputs, PlanSettings, make_plan, qos_name, tenant_limits
+from slurm_fair.controller.plan import PlanInputs, make_plan
+from slurm_fair.controller.plan.jobs import NICE_BAND
+from slurm_fair.controller.plan.limits import qos_name, tenant_limits
+from slurm_fair.controller.plan.types import PlanSettings
 from slurm_fair.controller.steer import partition_types, type_partitions
 from slurm_fair.slurm.model import Account, Qos
 
@@ -179,7 +182,8 @@ def test_qos_name_is_safe():
 
 def test_an_idle_tenant_gets_a_total_limit_only_when_total_limits_are_on():
     from slurm_fair.controller.decide import idle_tenant_limits
-    from slurm_fair.controller.plan import TOTAL_KEY, Plan, TenantPlan
+    from slurm_fair.controller.plan.limits import TOTAL_KEY
+    from slurm_fair.controller.plan.types import Plan, TenantPlan
 
     plan = Plan({"a": TenantPlan("a", "fair_a", {}, {}, {}, 2.0), "b": TenantPlan("b", "fair_b", {}, {}, {}, 1.0)}, {})
     capacity = {"v100": 8, "k80": 4}

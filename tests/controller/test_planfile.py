@@ -11,7 +11,8 @@ from hypothesis import given, settings, strategies as st
 
 from slurm_fair.controller import planfile
 from slurm_fair.estimates.classes import ClassTable
-from slurm_fair.controller.plan import PlanInputs, PlanSettings, make_plan
+from slurm_fair.controller.plan import PlanInputs, make_plan
+from slurm_fair.controller.plan.types import PlanSettings
 from slurm_fair.model import Allocation, Job, Problem
 
 from .builders import cluster, job, node, snapshot

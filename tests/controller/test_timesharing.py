@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from slurm_fair.controller.cycle import run_cycle
 from slurm_fair.controller.diff import diff
-from slurm_fair.controller.plan import NICE_BAND, PlanInputs, make_plan, sent_to
+from slurm_fair.controller.plan import PlanInputs, make_plan
+from slurm_fair.controller.plan.jobs import NICE_BAND, sent_to
 from slurm_fair.model import Allocation
 
 from .builders import T0, cluster, job, snapshot

@@ -9,7 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_fair.errors import SlurmOutputError
-from slurm_fair.slurm import parse
+from slurm_fair.slurm.parse.fields import expand_hostlist, parse_elapsed, parse_time
+from slurm_fair.slurm.parse.gres import (
+    UNTYPED, gpu_request, gpu_request_of, gpus_by_type, gpus_in_tres_map, parse_tres_map, retype_request,
+)
+from slurm_fair.slurm.parse.records import split_records
+from slurm_fair.slurm.parse.squeue import parse_squeue
+from slurm_fair.slurm.parse.tags import MAX_TAGS, parse_tags
 
 FAST = settings(max_examples=60, deadline=None)
 
@@ -23,14 +29,14 @@ FAST = settings(max_examples=60, deadline=None)
         ("gpu:a100:2,gpu:v100:2", {"a100": 2, "v100": 2}),
         ("gpu:a100:2(S:0),gpu:v100:2(S:1)", {"a100": 2, "v100": 2}),
         ("gpu:a100:0(IDX:N/A),gpu:v100:1(IDX:3)", {"a100": 0, "v100": 1}),
-        ("gpu:4", {parse.UNTYPED: 4}),
-        ("gpu:4,mps:400", {parse.UNTYPED: 4}),
+        ("gpu:4", {UNTYPED: 4}),
+        ("gpu:4,mps:400", {UNTYPED: 4}),
         ("(null)", {}),
         ("", {}),
     ],
 )
 def test_node_gres(text, expected):
-    assert parse.gpus_by_type(text) == expected
+    assert gpus_by_type(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -51,7 +57,7 @@ def test_node_gres(text, expected):
     ],
 )
 def test_gpu_request_strings(text, expected):
-    assert parse.gpu_request_of(text) == expected
+    assert gpu_request_of(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -65,16 +71,16 @@ def test_gpu_request_strings(text, expected):
     ],
 )
 def test_allocated_tres(tres, expected):
-    assert parse.gpus_in_tres_map(parse.parse_tres_map(tres)) == expected
+    assert gpus_in_tres_map(parse_tres_map(tres)) == expected
 
 
 def test_retype_keeps_count_form_and_other_gres():
-    assert parse.retype_request("gres:gpu:2,gres:mps:10", "v100") == "gres:gpu:v100:2,gres:mps:10"
-    assert parse.retype_request("gres/gpu:a100:3", None) == "gres/gpu:3"
-    assert parse.retype_request("gres/gpu:a100:3", "k80") == "gres/gpu:k80:3"
+    assert retype_request("gres:gpu:2,gres:mps:10", "v100") == "gres:gpu:v100:2,gres:mps:10"
+    assert retype_request("gres/gpu:a100:3", None) == "gres/gpu:3"
+    assert retype_request("gres/gpu:a100:3", "k80") == "gres/gpu:k80:3"
     # 24.11's TRES form of a per-task request keeps its '=' (Slurm accepts both, prints this)
-    assert parse.retype_request("gres/gpu=1", "v100") == "gres/gpu:v100=1"
-    assert parse.retype_request("gres/gpu:v100=1", None) == "gres/gpu=1"
+    assert retype_request("gres/gpu=1", "v100") == "gres/gpu:v100=1"
+    assert retype_request("gres/gpu:v100=1", None) == "gres/gpu=1"
 
 
 @pytest.mark.parametrize(
@@ -86,37 +92,37 @@ def test_retype_keeps_count_form_and_other_gres():
     ],
 )
 def test_gpu_request_forms(per_job, per_node, per_task, nodes, tasks, count, per, total):
-    r = parse.gpu_request(per_job, per_node, per_task, nodes, tasks)
+    r = gpu_request(per_job, per_node, per_task, nodes, tasks)
     assert (r.count, r.per, r.total) == (count, per, total)
     assert r.raw.split("=", 1)[1] == (per_job or per_node or per_task)
 
 
 def test_cpu_only_job_has_no_request():
-    assert parse.gpu_request("", "", "", 1, 1) is None
-    assert parse.gpu_request("N/A", "gres:mps:10", "(null)", 1, 1) is None
+    assert gpu_request("", "", "", 1, 1) is None
+    assert gpu_request("N/A", "gres:mps:10", "(null)", 1, 1) is None
 
 
 def test_times_and_elapsed():
-    assert parse.parse_time("2024-05-01T12:00:03").second == 3
-    assert parse.parse_time("Unknown") is None and parse.parse_time("N/A") is None
-    assert parse.parse_elapsed("1-02:03:04") == 86400 + 7384
-    assert parse.parse_elapsed("03:04") == 184
+    assert parse_time("2024-05-01T12:00:03").second == 3
+    assert parse_time("Unknown") is None and parse_time("N/A") is None
+    assert parse_elapsed("1-02:03:04") == 86400 + 7384
+    assert parse_elapsed("03:04") == 184
     with pytest.raises(SlurmOutputError):
-        parse.parse_time("yesterday")
+        parse_time("yesterday")
 
 
 def test_tags_defensive():
-    tags = parse.parse_tags("fair:class=resnet50 fair:tput=12.5,fair:preemptible; junk fair:class=x")
+    tags = parse_tags("fair:class=resnet50 fair:tput=12.5,fair:preemptible; junk fair:class=x")
     assert tags == {"class": "resnet50", "tput": "12.5", "preemptible": ""}
-    assert parse.parse_tags("fair:class fair:class=lm") == {"class": ""}  # a bare flag has no value
-    assert parse.parse_tags("$(touch /tmp/x) `id` ; | 'fair:class=a") == {}
-    assert parse.parse_tags("unfair:class=a xfair:b") == {}
-    assert len(parse.parse_tags(" ".join(f"fair:k{i}=1" for i in range(100)))) == parse.MAX_TAGS
+    assert parse_tags("fair:class fair:class=lm") == {"class": ""}  # a bare flag has no value
+    assert parse_tags("$(touch /tmp/x) `id` ; | 'fair:class=a") == {}
+    assert parse_tags("unfair:class=a xfair:b") == {}
+    assert len(parse_tags(" ".join(f"fair:k{i}=1" for i in range(100)))) == MAX_TAGS
 
 
 def test_field_count_mismatch_is_a_typed_error():
     with pytest.raises(SlurmOutputError):
-        parse.split_records("a|x|b\n", "|x|", 3)
+        split_records("a|x|b\n", "|x|", 3)
 
 
 # --- round trips ------------------------------------------------------------------------------
@@ -144,7 +150,7 @@ def node_gres(draw):
 @given(node_gres())
 def test_node_gres_round_trip(case):
     types, text = case
-    assert parse.gpus_by_type(text) == types
+    assert gpus_by_type(text) == types
 
 
 @FAST
@@ -152,11 +158,11 @@ def test_node_gres_round_trip(case):
        st.sampled_from([":", "="]))
 def test_request_round_trip(prefix, t, n, sep):
     text = f"{prefix}gpu:{t}{sep}{n}" if t else f"{prefix}gpu{sep}{n}"
-    assert parse.gpu_request_of(text) == (n, t)
+    assert gpu_request_of(text) == (n, t)
     # pinning then unpinning gives back the untyped request, keeping count and form
-    pinned = parse.retype_request(text, "zz9")
-    assert parse.gpu_request_of(pinned) == (n, "zz9")
-    assert parse.retype_request(pinned, None) == f"{prefix}gpu{sep}{n}"
+    pinned = retype_request(text, "zz9")
+    assert gpu_request_of(pinned) == (n, "zz9")
+    assert retype_request(pinned, None) == f"{prefix}gpu{sep}{n}"
 
 
 any_text = st.text(st.characters(blacklist_categories=["Cs"]), max_size=40)
@@ -171,7 +177,7 @@ def test_records_with_hostile_text_round_trip(rows):
     rows = [[f"{i}", r[1], r[2], r[3]] for i, r in enumerate(rows)]
     rows = [[f.replace(fs, "") for f in r] for r in rows]
     text = "".join(fs.join(r) + "\n" for r in rows)
-    assert parse.split_records(text, fs, 4) == rows
+    assert split_records(text, fs, 4) == rows
 
 
 @FAST
@@ -179,8 +185,8 @@ def test_records_with_hostile_text_round_trip(rows):
 def test_hostlist_round_trip(parts):
     from ClusterShell.NodeSet import NodeSet
 
-    names = parse.expand_hostlist(",".join(parts))
-    assert parse.expand_hostlist(str(NodeSet.fromlist(names))) == tuple(NodeSet.fromlist(names))
+    names = expand_hostlist(",".join(parts))
+    assert expand_hostlist(str(NodeSet.fromlist(names))) == tuple(NodeSet.fromlist(names))
     assert set(names) == set(NodeSet(",".join(parts)))
 
 
@@ -228,7 +234,7 @@ def test_squeue_records_round_trip(jobs, nonce):
     fs = f"|{nonce}|"
     jobs = [(r[:-2] + [r[-2].replace(fs, ""), r[-1].replace(fs, "")], f, e) for r, f, e in jobs]
     text = "".join(fs.join(r) + "\n" for r, _, _ in jobs)
-    parsed = parse.parse_squeue(text, fs)
+    parsed = parse_squeue(text, fs)
     assert len(parsed) == len(jobs)
     for job, (record, fields, (form, t, n, total)) in zip(parsed, jobs):
         assert (job.job_id, job.account, job.user) == (fields["id"], fields["account"], fields["user"])

@@ -1,0 +1,137 @@
+"""The plan: the state Slurm should have after a cycle (per tenant, per job, requeues), the
+settings it is made with, and its JSON form (``run --json``, the last good plan in the store)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Mapping
+
+from ...model import frozen_map
+from ...slurm.model import Node
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    slack: float = 0.0
+    order: str = "nice"
+    round_s: float = 360.0
+    #: partition -> its GPU types; GPU type -> the partition jobs are steered to (:mod:`..steer`)
+    ptypes: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    type_partition: Mapping[str, str] = field(default_factory=dict)
+    #: rewrite the gres request instead of moving the job (only where Slurm can undo it)
+    pin_gres: bool = False
+    #: add the untyped total ``gres/gpu`` to every tenant's limits
+    total_limit: bool = False
+    #: hysteresis: a job is requeued only after running this long (None or 0: one round)
+    min_run_s: float | None = None
+    #: what a requeue costs a job (Slurm's requeue hold + a restart), for moves to a faster type
+    requeue_cost_s: float = 150.0
+    #: a move up needs a type at least this much faster (n_up >= n_cur * (1 + move_up_gain))
+    move_up_gain: float = 0.25
+    #: schedulable nodes, to check that a partition can hold a job before it is sent there
+    nodes: tuple[Node, ...] = ()
+
+    @property
+    def min_run(self) -> float:
+        return float(self.min_run_s) if self.min_run_s else float(self.round_s)
+
+
+@dataclass(frozen=True)
+class TenantPlan:
+    tenant: str
+    qos: str
+    #: GrpTRES per ``gres/gpu:<type>``
+    limits: Mapping[str, int]
+    bundle: Mapping[str, float]
+    fair_share: Mapping[str, float]
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("limits", "bundle", "fair_share"):
+            object.__setattr__(self, name, frozen_map(getattr(self, name)))
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    job_id: str
+    tenant: str
+    qos: str
+    #: the type to write into the gres request, None: leave the request as it is
+    gpu_type: str | None
+    rank: int
+    placed: bool
+    nice: int | None = None
+    priority: int | None = None
+    #: the partition to move the job to, None: leave it where it is
+    partition: str | None = None
+    #: the type the job is meant to run on (fixed or chosen), whichever way it is enforced
+    planned_type: str | None = None
+    #: a running job requeued this cycle: these settings are applied right after the requeue
+    requeued: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The desired state: QOS per tenant, settings per pending job, jobs to requeue."""
+
+    tenants: Mapping[str, TenantPlan]
+    jobs: Mapping[str, JobPlan]
+    requeue: tuple[str, ...] = ()
+    gpu_types: tuple[str, ...] = ()
+    policy: str = ""
+    status: str = "optimal"
+    #: job -> the type no partition can steer it to (left in its own partition; run warns)
+    unsteered: Mapping[str, str] = field(default_factory=dict)
+    #: requeued job -> the pending jobs it makes room for
+    requeue_for: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: requeued job -> the faster type it moves up to
+    move_up: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("tenants", "jobs", "unsteered", "move_up"):
+            object.__setattr__(self, name, frozen_map(getattr(self, name)))
+        object.__setattr__(self, "requeue_for", frozen_map({j: tuple(t) for j, t in self.requeue_for.items()}))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON (``run --json`` and the state store); the three maps above under ``info``,
+        each only when not empty."""
+        info: dict[str, Any] = {}
+        if self.unsteered:
+            info["unsteered"] = dict(self.unsteered)
+        if self.requeue_for:
+            info["requeue_for"] = {j: list(t) for j, t in self.requeue_for.items()}
+        if self.move_up:
+            info["move_up"] = dict(self.move_up)
+        return {
+            "policy": self.policy, "status": self.status, "gpu_types": list(self.gpu_types),
+            "requeue": list(self.requeue), "info": info,
+            "tenants": {t: _fields(p) for t, p in self.tenants.items()},
+            "jobs": {j: _fields(p) for j, p in self.jobs.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Plan":
+        info = d.get("info", {}) or {}
+        return cls(
+            tenants={t: TenantPlan(**p) for t, p in d.get("tenants", {}).items()},
+            jobs={j: JobPlan(**p) for j, p in d.get("jobs", {}).items()},
+            requeue=tuple(d.get("requeue", ())), gpu_types=tuple(d.get("gpu_types", ())),
+            policy=d.get("policy", ""), status=d.get("status", ""),
+            unsteered=info.get("unsteered", {}), requeue_for=info.get("requeue_for", {}),
+            move_up=info.get("move_up", {}),
+        )
+
+    def restricted_to(self, live_jobs: set[str]) -> "Plan":
+        """The same plan for the jobs that still exist (re-using a last good plan), without its
+        requeues and the settings of jobs it requeued."""
+        return replace(self, jobs={j: p for j, p in self.jobs.items() if j in live_jobs and not p.requeued},
+                       requeue=())
+
+    def with_tenants(self, extra: Mapping[str, TenantPlan]) -> "Plan":
+        """This plan with more tenants (those without jobs whose QOS we manage)."""
+        return replace(self, tenants={**self.tenants, **extra})
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    """A frozen dataclass as plain JSON-able data (``asdict`` cannot copy mapping proxies)."""
+    return {f.name: (dict(v) if isinstance(v := getattr(obj, f.name), Mapping) else v) for f in fields(obj)}

@@ -1,0 +1,96 @@
+"""The controller's memory: one SQLite file in ``state_dir``.
+
+Why SQLite: the controller runs from cron as a fresh process each cycle, so everything it must
+remember between cycles (what a job looked like before we first touched it, what each tenant
+received, the online throughput estimates, the last plan that worked) has to live on disk, be
+written atomically and be readable by the reports and ``explain`` while a cycle runs. The
+standard library's ``sqlite3`` does all of that without a server.
+
+:class:`StateStore` is the one class callers open; its methods are grouped by topic, one module
+each, over the one connection of :class:`.base.Tables`:
+
+* :mod:`.schema`: the tables, :data:`.schema.SCHEMA_VERSION` and the migration of older stores;
+* :mod:`.originals`: what ``revert`` puts back (original requests, the QOS slurm-fair manages);
+* :mod:`.service`: GPU-seconds received per tenant and per job, jobs seen;
+* :mod:`.observations`: requeues, types Slurm refused, online throughput estimates;
+* :mod:`.cycles`: cycles, per-cycle decisions (``explain``, reports), the last good plans.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from .cycles import CycleTables
+from .observations import ObservationTables
+from .originals import OriginalTables
+from .schema import SCHEMA, SCHEMA_VERSION, migrate
+from .service import ServiceTables
+
+DB_NAME = "state.sqlite"
+
+
+class StateStore(OriginalTables, ServiceTables, ObservationTables, CycleTables):
+    """Thin typed access to the SQLite file; one short transaction per call.
+
+    Every write commits at once: a cycle that dies half-way leaves a consistent store (the
+    original requests recorded before a write are never lost).
+    """
+
+    def __init__(self, path: str | Path, read_only: bool = False):
+        self.path = Path(path)
+        self.read_only = read_only
+        if read_only:
+            # SQLite's mode=ro: never creates, migrates, or writes the file (the controller may
+            # be running a cycle on it)
+            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            self._db = sqlite3.connect(uri, uri=True, timeout=5.0, isolation_level=None)
+            self._db.row_factory = sqlite3.Row
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(self.path), timeout=10.0, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(SCHEMA)
+        migrate(self._db)
+        self._db.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+            (str(SCHEMA_VERSION),),
+        )
+
+    @classmethod
+    def read_only(cls, path: str | Path) -> "StateStore":
+        """Open an existing store for reading only (reports, ``snapshot --json``); raises
+        sqlite3.Error when it cannot be read."""
+        return cls(path, read_only=True)
+
+    @classmethod
+    def in_dir(cls, state_dir: str | Path) -> "StateStore":
+        return cls(Path(state_dir) / DB_NAME)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "StateStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- meta ---------------------------------------------------------------------------------
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self._exec("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row["value"] if row else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._exec("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def table(self, name: str) -> list[dict[str, Any]]:
+        """All rows of one table (reports, tests); ``name`` must be a known table."""
+        known = {r["name"] for r in self._exec("SELECT name FROM sqlite_master WHERE type='table'")}
+        if name not in known:
+            raise KeyError(name)
+        with closing(self._db.execute(f"SELECT * FROM {name}")) as cur:  # noqa: S608 (checked)
+            return [dict(r) for r in cur]

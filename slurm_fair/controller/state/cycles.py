@@ -1,0 +1,139 @@
+"""Cycles, the decisions of each (what ``explain`` and the reports read) and the last good plans."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping
+
+from .base import Tables
+
+
+class CycleTables(Tables):
+    """The ``cycles``, ``job_cycle``, ``tenant_cycle`` and ``plans`` tables."""
+
+    # --- cycles -------------------------------------------------------------------------------
+    def start_cycle(self, cycle_id: str, started_at: float, policy: str, dry_run: bool) -> None:
+        self._exec(
+            "INSERT INTO cycles (cycle_id, started_at, status, policy, dry_run)"
+            " VALUES (?, ?, 'running', ?, ?)",
+            (cycle_id, started_at, policy, int(dry_run)),
+        )
+
+    def finish_cycle(
+        self, cycle_id: str, finished_at: float, status: str, counts: Mapping[str, int],
+        timings: Mapping[str, float], error: str = "",
+    ) -> None:
+        self._exec(
+            "UPDATE cycles SET finished_at = ?, status = ?, actions = ?, applied = ?, failed = ?,"
+            " skipped = ?, timings_json = ?, error = ? WHERE cycle_id = ?",
+            (finished_at, status, counts.get("actions", 0), counts.get("applied", 0),
+             counts.get("failed", 0), counts.get("skipped", 0), json.dumps(dict(timings)),
+             error, cycle_id),
+        )
+
+    def cycles(self, limit: int = 20) -> list[dict[str, Any]]:
+        rows = self._exec("SELECT * FROM cycles ORDER BY started_at DESC LIMIT ?", (limit,))
+        return [dict(r) for r in rows]
+
+    def cycles_between(self, since: float, until: float) -> list[dict[str, Any]]:
+        """Cycles that started in ``[since, until)``, oldest first (reports)."""
+        rows = self._exec("SELECT * FROM cycles WHERE started_at >= ? AND started_at < ? ORDER BY started_at",
+                          (since, until))
+        return [dict(r) for r in rows]
+
+    # --- per-cycle decisions (for explain and reports) ----------------------------------------
+    def record_jobs(self, cycle_id: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        self._many(
+            "INSERT OR REPLACE INTO job_cycle (cycle_id, job_id, tenant, state, gpus, class,"
+            " estimate_json, sources_json, allocation_json, placed_type, deficit, planned_type,"
+            " rank) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (cycle_id, r["job_id"], r["tenant"], r["state"], r["gpus"], r.get("class"),
+                 json.dumps(r["estimate"]), json.dumps(r["sources"]),
+                 json.dumps(r["allocation"]), r.get("placed_type"), r.get("deficit", 0.0),
+                 r.get("planned_type"), r.get("rank"))
+                for r in rows
+            ],
+        )
+
+    def record_tenants(self, cycle_id: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        self._many(
+            "INSERT OR REPLACE INTO tenant_cycle VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (cycle_id, r["tenant"], r["weight"], json.dumps(r["fair_share"]),
+                 json.dumps(r["bundle"]), json.dumps(r["limits"]))
+                for r in rows
+            ],
+        )
+
+    def job_history(self, job_id: str, limit: int = 1) -> list[dict[str, Any]]:
+        """The latest decisions about ``job_id``, newest first, JSON columns decoded."""
+        rows = self._exec(
+            "SELECT jc.*, c.started_at, c.policy, c.status AS cycle_status FROM job_cycle jc"
+            " JOIN cycles c USING (cycle_id) WHERE jc.job_id = ? AND c.dry_run = 0"
+            " ORDER BY c.started_at DESC LIMIT ?",
+            (job_id, limit),
+        )
+        out = []
+        for r in rows:
+            d = dict(r)
+            for col in ("estimate_json", "sources_json", "allocation_json"):
+                d[col[:-5]] = json.loads(d.pop(col))
+            out.append(d)
+        return out
+
+    def job_estimates(self) -> dict[str, tuple[str | None, dict[str, float]]]:
+        """Job -> (class, {type: T}) the newest real (not dry-run) cycle used for it (reports)."""
+        out: dict[str, tuple[str | None, dict[str, float]]] = {}
+        rows = self._exec(
+            "SELECT jc.job_id, jc.class, jc.estimate_json FROM job_cycle jc"
+            " JOIN cycles c USING (cycle_id) WHERE c.dry_run = 0 ORDER BY c.started_at"
+        )
+        for r in rows:  # oldest first: the newest estimate of a job wins
+            tput = _estimate_throughput(r["estimate_json"])
+            if tput:
+                out[str(r["job_id"])] = (r["class"], tput)
+        return out
+
+    def tenant_cycle(self, cycle_id: str, tenant: str) -> dict[str, Any] | None:
+        row = self._exec(
+            "SELECT * FROM tenant_cycle WHERE cycle_id = ? AND tenant = ?", (cycle_id, tenant)
+        ).fetchone()
+        if row is None:
+            return None
+        d = dict(row)
+        for col in ("fair_share_json", "bundle_json", "limits_json"):
+            d[col[:-5]] = json.loads(d.pop(col))
+        return d
+
+    # --- plans --------------------------------------------------------------------------------
+    def save_plan(self, cycle_id: str, at: float, plan: Mapping[str, Any], keep: int = 50) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO plans VALUES (?, ?, ?)", (cycle_id, at, json.dumps(plan))
+            )
+            self._db.execute(
+                "DELETE FROM plans WHERE cycle_id NOT IN"
+                " (SELECT cycle_id FROM plans ORDER BY created_at DESC LIMIT ?)",
+                (keep,),
+            )
+
+    def last_plan(self) -> tuple[str, dict[str, Any]] | None:
+        """The newest plan that was applied without failure (saved only for good cycles)."""
+        row = self._exec("SELECT * FROM plans ORDER BY created_at DESC LIMIT 1").fetchone()
+        return (row["cycle_id"], json.loads(row["plan_json"])) if row else None
+
+
+def _estimate_throughput(text: str | None) -> dict[str, float]:
+    """``{type: T}`` of a job_cycle ``estimate_json`` (an Estimate.to_dict() or a bare map);
+    anything else (a hand-edited or damaged row) reads as no estimate."""
+    try:
+        doc = json.loads(text or "{}")
+    except json.JSONDecodeError:
+        return {}
+    if isinstance(doc, dict) and isinstance(doc.get("throughput"), dict):
+        doc = doc["throughput"]
+    if not isinstance(doc, dict):
+        return {}
+    return {str(k): float(v) for k, v in doc.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0}

@@ -1,0 +1,75 @@
+"""The tables of the state store, their version, and the migration of an older store.
+
+The schema is documented in ``docs/controller.md`` (the reports read it); keep both in step and
+bump :data:`SCHEMA_VERSION` on any change.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+SCHEMA_VERSION = 2
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS original_requests (
+    job_id TEXT PRIMARY KEY, account TEXT NOT NULL, gres_raw TEXT NOT NULL,
+    gpu_type TEXT, gpu_count INTEGER NOT NULL, gpu_per TEXT NOT NULL,
+    priority INTEGER NOT NULL, nice INTEGER NOT NULL, partition TEXT NOT NULL, qos TEXT NOT NULL,
+    recorded_at REAL NOT NULL, cycle_id TEXT NOT NULL, reverted INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS cycles (
+    cycle_id TEXT PRIMARY KEY, started_at REAL NOT NULL, finished_at REAL,
+    status TEXT NOT NULL, policy TEXT NOT NULL, dry_run INTEGER NOT NULL,
+    actions INTEGER NOT NULL DEFAULT 0, applied INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0, skipped INTEGER NOT NULL DEFAULT 0,
+    timings_json TEXT NOT NULL DEFAULT '{}', error TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS received (
+    tenant TEXT NOT NULL, gpu_type TEXT NOT NULL, gpu_seconds REAL NOT NULL,
+    PRIMARY KEY (tenant, gpu_type));
+CREATE TABLE IF NOT EXISTS received_log (
+    cycle_id TEXT NOT NULL, tenant TEXT NOT NULL, gpu_type TEXT NOT NULL,
+    gpu_seconds REAL NOT NULL, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS job_service (
+    job_id TEXT NOT NULL, gpu_type TEXT NOT NULL, seconds REAL NOT NULL,
+    PRIMARY KEY (job_id, gpu_type));
+CREATE TABLE IF NOT EXISTS job_seen (
+    job_id TEXT PRIMARY KEY, first_seen REAL NOT NULL, last_seen REAL NOT NULL,
+    last_type TEXT);
+CREATE TABLE IF NOT EXISTS estimates (
+    key TEXT NOT NULL, gpu_type TEXT NOT NULL, value REAL NOT NULL,
+    observations INTEGER NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (key, gpu_type));
+CREATE TABLE IF NOT EXISTS tput_seen (
+    job_id TEXT NOT NULL, gpu_type TEXT NOT NULL, value REAL NOT NULL,
+    PRIMARY KEY (job_id, gpu_type));
+CREATE TABLE IF NOT EXISTS job_cycle (
+    cycle_id TEXT NOT NULL, job_id TEXT NOT NULL, tenant TEXT NOT NULL, state TEXT NOT NULL,
+    gpus INTEGER NOT NULL, class TEXT, estimate_json TEXT NOT NULL, sources_json TEXT NOT NULL,
+    allocation_json TEXT NOT NULL, placed_type TEXT, deficit REAL NOT NULL,
+    planned_type TEXT, rank INTEGER, PRIMARY KEY (cycle_id, job_id));
+CREATE TABLE IF NOT EXISTS tenant_cycle (
+    cycle_id TEXT NOT NULL, tenant TEXT NOT NULL, weight REAL NOT NULL,
+    fair_share_json TEXT NOT NULL, bundle_json TEXT NOT NULL, limits_json TEXT NOT NULL,
+    PRIMARY KEY (cycle_id, tenant));
+CREATE TABLE IF NOT EXISTS plans (
+    cycle_id TEXT PRIMARY KEY, created_at REAL NOT NULL, plan_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS managed_qos (
+    name TEXT PRIMARY KEY, account TEXT NOT NULL, created_at REAL NOT NULL,
+    existed_before INTEGER NOT NULL, account_had_qos INTEGER NOT NULL,
+    prev_default_qos TEXT NOT NULL, prev_grp_tres_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS requeues (
+    job_id TEXT NOT NULL, cycle_id TEXT NOT NULL, at REAL NOT NULL, from_type TEXT,
+    for_jobs_json TEXT NOT NULL DEFAULT '[]', reason TEXT NOT NULL DEFAULT 'make-room',
+    to_type TEXT, PRIMARY KEY (job_id, cycle_id));
+CREATE TABLE IF NOT EXISTS refused_types (
+    job_id TEXT NOT NULL, gpu_type TEXT NOT NULL, partition TEXT NOT NULL, at REAL NOT NULL,
+    PRIMARY KEY (job_id, gpu_type));
+CREATE INDEX IF NOT EXISTS job_cycle_job ON job_cycle (job_id);
+"""
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Bring a store written by an earlier version up to this schema (columns only added)."""
+    cols = {r["name"] for r in db.execute("PRAGMA table_info(requeues)")}
+    for name, decl in (("reason", "TEXT NOT NULL DEFAULT 'make-room'"), ("to_type", "TEXT")):
+        if name not in cols:
+            db.execute(f"ALTER TABLE requeues ADD COLUMN {name} {decl}")
