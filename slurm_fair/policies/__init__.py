@@ -18,6 +18,10 @@ from ..errors import UserError
 from ..model import Allocation, Problem
 
 
+#: HadarE's default synchronisation cost of a forked job (a tenth of its combined rate)
+FORK_SYNC = 0.10
+
+
 @dataclass(frozen=True)
 class PolicyOptions:
     """What a policy may be told besides the problem.
@@ -38,7 +42,7 @@ class PolicyOptions:
     round_s: float = 360.0
     #: the share of speed a forked job loses to synchronising its copies (HadarE: combined rate
     #: ``(1 - fork_sync) * sum of members' rates``); the simulator passes its ``fork_sync``
-    fork_sync: float = 0.10
+    fork_sync: float = FORK_SYNC
     state: MutableMapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

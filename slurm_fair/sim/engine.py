@@ -52,7 +52,7 @@ from typing import Callable, Mapping
 
 from .. import rounding
 from ..model import Allocation, Job, NodeCapacity, Problem
-from ..policies import PolicyInfo, PolicyOptions
+from ..policies import FORK_SYNC, PolicyInfo, PolicyOptions
 from ..estimates.gavel import ThroughputTable
 from .cluster import ClusterSpec
 from .fairness_check import FairnessChecker
@@ -72,7 +72,7 @@ class SimConfig:
     round_s: float = 360.0
     #: start latency of every (re)start: checkpoint load, Slurm's launch
     restart_s: float = 30.0
-    fork_sync: float = 0.10
+    fork_sync: float = FORK_SYNC
     resolve_every: int = 1
     #: stop after this much simulated time (None: run until every job finished)
     horizon_s: float | None = None

@@ -1,4 +1,4 @@
-"""Time-sharing: when a running opted-in job is requeued at a round boundary (plan.choose_requeues).
+"""Time-sharing: when a running opted-in job is requeued at a round boundary (:mod:`slurm_fair.controller.requeue`).
 
 The rule (docs/controller.md, "Time-sharing"): only when the round's placement does not run it
 on the type it holds, a pending job that the placement runs on that type and that this cycle
