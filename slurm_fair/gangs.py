@@ -39,15 +39,6 @@ class Shape:
             return max(1, math.ceil(self.gpus / self.per_node))
         return None
 
-    @property
-    def min_per_node(self) -> int:
-        """The most GPUs one node must hold at least (a lower bound for a free split)."""
-        if self.per_node:
-            return self.per_node
-        if self.max_nodes:
-            return math.ceil(self.gpus / self.max_nodes)
-        return 1 if self.gpus > 0 else 0
-
 
 def choose_nodes(
     shape: Shape,

@@ -34,9 +34,6 @@ class JobGroup:
     def count(self) -> int:
         return len(self.job_ids)
 
-    def can_run(self, gpu_type: str) -> bool:
-        return self.n.get(gpu_type, 0.0) > 0.0
-
 
 def normalised_vector(job: Job, types: list[str]) -> dict[str, float]:
     """:meth:`Job.normalised` over the problem's ``types``, types the job cannot use left out."""

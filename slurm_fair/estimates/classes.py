@@ -166,16 +166,6 @@ def load_class_table(path: str | Path | None) -> ClassTable:
     return ClassTable(out, source, sizes)
 
 
-def write_class_table(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    rows = list(rows)
-    types = sorted({k for r in rows for k in r if k not in ("class", "gavel_job_type", "gpus")})
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(["class", "gavel_job_type", "gpus", *types])
-        for r in rows:
-            w.writerow([r["class"], r.get("gavel_job_type", ""), int(r.get("gpus") or 1), *(f"{r[k]:.6g}" for k in types)])
-
-
 def known_class(name: str, gpus: int, table: ClassTable, online: Mapping[str, Mapping[str, float]]) -> bool:
     """Whether ``name`` names a class: a row of the table, or observations (its own or, for a
     gang of ``gpus``, those pooled as ``name@gpus``). The one matcher of class names."""

@@ -30,13 +30,6 @@ from .window import Window
 #: the GPU type name of an accounting record without a typed GPU (``--gres=gpu:2``)
 UNTYPED = "gpu"
 
-#: states of jobs that ended (the others are pending/running at the end of the window)
-FINISHED_STATES = frozenset(
-    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
-     "BOOT_FAIL", "DEADLINE"}
-)
-
-
 @dataclass(frozen=True)
 class JobSpeed:
     """``n_jk`` of one job on every GPU type of the cluster, and where it came from."""

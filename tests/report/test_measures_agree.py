@@ -235,3 +235,23 @@ def test_oef_passes_the_checks_report_and_simulator_use(case):
     x = policies.allocate("oef", problem, PolicyOptions()).x
     assert fairness.is_sharing_incentive(problem, x) and fairness.is_envy_free(problem, x)
     assert CHECKER.check(problem, x) == (True, True)
+
+
+@SETTINGS
+@given(problems_and_allocations())
+def test_oefs_own_check_is_the_fairness_check(case):
+    """oef decides SI and EF with pooled dual bounds and exact LPs only where they cannot
+    decide (:class:`slurm_fair.policies._tenants.Tenants`); on any allocation it must say what
+    :mod:`slurm_fair.fairness` says. Utilities and bundles are sums over jobs, so a group's
+    allocation is the sum of its jobs'."""
+    from slurm_fair.policies._tenants import Tenants
+
+    problem, x = case
+    groups = groups_of(problem)
+    X = {g.key: {k: sum(x.get(j, {}).get(k, 0.0) for j in g.job_ids) for k in problem.types} for g in groups}
+    si, ef = fairness.is_sharing_incentive(problem, x), fairness.is_envy_free(problem, x)
+    tenants = Tenants(problem, groups)
+    assert tenants.fair(X) == (si and ef)
+    # and its envy part alone (SI floors at 0), which an SI failure would otherwise hide
+    tenants.si_vec = tenants.si_vec * 0.0
+    assert tenants.fair(X) == ef

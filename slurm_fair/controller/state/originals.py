@@ -77,12 +77,9 @@ class OriginalTables(Tables):
         row = self._exec("SELECT * FROM original_requests WHERE job_id = ?", (job_id,)).fetchone()
         return _orig(row) if row else None
 
-    def forget_original(self, job_id: str) -> None:
-        """After a revert (or when the job ended), the record is no longer needed."""
-        self._exec("DELETE FROM original_requests WHERE job_id = ?", (job_id,))
-
     def forget_originals(self, job_ids: Iterable[str]) -> None:
-        """:meth:`forget_original` for many jobs in one transaction."""
+        """After a revert (or when the jobs ended) their records are no longer needed: one
+        transaction for all of them."""
         self._many("DELETE FROM original_requests WHERE job_id = ?", ((j,) for j in job_ids))
 
     # --- QOS slurm-fair manages ---------------------------------------------------------------
