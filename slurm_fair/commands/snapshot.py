@@ -14,18 +14,18 @@ the configuration plus the process environment (``SLURM_CONF``), so
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from typing import Any, Mapping
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from dataclasses import replace
-from typing import Any
-
 from .. import config as config_mod
 from ..controller.cycle import decide_settings
 from ..controller.decide import in_scope, observe
 from ..controller.history import read_history_at
+from ..controller.problem import configured_weights, tenant_weights
 from ..controller.settings import Settings
 from ..estimates.estimate import Estimate
 from ..model import Problem
@@ -72,8 +72,9 @@ def controller_problem(port: SlurmPort, cfg: config_mod.Config) -> Problem:
     return replace(obs.built.problem, jobs=jobs)
 
 
-def render(snapshot: Snapshot, console: Console) -> None:
-    """Rich tables: capacity per GPU type, nodes, GPU jobs."""
+def render(snapshot: Snapshot, console: Console, configured: Mapping[str, float]) -> None:
+    """Rich tables: capacity per GPU type, nodes, tenants (with the weight the controller would
+    use, :func:`~slurm_fair.controller.problem.tenant_weights`), GPU jobs."""
     cap = snapshot.capacity()
     total: dict[str, int] = {}
     used: dict[str, int] = {}
@@ -99,6 +100,18 @@ def render(snapshot: Snapshot, console: Console) -> None:
     console.print(t)
 
     jobs = snapshot.gpu_jobs()
+    tenants = sorted({j.account for j in jobs})
+    weights = tenant_weights(tenants, configured, {a.name: a.shares for a in snapshot.accounts})
+    t = Table(title="Tenants with GPU jobs")
+    for col in ("tenant", "weight", "weight from", "jobs", "GPUs running", "GPUs pending"):
+        t.add_column(col, justify="left" if col in ("tenant", "weight from") else "right")
+    for u in tenants:
+        mine = [j for j in jobs if j.account == u]
+        gpus = lambda js: sum(j.gpu_request.total for j in js if j.gpu_request)  # noqa: E731
+        t.add_row(u, f"{weights[u]:g}", "config" if u in configured else "Slurm shares or 1", str(len(mine)),
+                  str(gpus([j for j in mine if j.running])), str(gpus([j for j in mine if j.pending])))
+    console.print(t)
+
     t = Table(title=f"GPU jobs ({len(jobs)}; {len(snapshot.jobs) - len(jobs)} other jobs not shown)")
     for col in ("job", "tenant", "state", "GPUs", "per", "type", "priority", "nice", "reason/nodes", "name"):
         t.add_column(col)
@@ -124,4 +137,4 @@ def command(config_path: str | None, as_json: bool) -> None:
         problem = controller_problem(port, cfg)
         click.echo(json.dumps(problem_to_dict(problem), indent=2, sort_keys=False))
     else:
-        render(port.snapshot(), Console(soft_wrap=True))
+        render(port.snapshot(), Console(soft_wrap=True), configured_weights(cfg))

@@ -172,8 +172,13 @@ def test_snapshot_command_json_and_tables(fake, monkeypatch):
     doc = json.loads(res.output)
     assert doc["gpu_types"] == fake.snapshot().capacity()
     assert {j["id"] for j in doc["jobs"]} == {j.job_id for j in fake.snapshot().gpu_jobs()}
-    res = runner.invoke(sf_cli.cli, ["snapshot"])
+    res = runner.invoke(sf_cli.cli, ["snapshot"], terminal_width=200)
     assert res.exit_code == 0 and "GPUs per type" in res.output and "505_2" in res.output
+    # the tenants table shows the weight the problem carries (here: Slurm shares or 1)
+    assert "Tenants with GPU jobs" in res.output
+    for tenant, weight in doc["tenants"].items():
+        row = next(line for line in res.output.splitlines() if line.strip("│ ").startswith(tenant + " "))
+        assert f"{weight['weight']:g}" in row.split("│")[2], row
 
 
 def test_snapshot_command_when_slurm_is_missing(tmp_path, capsys):
