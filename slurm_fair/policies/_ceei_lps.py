@@ -6,7 +6,7 @@ once with the spending linearised. Each minimises the tenants' spending error.
 
 from __future__ import annotations
 
-from typing import Collection
+from typing import Collection, Mapping
 
 from .. import fairness
 from ..errors import SolverError
@@ -16,6 +16,22 @@ from ._ceei_market import SATIATED, Activity, Equilibrium, Market, Point
 #: ``(lambda, p, q, satiated tenants)``
 Duals = tuple[dict[str, float], dict[str, float], dict[int, float], set[str]]
 
+
+
+def _dual_row(m: Market, a: Activity, iu: Mapping[str, int], ip: Mapping[str, int],
+              iq: Mapping[int, int]) -> tuple[list[int], list[float]]:
+    """The columns and coefficients of activity ``a``'s reduced cost ``u_c n_ck - g_c p_k - q_c``
+    (``p_k`` and ``q_c`` only where they are columns): the row both LPs below are built of."""
+    ck, k = a
+    c = m.by_key[ck]
+    cols, vals = [iu[c.tenant]], [c.n[k]]
+    if k in ip:
+        cols.append(ip[k])
+        vals.append(-float(c.gpus))
+    if ck in iq:
+        cols.append(iq[ck])
+        vals.append(-1.0)
+    return cols, vals
 
 def duals_for(m: Market, X: Point, extra: Collection[Activity]) -> Duals:
     """(a) Duals for a fixed ``X``: bang-per-buck equality on ``X``'s support and on ``extra``,
@@ -38,16 +54,9 @@ def duals_for(m: Market, X: Point, extra: Collection[Activity]) -> Duals:
     m.error_cols(cost, ie, sat)
     lp = SmallLP(cost, [0.0] * ncol, [INF] * ncol, [], name="ceei_duals", backend=m.backend)
     for a in m.acts:
+        cols, vals = _dual_row(m, a, iu, ip, iq)
         ck, k = a
-        c = m.by_key[ck]
-        cols, vals = [iu[c.tenant]], [c.n[k]]
-        if k in ip:
-            cols.append(ip[k])
-            vals.append(-float(c.gpus))
-        if ck in iq:
-            cols.append(iq[ck])
-            vals.append(-1.0)
-        on = X.get(ck, {}).get(k, 0.0) > 1e-10 * max(1.0, c.count) or a in extra
+        on = X.get(ck, {}).get(k, 0.0) > 1e-10 * max(1.0, m.by_key[ck].count) or a in extra
         lp.add_row(cols, vals, 0.0 if on else -INF, 0.0)
     for u in m.tenants:
         cols = [ip[k] for k in tight if y[u][k] > 0] + [ie + 2 * iu[u], ie + 2 * iu[u] + 1]
@@ -136,15 +145,7 @@ def joint(m: Market, X: Point, prices: dict[str, float], extra: Collection[Activ
     for i, (col, v0, _) in enumerate(moved):
         lp.add_row([col, idev + 2 * i, idev + 2 * i + 1], [1.0, -1.0, 1.0], v0, v0)
     for a in m.acts:
-        ck, k = a
-        c = m.by_key[ck]
-        cols, vals = [iu[c.tenant]], [c.n[k]]
-        if k in ip:
-            cols.append(ip[k])
-            vals.append(-float(c.gpus))
-        if ck in iq:
-            cols.append(iq[ck])
-            vals.append(-1.0)
+        cols, vals = _dual_row(m, a, iu, ip, iq)
         lp.add_row(cols, vals, 0.0 if a in ix else -INF, 0.0)
     g_type, g_cls, g_ten = m.groups(support)
     for k in m.types:
