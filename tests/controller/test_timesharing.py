@@ -19,7 +19,7 @@ from slurm_fair.controller.plan import PlanInputs, make_plan
 from slurm_fair.controller.plan.jobs import NICE_BAND, sent_to
 from slurm_fair.model import Allocation
 
-from .builders import T0, cluster, job, snapshot
+from .builders import T0, cluster, job, node, snapshot
 from .conftest import make_config
 from .test_plan_diff import problem_of, steering
 
@@ -391,3 +391,20 @@ def test_a_gang_gets_room_only_on_one_node():
     # the fewest jobs furthest ahead first: A (0.1) and B (0.2) are on different nodes, so
     # the node of A and D is freed (A, D), not A and B
     assert plan.requeue == ("A", "D") and plan.requeue_for == {"A": ("P",), "D": ("P",)}
+
+
+def test_gpus_of_a_node_that_is_draining_are_never_counted_as_room():
+    """A job requeued on a draining node frees GPUs no pending job can start on: the
+    controller must not requeue it for a taker (it did: nodes outside the schedulable set passed
+    the host test)."""
+    nodes = [*cluster(v100=4, k80=4), node("k80-2", "k80", 4, state="draining", used=4)]
+    hogs = [run(j) for j in "ABCD"] + [run(j, node="k80-2") for j in "EFGH"]
+    snap = snapshot(nodes, hogs + [job("P", "b")])
+    placed = {j: "k80" for j in "ABCDFGH"} | {"P": "k80"}  # E, on the draining node, left out
+    s = steering(snap, nodes=tuple(n for n in snap.nodes if n.schedulable))
+    assert requeues(snap, placed, s=s).requeue == ()
+    # the same GPUs on a schedulable node are room
+    nodes[-1] = node("k80-2", "k80", 4, state="mixed", used=4)
+    snap = snapshot(nodes, hogs + [job("P", "b")])
+    s = steering(snap, nodes=tuple(n for n in snap.nodes if n.schedulable))
+    assert requeues(snap, placed, s=s).requeue == ("E",)

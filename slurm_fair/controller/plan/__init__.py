@@ -159,5 +159,9 @@ def make_plan(
 
 
 def _hosts(settings: PlanSettings):
+    """Whether node ``name`` can host a part of ``sj``: only a schedulable node (those in
+    ``settings.nodes``) can; without node information, any."""
     nodes = {n.name: n for n in settings.nodes}
-    return lambda sj, name: name not in nodes or nodes[name].can_host(sj)
+    if not nodes:
+        return lambda sj, name: True
+    return lambda sj, name: name in nodes and nodes[name].can_host(sj)
