@@ -406,10 +406,29 @@ def ftf_rho(jct_s: float, isolated_jct_s: float) -> float:
     return jct_s / isolated_jct_s if isolated_jct_s > 0 else float("inf")
 
 
-def latency_ratio(jct_s: float, alone_s: float) -> float:
-    """Hops' latency ratio ``(wait + run) / run time on the job's fastest type alone``: the
-    job's JCT over ``alone_s`` (inf when ``alone_s`` is 0)."""
+def slowdown(jct_s: float, alone_s: float) -> float:
+    """A job's JCT over its run time alone on its fastest type (inf when ``alone_s`` is 0)."""
     return jct_s / alone_s if alone_s > 0 else float("inf")
+
+
+def age_s(work: float, throughput: Mapping[str, float], capacity: Mapping[str, int]) -> float:
+    """Hops' age ``A`` (Eq. 9): the job's predicted run time without waiting, averaged over the
+    GPU types by their share of the GPUs, ``sum_k (C_k / C) work / T_jk`` (``T_jk`` the rate of
+    the whole gang). Only the types the job can run on count (``C`` sums their GPUs): a type
+    where it cannot run has no run time to average. inf when it can run nowhere."""
+    usable = {k: float(c) for k, c in capacity.items() if c > 0 and throughput.get(k, 0.0) > 0}
+    total = sum(usable.values())
+    if total <= 0:
+        return float("inf")
+    return sum(c / total * work / float(throughput[k]) for k, c in usable.items())
+
+
+def latency_ratio(wait_s: float, age: float) -> float:
+    """Hops' latency ratio ``LR = W / A`` (Eqs. 6, 8): time spent waiting over the age
+    (:func:`age_s`). 0 for a job that never waited; inf for a job that waited with no age."""
+    if wait_s <= 0:
+        return 0.0
+    return wait_s / age if age > 0 else float("inf")
 
 
 def efficiency_ratio(e: float, e_star: float) -> float:

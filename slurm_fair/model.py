@@ -67,10 +67,14 @@ class Job:
     max_nodes: int | None = None
     #: the nodes whose CPUs and memory can host one part of the job (None: any node)
     hosts: frozenset[str] | None = None
+    #: ``T_jk`` of the gang spread over more nodes than it needs (Gavel's unconsolidated
+    #: measurements; Hops' placement sensitivity compares it with ``throughput``). Empty: unknown
+    spread_throughput: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "throughput", frozen_map(self.throughput))
         object.__setattr__(self, "extra", frozen_map(self.extra))
+        object.__setattr__(self, "spread_throughput", frozen_map(self.spread_throughput))
         if self.hosts is not None:
             object.__setattr__(self, "hosts", frozenset(self.hosts))
 

@@ -41,11 +41,11 @@ ALPHA = 1.0
 
 
 def latency_ratio_estimate(job: Job, round_s: float) -> float:
-    """:func:`slurm_fair.fairness.latency_ratio` if the job ran from now on at full speed: JCT
+    """:func:`slurm_fair.fairness.slowdown` if the job ran from now on at full speed: JCT
     ``age + R`` over time alone ``attained + R`` (``R`` its remaining time alone)."""
     best = job.best_throughput
     rem = float(job.remaining_work) / best if job.remaining_work is not None and best > 0 else round_s
-    return fairness.latency_ratio(float(job.age_s or 0.0) + rem, max(job.attained_s + rem, 1e-9))
+    return fairness.slowdown(float(job.age_s or 0.0) + rem, max(job.attained_s + rem, 1e-9))
 
 
 def sensitivity(job: Job, types: list[str]) -> float:

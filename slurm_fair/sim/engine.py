@@ -169,6 +169,7 @@ class Simulator:
                 extra={"job_type": s.trace.job_type},
                 gpus_per_node=s.shape.per_node,
                 max_nodes=s.shape.max_nodes,
+                spread_throughput=s.unconsolidated,
             )
             for s in active
         )

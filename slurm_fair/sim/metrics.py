@@ -157,7 +157,7 @@ def ftf_rhos(records: Sequence[JobRecord], capacity: Mapping[str, int]) -> dict[
 
 
 def job_latency_ratio(record: JobRecord) -> float | None:
-    """:func:`slurm_fair.fairness.latency_ratio` of a finished job: its JCT over ``work / max_k
+    """:func:`slurm_fair.fairness.slowdown` of a finished job: its JCT over ``work / max_k
     T_jk``. Without work and throughputs (real-cluster records) the denominator is the job's own
     run time ``end - start``."""
     if record.end_s is None:
@@ -169,7 +169,7 @@ def job_latency_ratio(record: JobRecord) -> float | None:
         alone = record.end_s - record.start_s
     else:
         return None
-    return fairness.latency_ratio(record.end_s - record.arrival_s, alone) if alone > 0 else None
+    return fairness.slowdown(record.end_s - record.arrival_s, alone) if alone > 0 else None
 
 
 def normalised(record: JobRecord, gpu_type: str) -> float:

@@ -138,11 +138,11 @@ def test_report_and_simulate_agree_on_random_jobs(case):
 def test_latency_ratio_has_one_definition():
     rec = metrics.JobRecord("j", "t", 0.0, 300.0, 1300.0, "k80", 1, work=2000.0, throughput={"v100": 4.0, "k80": 2.0})
     # alone on v100: 2000 / 4 = 500 s; JCT 1300 s
-    assert metrics.job_latency_ratio(rec) == fairness.latency_ratio(1300.0, 500.0) == pytest.approx(2.6)
+    assert metrics.job_latency_ratio(rec) == fairness.slowdown(1300.0, 500.0) == pytest.approx(2.6)
     hops = latency_ratio_estimate(Job("j", "t", 1, {"v100": 4.0}, remaining_work=400.0,
                                       age_s=300.0, attained_s=100.0), 360.0)
     # from now at full speed: JCT 300 + 100, alone 100 + 100
-    assert hops == fairness.latency_ratio(400.0, 200.0) == pytest.approx(2.0)
+    assert hops == fairness.slowdown(400.0, 200.0) == pytest.approx(2.0)
 
 
 # --- SI and EF: the simulator's and the report's figures are fairness.is_* ---------------------
