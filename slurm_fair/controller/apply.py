@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from ..errors import JobGone, SlurmError, SlurmUnavailable
 from ..slurm.model import Snapshot, SlurmJob
+from ..slurm.parse.fields import fold_hostlist
 from ..slurm.port import SlurmPort
 from .diff import Action
 from .state import StateStore
@@ -46,7 +47,7 @@ def original_of(job: SlurmJob) -> OriginalRequest:
         gpu_type=req.gpu_type if req else None, gpu_count=req.count if req else 0,
         gpu_per=req.per if req else "node", priority=job.priority, nice=job.nice,
         # what the user asked for, also when the submit plugin already chose the partitions
-        partition=submitted_partition(job), qos=job.qos,
+        partition=submitted_partition(job), qos=job.qos, req_nodes=fold_hostlist(job.req_nodes),
     )
 
 
@@ -63,6 +64,8 @@ def _call(port: SlurmPort, action: Action, job: SlurmJob | None, exists: bool | 
     elif k == "set_gpu_type":
         assert job is not None
         port.set_gpu_type(job, action.after)
+    elif k == "set_nodes":  # one job per call: scontrol refuses a node list for several jobs
+        port.update_job(action.job, {"ReqNodeList": p["nodes"]})
     elif k == "set_nice":
         port.set_nice(action.job, int(action.after))
     elif k == "set_priority":

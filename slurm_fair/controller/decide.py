@@ -281,6 +281,9 @@ def decide(
                 {j: o.nice for j, o in after.originals.items()},
                 {j: o.partition for j, o in after.originals.items() if o.partition},
                 history.last_requeues, round_boundary,
+                # a policy that names nodes (Hops) has its jobs pinned to the nodes placed
+                {j: tuple(placement.nodes[j]) for j in allocation.nodes if placement.nodes.get(j)},
+                {j: o.req_nodes for j, o in after.originals.items()},
             )
             plan = _with_idle_tenants(make_plan(snapshot, built.problem, allocation, inputs, settings),
                                       history, snapshot, s)

@@ -20,12 +20,13 @@ from typing import Any, Mapping
 
 from ..model import frozen_map
 from ..slurm.model import Snapshot
+from ..slurm.parse.fields import fold_hostlist
 from .plan.limits import TOTAL_KEY, is_gpu_tres
 from .plan.types import Plan
 
 #: execution order of action kinds
-KIND_ORDER = ("ensure_qos", "attach_qos", "set_job_qos", "set_partition", "set_gpu_type", "set_nice",
-              "set_priority", "requeue")
+KIND_ORDER = ("ensure_qos", "attach_qos", "set_job_qos", "set_partition", "set_gpu_type", "set_nodes",
+              "set_nice", "set_priority", "requeue")
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,9 @@ def diff(plan: Plan, snapshot: Snapshot) -> list[Action]:
         if jp.gpu_type and current_type != jp.gpu_type:
             raw = sj.gpu_request.raw if sj.gpu_request else ""
             actions.append(Action("set_gpu_type", jp.tenant, job_id, raw or current_type, jp.gpu_type, after))
+        if jp.nodes is not None and fold_hostlist(sj.req_nodes) != jp.nodes:
+            actions.append(Action("set_nodes", jp.tenant, job_id, fold_hostlist(sj.req_nodes), jp.nodes,
+                                  {"nodes": jp.nodes, **after}))
         if jp.nice is not None and sj.nice != jp.nice:
             actions.append(Action("set_nice", jp.tenant, job_id, sj.nice, jp.nice, after))
         if jp.priority is not None and sj.priority != jp.priority:

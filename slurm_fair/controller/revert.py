@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from ..config import Config
 from ..errors import JobGone, SlurmError, SlurmUnavailable
+from ..slurm.parse.fields import fold_hostlist
 from ..slurm.port import SlurmPort
 from .audit import AuditLog
 from .cycle import new_cycle_id
@@ -150,6 +151,9 @@ def _revert(port: SlurmPort, store: StateStore, audit: AuditLog, s: Settings, dr
             batches["partition"].setdefault(orig.partition, []).append((job_id, orig.account, job.partition))
         if orig.qos and job.qos != orig.qos:
             batches["qos"].setdefault(orig.qos, []).append((job_id, orig.account, job.qos))
+        if fold_hostlist(job.req_nodes) != orig.req_nodes:
+            ok[job_id] &= step("nodes", orig.account, job_id, fold_hostlist(job.req_nodes), orig.req_nodes,
+                               lambda j=job_id, n=orig.req_nodes: port.update_job(j, {"ReqNodeList": n}))
         if job.nice != orig.nice:
             batches["nice"].setdefault(str(int(orig.nice)), []).append((job_id, orig.account, job.nice))
     for kind, fld in _JOB_FIELDS:

@@ -24,6 +24,7 @@ from typing import Mapping, Sequence
 from ..errors import JobGone, SlurmError
 from .model import Account, AccountingRecord, GpuRequest, Node, Qos, SlurmJob, Snapshot
 from .parse.gres import gpu_request_of, retype_request
+from .parse.fields import expand_hostlist
 from .parse.sacct import parse_sacct
 from .parse.sacctmgr import parse_assoc, parse_qos
 from .parse.sinfo import parse_sinfo
@@ -253,9 +254,11 @@ class FakeSlurm:
             changes["partition"] = fields["Partition"]
         if "QOS" in fields:
             changes["qos"] = fields["QOS"]
+        if "ReqNodeList" in fields:
+            changes["req_nodes"] = expand_hostlist(fields["ReqNodeList"])
         if changes:
             self._put(job, **changes)
-        rest = {k: v for k, v in fields.items() if k not in ("Partition", "QOS")}
+        rest = {k: v for k, v in fields.items() if k not in ("Partition", "QOS", "ReqNodeList")}
         if rest:
             self.job_fields.setdefault(job_id, {}).update(rest)
 
@@ -329,8 +332,10 @@ class FakeSlurm:
         partition: str = "",
         qos: str = "normal",
         priority: int = 1000,
+        nodelist: str = "",
     ) -> str:
-        """Add a pending job as ``sbatch`` with these GPU options would (Slurm 22.05 forms)."""
+        """Add a pending job as ``sbatch`` with these GPU options (and ``-w nodelist``) would
+        (Slurm 22.05 forms)."""
         r = sbatch_request(gpu_args)
         job_id = str(self._next_id)
         self._next_id += 1
@@ -339,7 +344,7 @@ class FakeSlurm:
             job_id, "PD", account, user, part, qos, HELD_ADMIN if hold else "Priority",
             (self.now or datetime.now()).strftime("%Y-%m-%dT%H:%M:%S"), "N/A",
             "0" if hold else str(priority), "0", str(r.nodes), str(r.tasks), r.per_job, r.per_node,
-            r.per_task, "", "", "0", str(r.cpus), r.mem, str(r.nodes), "", name, comment,
+            r.per_task, "", "", "0", str(r.cpus), r.mem, str(r.nodes), nodelist, "", name, comment,
         ]
         job = job_from_record(fields)
         self._jobs[job_id] = job

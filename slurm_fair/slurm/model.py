@@ -118,6 +118,8 @@ class SlurmJob:
     #: administrators' comment (users cannot set it): where the submit plugin records the
     #: partition a job asked for before it chose one (``slurm-fair:partition=...``)
     admin_comment: str = ""
+    #: the nodes it must run on (``--nodelist``/``ReqNodeList``; empty: any)
+    req_nodes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tags", frozen_map(self.tags))

@@ -16,8 +16,10 @@ from .parse.gres import PREFIX, split_top_level
 
 #: pending-job fields update_job may change (anything else is a programming error)
 UPDATABLE_FIELDS = frozenset({"Partition", "QOS", "ReqNodeList", "ExcNodeList", "Features"})
-#: fields a batched update (``SlurmCli.update_jobs``) sets on many jobs in one call
-BATCH_FIELDS = UPDATABLE_FIELDS | {"Nice", "Priority"}
+#: fields a batched update (``SlurmCli.update_jobs``) sets on many jobs in one call. Not the node
+#: lists: ``scontrol update JobId=a,b ReqNodeList=n`` is refused as "Invalid job ID a,b" (22.05),
+#: so a node list is written one job at a time
+BATCH_FIELDS = (UPDATABLE_FIELDS - {"ReqNodeList", "ExcNodeList"}) | {"Nice", "Priority"}
 
 _NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,64}$")
 _JOB_ID = re.compile(r"^\d+(_\d+)?(\+\d+)?$")

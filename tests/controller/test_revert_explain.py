@@ -20,8 +20,8 @@ from .conftest import make_config
 
 def view(fake):
     """What 'as if slurm-fair never ran' compares: pending jobs' requests and order, accounts, QOS."""
-    jobs = {j.job_id: (j.gpu_request.raw, j.gpu_request.gpu_type, j.partition, j.qos, j.nice, j.priority)
-            for j in fake.jobs()}
+    jobs = {j.job_id: (j.gpu_request.raw, j.gpu_request.gpu_type, j.partition, j.qos, j.nice, j.priority,
+                       j.req_nodes) for j in fake.jobs()}
     accounts = {a.name: (tuple(sorted(a.qos)), a.default_qos) for a in fake.accounts()}
     qos = {q.name: dict(q.grp_tres) for q in fake.qos()}
     return jobs, accounts, qos
@@ -133,3 +133,26 @@ def test_main_maps_errors_to_exit_codes(tmp_path, capsys):
     good = tmp_path / "good.toml"
     good.write_text(f'[controller]\nstate_dir = "{tmp_path}"\n')
     assert cli.main(["explain", "12345", "--config", str(good)]) == 2
+
+
+def test_a_policy_that_names_nodes_pins_them_and_revert_lifts_the_pin(fake, tmp_path):
+    """Hops names nodes: each job it places is pinned to them (ReqNodeList), a user's own node
+    list is never touched, and revert puts every job back as it was."""
+    config = make_config(tmp_path, policy="hops")
+    ids = submit(fake)
+    mine = fake.submit("alice", "--gres=gpu:1", hold=False, nodelist="k80-2")
+    before = view(fake)
+    res = run_cycle(fake, config)
+    assert res.exit_code == 0, res.to_dict()
+    pinned = {r.action.job: r.action.after for r in res.results if r.action.kind == "set_nodes" and r.applied}
+    assert pinned and set(pinned) <= set(ids)
+    nodes = {n.name: n for n in fake.snapshot().nodes}
+    for job_id, hostlist in pinned.items():
+        job = fake.job(job_id)
+        assert job.req_nodes and all(nodes[n].schedulable for n in job.req_nodes)
+        # the nodes are of the type the plan sends the job to, in the partition it is sent to
+        assert {next(iter(nodes[n].gpus_total)) for n in job.req_nodes} == {res.plan.jobs[job_id].planned_type}
+        assert all(job.partition in nodes[n].partitions for n in job.req_nodes)
+    assert fake.job(mine).req_nodes == ("k80-2",)
+    assert revert(fake, config).exit_code == 0
+    assert view(fake) == before

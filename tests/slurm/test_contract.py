@@ -141,6 +141,21 @@ def test_update_jobs_changes_every_listed_job_and_names_those_it_could_not(clust
     assert [cluster.job(j).nice for j in ids] == [7, 7, 7]
 
 
+def test_node_list_set_read_back_and_cleared(cluster: Harness):
+    """Hops' placements are written as ReqNodeList, one job per call (a list of jobs is refused
+    for it), read back by squeue's ReqNodes (folded, e.g. ``v100-[1-2]``), cleared with ""."""
+    tenant = cluster.tenants[0]
+    job_id = cluster.submit(tenant, "--gres=gpu:1")
+    assert cluster.job(job_id).req_nodes == ()
+    names = sorted(n.name for n in cluster.port.nodes() if cluster.job(job_id).partition in n.partitions)[:2]
+    cluster.port.update_job(job_id, {"ReqNodeList": ",".join(names)})
+    assert cluster.job(job_id).req_nodes == tuple(names)
+    cluster.port.update_job(job_id, {"ReqNodeList": ""})
+    assert cluster.job(job_id).req_nodes == ()
+    with pytest.raises(ValueError):
+        cluster.port.update_jobs([job_id], {"ReqNodeList": names[0]})  # never batched
+
+
 def test_ensure_qos_with_what_the_caller_knows(cluster: Harness):
     t = gpu_types_of(cluster)[0]
     q = cluster.new_qos_name()

@@ -213,13 +213,14 @@ def squeue_job(draw):
         "user": draw(names),
         "name": draw(any_text),
         "comment": draw(any_text),
+        "req_nodes": draw(st.sampled_from(["", "v100-1", "p100-[1-2]", "k80-1,v100-2"])),
     }
     record = [
         fields["id"], fields["state"], fields["account"], fields["user"], "gpu", "normal", "None",
         "2025-01-02T03:04:05", "2025-01-02T03:05:00" if fields["state"] == "R" else "N/A", "100",
         "0", str(nodes), str(tasks), cols["job"], cols["node"], cols["task"],
         f"cpu=1,gres/gpu={n},gres/gpu:{t or 'v100'}={n}", "v100-1" if fields["state"] == "R" else "",
-        "0", "1", "0", "1", "(null)", fields["name"], fields["comment"],
+        "0", "1", "0", "1", fields["req_nodes"], "(null)", fields["name"], fields["comment"],
     ]
     if form == "none":
         expected_total = None
@@ -240,6 +241,9 @@ def test_squeue_records_round_trip(jobs, nonce):
         assert (job.job_id, job.account, job.user) == (fields["id"], fields["account"], fields["user"])
         assert job.name == record[-2]
         assert job.comment == ("" if record[-1] == "(null)" else record[-1])
+        want_nodes = {"": (), "v100-1": ("v100-1",), "p100-[1-2]": ("p100-1", "p100-2"),
+                      "k80-1,v100-2": ("k80-1", "v100-2")}[fields["req_nodes"]]
+        assert job.req_nodes == want_nodes
         if form == "none":
             assert job.gpu_request is None
         else:

@@ -88,6 +88,11 @@ class PlanInputs:
     last_requeued: Mapping[str, float] = field(default_factory=dict)
     #: a new round starts this cycle (time-sharing may rotate running jobs)
     round_boundary: bool = False
+    #: job -> the nodes this round's placement runs it on, for the jobs whose policy named
+    #: nodes (Hops' per-server configurations, ``Allocation.nodes``): pinned with ReqNodeList
+    nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the node list (folded hostlist, "" for none) of each job before our first change
+    base_nodes: Mapping[str, str] = field(default_factory=dict)
 
 
 def make_plan(
@@ -117,7 +122,7 @@ def make_plan(
 
     pending = [by_id[j] for j in pjobs if j in by_id and by_id[j].pending]
     ctx = JobContext(by_id, pjobs, allocation, placed_types, deficit, inputs.fixed_type, inputs.base_nice,
-                     settings, capacity, base_partition)
+                     settings, capacity, base_partition, inputs.nodes, inputs.base_nodes)
     jobs, unsteered = job_plans(pending, ctx)
 
     # who is requeued (controller/requeue.py): to make room, to move up

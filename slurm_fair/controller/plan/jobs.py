@@ -4,11 +4,12 @@ gres, :mod:`..steer`) and its place in line (nice band or priority); see "Per pe
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from ...model import Allocation
 from ...slurm.model import SlurmJob
+from ...slurm.parse.fields import fold_hostlist
 from ..steer import current_type, job_partitions, partition_holds, submitted_partition
 from .limits import qos_name
 from .types import JobPlan, PlanSettings
@@ -54,6 +55,8 @@ class JobContext:
     settings: PlanSettings
     capacity: Mapping[str, int]
     base_partition: Mapping[str, str]
+    nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    base_nodes: Mapping[str, str] = field(default_factory=dict)
 
 
 def steerable(sj: SlurmJob, k: str, settings: PlanSettings, base: str) -> bool:
@@ -119,8 +122,22 @@ def job_plans(
         else:
             priority = (PRIORITY_TOP if placed else PRIORITY_REST) - rank
         jobs[sj.job_id] = JobPlan(sj.job_id, sj.account, qos_name(sj.account), gpu_type, rank, placed,
-                                  nice, priority, partition, planned, sj.job_id in requeued)
+                                  nice, priority, partition, planned, sj.job_id in requeued,
+                                  node_list(sj, ctx, placed and planned == placed_type(sj.job_id)))
     return jobs, unsteered
+
+
+def node_list(sj: SlurmJob, ctx: JobContext, placed: bool) -> str | None:
+    """The ReqNodeList the job should carry (a folded hostlist, "" for none), None: leave it.
+
+    A user's own node list is never touched. Otherwise a job this round places on nodes its
+    policy named (Hops) is pinned to them, and every other job carries no node list (a pin of
+    an earlier cycle is lifted)."""
+    user = ctx.base_nodes.get(sj.job_id, fold_hostlist(sj.req_nodes))
+    if user:
+        return None
+    nodes = ctx.nodes.get(sj.job_id)
+    return fold_hostlist(nodes) if placed and nodes else ""
 
 
 def own_nice(sj: SlurmJob, recorded: Mapping[str, int]) -> int:

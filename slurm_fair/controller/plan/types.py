@@ -68,6 +68,8 @@ class JobPlan:
     planned_type: str | None = None
     #: a running job requeued this cycle: these settings are applied right after the requeue
     requeued: bool = False
+    #: the node list to write (folded hostlist, "" to clear), None: leave it as it is
+    nodes: str | None = None
 
 
 @dataclass(frozen=True)

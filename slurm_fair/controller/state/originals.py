@@ -25,6 +25,8 @@ class OriginalRequest:
     nice: int
     partition: str
     qos: str
+    #: the nodes it had to run on (a folded hostlist, "" for any)
+    req_nodes: str = ""
 
 
 @dataclass(frozen=True)
@@ -41,14 +43,14 @@ class ManagedQos:
 
 _INSERT_ORIGINAL = (
     "INSERT OR IGNORE INTO original_requests (job_id, account, gres_raw, gpu_type,"
-    " gpu_count, gpu_per, priority, nice, partition, qos, recorded_at, cycle_id)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " gpu_count, gpu_per, priority, nice, partition, qos, recorded_at, cycle_id, req_nodes)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
 def _original_row(o: OriginalRequest, cycle_id: str, at: float) -> tuple[Any, ...]:
     return (o.job_id, o.account, o.gres_raw, o.gpu_type, o.gpu_count, o.gpu_per, o.priority,
-            o.nice, o.partition, o.qos, at, cycle_id)
+            o.nice, o.partition, o.qos, at, cycle_id, o.req_nodes)
 
 
 class OriginalTables(Tables):
@@ -107,5 +109,5 @@ class OriginalTables(Tables):
 def _orig(r: sqlite3.Row) -> OriginalRequest:
     return OriginalRequest(
         r["job_id"], r["account"], r["gres_raw"], r["gpu_type"], r["gpu_count"], r["gpu_per"],
-        r["priority"], r["nice"], r["partition"], r["qos"],
+        r["priority"], r["nice"], r["partition"], r["qos"], r["req_nodes"],
     )

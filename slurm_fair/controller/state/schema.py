@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -16,7 +16,8 @@ CREATE TABLE IF NOT EXISTS original_requests (
     job_id TEXT PRIMARY KEY, account TEXT NOT NULL, gres_raw TEXT NOT NULL,
     gpu_type TEXT, gpu_count INTEGER NOT NULL, gpu_per TEXT NOT NULL,
     priority INTEGER NOT NULL, nice INTEGER NOT NULL, partition TEXT NOT NULL, qos TEXT NOT NULL,
-    recorded_at REAL NOT NULL, cycle_id TEXT NOT NULL, reverted INTEGER NOT NULL DEFAULT 0);
+    recorded_at REAL NOT NULL, cycle_id TEXT NOT NULL, reverted INTEGER NOT NULL DEFAULT 0,
+    req_nodes TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS cycles (
     cycle_id TEXT PRIMARY KEY, started_at REAL NOT NULL, finished_at REAL,
     status TEXT NOT NULL, policy TEXT NOT NULL, dry_run INTEGER NOT NULL,
@@ -69,7 +70,12 @@ CREATE INDEX IF NOT EXISTS job_cycle_job ON job_cycle (job_id);
 
 def migrate(db: sqlite3.Connection) -> None:
     """Bring a store written by an earlier version up to this schema (columns only added)."""
-    cols = {r["name"] for r in db.execute("PRAGMA table_info(requeues)")}
-    for name, decl in (("reason", "TEXT NOT NULL DEFAULT 'make-room'"), ("to_type", "TEXT")):
-        if name not in cols:
-            db.execute(f"ALTER TABLE requeues ADD COLUMN {name} {decl}")
+    added = {
+        "requeues": (("reason", "TEXT NOT NULL DEFAULT 'make-room'"), ("to_type", "TEXT")),
+        "original_requests": (("req_nodes", "TEXT NOT NULL DEFAULT ''"),),
+    }
+    for table, columns in added.items():
+        cols = {r["name"] for r in db.execute(f"PRAGMA table_info({table})")}
+        for name, decl in columns:
+            if name not in cols:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")

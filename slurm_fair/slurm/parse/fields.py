@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from functools import lru_cache
+from typing import Sequence
 
 from ClusterShell.NodeSet import NodeSet, NodeSetException
 
@@ -75,6 +76,11 @@ def parse_elapsed(text: str) -> float:
 
 
 @lru_cache(maxsize=4096)
+def fold_hostlist(nodes: Sequence[str]) -> str:
+    """Node names -> Slurm's folded hostlist (``v100-[1-2]``); "" for none."""
+    return str(NodeSet.fromlist(list(nodes))) if nodes else ""
+
+
 def expand_hostlist(text: str) -> tuple[str, ...]:
     """``a100-[1-2],v100-1`` -> node names (ClusterShell NodeSet; empty/None -> ())."""
     t = text.strip()

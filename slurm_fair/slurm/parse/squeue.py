@@ -34,6 +34,7 @@ SQUEUE_FIELDS: tuple[str, ...] = (
     "MinCpus",
     "MinMemory",
     "MaxNodes",
+    "ReqNodes",
     "admin_comment",
     "Name",
     "Comment",
@@ -84,7 +85,7 @@ def job_from_record(f: Sequence[str]) -> SlurmJob:
     """One squeue record (:data:`SQUEUE_FIELDS` order) -> :class:`SlurmJob`."""
     (job_id, state, account, user, partition, qos, reason, submit, start, priority, nice,
      num_nodes, num_tasks, per_job, per_node, per_task, tres_alloc, nodelist, requeue,
-     min_cpus, min_memory, max_nodes, admin_comment, name, comment) = f
+     min_cpus, min_memory, max_nodes, req_nodes, admin_comment, name, comment) = f
     st = state_name(state)
     if comment == "(null)":  # how squeue prints "no comment"
         comment = ""
@@ -117,6 +118,7 @@ def job_from_record(f: Sequence[str]) -> SlurmJob:
         min_memory_mb=parse_memory_mb(min_memory),
         max_nodes=parse_int(max_nodes, nodes),
         admin_comment=_text(admin_comment),
+        req_nodes=expand_hostlist(req_nodes),
     )
 
 
