@@ -67,18 +67,19 @@ def resolve(solver: str | None) -> str:
     return solver
 
 
-def make_solver(solver: str, time_limit_s: float | None) -> pulp.LpSolver:
-    """A configured PuLP solver object; messages off, the time limit passed to the solver."""
+def make_solver(solver: str, time_limit_s: float | None, gap_rel: float | None = None) -> pulp.LpSolver:
+    """A configured PuLP solver object; messages off, the time limit and the relative MIP gap
+    (None: the solver's default) passed to the solver."""
     solver = resolve(solver)
     limit = None if time_limit_s is None else max(1, int(round(time_limit_s)))
     if solver == "cbc":
-        return pulp.PULP_CBC_CMD(msg=False, timeLimit=limit)
+        return pulp.PULP_CBC_CMD(msg=False, timeLimit=limit, gapRel=gap_rel)
     if solver == "highs":
         if not highs_available():
             raise UserError(
                 "solver 'highs' needs highspy: pip install 'slurm-fair[highs]' (or use --solver cbc)"
             )
-        return pulp.HiGHS(msg=False, timeLimit=time_limit_s)
+        return pulp.HiGHS(msg=False, timeLimit=time_limit_s, gapRel=gap_rel)
     raise UserError(f"unknown solver {solver!r}; choose one of: {', '.join(SOLVER_CHOICES)}")
 
 
@@ -100,14 +101,16 @@ def solve(
     solver: str = "auto",
     time_limit_s: float | None = 30.0,
     keep_lp_dir: str | None = None,
+    gap_rel: float | None = None,
 ) -> SolveResult:
     """Solve ``model`` in place; return a :class:`SolveResult` or raise :class:`SolverError`.
 
     Only a proven optimum is accepted: a solution stopped by the time limit is feasible at best,
-    and a policy promising fairness properties cannot hand that on silently.
+    and a policy promising fairness properties cannot hand that on silently. ``gap_rel`` (a MIP's
+    relative gap, e.g. Hops' 0.01) makes "optimal" mean "proven within that gap".
     """
     solver = resolve(solver)
-    backend = make_solver(solver, time_limit_s)
+    backend = make_solver(solver, time_limit_s, gap_rel)
     start = time.perf_counter()
     try:
         code = model.solve(backend)

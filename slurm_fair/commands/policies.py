@@ -17,7 +17,9 @@ def command(as_json: bool) -> None:
     [controller] policy take."""
     infos = [policies.get(name) for name in policies.names()]
     if as_json:
-        click.echo(json.dumps([{"name": i.name, "dynamic": i.dynamic, "description": i.description}
+        click.echo(json.dumps([{"name": i.name, "dynamic": i.dynamic, "description": i.description,
+                                "params": {f"{i.name}.{k}": {"default": p.default, "low": p.low, "high": p.high,
+                                                             "help": p.help} for k, p in sorted(i.params.items())}}
                                for i in infos], indent=2))
         return
     width = max(len(i.name) for i in infos)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import math
 import pkgutil
 from dataclasses import dataclass, field
-from typing import Any, Callable, MutableMapping
+from typing import Any, Callable, Iterable, Mapping, MutableMapping
 
 from ..errors import UserError
 from ..model import Allocation, Problem
@@ -44,12 +45,23 @@ class PolicyOptions:
     #: ``(1 - fork_sync) * sum of members' rates``); the simulator passes its ``fork_sync``
     fork_sync: float = FORK_SYNC
     state: MutableMapping[str, Any] = field(default_factory=dict)
+    #: values of the parameters policies declare (:class:`Param`), keyed ``"policy.key"``
+    #: (``hops.lambda``); ``--policy-option hops.lambda=2`` on the command line
+    #: (:func:`parse_params`). A missing key is the declared default.
+    params: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         from ..solver import SOLVER_CHOICES
 
         if self.solver not in SOLVER_CHOICES:
             raise UserError(f"unknown solver {self.solver!r}; choose one of: {', '.join(SOLVER_CHOICES)}")
+        for name, value in self.params.items():
+            check_param(name, value)
+
+    def param(self, policy: str, key: str) -> float:
+        """The value of ``policy``'s parameter ``key``: set in ``params`` or its default."""
+        value = self.params.get(f"{policy}.{key}")
+        return float(get(policy).params[key].default if value is None else value)
 
     @property
     def resolved_solver(self) -> str:
@@ -63,25 +75,40 @@ AllocateFn = Callable[[Problem, PolicyOptions], Allocation]
 
 
 @dataclass(frozen=True)
+class Param:
+    """A number a policy lets the user set (one home for its default, bounds and meaning), so
+    the command line can check ``--policy-option`` before any simulation runs."""
+
+    default: float
+    low: float | None = None
+    high: float | None = None
+    help: str = ""
+
+
+@dataclass(frozen=True)
 class PolicyInfo:
     name: str
     allocate: AllocateFn
     description: str
     #: True when the policy uses history (options.state, job attained/prev_type)
     dynamic: bool = False
+    #: the parameters it declares (``{key: Param}``), read with :meth:`PolicyOptions.param`
+    params: Mapping[str, Param] = field(default_factory=dict)
 
 
 _REGISTRY: dict[str, PolicyInfo] = {}
 _loaded = False
 
 
-def register(name: str, description: str, dynamic: bool = False) -> Callable[[AllocateFn], AllocateFn]:
-    """Decorator: register ``fn`` under ``name`` (names are unique)."""
+def register(name: str, description: str, dynamic: bool = False,
+             params: Mapping[str, Param] | None = None) -> Callable[[AllocateFn], AllocateFn]:
+    """Decorator: register ``fn`` under ``name`` (names are unique), with the parameters it
+    declares."""
 
     def deco(fn: AllocateFn) -> AllocateFn:
         if name in _REGISTRY and _REGISTRY[name].allocate is not fn:
             raise RuntimeError(f"policy {name!r} registered twice")
-        _REGISTRY[name] = PolicyInfo(name, fn, description, dynamic)
+        _REGISTRY[name] = PolicyInfo(name, fn, description, dynamic, dict(params or {}))
         return fn
 
     return deco
@@ -119,3 +146,38 @@ def get(name: str) -> PolicyInfo:
 def allocate(name: str, problem: Problem, options: PolicyOptions | None = None) -> Allocation:
     """Run the policy called ``name`` on ``problem``."""
     return get(name).allocate(problem, options or PolicyOptions())
+
+
+def check_param(name: str, value: float) -> Param:
+    """The declared :class:`Param` called ``name`` (``policy.key``); a UserError when there is
+    none or ``value`` is outside its bounds."""
+    policy, _, key = name.partition(".")
+    info = get(policy)
+    if key not in info.params:
+        known = ", ".join(f"{policy}.{k}" for k in sorted(info.params)) or "none"
+        raise UserError(f"policy {policy!r} has no parameter {key!r}; its parameters: {known}")
+    spec = info.params[key]
+    if not math.isfinite(value) or (spec.low is not None and value < spec.low) or (
+            spec.high is not None and value > spec.high):
+        lo = "-inf" if spec.low is None else f"{spec.low:g}"
+        hi = "inf" if spec.high is None else f"{spec.high:g}"
+        raise UserError(f"{name}={value:g} is outside [{lo}, {hi}] ({spec.help})")
+    return spec
+
+
+def parse_params(items: Iterable[str]) -> dict[str, float]:
+    """``["hops.lambda=2", ...]`` -> ``{"hops.lambda": 2.0}``, every item checked
+    (:func:`check_param`); a UserError naming the item otherwise."""
+    out: dict[str, float] = {}
+    for item in items:
+        name, eq, text = item.partition("=")
+        name = name.strip()
+        if not eq or "." not in name:
+            raise UserError(f"--policy-option {item!r}: expected POLICY.KEY=VALUE (e.g. hops.lambda=2)")
+        try:
+            value = float(text)
+        except ValueError:
+            raise UserError(f"--policy-option {item!r}: {text.strip()!r} is not a number") from None
+        check_param(name, value)
+        out[name] = value
+    return out

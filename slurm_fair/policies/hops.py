@@ -1,194 +1,180 @@
-"""Hops (SoCC 2024): node-level heterogeneity, weighted ILP placement for latency-ratio fairness,
-and fragment filling with low-sensitivity jobs.
+"""Hops (SoCC 2024) as its paper describes it (``/work/shared/papers/hops.md``; every choice
+where the paper is silent is listed in ``docs/policies/hops.md``).
 
-1. **Latency ratio (LRF).** For every job an estimate of its latency ratio if it ran from now on
-   at full speed: ``LR_j = (age_s + R_j) / (attained_s + R_j)`` with ``R_j = remaining_work /
-   max_k T_jk`` (its remaining run time alone on its fastest type; without ``remaining_work``
-   one round). A job that waited long relative to its size has a high ratio.
-2. **Node-level throughput.** A node's speed factor (``NodeCapacity.speed``, e.g. a slower host
-   CPU or network) multiplies ``T_jk``; the ILP sees each type at the mean speed of its nodes, and
-   the placement step puts the most sensitive of the placed jobs on the fastest nodes
-   (``Allocation.nodes``, honoured by the shared rounding step when there is room).
-3. **Weighted ILP.** The *candidates* are the jobs in decreasing ``LR`` until their GPUs reach the
-   cluster's capacity (the jobs LRF says deserve to run now). The ILP chooses binaries
-   ``a_jk`` maximising ``sum LR_j ** ALPHA * n_jk * speed_k * a_jk`` with ``sum_k a_jk <= 1`` and
-   ``sum_j g_j a_jk <= C_k``.
-4. **Fragment filling.** GPUs left over (gangs that did not fit, slow types nobody chose) are
-   filled with the remaining jobs in increasing *sensitivity* ``1 - min_k n_jk`` (a job whose
-   speed varies least across types loses least on a leftover GPU), each on the free type where
-   it is fastest.
+One round is two plans, each the same three steps:
 
-Our own choices (no public code exists): the LR estimate, ``ALPHA = 1``, the candidate cut,
-type-level ILP with per-type mean speed, the sensitivity measure, and objective coefficients
-rounded to 3 significant digits so a round whose model is unchanged reuses the last solution
-(kept in ``options.state``). See ``docs/policies/hops.md``.
+1. **Queue and window.** Every job's priority is its latency ratio ``LR = W / A`` (Eqs. 6, 8;
+   :func:`slurm_fair.fairness.latency_ratio`): ``W`` the time it has waited so far (time in the
+   system minus time run, so a requeued job's waits add up), ``A`` its age (Eq. 9,
+   :func:`slurm_fair.fairness.age_s`): the time it has run plus its remaining work's predicted
+   run time averaged over the types by GPU share. The window is the queue head (decreasing LR)
+   up to the job whose minimum demand (our jobs are rigid: its ``g``) brings the sum to the
+   cluster's total GPUs; only window jobs enter the plan's ILP.
+2. **Configurations** (:mod:`._hops_configs`): per node, spread only for placement-insensitive
+   jobs (Eq. 10, threshold ``hops.sigma``).
+3. **Weighted ILP** (:mod:`._hops_ilp`, Eqs. 11-13): ``(prio + b)^lambda x G``, ``lambda`` =
+   ``hops.lambda``, relative MIP gap ``hops.gap``.
+
+The first plan re-plans every job on the whole cluster (jobs may change type and count between
+rounds, §3.6). The second is the paper's in-round re-plan on the GPUs the first left idle: the
+window recomputed over the jobs still waiting, plus the *sensitivity adjustment* (jobs beyond
+the window with below-average placement sensitivity promoted into the idle GPUs). The engine
+calls a policy once per round, so plans on GPUs freed mid-round are left to the simulator's
+``--fill-between-rounds`` (Slurm's backfill does the same on the real cluster).
+
+Output: ``x[j] = {type: 1.0}`` for the placed jobs and ``Allocation.nodes`` naming their nodes
+(the rounding step honours them when there is room). ``options.state["hops_nodes"]`` keeps this
+round's nodes so a job that stays on its type keeps them next round.
 """
 
 from __future__ import annotations
 
+import math
 import time
-
-import pulp
+from typing import Mapping
 
 from .. import fairness
 from ..errors import SolverError
 from ..model import Allocation, Job, Problem
-from ..solver import solve
-from . import PolicyOptions, register
+from . import Param, PolicyOptions, register
+from ._hops_configs import SIGMA, Config, classes, configurations, job_sensitivity, pack
+from ._hops_ilp import solve_plan
 from ._lp import fallback_allocation
 
-ALPHA = 1.0
+PARAMS = {
+    "lambda": Param(1.0, 0.0, 10.0, "exponent of (prio + b) in the ILP's weights; 0: max throughput"),
+    "sigma": Param(SIGMA, 1.0, None, "placement sensitivity above which a job is never spread"),
+    "gap": Param(0.01, 0.0, 0.5, "relative MIP gap of the ILP"),
+}
 
 
-def latency_ratio_estimate(job: Job, round_s: float) -> float:
-    """:func:`slurm_fair.fairness.slowdown` if the job ran from now on at full speed: JCT
-    ``age + R`` over time alone ``attained + R`` (``R`` its remaining time alone)."""
-    best = job.best_throughput
-    rem = float(job.remaining_work) / best if job.remaining_work is not None and best > 0 else round_s
-    return fairness.slowdown(float(job.age_s or 0.0) + rem, max(job.attained_s + rem, 1e-9))
+def wait_s(job: Job) -> float:
+    """``W``: time in the system minus time run (a requeued job's waits add up)."""
+    return max(0.0, float(job.age_s or 0.0) - job.attained_s)
 
 
-def sensitivity(job: Job, types: list[str]) -> float:
-    """``1 - min_k n_jk`` over the types it can run on (0: the same speed everywhere)."""
-    ns = [job.normalised(k) for k in types if job.normalised(k) > 0]
-    return 1.0 - min(ns) if ns else 1.0
+def age(job: Job, capacity: Mapping[str, int], round_s: float) -> float:
+    """``A`` (Eq. 9) refreshed as the job runs: the time it has run plus the predicted run time
+    of its remaining work (:func:`slurm_fair.fairness.age_s`); one round when the remaining work
+    is unknown. For a job that never ran it is exactly Eq. 9 on its whole work."""
+    if job.remaining_work is None:
+        return job.attained_s + round_s
+    return job.attained_s + fairness.age_s(float(job.remaining_work), job.throughput, capacity)
 
 
-def type_speeds(problem: Problem) -> dict[str, float]:
-    """Mean node speed per type, GPU-weighted (1.0 without node structure)."""
-    out: dict[str, float] = {}
-    for k in problem.types:
-        nodes = [n for n in problem.nodes if n.gpu_type == k]
-        total = sum(n.gpus for n in nodes)
-        out[k] = sum(n.speed * n.gpus for n in nodes) / total if total else 1.0
+def priority(job: Job, capacity: Mapping[str, int], round_s: float) -> float:
+    """``prio = LR = W / A``."""
+    return fairness.latency_ratio(wait_s(job), age(job, capacity, round_s))
+
+
+def window(queue: list[Job], total_gpus: int) -> list[Job]:
+    """The queue head up to and including the job whose demand brings the sum to ``total_gpus``."""
+    out, demand = [], 0
+    for job in queue:
+        if demand >= total_gpus:
+            break
+        out.append(job)
+        demand += job.gpus
     return out
 
 
-def _node_choice(problem: Problem, placed: dict[str, str], order: list[Job]) -> dict[str, tuple[str, ...]]:
-    """Fastest nodes first for the most sensitive placed jobs: whole gangs on one node when
-    possible (fastest such node, then the fullest), else the fastest nodes with room."""
-    free = {n.name: n.gpus for n in problem.nodes}
-    speed = {n.name: n.speed for n in problem.nodes}
-    by_type: dict[str, list[str]] = {}
-    for n in problem.nodes:
-        by_type.setdefault(n.gpu_type, []).append(n.name)
-    hints: dict[str, tuple[str, ...]] = {}
-    for job in order:
-        k = placed.get(job.id)
-        if k is None:
+def promote(win: list[Job], queue: list[Job], idle: int, rho: Mapping[str, float]) -> list[Job]:
+    """The sensitivity adjustment: while the window's mean sensitivity is above the queue's,
+    promote jobs from beyond the window (queue order) that are below the queue's mean and fit
+    in the GPUs still idle (decremented as jobs are promoted). Jobs of unknown sensitivity
+    count in neither mean and are never promoted."""
+    known = [rho[j.id] for j in queue if math.isfinite(rho[j.id])]
+    if not known:
+        return []
+    q_mean = sum(known) / len(known)
+    in_win = [rho[j.id] for j in win if math.isfinite(rho[j.id])]
+    inside = {j.id for j in win}
+    out: list[Job] = []
+    for job in queue:
+        if in_win and sum(in_win) / len(in_win) <= q_mean:
+            break
+        if job.id in inside or not rho[job.id] < q_mean or job.gpus > idle:
             continue
-        names = by_type.get(k, [])
-        whole = [m for m in names if free[m] >= job.gpus]
-        if whole:
-            m = min(whole, key=lambda m: (-speed[m], free[m], m))
-            free[m] -= job.gpus
-            hints[job.id] = (m,)
-            continue
-        need, picked = job.gpus, []
-        for m in sorted(names, key=lambda m: (-speed[m], -free[m], m)):
-            if need <= 0:
-                break
-            if free[m] > 0:
-                use = min(free[m], need)
-                free[m] -= use
-                need -= use
-                picked.append(m)
-        if need <= 0:
-            hints[job.id] = tuple(picked)
-    return hints
+        out.append(job)
+        in_win.append(rho[job.id])
+        idle -= job.gpus
+    return out
 
 
-@register("hops", "Hops: latency-ratio weighted ILP placement, node speed aware, fragments filled with low-sensitivity jobs", dynamic=True)
+@register("hops", "Hops: latency-ratio window, weighted ILP over per-node configurations, "
+          "spread and fragment filling for placement-insensitive jobs", dynamic=True, params=PARAMS)
 def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
-    types = problem.types
-    lr = {j.id: latency_ratio_estimate(j, options.round_s) for j in problem.jobs}
-    speeds = type_speeds(problem)
-    capacity = sum(problem.gpu_types.values())
-    ranked = sorted(problem.jobs, key=lambda j: (-lr[j.id], j.id))
-    candidates: list[Job] = []
-    demand = 0
-    for j in ranked:
-        if demand >= capacity:
-            break
-        if j.best_throughput > 0:
-            candidates.append(j)
-            demand += j.gpus
-
-    model = pulp.LpProblem("hops", pulp.LpMaximize)
-    a: dict[tuple[str, str], pulp.LpVariable] = {}
-    obj: dict[pulp.LpVariable, float] = {}
-    by_type: dict[str, dict] = {k: {} for k in types}
-    for i, j in enumerate(candidates):
-        row = {}
-        for t, k in enumerate(types):
-            n = j.normalised(k)
-            if n <= 0 or j.gpus > problem.gpu_types[k]:
-                continue
-            v = pulp.LpVariable(f"a_{i}_{t}", cat=pulp.LpBinary)
-            a[j.id, k] = v
-            obj[v] = float(f"{(lr[j.id] ** ALPHA) * n * speeds[k]:.3g}")
-            row[v] = 1.0
-            by_type[k][v] = float(j.gpus)
-        if row:
-            model += pulp.LpConstraint(pulp.LpAffineExpression(row), pulp.LpConstraintLE, None, 1.0)
-    placed: dict[str, str] = {}
-    solver_name = "none"
-    # each candidate on its own best type, if that fits all at once, is the ILP's optimum
-    best = {}
-    for (jid, k), v in a.items():
-        if jid not in best or (obj[v], k) > (obj[a[jid, best[jid]]], best[jid]):
-            best[jid] = k
-    gpus_of = {j.id: j.gpus for j in candidates}
-    used: dict[str, int] = {}
-    for jid, k in best.items():
-        used[k] = used.get(k, 0) + gpus_of[jid]
-    if all(u <= problem.gpu_types[k] for k, u in used.items()):
-        placed = dict(best)
-    elif a:
-        # the same model as last round (coefficients to 3 significant digits): same optimum
-        key = (tuple(sorted((jid, k, obj[v], gpus_of[jid]) for (jid, k), v in a.items())),
-               tuple(sorted(problem.gpu_types.items())))
-        memo = options.state.setdefault("hops_memo", {})
-        if key in memo:
-            placed = dict(memo[key])
-        else:
-            model += pulp.LpAffineExpression(obj)
-            for k, terms in by_type.items():
-                if terms:
-                    model += pulp.LpConstraint(pulp.LpAffineExpression(terms), pulp.LpConstraintLE, None,
-                                               float(problem.gpu_types[k]))
-            try:
-                res = solve(model, options.solver, options.time_limit_s, options.keep_lp_dir)
-            except SolverError as exc:
-                return fallback_allocation(problem, "hops", exc, started)
-            solver_name = res.solver
-            placed = {jid: k for (jid, k), v in a.items() if (v.varValue or 0.0) > 0.5}
-            memo.clear()  # only the last model: rounds repeat the previous one, not older ones
-            memo[key] = dict(placed)
-
-    # fragment filling: leftovers to the least sensitive waiting jobs
-    free = {k: int(c) for k, c in problem.gpu_types.items()}
-    gpus = {j.id: j.gpus for j in problem.jobs}
-    for jid, k in placed.items():
-        free[k] -= gpus[jid]
-    fillers: list[str] = []
-    waiting = sorted(
-        (j for j in problem.jobs if j.id not in placed and j.best_throughput > 0),
-        key=lambda j: (sensitivity(j, types), -lr[j.id], j.id),
-    )
-    for j in waiting:
-        options_k = sorted((k for k in types if j.normalised(k) > 0 and free[k] >= j.gpus),
-                           key=lambda k: (-j.normalised(k) * speeds[k], k))
-        if options_k:
-            placed[j.id] = options_k[0]
-            free[options_k[0]] -= j.gpus
-            fillers.append(j.id)
-
-    nodes: dict[str, tuple[str, ...]] = {}
+    lam, sigma, gap = (options.param("hops", k) for k in ("lambda", "sigma", "gap"))
+    capacity = {k: int(c) for k, c in problem.gpu_types.items()}
+    total = sum(capacity.values())
+    prio = {j.id: priority(j, capacity, options.round_s) for j in problem.jobs}
+    rho = {j.id: job_sensitivity(j) for j in problem.jobs}
+    queue = sorted((j for j in problem.jobs if j.best_throughput > 0),
+                   key=lambda j: (-prio[j.id], -float(j.age_s or 0.0), j.id))
     if problem.nodes:
-        order = sorted(problem.jobs, key=lambda j: (-sensitivity(j, types), -j.gpus, j.id))
-        nodes = _node_choice(problem, placed, order)
-    x = {j.id: ({placed[j.id]: 1.0} if j.id in placed else {}) for j in problem.jobs}
-    return Allocation("hops", x, "optimal", solver_name, time.perf_counter() - started, nodes=nodes,
-                      info={"latency_ratio": lr, "fragment_fillers": fillers})
+        free = {n.name: n.gpus for n in problem.nodes}
+    else:
+        free = dict(capacity)
+    memory = options.state.get("hops_nodes", {})
+    prefer = {j.id: memory[j.id] for j in problem.jobs if j.id in memory and j.prev_type}
+    placed: dict[str, tuple[str, dict[str, int]]] = {}
+    info: dict[str, object] = {"latency_ratio": prio, "plans": []}
+    solver_name = "none"
+    for step in ("first", "replan"):
+        waiting = [j for j in queue if j.id not in placed]
+        idle = sum(free.values())
+        if not waiting or idle <= 0:
+            break
+        win = window(waiting, total)
+        promoted = promote(win, waiting, idle, rho) if step == "replan" else []
+        try:
+            got, stats = _plan(problem, win + promoted, free, prio, lam, sigma, gap, options, prefer)
+        except SolverError as exc:
+            return fallback_allocation(problem, "hops", exc, started)
+        if stats["solver"] != "none":
+            solver_name = str(stats["solver"])
+        for jid, (k, on) in got.items():
+            placed[jid] = (k, on)
+            if problem.nodes:
+                for n, g in on.items():
+                    free[n] -= g
+            else:
+                free[k] -= next(j.gpus for j in problem.jobs if j.id == jid)
+        info["plans"].append({"step": step, "window": len(win), "promoted": [j.id for j in promoted],
+                              "placed": len(got), **stats})  # type: ignore[union-attr]
+    options.state["hops_nodes"] = {jid: on for jid, (_, on) in placed.items() if on}
+    x = {j.id: ({placed[j.id][0]: 1.0} if j.id in placed else {}) for j in problem.jobs}
+    nodes = {jid: tuple(sorted(on)) for jid, (_, on) in placed.items() if on}
+    info["node_gpus"] = {jid: dict(on) for jid, (_, on) in placed.items() if on}
+    return Allocation("hops", x, "optimal", solver_name, time.perf_counter() - started, nodes=nodes, info=info)
+
+
+def _plan(problem: Problem, jobs: list[Job], free: dict[str, int], prio: Mapping[str, float], lam: float,
+          sigma: float, gap: float, options: PolicyOptions,
+          prefer: Mapping[str, Mapping[str, int]]) -> tuple[dict[str, tuple[str, dict[str, int]]], dict[str, object]]:
+    """One plan on the GPUs ``free``: configurations, the ILP, the nodes named."""
+    if problem.nodes:
+        cls = classes(problem.nodes, free, per_node=any(j.hosts is not None for j in jobs))
+        class_of = {n: cid for cid, c in cls.items() for n in c.names}
+        capacity = {cid: (c.gpus, len(c.names), c.free) for cid, c in cls.items()}
+    else:
+        cls, class_of = {}, {}
+        capacity = {k: (f, f, f) for k, f in free.items() if f > 0}
+    rows = []
+    for job in jobs:
+        cfgs = configurations(job, free, problem.nodes, class_of, sigma)
+        if cfgs:
+            rows.append((job, prio[job.id], cfgs))
+    plan = solve_plan(rows, capacity, lam, gap, options.solver, options.time_limit_s, options.keep_lp_dir)
+    stats: dict[str, object] = {"solver": plan.solver, "binaries": plan.binaries, "seconds": round(plan.seconds, 4)}
+    by_id = {j.id: j for j in jobs}
+    if not problem.nodes:
+        return {jid: (c.gpu_type, {}) for jid, c in plan.chosen.items()}, stats
+    chosen: list[tuple[Job, Config]] = [(by_id[jid], c) for jid, c in plan.chosen.items()]
+    chosen.sort(key=lambda jc: (-prio[jc[0].id], jc[0].id))
+    named, failed = pack(chosen, cls, prefer)
+    stats["unpacked"] = failed
+    return {jid: (plan.chosen[jid].gpu_type, on) for jid, on in named.items()}, stats
+
+

@@ -84,6 +84,8 @@ class SimConfig:
     requeue_hold_s: float = 0.0
     #: start waiting jobs on GPUs freed, and arrivals, inside a round (Slurm is work-conserving)
     fill_between_rounds: bool = False
+    #: policy parameters (``{"hops.lambda": 2.0}``, PolicyOptions.params)
+    policy_params: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -198,7 +200,7 @@ class Simulator:
         samples: list[RoundSample] = []
         options = PolicyOptions(
             solver=cfg.solver, time_limit_s=cfg.time_limit_s, keep_lp_dir=cfg.keep_lp_dir,
-            round_s=cfg.round_s, fork_sync=cfg.fork_sync, state=self.state,
+            round_s=cfg.round_s, fork_sync=cfg.fork_sync, state=self.state, params=dict(cfg.policy_params),
         )
         cache_key: frozenset[str] | None = None
         cached: tuple[Problem, Allocation, Problem, tuple[bool | None, bool | None]] | None = None

@@ -19,7 +19,7 @@ from slurm_fair import fairness, policies
 from slurm_fair.jobgroups import groups_of
 from slurm_fair.model import Job, Problem
 from slurm_fair.policies import PolicyOptions
-from slurm_fair.policies.hops import latency_ratio_estimate
+from slurm_fair.policies.hops import priority
 from slurm_fair.report import tables
 from slurm_fair.report.data import JobSpeed, ReportInputs, normalise
 from slurm_fair.report.jobs import ftf_frame, jobs_frame
@@ -139,10 +139,11 @@ def test_latency_ratio_has_one_definition():
     rec = metrics.JobRecord("j", "t", 0.0, 300.0, 1300.0, "k80", 1, work=2000.0, throughput={"v100": 4.0, "k80": 2.0})
     # alone on v100: 2000 / 4 = 500 s; JCT 1300 s
     assert metrics.job_latency_ratio(rec) == fairness.slowdown(1300.0, 500.0) == pytest.approx(2.6)
-    hops = latency_ratio_estimate(Job("j", "t", 1, {"v100": 4.0}, remaining_work=400.0,
-                                      age_s=300.0, attained_s=100.0), 360.0)
-    # from now at full speed: JCT 300 + 100, alone 100 + 100
-    assert hops == fairness.slowdown(400.0, 200.0) == pytest.approx(2.0)
+    hops = priority(Job("j", "t", 1, {"v100": 4.0}, remaining_work=400.0, age_s=300.0, attained_s=100.0),
+                    {"v100": 1}, 360.0)
+    # Hops' priority is fairness.latency_ratio: W = 300 - 100, A = 100 run + 400 / 4 to go
+    assert hops == fairness.latency_ratio(200.0, fairness.age_s(400.0, {"v100": 4.0}, {"v100": 1}) + 100.0)
+    assert hops == pytest.approx(1.0)
 
 
 # --- SI and EF: the simulator's and the report's figures are fairness.is_* ---------------------
