@@ -16,6 +16,7 @@ import click
 
 from ..sim.engine import SimConfig
 from ..sim.scenario import ClusterSource, WorkloadSource, parse_speeds
+from ..sim.synthetic import MIXES
 from ..sim.workload import parse_weights
 from .options import solver_option, round_option, traces_option
 
@@ -53,6 +54,9 @@ workload_options = _group([
                  help="Arrivals per hour of --synthetic (Poisson)."),
     click.option("--max-duration-h", type=click.FloatRange(min=0, min_open=True), default=None,
                  help="Cap the durations drawn by --synthetic (hours)."),
+    click.option("--job-mix", type=click.Choice(MIXES), default="philly", show_default=True,
+                 help="GPU counts and durations of --synthetic: Philly's distribution, or Gavel's generator "
+                      "(the mix of Gavel's and Hops' load sweeps)."),
     click.option("--window", default=None, metavar="START:END", help="Keep arrivals in [START, END) seconds, re-based to START."),
     click.option("--max-jobs", type=click.IntRange(min=1), default=None, help="Keep at most N jobs per tenant (after --window)."),
     click.option("--static", is_flag=True, help="All jobs arrive at time 0 (makespan experiments)."),
@@ -60,7 +64,7 @@ workload_options = _group([
                  help="Tenant weight (default 1, or the CSV weight column)."),
 ], "workload", lambda v: WorkloadSource(
     traces=v["traces"], synthetic=v["synthetic"], tenants=v["tenants"], seed=v["seed"], rate_per_hour=v["rate"],
-    max_duration_h=v["max_duration_h"], window=v["window"], max_jobs=v["max_jobs"], static=v["static"],
+    max_duration_h=v["max_duration_h"], job_mix=v["job_mix"], window=v["window"], max_jobs=v["max_jobs"], static=v["static"],
     weights=parse_weights(v["weights"]),
 ))
 

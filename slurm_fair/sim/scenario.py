@@ -31,6 +31,7 @@ class WorkloadSource:
     seed: int = 0
     rate_per_hour: float = 20.0
     max_duration_h: float | None = None
+    job_mix: str = "philly"
     window: str | None = None
     max_jobs: int | None = None
     static: bool = False
@@ -91,7 +92,7 @@ def build_workload(source: WorkloadSource, table: ThroughputTable) -> Workload:
         return load_traces(source.traces, table, window, source.max_jobs, source.static, source.weights)
     max_duration_s = source.max_duration_h * 3600 if source.max_duration_h else None
     generated = generate(source.synthetic or 0, source.tenants, source.seed, source.rate_per_hour, table,
-                         max_duration_s)
+                         max_duration_s, source.job_mix)
     selected = select(generated.jobs, window, source.max_jobs, source.static)
     if not selected:
         raise UserError("no synthetic job arrives inside the window")
