@@ -110,7 +110,10 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
     total = sum(capacity.values())
     prio = {j.id: priority(j, capacity, options.round_s) for j in problem.jobs}
     rho = {j.id: job_sensitivity(j) for j in problem.jobs}
-    queue = sorted((j for j in problem.jobs if j.best_throughput > 0),
+    # the queue holds the jobs the cluster can hold at all: a gang no type can hold even empty
+    # would take a place in the window (its demand counted against the total) and never run
+    queue = sorted((j for j in problem.jobs
+                    if any(t > 0 and problem.holds(j, k) for k, t in j.throughput.items())),
                    key=lambda j: (-prio[j.id], -float(j.age_s or 0.0), j.id))
     if problem.nodes:
         free = {n.name: n.gpus for n in problem.nodes}
