@@ -21,7 +21,7 @@ def report() -> tables.Report:
 
 def test_json_schema_is_stable(report):
     doc = json.loads(render.render_json(report))
-    assert doc["schema"] == "slurm-fair/report/v1"
+    assert doc["schema"] == "slurm-fair/report/v2"
     assert set(doc) == {"schema", "generated_at", "window", "tenant_filter", "cluster", "tenants", "jobs",
                         "controller", "not_computed", "notes"}
     bob = next(t for t in doc["tenants"] if t["tenant"] == "bob")
