@@ -186,15 +186,21 @@ def render_table(r: Report, width: int | None = None) -> str:
     con.print(t)
 
     t = Table(title="Tenants (SI ratio >= 1: at least its equal share's best use)", title_justify="left")
-    heads = ["tenant", "weight", "entitled", "received", "GPU-h", "NT-h", "SI ratio",
-             "jobs", "wait mean", "JCT mean", "FTF rho mean/max", "LR mean/max"]
-    for c in heads:
+    for c in ["tenant", "weight", "entitled", "received", "GPU-h", "NT-h", "SI ratio", "jobs"]:
         t.add_column(c, justify="left" if c == "tenant" else "right")
     for row in r.tenants.to_dict("records"):
         t.add_row(row["tenant"], _fmt(row["weight"]), _fmt(row["entitled_share"], "pct"),
                   _fmt(row["received_share"], "pct"), _fmt(row["gpu_hours"]), _fmt(row["nt_hours"]),
-                  _fmt(row["si_ratio"], "ratio"), f"{row['jobs']} ({row['completed']} done)",
-                  _fmt(row["wait_mean_s"], "dur"), _fmt(row["jct_mean_s"], "dur"),
+                  _fmt(row["si_ratio"], "ratio"), f"{row['jobs']} ({row['completed']} done)")
+    con.print(t)
+
+    t = Table(title="Tenants' jobs (FTF rho = JCT / JCT alone on its share; LR = wait / age, Hops)",
+              title_justify="left")
+    for c in ["tenant", "wait mean", "wait max", "JCT mean", "FTF rho mean/max", "LR mean/max"]:
+        t.add_column(c, justify="left" if c == "tenant" else "right")
+    for row in r.tenants.to_dict("records"):
+        t.add_row(row["tenant"], _fmt(row["wait_mean_s"], "dur"), _fmt(row["wait_max_s"], "dur"),
+                  _fmt(row["jct_mean_s"], "dur"),
                   f"{_fmt(row['ftf_rho_mean'], 'ratio')}/{_fmt(row['ftf_rho_max'], 'ratio')}",
                   f"{_fmt(row['latency_ratio_mean'], 'ratio')}/{_fmt(row['latency_ratio_max'], 'ratio')}")
     con.print(t)
