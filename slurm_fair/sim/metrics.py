@@ -196,10 +196,12 @@ def job_slowdown(record: JobRecord) -> float | None:
 def job_age(record: JobRecord, capacity: Mapping[str, int]) -> float | None:
     """Hops' age ``A`` of the job (:func:`slurm_fair.fairness.age_s`: its no-wait run time
     averaged over the cluster's types by GPU share), from its total work and throughputs.
-    Without them (a real-cluster record) the best estimate of its no-wait run time is the time
-    it ran."""
-    if record.work is not None and any(v > 0 for v in record.throughput.values()):
-        return fairness.age_s(record.work, record.throughput, capacity)
+    Without them (a real-cluster record), or when it can run on no type of ``capacity`` (the
+    report's rule too), the best estimate of its no-wait run time is the time it ran."""
+    if record.work is not None:
+        age = fairness.age_s(record.work, record.throughput, capacity)
+        if math.isfinite(age):
+            return age
     return record.ran_s()
 
 
