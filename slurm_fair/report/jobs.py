@@ -1,8 +1,11 @@
-"""The jobs table: one row per accounting record with its window figures, then each completed
-job's wait, JCT and finish-time fairness ``rho = JCT / JCT_iso`` (docs/reports.md: jobs).
+"""The jobs table: one row per accounting record with its window figures, then each job's wait
+and each completed job's JCT, finish-time fairness ``rho = JCT / JCT_iso`` and Hops' latency
+ratio ``W / A`` (docs/reports.md: jobs).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pandas as pd
@@ -69,23 +72,29 @@ def jobs_frame(inputs: ReportInputs) -> pd.DataFrame:
 
 
 def ftf_frame(jobs: pd.DataFrame, inputs: ReportInputs, missing: list[NotComputed]) -> pd.DataFrame:
-    """Wait, JCT and ``rho`` of each completed job, on its final run's row (earlier runs of a
-    requeued job: NaN); ``JCT_iso`` as in docs/reports.md. A job's wait is from its first
-    submission to its first start, its JCT from its first submission to its end, its work the
-    elapsed time of all its runs."""
+    """Wait of each job that started; JCT, ``rho``, age and latency ratio of each completed job;
+    all on its final run's row (earlier runs of a requeued job: NaN); ``JCT_iso`` as in
+    docs/reports.md. A job's JCT is from its first submission to its end, its wait the part of
+    that (up to now for a job not ended) it did not run (the simulator's wait: the gaps between
+    the runs of a requeued job count), its work the elapsed time of all its runs."""
     df = jobs.copy()
-    df["wait_s"] = np.where(df["final"], (df["first_start"] - df["first_submit"]).dt.total_seconds(), np.nan)
+    now = pd.Timestamp(inputs.now)
+    # a run still going has run from its start until now (sacct's Elapsed so far)
+    so_far = df["elapsed_s"].where(df["end"].notna(), (now - df["start"]).dt.total_seconds().clip(lower=0.0))
+    ran = so_far.groupby(df["job_id"]).transform("sum")
+    span = (df["end"].fillna(now) - df["first_submit"]).dt.total_seconds()
+    df["wait_s"] = np.where(df["final"] & df["first_start"].notna(), np.maximum(0.0, span - ran), np.nan)
     df["jct_s"] = (df["end"] - df["first_submit"]).dt.total_seconds()
     done = (df["final"] & df["state"].eq("COMPLETED") & df["end"].notna() & df["start"].notna()
             & df["first_submit"].notna())
     df.loc[~done, "jct_s"] = np.nan
-    df["jct_iso_s"] = np.nan
-    df["ftf_rho"] = np.nan
+    for c in ("jct_iso_s", "ftf_rho", "age_s", "latency_ratio"):
+        df[c] = np.nan
     if not done.any():
-        missing.append(NotComputed("JCT and finish-time fairness", "no completed jobs in the window"))
+        missing.append(NotComputed("JCT, finish-time fairness and latency ratio", "no completed jobs in the window"))
         return df
     if not inputs.capacity:
-        missing.append(NotComputed("finish-time fairness", "no GPU capacity known"))
+        missing.append(NotComputed("finish-time fairness and latency ratio", "no GPU capacity known"))
         return df
     types = sorted(inputs.capacity)
     stop = pd.Timestamp(inputs.now)
@@ -113,10 +122,38 @@ def ftf_frame(jobs: pd.DataFrame, inputs: ReportInputs, missing: list[NotCompute
             rho[i] = fairness.ftf_rho(jct[i], jct_iso)
     df["jct_iso_s"] = iso
     df["ftf_rho"] = rho
+    _latency_ratios(df, done.to_numpy(), all_jobs, work, inputs)
     if df.loc[done, "ftf_rho"].isna().any():
         missing.append(NotComputed("finish-time fairness of some jobs",
                                    "the job's GPU type has no capacity now, so its isolated share is 0"))
     return df
+
+
+def _latency_ratios(df: pd.DataFrame, done: np.ndarray, all_jobs: list[Job], work: np.ndarray,
+                    inputs: ReportInputs) -> None:
+    """Hops' age ``A`` (:func:`slurm_fair.fairness.age_s` of the job's work in seconds on its
+    fastest type, its ``n_jk`` and the cluster's capacity) and ``LR = W / A`` of each completed
+    job. A job that can run on no GPU type with capacity now has its run time as its age."""
+    age = np.full(len(df), np.nan)
+    lr = np.full(len(df), np.nan)
+    wait = df["wait_s"].to_numpy()
+    for i in np.flatnonzero(done):
+        a = fairness.age_s(float(work[i]), all_jobs[i].throughput, inputs.capacity)
+        age[i] = a if math.isfinite(a) else float(work[i])
+        lr[i] = fairness.latency_ratio(float(wait[i]), age[i])
+    df["age_s"] = age
+    df["latency_ratio"] = lr
+
+
+def wait_summary(jobs: pd.DataFrame) -> dict[str, float | None]:
+    """Over all jobs of the report: mean wait (jobs that started), mean and max latency ratio
+    (completed jobs)."""
+    def stat(col: str, how: str) -> float | None:
+        v = jobs[col].dropna() if col in jobs else pd.Series(dtype=float)
+        return float(getattr(v, how)()) if len(v) else None
+
+    return {"wait_mean_s": stat("wait_s", "mean"), "latency_ratio_mean": stat("latency_ratio", "mean"),
+            "latency_ratio_max": stat("latency_ratio", "max")}
 
 
 def _speed(inputs: ReportInputs, job_id: str, gpu_type: str, types: list[str]) -> dict[str, float]:

@@ -85,10 +85,12 @@ def families(r: Report) -> list[Family]:
     si = fam("tenant_sharing_incentive_ratio",
              "Normalised throughput received over the best use of the tenant's weighted equal share (>= 1: SI held).")
     envy = fam("tenant_envy_ratio", "V_u((w_u/w_v) Y_v) / U_u over the window (> 1: tenant envies other).")
-    wait = fam("tenant_wait_mean_seconds", "Mean time from submission to start of the tenant's jobs that started.")
+    wait = fam("tenant_wait_mean_seconds", "Mean time since first submission not running, of the tenant's jobs that started.")
     jct = fam("tenant_job_completion_mean_seconds", "Mean JCT (end - submit) of the tenant's completed jobs.")
     ftf_mean = fam("tenant_finish_time_fairness_mean_ratio", "Mean rho = JCT / isolated JCT of completed jobs.")
     ftf_max = fam("tenant_finish_time_fairness_max_ratio", "Largest rho = JCT / isolated JCT of completed jobs.")
+    lr_mean = fam("tenant_latency_ratio_mean_ratio", "Mean Hops latency ratio wait / age of completed jobs.")
+    lr_max = fam("tenant_latency_ratio_max_ratio", "Largest Hops latency ratio wait / age of completed jobs.")
     jobs = fam("tenant_jobs", "GPU jobs of the tenant in the window.")
     for row in r.tenants.to_dict("records"):
         u = row["tenant"]
@@ -99,6 +101,8 @@ def families(r: Report) -> list[Family]:
         jct.add(row["jct_mean_s"], tenant=u)
         ftf_mean.add(row["ftf_rho_mean"], tenant=u)
         ftf_max.add(row["ftf_rho_max"], tenant=u)
+        lr_mean.add(row["latency_ratio_mean"], tenant=u)
+        lr_max.add(row["latency_ratio_max"], tenant=u)
         jobs.add(row["jobs"], tenant=u)
     for row in r.tenant_type.to_dict("records"):
         labels = {"tenant": row["tenant"], "gpu_type": row["gpu_type"]}
@@ -120,6 +124,12 @@ def families(r: Report) -> list[Family]:
         r.summary.get("efficiency"))
     fam("cluster_normalised_throughput_seconds", "E: normalised-throughput GPU-seconds of all jobs.").add(
         (r.summary.get("nt_hours") or math.nan) * 3600.0)
+    fam("cluster_wait_mean_seconds", "Mean time since first submission not running, of all jobs that started.").add(
+        r.summary.get("wait_mean_s"))
+    fam("cluster_latency_ratio_mean_ratio", "Mean Hops latency ratio wait / age of all completed jobs.").add(
+        r.summary.get("latency_ratio_mean"))
+    fam("cluster_latency_ratio_max_ratio", "Largest Hops latency ratio wait / age of all completed jobs.").add(
+        r.summary.get("latency_ratio_max"))
 
     c = r.controller
     fam("controller_cycles", "Controller cycles finished in the window.").add(c.get("cycles"))

@@ -1,6 +1,6 @@
 """A :class:`~.tables.Report` as text: a rich terminal table, CSV, JSON or one HTML page.
 
-The JSON schema (``slurm-fair/report/v1``) and the CSV layout are documented in
+The JSON schema (``slurm-fair/report/v2``) and the CSV layout are documented in
 ``docs/reports.md``; scripts rely on them, so change them only together with the version.
 Non-finite numbers (a ratio over zero) become ``null`` in JSON and an empty cell in CSV.
 """
@@ -21,17 +21,20 @@ from .. import templating
 from ..errors import SlurmFairError
 from .tables import Report
 
-SCHEMA = "slurm-fair/report/v1"
+SCHEMA = "slurm-fair/report/v2"
 FORMATS = ("table", "csv", "json", "html")
 
 TENANT_FIELDS = ["weight", "entitled_share", "received_share", "gpu_hours", "nt_hours",
                  "equal_share_value", "si_ratio", "jobs", "completed", "wait_mean_s", "wait_max_s",
-                 "jct_mean_s", "ftf_rho_mean", "ftf_rho_max"]
+                 "jct_mean_s", "ftf_rho_mean", "ftf_rho_max", "latency_ratio_mean", "latency_ratio_max"]
+#: figures over all jobs (the cluster section)
+OVERALL_FIELDS = ["nt_hours", "nt_hours_bound", "efficiency", "wait_mean_s", "latency_ratio_mean",
+                  "latency_ratio_max"]
 TYPE_FIELDS = ["gpu_hours", "nt_hours", "entitled_share", "entitled_gpu_hours", "received_share"]
 CLUSTER_FIELDS = ["gpus", "gpu_hours", "capacity_gpu_hours", "utilisation"]
 JOB_FIELDS = ["job_id", "tenant", "user", "state", "gpu_type", "gpus", "submit", "start", "end",
               "run_s", "active_s", "gpu_hours", "n", "nt_hours", "speed_source", "class",
-              "wait_s", "jct_s", "jct_iso_s", "ftf_rho"]
+              "wait_s", "jct_s", "jct_iso_s", "ftf_rho", "age_s", "latency_ratio"]
 
 
 def clean(v: Any) -> Any:
@@ -80,9 +83,7 @@ def to_document(r: Report) -> dict[str, Any]:
         "cluster": {
             "types": [{"gpu_type": c["gpu_type"], **{f: clean(c[f]) for f in CLUSTER_FIELDS}}
                       for c in r.cluster.to_dict("records")],
-            "nt_hours": clean(r.summary.get("nt_hours")),
-            "nt_hours_bound": clean(r.summary.get("nt_hours_bound")),
-            "efficiency": clean(r.summary.get("efficiency")),
+            **{f: clean(r.summary.get(f)) for f in OVERALL_FIELDS},
         },
         "tenants": tenants,
         "jobs": [{f: clean(j.get(f)) for f in JOB_FIELDS} for j in r.jobs.to_dict("records")],
@@ -108,7 +109,7 @@ def csv_rows(r: Report) -> list[list[Any]]:
     rows += [["window", "", "", "", k, doc["window"][k]] for k in ("since", "until", "hours")]
     for c in doc["cluster"]["types"]:
         rows += [["cluster", "", c["gpu_type"], "", f, c[f]] for f in CLUSTER_FIELDS]
-    rows += [["cluster", "", "", "", k, doc["cluster"][k]] for k in ("nt_hours", "nt_hours_bound", "efficiency")]
+    rows += [["cluster", "", "", "", k, doc["cluster"][k]] for k in OVERALL_FIELDS]
     for t in doc["tenants"]:
         rows += [["tenant", t["tenant"], "", "", f, t[f]] for f in TENANT_FIELDS]
         for ty in t["types"]:
@@ -116,7 +117,8 @@ def csv_rows(r: Report) -> list[list[Any]]:
         rows += [["envy", t["tenant"], "", v, "envy_ratio", x] for v, x in t["envy"].items()]
     for j in doc["jobs"]:
         rows += [["job", j["tenant"], j["gpu_type"], j["job_id"], f, j[f]]
-                 for f in ("gpus", "gpu_hours", "n", "nt_hours", "speed_source", "wait_s", "jct_s", "ftf_rho")]
+                 for f in ("gpus", "gpu_hours", "n", "nt_hours", "speed_source", "wait_s", "jct_s", "ftf_rho",
+                           "latency_ratio")]
     rows += [["controller", "", "", "", k, v] for k, v in doc["controller"].items()]
     rows += [["not_computed", "", "", n["figure"], "reason", n["reason"]] for n in doc["not_computed"]]
     rows += [["note", "", "", "", "note", n] for n in doc["notes"]]
@@ -172,6 +174,8 @@ def render_table(r: Report, width: int | None = None) -> str:
     con.print("NT-h = normalised-throughput-hours (GPU-hours x the job's relative speed on that type)")
     con.print(f"Cluster efficiency E/E*: {_fmt(eff, 'pct')}  (normalised-throughput-hours "
               f"{_fmt(r.summary.get('nt_hours'))} of at most {_fmt(r.summary.get('nt_hours_bound'))})")
+    con.print(f"All jobs: wait mean {_fmt(r.summary.get('wait_mean_s'), 'dur')}, latency ratio W/A mean/max "
+              f"{_fmt(r.summary.get('latency_ratio_mean'), 'ratio')}/{_fmt(r.summary.get('latency_ratio_max'), 'ratio')}")
 
     t = Table(title="Utilisation per GPU type", title_justify="left")
     for c in ("GPU type", "GPUs", "GPU-hours", "capacity GPU-h", "utilisation"):
@@ -182,16 +186,23 @@ def render_table(r: Report, width: int | None = None) -> str:
     con.print(t)
 
     t = Table(title="Tenants (SI ratio >= 1: at least its equal share's best use)", title_justify="left")
-    heads = ["tenant", "weight", "entitled", "received", "GPU-h", "NT-h", "SI ratio",
-             "jobs", "wait mean", "JCT mean", "FTF rho mean/max"]
-    for c in heads:
+    for c in ["tenant", "weight", "entitled", "received", "GPU-h", "NT-h", "SI ratio", "jobs"]:
         t.add_column(c, justify="left" if c == "tenant" else "right")
     for row in r.tenants.to_dict("records"):
         t.add_row(row["tenant"], _fmt(row["weight"]), _fmt(row["entitled_share"], "pct"),
                   _fmt(row["received_share"], "pct"), _fmt(row["gpu_hours"]), _fmt(row["nt_hours"]),
-                  _fmt(row["si_ratio"], "ratio"), f"{row['jobs']} ({row['completed']} done)",
-                  _fmt(row["wait_mean_s"], "dur"), _fmt(row["jct_mean_s"], "dur"),
-                  f"{_fmt(row['ftf_rho_mean'], 'ratio')}/{_fmt(row['ftf_rho_max'], 'ratio')}")
+                  _fmt(row["si_ratio"], "ratio"), f"{row['jobs']} ({row['completed']} done)")
+    con.print(t)
+
+    t = Table(title="Tenants' jobs (FTF rho = JCT / JCT alone on its share; LR = wait / age, Hops)",
+              title_justify="left")
+    for c in ["tenant", "wait mean", "wait max", "JCT mean", "FTF rho mean/max", "LR mean/max"]:
+        t.add_column(c, justify="left" if c == "tenant" else "right")
+    for row in r.tenants.to_dict("records"):
+        t.add_row(row["tenant"], _fmt(row["wait_mean_s"], "dur"), _fmt(row["wait_max_s"], "dur"),
+                  _fmt(row["jct_mean_s"], "dur"),
+                  f"{_fmt(row['ftf_rho_mean'], 'ratio')}/{_fmt(row['ftf_rho_max'], 'ratio')}",
+                  f"{_fmt(row['latency_ratio_mean'], 'ratio')}/{_fmt(row['latency_ratio_max'], 'ratio')}")
     con.print(t)
 
     t = Table(title="Per tenant and GPU type (received share = of the GPU-hours used on that type)",

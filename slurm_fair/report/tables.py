@@ -17,7 +17,9 @@ Every definition is written out in ``docs/reports.md``; the short version:
 * sharing-incentive ratio = ``U_u / V_u((w_u/W) C H)``; envy ``V_u((w_u/w_v) Y_v) / U_u``;
 * efficiency = ``E / E*`` with ``E* = V_all(C H)`` (all jobs as one tenant);
 * finish-time fairness ``rho = JCT / JCT_iso`` with :func:`slurm_fair.fairness.isolated_jct`
-  over the jobs active at the job's submission (the simulator's baseline, frozen then).
+  over the jobs active at the job's submission (the simulator's baseline, frozen then);
+* wait = time since first submission not running; Hops' latency ratio ``W / A`` with the age
+  :func:`slurm_fair.fairness.age_s` (per tenant and over all jobs, as the simulator's).
 
 Computations never raise for missing data: a figure that cannot be computed is left out and
 its reason appended to :attr:`Report.not_computed`.
@@ -33,7 +35,7 @@ import pandas as pd
 
 from .cycles import controller_summary
 from .data import ReportInputs
-from .jobs import ftf_frame, jobs_frame
+from .jobs import ftf_frame, jobs_frame, wait_summary
 from .missing import NotComputed
 from .usage import cluster_frame, tenant_frame, tenant_type_frame, timeline_frame
 from .window import Window
@@ -64,9 +66,10 @@ def build(inputs: ReportInputs, tenant: str | None = None) -> Report:
     missing: list[NotComputed] = []
     jobs = jobs_frame(inputs)
     jobs = ftf_frame(jobs, inputs, missing) if not jobs.empty else jobs.assign(
-        wait_s=[], jct_s=[], jct_iso_s=[], ftf_rho=[])
+        wait_s=[], jct_s=[], jct_iso_s=[], ftf_rho=[], age_s=[], latency_ratio=[])
     tt = tenant_type_frame(jobs, inputs)
     si, envy, summary = fairness_frames(jobs, tt, inputs, missing)
+    summary.update(wait_summary(jobs))
     tenants = tenant_frame(jobs, si, tt, inputs)
     cluster = cluster_frame(jobs, inputs, missing)
     timeline = timeline_frame(jobs, inputs)

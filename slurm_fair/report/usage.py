@@ -44,10 +44,11 @@ def tenant_type_frame(jobs: pd.DataFrame, inputs: ReportInputs) -> pd.DataFrame:
 
 
 def tenant_frame(jobs: pd.DataFrame, si: pd.DataFrame, tt: pd.DataFrame, inputs: ReportInputs) -> pd.DataFrame:
-    """One row per tenant: totals, shares, SI ratio, waiting time, JCT and rho statistics."""
+    """One row per tenant: totals, shares, SI ratio, waiting time, JCT, rho and latency ratio
+    statistics."""
     cols = ["tenant", "weight", "entitled_share", "received_share", "gpu_hours", "nt_hours",
             "equal_share_value", "si_ratio", "jobs", "completed", "wait_mean_s", "wait_max_s",
-            "jct_mean_s", "ftf_rho_mean", "ftf_rho_max"]
+            "jct_mean_s", "ftf_rho_mean", "ftf_rho_max", "latency_ratio_mean", "latency_ratio_max"]
     if jobs.empty:
         return pd.DataFrame(columns=cols)
     g = jobs.groupby("tenant")
@@ -60,6 +61,8 @@ def tenant_frame(jobs: pd.DataFrame, si: pd.DataFrame, tt: pd.DataFrame, inputs:
         "jct_mean_s": g["jct_s"].mean(),
         "ftf_rho_mean": g["ftf_rho"].mean(),
         "ftf_rho_max": g["ftf_rho"].max(),
+        "latency_ratio_mean": g["latency_ratio"].mean(),
+        "latency_ratio_max": g["latency_ratio"].max(),
     }).reset_index()
     total = df["gpu_hours"].sum()
     df["received_share"] = df["gpu_hours"] / total if total > 0 else 0.0

@@ -358,6 +358,7 @@ class Simulator:
             job_id=s.trace.id, tenant=s.trace.tenant, arrival_s=s.trace.arrival_s, start_s=s.start_s,
             end_s=s.end_s, gpu_type=main, gpus=s.trace.gpus, weight=self.workload.weight(s.trace.tenant),
             work=s.trace.total_steps, throughput=s.throughput, gpu_seconds=s.gpu_seconds,
+            run_s=s.attained_s,
         )
 
 

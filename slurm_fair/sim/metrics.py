@@ -4,11 +4,12 @@ Two inputs, both plain data, so the same code scores a simulation and a real clu
 records come from Slurm accounting):
 
 * :class:`JobRecord` - one job: tenant, arrival/start/end, GPU type and count; optionally its
-  total work and throughput per type (needed for finish-time fairness and latency ratios) and
-  its GPU-seconds per type (for shares; default: ``gpus * (end - start)`` on ``gpu_type``).
+  total work and throughput per type (needed for finish-time fairness, latency ratios and
+  slowdowns) and its GPU-seconds per type (for shares; default: ``gpus * (end - start)`` on
+  ``gpu_type``).
 * :class:`RoundSample` - one scheduling round: busy GPUs per type, normalised throughput,
   fragmented GPUs, fairness checks. :func:`samples_from_records` derives the time-based part
-  from job records when no simulator log exists.
+  and the fragmentation from job records when no simulator log exists.
 
 Definitions that are our own choices (docs/fairness.md leaves them open) are written at each function
 and in ``docs/simulator.md``.
@@ -47,6 +48,9 @@ class JobRecord:
     #: the runs of a job that was stopped and restarted: ``(start, end, gpu_type)`` each (empty:
     #: one run from ``start_s`` to ``end_s`` on ``gpu_type``)
     runs: tuple[tuple[float, float, str], ...] = ()
+    #: seconds it held GPUs (None: the sum of ``runs``, else ``end - start``); the simulator
+    #: knows it exactly (a job stopped and restarted between rounds has no ``runs``)
+    run_s: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "throughput", frozen_map(self.throughput))
@@ -69,6 +73,23 @@ class JobRecord:
     def jct_s(self) -> float | None:
         return None if self.end_s is None else self.end_s - self.arrival_s
 
+    def ran_s(self) -> float | None:
+        """Seconds it held GPUs (start latencies included: Slurm shows the job running then)."""
+        if self.run_s is not None:
+            return self.run_s
+        if self.runs:
+            return sum(max(0.0, b - a) for a, b, _ in self.runs)
+        if self.start_s is None or self.end_s is None:
+            return None
+        return max(0.0, self.end_s - self.start_s)
+
+    @property
+    def wait_s(self) -> float | None:
+        """Hops' ``W``: a finished job's time in the system not running, ``JCT - ran_s`` (the
+        wait before its first start plus every wait after a stop; None while unfinished)."""
+        jct, ran = self.jct_s, self.ran_s()
+        return None if jct is None or ran is None else max(0.0, jct - ran)
+
     def used_gpu_seconds(self) -> dict[str, float]:
         if self.gpu_seconds:
             return dict(self.gpu_seconds)
@@ -89,6 +110,8 @@ class RoundSample:
     busy_gpu_s: float | None = None
     #: sum over running jobs of their normalised throughput (n_jk of the speed realised)
     effective_throughput: float = 0.0
+    #: idle GPUs after the round's placement, of the types some waiting job can run on (0 when
+    #: no job waits); :func:`round_metrics` averages it over the rounds (Hops' Avg.frag)
     fragmented_gpus: int = 0
     #: None when not checked
     si_ok: bool | None = None
@@ -156,20 +179,47 @@ def ftf_rhos(records: Sequence[JobRecord], capacity: Mapping[str, int]) -> dict[
     return out
 
 
-def job_latency_ratio(record: JobRecord) -> float | None:
+def job_slowdown(record: JobRecord) -> float | None:
     """:func:`slurm_fair.fairness.slowdown` of a finished job: its JCT over ``work / max_k
     T_jk``. Without work and throughputs (real-cluster records) the denominator is the job's own
-    run time ``end - start``."""
+    run time."""
     if record.end_s is None:
         return None
     best = max(record.throughput.values(), default=0.0)
     if record.work is not None and best > 0:
         alone = record.work / best
-    elif record.start_s is not None:
-        alone = record.end_s - record.start_s
     else:
-        return None
+        alone = record.ran_s() or 0.0
     return fairness.slowdown(record.end_s - record.arrival_s, alone) if alone > 0 else None
+
+
+def job_age(record: JobRecord, capacity: Mapping[str, int]) -> float | None:
+    """Hops' age ``A`` of the job (:func:`slurm_fair.fairness.age_s`: its no-wait run time
+    averaged over the cluster's types by GPU share), from its total work and throughputs.
+    Without them (a real-cluster record), or when it can run on no type of ``capacity`` (the
+    report's rule too), the best estimate of its no-wait run time is the time it ran."""
+    if record.work is not None:
+        age = fairness.age_s(record.work, record.throughput, capacity)
+        if math.isfinite(age):
+            return age
+    return record.ran_s()
+
+
+def job_latency_ratio(record: JobRecord, capacity: Mapping[str, int]) -> float | None:
+    """Hops' latency ratio ``LR = W / A`` of a finished job (:func:`slurm_fair.fairness.
+    latency_ratio` of :attr:`JobRecord.wait_s` and :func:`job_age`); None while unfinished."""
+    wait, age = record.wait_s, job_age(record, capacity)
+    return None if wait is None or age is None else fairness.latency_ratio(wait, age)
+
+
+def wait_lr_stats(records: Iterable[JobRecord], capacity: Mapping[str, int]) -> dict[str, float | None]:
+    """Average wait, mean and max latency ratio of the finished jobs (Hops' Table 3/4 columns)."""
+    recs = [r for r in records if r.finished]
+    waits = [w for w in (r.wait_s for r in recs) if w is not None]
+    lrs = [x for x in (job_latency_ratio(r, capacity) for r in recs) if x is not None]
+    lr_mean, _, _, lr_max = _stats(lrs)
+    return {"avg_wait_s": float(np.mean(waits)) if waits else None,
+            "latency_ratio_mean": lr_mean, "latency_ratio_max": lr_max}
 
 
 def normalised(record: JobRecord, gpu_type: str) -> float:
@@ -188,11 +238,12 @@ def round_metrics(samples: Sequence[RoundSample]) -> dict[str, float | int | Non
 
     Utilisation: GPU-seconds held by running jobs (restart overheads included) over GPU-seconds
     offered during the simulated rounds. Effective throughput: time-weighted mean over rounds of
-    the round's sum of ``n_jk``. Fragmentation is summed in GPU-rounds.
+    the round's sum of ``n_jk``. Fragmentation is Hops' Avg.frag: the mean over all rounds of
+    :attr:`RoundSample.fragmented_gpus` (a round where nobody waits counts 0).
     """
     total = sum(s.duration_s for s in samples)
     if not samples or total <= 0:
-        return {"utilization": None, "effective_throughput": None, "fragmentation_gpu_rounds": 0,
+        return {"utilization": None, "effective_throughput": None, "fragmentation": None,
                 "si_violation_rounds": 0, "ef_violation_rounds": 0, "rounds": 0}
     held = sum(s.busy_gpu_s if s.busy_gpu_s is not None else s.duration_s * sum(s.busy.values()) for s in samples)
     offered = sum(s.duration_s * sum(s.capacity.values()) for s in samples)
@@ -201,7 +252,7 @@ def round_metrics(samples: Sequence[RoundSample]) -> dict[str, float | int | Non
     return {
         "utilization": util,
         "effective_throughput": eff,
-        "fragmentation_gpu_rounds": int(sum(s.fragmented_gpus for s in samples)),
+        "fragmentation": sum(s.fragmented_gpus for s in samples) / len(samples),
         "si_violation_rounds": sum(1 for s in samples if s.si_ok is False),
         "ef_violation_rounds": sum(1 for s in samples if s.ef_ok is False),
         "rounds": len(samples),
@@ -211,8 +262,11 @@ def round_metrics(samples: Sequence[RoundSample]) -> dict[str, float | int | Non
 def samples_from_records(records: Sequence[JobRecord], capacity: Mapping[str, int], round_s: float = 360.0) -> list[RoundSample]:
     """Round samples from job records alone (real clusters): a job counts as busy in a round when
     it runs at the round's midpoint (in one of its runs, for a job that was requeued); its
-    effective throughput is ``n_jk`` of its type when the throughputs are known, else 1.
-    Fragmentation and fairness checks are not derivable here."""
+    effective throughput is ``n_jk`` of its type when the throughputs are known, else 1. A job
+    waits in a round when it has arrived, not finished and does not run at the midpoint; the
+    round's fragmentation is then the idle GPUs of the types some waiting job can run on (every
+    type for a job whose throughputs are unknown), as the simulator counts it. Fairness checks
+    are not derivable here."""
     starts = [r.start_s for r in records if r.start_s is not None]
     ends = [r.end_s for r in records if r.end_s is not None]
     if not starts or not ends:
@@ -225,14 +279,19 @@ def samples_from_records(records: Sequence[JobRecord], capacity: Mapping[str, in
         busy: dict[str, int] = {}
         eff = 0.0
         tenants: dict[str, int] = {}
+        wanted: set[str] = set()
         for r in records:
             k = r.running_at(mid)
             if not k:
+                if r.arrival_s <= mid and (r.end_s is None or r.end_s > mid):
+                    wanted |= {t for t, v in r.throughput.items() if v > 0} if r.throughput else set(capacity)
                 continue
             busy[k] = busy.get(k, 0) + r.gpus
             tenants[r.tenant] = tenants.get(r.tenant, 0) + r.gpus
             eff += normalised(r, k)
-        samples.append(RoundSample(t0 + i * round_s, round_s, capacity, busy, effective_throughput=eff, tenant_gpus=tenants))
+        frag = sum(max(0, c - busy.get(k, 0)) for k, c in capacity.items() if k in wanted)
+        samples.append(RoundSample(t0 + i * round_s, round_s, capacity, busy, effective_throughput=eff,
+                                   fragmented_gpus=frag, tenant_gpus=tenants))
     return samples
 
 
@@ -242,8 +301,8 @@ def samples_from_records(records: Sequence[JobRecord], capacity: Mapping[str, in
 
 
 def tenant_breakdown(records: Sequence[JobRecord], capacity: Mapping[str, int]) -> dict[str, dict[str, object]]:
-    """Per tenant: jobs, finished, mean JCT, mean rho, share of all GPU-seconds used on each
-    type, and utility (GPU-seconds weighted by the job's normalised throughput on that type,
+    """Per tenant: jobs, finished, mean JCT, mean rho, average wait and mean/max latency ratio
+    (:func:`wait_lr_stats`), share of all GPU-seconds used on each type, and utility (GPU-seconds weighted by the job's normalised throughput on that type,
     divided by the tenant's GPU-seconds: 1.0 means every GPU-second was on the job's best type)."""
     rhos = ftf_rhos(records, capacity)
     used_by_type: dict[str, float] = {}
@@ -269,6 +328,7 @@ def tenant_breakdown(records: Sequence[JobRecord], capacity: Mapping[str, int]) 
             "jobs_completed": len(jcts),
             "avg_jct_s": float(np.mean(jcts)) if jcts else None,
             "ftf_rho_mean": float(np.mean(my_rhos)) if my_rhos else None,
+            **wait_lr_stats(mine, capacity),
             "gpu_share": {k: (seconds.get(k, 0.0) / used_by_type[k]) for k in sorted(used_by_type) if used_by_type[k] > 0},
             "gpu_seconds": {k: seconds[k] for k in sorted(seconds)},
             "utility": weighted / total if total > 0 else None,
@@ -279,15 +339,16 @@ def tenant_breakdown(records: Sequence[JobRecord], capacity: Mapping[str, int]) 
 def summarize(records: Sequence[JobRecord], samples: Sequence[RoundSample], capacity: Mapping[str, int]) -> dict[str, object]:
     """Every metric of the issue in one dict (JSON-ready; None where undefined)."""
     rhos = list(ftf_rhos(records, capacity).values())
-    lrs = [x for x in (job_latency_ratio(r) for r in records) if x is not None]
+    slowdowns = [x for x in (job_slowdown(r) for r in records) if x is not None]
     out: dict[str, object] = {}
     out.update(jct_stats(records))
     out["makespan_s"] = makespan(records)
     rho_mean, _, _, rho_max = _stats(rhos)
     out["ftf_rho_mean"] = rho_mean
     out["ftf_rho_max"] = rho_max
+    out.update(wait_lr_stats(records, capacity))
     out.update(round_metrics(samples))
-    out["max_latency_ratio"] = max(lrs) if lrs else None
+    out["max_slowdown"] = max(slowdowns) if slowdowns else None
     out["jobs_completed"] = sum(1 for r in records if r.finished)
     out["jobs"] = len(records)
     out["tenants"] = tenant_breakdown(records, capacity)

@@ -30,8 +30,11 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("utilization", "util", ".0%"),
     ("si_violation_rounds", "SI viol.", "d"),
     ("ef_violation_rounds", "EF viol.", "d"),
-    ("max_latency_ratio", "max LR", ".1f"),
-    ("fragmentation_gpu_rounds", "frag GPU-rnd", "d"),
+    ("avg_wait_s", "avg wait h", "h"),
+    ("latency_ratio_mean", "LR mean", ".2f"),
+    ("latency_ratio_max", "LR max", ".2f"),
+    ("max_slowdown", "max slowdown", ".1f"),
+    ("fragmentation", "avg frag GPUs", ".2f"),
     ("jobs_completed", "done", "d"),
     ("wall_seconds", "wall s", ".1f"),
 )

@@ -112,6 +112,23 @@ def test_record_of_a_requeued_job_keeps_its_first_submit_and_start() -> None:
     rec = score.job_record(job, _acct("8", T0 + 6, T0 + 9, T0 + 14), ck, T0, 60.0)
     assert rec.arrival_s == 60.0 and rec.start_s == 120.0 and rec.end_s == 840.0
     assert rec.used_gpu_seconds() == pytest.approx({"k80": 180.0, "v100": 255.0})
+    # it held GPUs for the emulator's first run (180 s) and Slurm's last run (540..840, launch
+    # included): waited 780 - 480 s, the time between its runs included
+    assert rec.ran_s() == pytest.approx(480.0) and rec.wait_s == pytest.approx(300.0)
+
+
+def test_a_plain_job_waited_from_submit_to_start_and_scores_the_papers_metrics() -> None:
+    job = _job(slurm_id="7", submitted_wall=T0 + 1.0)
+    rec = score.job_record(job, _acct("7", T0 + 1, T0 + 3, T0 + 8), None, T0, 60.0)
+    assert rec.wait_s == pytest.approx(120.0)
+    # age (Eq. 9) on 1 k80 + 1 p100 + 2 v100: (1200/1 + 1200/2 + 2 * 1200/4) / 4 = 600 s
+    accts, cks = {"7": _acct("7", T0 + 1, T0 + 3, T0 + 8)}, {}
+    _, m, _ = score.score([job], accts, cks, {"k80": 1, "p100": 1, "v100": 2}, T0, 60.0, 60.0)
+    assert m["avg_wait_s"] == pytest.approx(120.0)
+    assert m["latency_ratio_max"] == m["latency_ratio_mean"] == pytest.approx(120.0 / 600.0)
+    # rounds of 60 trace s from arrival 60: it waits (all 4 GPUs idle) in rounds 0-1, runs on one
+    # v100 in rounds 2-6 (nobody waits): Avg.frag = 8 / 7
+    assert m["rounds"] == 7 and m["fragmentation"] == pytest.approx(8 / 7)
 
 
 def test_unfinished_jobs_have_no_end() -> None:

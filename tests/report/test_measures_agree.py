@@ -2,8 +2,9 @@
 
 Each case is one set of jobs (tenants and weights, arrivals, gangs, throughputs, runs) built two
 ways: as Slurm accounting records for ``slurm-fair report`` and as job records for the
-simulator's metrics (which ``simulate`` and ``testbed bench`` print). Finish-time fairness,
-SI and EF must come out the same either way, and the same as :mod:`slurm_fair.fairness`'s.
+simulator's metrics (which ``simulate`` and ``testbed replay`` print). Finish-time fairness,
+wait, Hops' latency ratio, SI and EF must come out the same either way, and the same as
+:mod:`slurm_fair.fairness`'s.
 """
 
 from __future__ import annotations
@@ -51,13 +52,16 @@ class Ran:
         return self.run * self.throughput[self.on]
 
 
-def sim_rhos(jobs: list[Ran], capacity: dict[str, int], weights: dict[str, float]) -> dict[str, float]:
-    records = [
+def sim_records(jobs: list[Ran], weights: dict[str, float]) -> list[metrics.JobRecord]:
+    return [
         metrics.JobRecord(j.job_id, j.tenant, j.arrival, j.arrival + j.wait, j.arrival + j.wait + j.run,
                           j.on, j.gpus, weights[j.tenant], j.work, j.throughput)
         for j in jobs
     ]
-    return metrics.ftf_rhos(records, capacity)
+
+
+def sim_rhos(jobs: list[Ran], capacity: dict[str, int], weights: dict[str, float]) -> dict[str, float]:
+    return metrics.ftf_rhos(sim_records(jobs, weights), capacity)
 
 
 def report_inputs(jobs: list[Ran], capacity: dict[str, int], weights: dict[str, float]) -> ReportInputs:
@@ -135,15 +139,60 @@ def test_report_and_simulate_agree_on_random_jobs(case):
         assert report[job_id] == pytest.approx(rho, rel=1e-9), job_id
 
 
-def test_latency_ratio_has_one_definition():
+def test_latency_ratio_and_slowdown_have_one_definition_each():
     rec = metrics.JobRecord("j", "t", 0.0, 300.0, 1300.0, "k80", 1, work=2000.0, throughput={"v100": 4.0, "k80": 2.0})
-    # alone on v100: 2000 / 4 = 500 s; JCT 1300 s
-    assert metrics.job_latency_ratio(rec) == fairness.slowdown(1300.0, 500.0) == pytest.approx(2.6)
+    # slowdown: alone on v100 2000 / 4 = 500 s; JCT 1300 s
+    assert metrics.job_slowdown(rec) == fairness.slowdown(1300.0, 500.0) == pytest.approx(2.6)
+    # latency ratio W / A: waited 300 s; age on 1 v100 + 3 k80 = 500 / 4 + 3 * 1000 / 4 = 875 s
+    cap = {"v100": 1, "k80": 3}
+    assert metrics.job_latency_ratio(rec, cap) == fairness.latency_ratio(300.0, fairness.age_s(2000.0, rec.throughput, cap))
+    assert metrics.job_latency_ratio(rec, cap) == pytest.approx(300.0 / 875.0)
+
     hops = priority(Job("j", "t", 1, {"v100": 4.0}, remaining_work=400.0, age_s=300.0, attained_s=100.0),
                     {"v100": 1}, 360.0)
     # Hops' priority is fairness.latency_ratio: W = 300 - 100, A = 100 run + 400 / 4 to go
     assert hops == fairness.latency_ratio(200.0, fairness.age_s(400.0, {"v100": 4.0}, {"v100": 1}) + 100.0)
     assert hops == pytest.approx(1.0)
+
+def sim_wait_lr(jobs: list[Ran], capacity: dict[str, int], weights: dict[str, float]):
+    recs = sim_records(jobs, weights)
+    per_job = {r.job_id: (r.wait_s, metrics.job_latency_ratio(r, capacity)) for r in recs}
+    return per_job, metrics.wait_lr_stats(recs, capacity), metrics.tenant_breakdown(recs, capacity)
+
+
+def assert_wait_lr_agree(jobs: list[Ran], capacity: dict[str, int], weights: dict[str, float]) -> None:
+    per_job, overall, tenants = sim_wait_lr(jobs, capacity, weights)
+    report = tables.build(report_inputs(jobs, capacity, weights))
+    rows = report.jobs.set_index("job_id")
+    assert set(rows.index) == set(per_job)
+    for job_id, (wait, lr) in per_job.items():
+        assert rows.loc[job_id, "wait_s"] == pytest.approx(wait, rel=1e-9, abs=1e-9), job_id
+        assert rows.loc[job_id, "latency_ratio"] == pytest.approx(lr, rel=1e-9, abs=1e-12), job_id
+    assert report.summary["wait_mean_s"] == pytest.approx(overall["avg_wait_s"], rel=1e-9)
+    assert report.summary["latency_ratio_mean"] == pytest.approx(overall["latency_ratio_mean"], rel=1e-9, abs=1e-12)
+    assert report.summary["latency_ratio_max"] == pytest.approx(overall["latency_ratio_max"], rel=1e-9, abs=1e-12)
+    by_tenant = report.tenants.set_index("tenant")
+    for u, t in tenants.items():
+        assert by_tenant.loc[u, "wait_mean_s"] == pytest.approx(t["avg_wait_s"], rel=1e-9)
+        assert by_tenant.loc[u, "latency_ratio_mean"] == pytest.approx(t["latency_ratio_mean"], rel=1e-9, abs=1e-12)
+        assert by_tenant.loc[u, "latency_ratio_max"] == pytest.approx(t["latency_ratio_max"], rel=1e-9, abs=1e-12)
+
+
+def test_report_and_simulate_give_the_same_wait_and_latency_ratio():
+    assert_wait_lr_agree(JOBS, CAPACITY, WEIGHTS)
+    per_job, overall, _ = sim_wait_lr(JOBS, CAPACITY, WEIGHTS)
+    # a-gang: 4 v100 (share 1/3) at 10 steps/s, 8 k80 (2/3) at 4: work 36000 -> age
+    # 3600 / 3 + 9000 * 2 / 3 = 7200 s; it waited 600 s
+    assert per_job["a-gang"] == pytest.approx((600.0, 600.0 / 7200.0))
+    # b-one runs on v100 only: age = its run time there, 9000 / 5 = 1800 s; waited 300 s
+    assert per_job["b-one"] == pytest.approx((300.0, 300.0 / 1800.0))
+    assert overall["avg_wait_s"] == pytest.approx(900.0 / 4)
+
+
+@SETTINGS
+@given(cases())
+def test_report_and_simulate_agree_on_wait_and_latency_ratio_of_random_jobs(case):
+    assert_wait_lr_agree(*case)
 
 
 # --- SI and EF: the simulator's and the report's figures are fairness.is_* ---------------------

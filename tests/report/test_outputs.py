@@ -21,7 +21,7 @@ def report() -> tables.Report:
 
 def test_json_schema_is_stable(report):
     doc = json.loads(render.render_json(report))
-    assert doc["schema"] == "slurm-fair/report/v1"
+    assert doc["schema"] == "slurm-fair/report/v2"
     assert set(doc) == {"schema", "generated_at", "window", "tenant_filter", "cluster", "tenants", "jobs",
                         "controller", "not_computed", "notes"}
     bob = next(t for t in doc["tenants"] if t["tenant"] == "bob")
@@ -30,6 +30,14 @@ def test_json_schema_is_stable(report):
     assert bob["envy"] == {"alice": pytest.approx(10 / 12)}
     assert {t["gpu_type"]: t["gpu_hours"] for t in bob["types"]} == {"k80": 20.0, "v100": 2.0}
     assert doc["cluster"]["efficiency"] == pytest.approx(22 / 26.5)
+    # b2 waited 04:00-05:00; its work is 2 h on v100 (its fastest), its age (Eq. 9) over 2 v100 +
+    # 2 k80 at n = 1 and 0.5: 1/2 * 7200 + 1/2 * 7200 / 0.5 = 10800 s, so LR = 3600 / 10800
+    assert bob["latency_ratio_max"] == pytest.approx(1 / 3) and bob["latency_ratio_mean"] == pytest.approx(1 / 6)
+    assert doc["cluster"]["wait_mean_s"] == pytest.approx(1200.0)
+    assert doc["cluster"]["latency_ratio_mean"] == pytest.approx(1 / 9)
+    assert doc["cluster"]["latency_ratio_max"] == pytest.approx(1 / 3)
+    b2 = next(j for j in doc["jobs"] if j["job_id"] == "b2")
+    assert b2["age_s"] == pytest.approx(10800.0) and b2["wait_s"] == 3600.0
     assert doc["not_computed"][0]["figure"].startswith("controller")
     assert len(doc["jobs"]) == 3 and doc["jobs"][0]["submit"] == "2024-05-01T00:00:00"
 
@@ -47,6 +55,9 @@ def test_csv_is_long_and_complete(report):
     assert float(got["tenant_type", "bob", "k80", "", "nt_hours"]) == 10.0
     assert float(got["envy", "alice", "", "bob", "envy_ratio"]) == pytest.approx(0.25)
     assert float(got["cluster", "", "v100", "", "utilisation"]) == pytest.approx(0.6)
+    assert float(got["cluster", "", "", "", "latency_ratio_max"]) == pytest.approx(1 / 3)
+    assert float(got["tenant", "bob", "", "", "latency_ratio_mean"]) == pytest.approx(1 / 6)
+    assert float(got["job", "bob", "v100", "b2", "latency_ratio"]) == pytest.approx(1 / 3)
     assert any(r["section"] == "not_computed" for r in rows)
 
 
@@ -54,6 +65,8 @@ def test_table_mentions_every_tenant_and_the_missing_figures(report):
     text = render.render_table(report)
     assert "alice" in text and "bob" in text
     assert "0.65" in text  # bob's SI ratio
+    assert "0.17/0.33" in text  # bob's latency ratio mean/max
+    assert "wait mean 20m00s, latency ratio W/A mean/max 0.11/0.33" in text
     assert "Not computed:" in text and "controller" in text
 
 
@@ -113,6 +126,10 @@ def test_metrics_parse_and_carry_the_figures(report):
     assert si == {"alice": pytest.approx(1.6), "bob": pytest.approx(12 / 18.5)}
     gpu = {(s[0]["tenant"], s[0]["gpu_type"]): s[1] for s in fams["slurm_fair_tenant_gpu_seconds"]["samples"]}
     assert gpu[("bob", "k80")] == 20 * 3600
+    lr = {s[0]["tenant"]: s[1] for s in fams["slurm_fair_tenant_latency_ratio_max_ratio"]["samples"]}
+    assert lr == {"alice": 0.0, "bob": pytest.approx(1 / 3)}
+    assert fams["slurm_fair_cluster_wait_mean_seconds"]["samples"][0][1] == pytest.approx(1200.0)
+    assert fams["slurm_fair_cluster_latency_ratio_mean_ratio"]["samples"][0][1] == pytest.approx(1 / 9)
     assert "slurm_fair_report_not_computed" in fams
     assert "slurm_fair_controller_cycles" not in fams  # no store: absent, and listed as not computed
 

@@ -191,8 +191,9 @@ def test_a_requeued_job_counts_every_run_and_its_first_submission():
     final = runs_of_b2[runs_of_b2["final"]]
     assert len(final) == 1
     # from the first submission (04:00) to the end (07:30); waited from 04:00 to its first start
+    # and from its requeue (06:00) to its second start (06:30): JCT minus the 2 h it ran
     assert final["jct_s"].iloc[0] == pytest.approx(3.5 * 3600)
-    assert final["wait_s"].iloc[0] == pytest.approx(3600.0)
+    assert final["wait_s"].iloc[0] == pytest.approx(5400.0)
     assert runs_of_b2[~runs_of_b2["final"]]["jct_s"].isna().all()
     # active 04:00-06:00 and 06:00-07:30 follow each other: bob's demand is as before plus 0.5 h
     assert tenant(r, "bob", "gpu_hours") == pytest.approx(22.0)

@@ -36,7 +36,8 @@ def test_simulate_writes_json_and_png(tmp_path: Path) -> None:
     for metrics in doc["policies"].values():
         for key in ("avg_jct_s", "p50_jct_s", "p99_jct_s", "makespan_s", "ftf_rho_mean", "ftf_rho_max",
                     "effective_throughput", "utilization", "si_violation_rounds", "ef_violation_rounds",
-                    "max_latency_ratio", "fragmentation_gpu_rounds", "jobs_completed", "wall_seconds",
+                    "max_slowdown", "fragmentation", "avg_wait_s",
+                    "latency_ratio_mean", "latency_ratio_max", "jobs_completed", "wall_seconds",
                     "throughput_fallbacks"):
             assert key in metrics
         assert metrics["jobs_completed"] == 4

@@ -39,12 +39,38 @@ def test_two_jobs_one_gpu_by_hand(oldest) -> None:
     # isolated baseline: both jobs in the system at 0, tenant owns the V100, half each -> 5 steps/s
     assert m["ftf_rho_max"] == pytest.approx(1470 / (7200 / 5))
     assert m["ftf_rho_mean"] == pytest.approx((390 / 720 + 1470 / 1440) / 2)
-    # latency ratio: JCT over run time alone on the fastest type
-    assert m["max_latency_ratio"] == pytest.approx(1470 / 720)
+    # slowdown: JCT over run time alone on the fastest type
+    assert m["max_slowdown"] == pytest.approx(1470 / 720)
+    # wait = JCT - time holding the GPU: j1 held it 0..390 (0 s waited); j2 720..1470 (750 s
+    # held, 720 s waited). Age (Eq. 9, one type): 7200 / 10 = 720 s, so j2's LR = 720 / 720
+    ran = {r.job_id: r.ran_s() for r in res.records}
+    assert ran == pytest.approx({"a/1": 390.0, "a/2": 750.0})
+    assert m["avg_wait_s"] == pytest.approx((0 + 720) / 2)
+    assert m["latency_ratio_max"] == pytest.approx(1.0)
+    assert m["latency_ratio_mean"] == pytest.approx(0.5)
     assert m["effective_throughput"] == pytest.approx(1.0)
     # j2 waited while the only GPU was busy: nothing idle, so nothing fragmented
-    assert m["fragmentation_gpu_rounds"] == 0
+    assert m["fragmentation"] == 0.0
     assert res.restarts == 2
+
+
+def test_avg_frag_by_hand(oldest) -> None:
+    """Two 2-GPU gangs on 3 V100s: a/1 runs rounds 0-1 (7200 steps at 10/s), a/2 waits with one
+    GPU idle after the placement in each of them, then runs round 2 alone (nobody waits: its idle
+    GPU is not a fragment). Avg.frag = (1 + 1 + 0) / 3 rounds; a/2 waited 720 s of a 1080 s JCT,
+    its age is 3600 / 10 = 360 s on the one type, so its LR is 2."""
+    table = table_from({"v100": {("A", 2): 10.0}})
+    w = make_workload([TraceJob("a/1", "a", "A", 2, 7200, 0), TraceJob("a/2", "a", "A", 2, 3600, 0)])
+    res = engine.simulate(w, parse_cluster("v100=3"), table, oldest,
+                          engine.SimConfig(round_s=360, restart_s=0, check_fairness=False))
+    assert [s.fragmented_gpus for s in res.samples] == [1, 1, 0]
+    m = metrics.summarize(res.records, res.samples, res.capacity)
+    assert m["fragmentation"] == pytest.approx(2 / 3)
+    assert m["avg_wait_s"] == pytest.approx(360.0)
+    assert m["latency_ratio_max"] == pytest.approx(2.0)
+    assert m["latency_ratio_mean"] == pytest.approx(1.0)
+    assert m["max_slowdown"] == pytest.approx(1080 / 360)
+    assert m["tenants"]["a"]["latency_ratio_max"] == pytest.approx(2.0)
 
 
 def test_arrival_mid_round_waits_for_the_next_round_and_idle_time_is_skipped(oldest) -> None:

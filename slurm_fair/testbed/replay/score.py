@@ -73,6 +73,7 @@ def job_record(
 
     Arrival is sacct's Submit (a requeue may move Submit: the earliest of it and the time the
     replay submitted wins); start is the first start; end is sacct's End of a COMPLETED job.
+    The time it ran (for its wait, ``JCT - ran``) is ``end - start`` of a job that ran once.
     """
     arrival = to_trace(acct.submit_time if acct else None, t0, time_scale)
     if job.submitted_wall is not None:
@@ -88,17 +89,24 @@ def job_record(
     end = to_trace(acct.end_time, t0, time_scale) if done else None
     gpu_seconds: dict[str, float] = {}
     runs: list[tuple[float, float, str]] = []
+    run_s: float | None = None
     if len(segs) > 1:
         for k, s in ck.seconds_by_type().items():
             gpu_seconds[k] = s * time_scale * job.gpus
         for seg in segs:
             if seg.ended is not None:
                 runs.append((to_trace(seg.started, t0, time_scale), to_trace(seg.ended, t0, time_scale), seg.gpu_type))
+        if done and acct is not None and acct.start_time is not None and acct.end_time is not None:
+            # Slurm's own last run (launch included, as a plain job's start..end) plus the
+            # emulator's earlier runs: the time it held GPUs, so its wait is JCT minus this
+            last = acct.start_time.timestamp()
+            earlier = sum(seg.ended - seg.started for seg in segs if seg.ended is not None and seg.ended <= last)
+            run_s = (acct.end_time.timestamp() - last + earlier) * time_scale
     return JobRecord(
         job_id=job.trace_id, tenant=job.account, arrival_s=float(arrival or 0.0), start_s=start, end_s=end,
         gpu_type=(acct.gpu_type if acct and acct.gpu_type else (segs[-1].gpu_type if segs else None)),
         gpus=job.gpus, weight=job.weight, work=job.total_steps, throughput=job.tput, gpu_seconds=gpu_seconds,
-        runs=tuple(runs),
+        runs=tuple(runs), run_s=run_s,
     )
 
 
