@@ -1,17 +1,24 @@
 """Hadar and HadarE (IPDPS'24 / arXiv 2503.10918): price-based online allocation per task type.
 
-**Hadar.** Each round is an online primal-dual pass. Every GPU type ``k`` has a price that rises
-exponentially with its load ``y_k`` (GPUs already given this round):
-``p_k(y) = L * (U / L) ** (y / C_k)``, where ``U`` is the largest and ``L`` half the smallest
-per-GPU utility density on offer this round. An empty type is cheaper than any job's
-utility; a full one dearer than all of them (the classic online-knapsack price of Buchbinder and
-Naor that Hadar's primal-dual analysis rests on). Repeatedly, the (job, type) pair with the
-largest surplus ``d_jk - p_k(y_k)`` is granted, if that surplus is positive and the gang fits;
-prices are updated after each grant. The utility density of job ``j`` on type ``k`` is
-``d_jk = (w_u / m_u) * n_jk * (1 + starved_j) / g_j``: the tenant weight split over its ``m_u``
-active jobs (fair across tenants), the job's normalised throughput there (task-level
-heterogeneity), and ``starved_j = 1 - attained_s / age_s`` (Hadar's time dimension: a job that
-waited most of its life is worth more). The allocation is integral.
+**Hadar.** An online primal-dual allocation. Every GPU type ``k`` has a price that rises
+exponentially with its load ``y_k`` (GPUs already given this round) on top of a *backlog*
+``b_k`` carried from round to round in ``options.state["hadar"]``:
+``p_k(y) = L * (U / L) ** ((y + b_k) / (C_k + b_k))``, where ``U`` is the largest and ``L``
+half the smallest per-GPU utility density on offer this round (the classic online-knapsack
+price of Buchbinder and Naor that Hadar's primal-dual analysis rests on). Repeatedly, the
+(job, type) pair with the largest surplus ``d_jk - p_k(y_k)`` is granted, if that surplus is
+positive and the gang fits; prices are updated after each grant. The utility density of job
+``j`` on type ``k`` is ``d_jk = (w_u / m_u) * n_jk * (1 + starved_j) / g_j``: the tenant weight
+split over its ``m_u`` active jobs (fair across tenants), the job's normalised throughput there
+(task-level heterogeneity), and ``starved_j = 1 - attained_s / age_s`` (Hadar's time dimension:
+a job that waited most of its life is worth more). The allocation is integral.
+
+The dual prices are carried across rounds, not reset (the paper's prices live over time
+slots): after the pass, ``demand_k`` is the GPUs of the jobs whose best density is on ``k``
+and ``b_k <- BETA * b_k + (1 - BETA) * max(0, demand_k - C_k)`` (:func:`carry`): a type asked
+for beyond its capacity starts the next round dearer, so only the jobs that value it most take
+it and the others settle on cheaper types; once demand falls below capacity the backlog
+decays geometrically (halves every round) back to the plain price.
 
 **HadarE.** Hadar, then *forking*: GPUs no waiting job can use are given to copies of running
 jobs, on other types (hence other nodes): a copy of ``j`` on ``k`` is added when it raises the
@@ -23,18 +30,24 @@ combines their progress (see ``docs/simulator.md``). ``sync`` is ``options.fork_
 cooperating allocations, so HadarE is a simulator-only policy.
 
 Our own choices (no public code exists): the density formula, ``L`` = half the smallest density,
-the surplus-greedy order, the copy rule. See ``docs/policies/hadar.md``.
+the surplus-greedy order, the backlog form of the carried price and ``BETA``, the copy rule. See ``docs/policies/hadar.md``.
 """
 
 from __future__ import annotations
 
 import time
 
+from typing import Any, MutableMapping
+
 from ..model import Allocation, Job, Problem
 from . import PolicyOptions, register
 
 #: extra copies per job at most (HadarE)
 MAX_COPIES = 2
+#: how much of a type's backlog survives a round (the rest is the round's excess demand)
+BETA = 0.5
+#: where the carried prices live in ``options.state``
+KEY = "hadar"
 
 
 def densities(problem: Problem) -> dict[tuple[str, str], float]:
@@ -52,19 +65,42 @@ def densities(problem: Problem) -> dict[tuple[str, str], float]:
     return out
 
 
-def price(load: float, capacity: float, low: float, high: float) -> float:
-    """``p(y) = L (U/L)^(y/C)``: L when empty, U when full."""
+def price(load: float, capacity: float, low: float, high: float, backlog: float = 0.0) -> float:
+    """``p(y) = L (U/L)^((y + b)/(C + b))``: L when empty without backlog, U when full."""
     if capacity <= 0:
         return float("inf")
-    return low * (high / low) ** (min(load, capacity) / capacity)
+    b = max(0.0, backlog)
+    return low * (high / low) ** ((min(load, capacity) + b) / (capacity + b))
 
 
-def hadar_assign(problem: Problem) -> tuple[dict[str, str], dict[str, float], dict[str, float]]:
-    """The primal-dual pass: ``(job -> type, load per type, final price per type)``."""
+def carry(state: MutableMapping[str, Any], problem: Problem, dens: dict[tuple[str, str], float]) -> dict[str, float]:
+    """The online dual update: each type's backlog after this round (stored in ``state``).
+
+    ``b_k <- BETA b_k + (1 - BETA) max(0, demand_k - C_k)``, ``demand_k`` the GPUs of the jobs
+    whose best density is on ``k``: raised by load beyond capacity, decaying when there is none."""
+    book = state.setdefault(KEY, {}).setdefault("backlog", {})
+    best: dict[str, tuple[float, str]] = {}
+    for (jid, k), d in dens.items():
+        if jid not in best or (d, k) > best[jid]:
+            best[jid] = (d, k)
+    gpus = {j.id: j.gpus for j in problem.jobs}
+    demand = {k: 0.0 for k in problem.types}
+    for jid, (_, k) in best.items():
+        demand[k] += gpus[jid]
+    for k in problem.types:
+        excess = max(0.0, demand[k] - float(problem.gpu_types[k]))
+        book[k] = BETA * float(book.get(k, 0.0)) + (1.0 - BETA) * excess
+    return dict(book)
+
+
+def hadar_assign(problem: Problem, backlog: dict[str, float] | None = None) -> tuple[dict[str, str], dict[str, float], dict[str, float]]:
+    """The primal-dual pass from the carried ``backlog`` per type: ``(job -> type, load per type,
+    final price per type)``."""
     dens = densities(problem)
     load = {k: 0.0 for k in problem.types}
     if not dens:
         return {}, load, {k: 0.0 for k in problem.types}
+    back = {k: float((backlog or {}).get(k, 0.0)) for k in problem.types}
     high = max(dens.values())
     low = min(dens.values()) / 2.0
     caps = {k: float(c) for k, c in problem.gpu_types.items()}
@@ -72,7 +108,7 @@ def hadar_assign(problem: Problem) -> tuple[dict[str, str], dict[str, float], di
     chosen: dict[str, str] = {}
     while True:
         best: tuple[float, str, str] | None = None
-        prices = {k: price(load[k], caps[k], low, high) for k in problem.types}
+        prices = {k: price(load[k], caps[k], low, high, back[k]) for k in problem.types}
         for (jid, k), d in dens.items():
             if jid in chosen or load[k] + gpus[jid] > caps[k]:
                 continue
@@ -84,27 +120,27 @@ def hadar_assign(problem: Problem) -> tuple[dict[str, str], dict[str, float], di
         _, jid, k = best
         chosen[jid] = k
         load[k] += gpus[jid]
-    final = {k: price(load[k], caps[k], low, high) for k in problem.types}
+    final = {k: price(load[k], caps[k], low, high, back[k]) for k in problem.types}
     return chosen, load, final
 
 
-def _remember(options: PolicyOptions, prices: dict[str, float], load: dict[str, float]) -> None:
-    history = options.state.setdefault("price_history", [])
-    history.append(dict(prices))
-    if len(history) > 100:
-        del history[: len(history) - 100]
-    options.state["prices"] = dict(prices)
-    options.state["load"] = dict(load)
+def _round(problem: Problem, options: PolicyOptions) -> tuple[dict[str, str], dict[str, float], dict[str, float], dict[str, float]]:
+    """One round of Hadar from the carried state: ``(job -> type, load, prices, backlog used)``;
+    the state is advanced for the next round."""
+    book = options.state.get(KEY, {}).get("backlog", {})
+    used = {k: float(book.get(k, 0.0)) for k in problem.types}
+    chosen, load, prices = hadar_assign(problem, used)
+    carry(options.state, problem, densities(problem))
+    return chosen, load, prices, used
 
 
 @register("hadar", "Hadar: per-type prices rising with load; each job on the type with the best utility minus price", dynamic=True)
 def hadar(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
-    chosen, load, prices = hadar_assign(problem)
-    _remember(options, prices, load)
+    chosen, load, prices, backlog = _round(problem, options)
     x = {j.id: ({chosen[j.id]: 1.0} if j.id in chosen else {}) for j in problem.jobs}
     return Allocation("hadar", x, "heuristic", "none", time.perf_counter() - started,
-                      info={"prices": prices, "load": load})
+                      info={"prices": prices, "load": load, "backlog": backlog})
 
 
 def _fork_gain(job: Job, members: list[str], extra: str, sync: float) -> float:
@@ -119,8 +155,7 @@ def _fork_gain(job: Job, members: list[str], extra: str, sync: float) -> float:
 def hadare(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
     sync = options.fork_sync
-    chosen, load, prices = hadar_assign(problem)
-    _remember(options, prices, load)
+    chosen, load, prices, backlog = _round(problem, options)
     caps = {k: float(c) for k, c in problem.gpu_types.items()}
     free = {k: caps[k] - load[k] for k in problem.types}
     # GPUs a waiting job could still use are not forked into: copies never displace jobs
@@ -154,4 +189,4 @@ def hadare(problem: Problem, options: PolicyOptions) -> Allocation:
         x[copy_id] = {k: 1.0}
         free[k] -= jobs[jid].gpus
     return Allocation("hadare", x, "heuristic", "none", time.perf_counter() - started,
-                      forks=forks, info={"prices": prices, "load": load})
+                      forks=forks, info={"prices": prices, "load": load, "backlog": backlog})
