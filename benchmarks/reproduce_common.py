@@ -51,7 +51,7 @@ PAPER_COLUMNS = (
     Column("max LR", ("latency_ratio_max",), ".2f"),
     Column("mean LR", ("latency_ratio_mean",), ".2f"),
     Column("Avg.frag", ("fragmentation",), ".2f"),
-    Column("max slowdown", ("max_slowdown", "max_latency_ratio"), ".1f"),
+    Column("max slowdown", ("max_slowdown",), ".1f"),
     Column("util", ("utilization",), ".2f"),
     Column("done", ("jobs_completed",), "d"),
     Column("wall s", ("wall_seconds",), ".0f"),

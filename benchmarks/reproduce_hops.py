@@ -115,8 +115,6 @@ def sweep(names: Sequence[str], jobs: int, rates: Sequence[float], seeds: Sequen
     by_rate = {rate: averaged(names, jobs, rate, seeds, max_duration_h, scale, log) for rate in rates}
     metrics = {"avg JCT h": ("avg_jct_s", 3600.0), "max LR (W/A)": ("latency_ratio_max", 1.0),
                "avg wait h": ("avg_wait_s", 3600.0)}
-    if all(by_rate[r][n].get("latency_ratio_max") is None for r in rates for n in by_rate[r]):
-        metrics["max slowdown"] = ("max_latency_ratio", 1.0)  # before issue 15's metrics land
     series = {label: {n: [(by_rate[r][n].get(key) or None) and by_rate[r][n][key] / div for r in rates]
                       for n in by_rate[rates[0]]} for label, (key, div) in metrics.items()}
     head = "| policy | metric | " + " | ".join(f"{r:g}/h" for r in rates) + " |"
