@@ -66,6 +66,20 @@ def _backend(v: Any) -> str | None:
     return None if v == "cli" else "must be \"cli\""
 
 
+def _policy_options(v: Any) -> str | None:
+    """``["hops.lambda=2", ...]``: every item a known parameter of a known policy, in range."""
+    from .errors import UserError
+    from .policies import parse_params  # imported late: the registry loads every policy
+
+    if not all(isinstance(item, str) for item in v):
+        return "must be a list of POLICY.KEY=VALUE strings"
+    try:
+        parse_params(v)
+    except UserError as exc:
+        return exc.message()
+    return None
+
+
 NUM = (int, float)
 
 #: section -> key -> Key. ``tenants`` is special: a table of tenant names (see _TENANT_KEYS).
@@ -85,6 +99,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "slack": Key(NUM, 0.0, "work-conserving slack added to QOS limits (fraction)", _fraction),
         "order": Key((str,), "nice", "how job order is enforced", _one_of("nice", "priority")),
         "accounts": Key((list,), [], "only these Slurm accounts take part (empty: every account)"),
+        "policy_options": Key((list,), [], "policy parameters, POLICY.KEY=VALUE (e.g. \"hops.lambda=2\"; "
+                              "`slurm-fair policies --json` lists them)", _policy_options),
         "total_limit": Key((bool,), True, "also limit each tenant's untyped gres/gpu total (binds untyped jobs)"),
         "pin_gres_type": Key(
             (bool, str), "auto", "type each pending job's GPU request so per-type QOS limits bind: "

@@ -253,7 +253,7 @@ def decide(
                 state = copy.deepcopy(dict(history.policy_state))
                 options = policies.PolicyOptions(
                     solver=s.solver, time_limit_s=s.time_limit_s, keep_lp_dir=str(s.state_dir),
-                    round_s=s.round_s, state=state,
+                    round_s=s.round_s, state=state, params=s.policy_params,
                 )
                 allocation = allocate(s.policy, built.problem, options)
                 policy_state = state

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from ..config import Config
+from ..policies import parse_params
 from . import planfile
 from .problem import configured_weights
 
@@ -35,6 +37,8 @@ class Settings:
     requeue_cost_s: float = 150.0
     move_up_gain: float = 0.25
     plan_file: Path | None = None
+    #: ``[controller] policy_options``, parsed (``{"hops.lambda": 2.0}``)
+    policy_params: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def plan_path(self) -> Path:
@@ -51,4 +55,5 @@ class Settings:
             tuple(str(a) for a in c["accounts"]), bool(c["total_limit"]), c["pin_gres_type"],
             float(c["min_run_s"]), float(c["requeue_cost_s"]), float(c["move_up_gain"]),
             Path(c["plan_file"]) if c["plan_file"] else None,
+            parse_params(c["policy_options"]),
         )

@@ -181,3 +181,14 @@ def test_a_tenant_table_without_a_weight_leaves_the_weight_to_slurm_shares(tmp_p
     # Slurm gives physics 5 shares and bio 2: the configured weight wins only where one is set
     assert tenant_weights(["physics", "bio", "chem"], configured, {"physics": 5, "bio": 2}) == {
         "physics": 5.0, "bio": 3.0, "chem": 1.0}
+
+
+def test_policy_options_are_checked_at_validation_and_reach_the_policy(tmp_path):
+    from slurm_fair.controller.settings import Settings
+
+    cfg = config.load(write(tmp_path, '[controller]\npolicy = "hops"\npolicy_options = ["hops.lambda=2"]\n'))
+    assert Settings.from_config(cfg).policy_params == {"hops.lambda": 2.0}
+    for bad in ('["hops.lambda"]', '["hops.nope=1"]', '["nope.lambda=1"]', '[3]'):
+        with pytest.raises(ConfigError) as err:
+            config.load(write(tmp_path, f"[controller]\npolicy_options = {bad}\n"))
+        assert "controller.policy_options" in err.value.message()
