@@ -97,15 +97,15 @@ def main() -> int:
             slurm = port.runner.stats.seconds
             t = time.perf_counter()
             problem = observe(snap, History(), ds).built.problem  # what snapshot --json prints
-            to_problem = time.perf_counter() - t
-            rows.append((total, slurm, total - slurm, to_problem, dict(port.runner.stats.by_command)))
+            problem_s = time.perf_counter() - t
+            rows.append((total, slurm, total - slurm, problem_s, dict(port.runner.stats.by_command)))
         mine = sum(1 for j in snap.jobs if j.name == "bench-snap")
         print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
         print(f"Slurm: {subprocess.run(['scontrol', '--version'], env=env, capture_output=True, text=True).stdout.strip()}")
         print(f"jobs in snapshot: {len(snap.jobs)} (bench: {mine}), GPU jobs in problem: {len(problem.jobs)}; "
               f"submitted {args.jobs} ({args.mode}) as {len(ids)} sbatch calls in {submit_s:.1f} s")
         print()
-        print(f"{'run':>3} {'total s':>8} {'in Slurm s':>10} {'own s':>7} {'Slurm %':>8} {'to_problem s':>12}  per command (s)")
+        print(f"{'run':>3} {'total s':>8} {'in Slurm s':>10} {'own s':>7} {'Slurm %':>8} {'problem s':>12}  per command (s)")
         for i, (total, slurm, own, tp, by) in enumerate(rows, 1):
             cmds = " ".join(f"{k}={v:.2f}" for k, v in sorted(by.items()))
             print(f"{i:>3} {total:>8.2f} {slurm:>10.2f} {own:>7.2f} {100 * slurm / total:>7.0f}% {tp:>12.2f}  {cmds}")
