@@ -6,27 +6,78 @@ throughput estimate and where each number came from, its tenant's weight, fair s
 the allocation ``x_jk``, the rounding step's deficit priority and whether this round placed it,
 its place in line, the QOS limits of its tenant, every requeue of it (to make room for which
 pending jobs, or to move up to which faster type) and every action applied to it.
+
+Beside it, Slurm's own view now (through the port, never a shell): state and pending reason,
+the multifactor priority with its weighted factors (``sprio``), and the expected start
+(``squeue``; none when the backfill scheduler has no estimate). The controller's order and
+Slurm's priority can then be read side by side.
+
+The state store is opened **read-only** (SQLite ``mode=ro``): a tenant who cannot write the
+controller's state directory can still ask, and asking never creates, migrates or locks the
+store while a cycle runs. A missing store is a clear error naming the path.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from ..errors import UserError
+from ..errors import JobGone, SlurmError, UserError
+from ..slurm.port import SlurmPort
 from .audit import AuditLog
 from .settings import Settings
-from .state import StateStore
+from .state import DB_NAME, StateStore
 
 
-def explain(config: Config, job_id: str) -> dict[str, Any]:
-    """The record of ``job_id``; UserError (exit 2) when the controller never saw it."""
+def explain(config: Config, job_id: str, port: SlurmPort | None = None) -> dict[str, Any]:
+    """The record of ``job_id`` (plus Slurm's view under ``"slurm"`` when a ``port`` is given);
+    UserError (exit 2) when the job id is malformed, the store is missing or unreadable, or the
+    controller never saw the job."""
     s = Settings.from_config(config)
     job_id = str(job_id).strip()
     if not job_id or not job_id.replace("_", "").isdigit():
         raise UserError(f"{job_id!r} is not a Slurm job id")
-    with StateStore.in_dir(s.state_dir) as store:
+    path = Path(s.state_dir) / DB_NAME
+    if not path.is_file():
+        raise UserError(f"no controller state store at {path}: the controller has not run with this "
+                        "[controller].state_dir (or pass the --config it runs with)")
+    try:
+        out = _recorded(s, path, job_id)
+    except sqlite3.Error as e:
+        raise UserError(f"cannot read the controller state store {path}: {e}") from None
+    if port is not None:
+        out["slurm"] = slurm_view(port, job_id)
+    return out
+
+
+def slurm_view(port: SlurmPort, job_id: str) -> dict[str, Any]:
+    """Slurm's own view of the job now; a Slurm that cannot answer is reported, not raised
+    (the controller's record is still worth showing)."""
+    try:
+        o = port.job_outlook(job_id)
+    except JobGone:
+        return {"known": False, "note": "Slurm no longer lists this job (it ended and left slurmctld's memory)"}
+    except SlurmError as e:
+        return {"known": False, "note": f"Slurm did not answer: {e}"}
+    view: dict[str, Any] = {"known": True, "state": o.state, "reason": o.reason, "priority": o.priority,
+                            "start": o.start.isoformat() if o.start else None,
+                            "start_is_estimate": o.state.upper() == "PENDING"}
+    try:
+        view["priority_factors"] = [
+            {"partition": f.partition, "priority": f.priority, "factors": dict(f.factors), "nice": f.nice,
+             "tres": f.tres} for f in port.job_priority_factors(job_id)]
+    except SlurmError as e:
+        view["priority_factors"] = []
+        view["priority_factors_note"] = f"sprio did not answer: {e}"
+    return view
+
+
+def _recorded(s: Settings, path: Path, job_id: str) -> dict[str, Any]:
+    """What the controller recorded about the job (module docstring)."""
+    with StateStore.read_only(path) as store:
         history = store.job_history(job_id, limit=1)
         actions = AuditLog(s.audit_log).for_job(job_id)
         original = store.original(job_id)
@@ -92,6 +143,8 @@ def render(e: dict[str, Any]) -> str:
         why = (f"to move up to {r['to_type']}" if r["reason"] == "move-up"
                else "to make room for " + (", ".join(r["for_jobs"]) or "a pending job"))
         lines.append(f"  requeued in cycle {r['cycle']} from {r['from_type']} {why}")
+    if "slurm" in e:
+        lines += _render_slurm(e["slurm"])
     if e["actions"]:
         lines.append("  actions:")
         for a in e["actions"][-20:]:
@@ -100,6 +153,28 @@ def render(e: dict[str, Any]) -> str:
             lines.append(f"    {a.get('cycle')}: {a.get('kind')} {_fmt(a.get('before'))} -> {_fmt(a.get('after'))}: "
                          f"{state}{err}")
     return "\n".join(lines)
+
+
+def _render_slurm(v: dict[str, Any]) -> list[str]:
+    """Slurm's view in words: state and reason, expected start, priority and its factors."""
+    if not v.get("known"):
+        return [f"  Slurm now: {v.get('note', 'unknown')}"]
+    state = str(v["state"]).lower()
+    reason = f", reason {v['reason']}" if v.get("reason") and v["reason"] != "None" else ""
+    if v["start_is_estimate"]:
+        start = f"expected start {v['start']}" if v["start"] else "expected start N/A (Slurm has no estimate yet)"
+    else:
+        start = f"started {v['start']}" if v["start"] else "start N/A"
+    lines = [f"  Slurm now: {state}{reason}; {start}"]
+    for f in v.get("priority_factors", []):
+        parts = ", ".join(f"{k} {x:g}" for k, x in f["factors"].items() if x) or "no weighted factor above 0"
+        nice = f", nice {f['nice']}" if f["nice"] else ""
+        tres = f", TRES {f['tres']}" if f["tres"] else ""
+        lines.append(f"  Slurm priority in partition {f['partition']}: {f['priority']:g} ({parts}{nice}{tres})")
+    if v["start_is_estimate"] and not v.get("priority_factors"):
+        lines.append("  Slurm priority factors: " + v.get(
+            "priority_factors_note", "none (sprio lists only pending jobs that are eligible: not held, begin time reached)"))
+    return lines
 
 
 def _how(e: dict[str, Any]) -> str:

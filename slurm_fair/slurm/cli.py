@@ -18,8 +18,9 @@ from datetime import datetime
 from typing import Callable, Mapping, Sequence
 
 from ..errors import JobGone, SlurmCommandError, SlurmError
-from .model import Account, AccountingRecord, Node, Qos, SlurmJob, Snapshot
+from .model import Account, AccountingRecord, JobOutlook, Node, PriorityFactors, Qos, SlurmJob, Snapshot
 from .parse.gres import gpu_request_of, parse_tres_map, retype_request
+from .parse.outlook import OUTLOOK_FIELDS, parse_outlook, parse_sprio, sprio_format
 from .parse.records import iter_lines
 from .parse.sacct import SACCT_FIELDS, parse_sacct
 from .parse.sacctmgr import ASSOC_FIELDS, QOS_FIELDS, parse_assoc, parse_qos
@@ -141,6 +142,24 @@ class SlurmCli:
         if self.cluster:
             argv += ["-M", self.cluster]
         return parse_sacct(self.runner.run(argv), fs)
+
+    def job_outlook(self, job_id: str) -> JobOutlook:
+        """``squeue -j`` (all states while slurmctld remembers the job); for an array's parent
+        id, its first task."""
+        job_id = check_job_id(job_id)
+        fs = self._separator()
+        out = self.runner.run(["squeue", "-h", "-j", job_id, "-O", _long_format(OUTLOOK_FIELDS, fs)], job_id=job_id)
+        found = parse_outlook(out, fs)
+        if not found:
+            raise JobGone(f"job {job_id} is gone")
+        return next((o for o in found if o.job_id == job_id), found[0])
+
+    def job_priority_factors(self, job_id: str) -> list[PriorityFactors]:
+        job_id = check_job_id(job_id)
+        fs = self._separator()
+        # -jID without a space: sprio's -j takes an optional argument
+        out = self.runner.run(["sprio", "-h", f"-j{job_id}", "-o", sprio_format(fs)])
+        return parse_sprio(out, fs)
 
     # --- write (pending jobs) -----------------------------------------------------------------
     def _scontrol(self, job_id: str, *args: str) -> None:

@@ -22,8 +22,11 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..errors import JobGone, SlurmError
-from .model import Account, AccountingRecord, GpuRequest, Node, Qos, SlurmJob, Snapshot
+from .model import (
+    Account, AccountingRecord, GpuRequest, JobOutlook, Node, PriorityFactors, Qos, SlurmJob, Snapshot,
+)
 from .parse.gres import gpu_request_of, retype_request
+from .parse.outlook import FACTOR_NAMES
 from .parse.fields import expand_hostlist
 from .parse.sacct import parse_sacct
 from .parse.sacctmgr import parse_assoc, parse_qos
@@ -74,6 +77,10 @@ class FakeSlurm:
         self.job_fields: dict[str, dict[str, str]] = {}
         #: every write, in order: (method, args) — tests assert on it, dry runs print it
         self.calls: list[tuple[str, tuple]] = []
+        #: what sprio would print for a job (tests set it; default: :meth:`job_priority_factors`)
+        self.priority_factors: dict[str, list[PriorityFactors]] = {}
+        #: the backfill scheduler's expected start of pending jobs (tests set it; default none)
+        self.expected_starts: dict[str, datetime] = {}
         self._next_id = max((_int_id(j) for j in jobs), default=1000) + 1
 
     # --- construction -------------------------------------------------------------------------
@@ -143,6 +150,24 @@ class FakeSlurm:
             if (end is None or end >= since) and (until is None or start < until):
                 out.append(r)
         return out
+
+    def job_outlook(self, job_id: str) -> JobOutlook:
+        job = self.job(job_id)
+        start = job.start_time if job.running else self.expected_starts.get(job.job_id)
+        return JobOutlook(job_id=job.job_id, state=job.state, reason=job.reason, priority=job.priority, start=start)
+
+    def job_priority_factors(self, job_id: str) -> list[PriorityFactors]:
+        """As sprio: nothing for a job that is not pending, held (priority 0) or waiting for its
+        begin time; otherwise what a test set, or the job's priority with every factor 0 (the
+        fake does not model multifactor)."""
+        job = self._jobs.get(str(job_id))
+        if job is None or not job.pending or job.priority == 0 or job.reason == "BeginTime":
+            return []
+        if job.job_id in self.priority_factors:
+            return list(self.priority_factors[job.job_id])
+        return [PriorityFactors(job_id=job.job_id, partition=p, priority=float(job.priority),
+                                factors=dict.fromkeys(FACTOR_NAMES, 0.0),
+                                nice=job.nice) for p in job.partition.split(",")]
 
     # --- write (pending jobs) -----------------------------------------------------------------
     def _pending(self, job_id: str) -> SlurmJob:

@@ -236,3 +236,36 @@ class AccountingRecord:
     @property
     def gpu_seconds(self) -> float:
         return self.gpus * self.elapsed_s
+
+
+@dataclass(frozen=True)
+class PriorityFactors:
+    """One line of ``sprio`` for a pending job: the priority Slurm's multifactor plugin gives it
+    in one partition and the weighted factors that add up to it. ``explain`` shows them beside
+    the controller's decision so a tenant sees which part of the order is Slurm's own."""
+
+    job_id: str
+    partition: str
+    priority: float
+    #: weighted factors: ``age``, ``fairshare``, ``jobsize``, ``partition``, ``qos``, ``site``
+    factors: Mapping[str, float]
+    #: the nice adjustment (subtracted from the priority)
+    nice: int = 0
+    #: the weighted TRES factors as sprio prints them (``gres/gpu:v100=120,...``; "" for none)
+    tres: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "factors", frozen_map(self.factors))
+
+
+@dataclass(frozen=True)
+class JobOutlook:
+    """Slurm's own view of one job now (``squeue -j``): state, pending reason, priority and the
+    start time (actual when it runs; the backfill scheduler's estimate when pending, None when
+    Slurm has none)."""
+
+    job_id: str
+    state: str
+    reason: str
+    priority: int
+    start: datetime | None

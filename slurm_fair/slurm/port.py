@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 from ..errors import SlurmError
-from .model import Account, AccountingRecord, Node, Qos, SlurmJob, Snapshot
+from .model import Account, AccountingRecord, JobOutlook, Node, PriorityFactors, Qos, SlurmJob, Snapshot
 
 
 @runtime_checkable
@@ -38,6 +38,18 @@ class SlurmPort(Protocol):
         """Jobs that ran in ``[since, until)`` with their GPU type, count and elapsed time: one
         record per run, in the order they ran (a requeued job has several, all but the last in
         state ``REQUEUED``, each with its own Submit, Start, End and GPUs)."""
+        ...
+
+    def job_outlook(self, job_id: str) -> JobOutlook:
+        """Slurm's view of one job now: state, pending reason, priority and start time (the
+        scheduler's estimate while pending, None when it has none). :class:`JobGone` when
+        Slurm no longer knows the job."""
+        ...
+
+    def job_priority_factors(self, job_id: str) -> list[PriorityFactors]:
+        """The multifactor priority of a pending job and the weighted factors behind it, one
+        entry per partition it may run in (``sprio``); [] when the job is not pending or not
+        yet eligible (held, begin time ahead), which is Slurm's answer, not an error."""
         ...
 
     def can_retype_gpu(self) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from click.testing import CliRunner
@@ -13,7 +13,8 @@ from slurm_fair.controller.cycle import run_cycle
 from slurm_fair.controller.explain import explain, render
 from slurm_fair.controller.revert import revert
 from slurm_fair.controller.state import StateStore
-from slurm_fair.errors import UserError
+from slurm_fair.errors import SlurmUnavailable, UserError
+from slurm_fair.slurm.model import PriorityFactors
 
 from .conftest import make_config
 
@@ -99,10 +100,76 @@ def test_explain_unknown_job_is_a_user_error(config):
         explain(config, "rm -rf")
 
 
+def test_explain_shows_slurms_view_beside_the_decision(fake, config):
+    ids = submit(fake)
+    run_cycle(fake, config)
+    fake.priority_factors[ids[0]] = [PriorityFactors(
+        job_id=ids[0], partition="v100", priority=12345, nice=-20, tres="gres/gpu:v100=45",
+        factors={"age": 100, "fairshare": 5000, "jobsize": 0, "partition": 7000, "qos": 0, "site": 0})]
+    fake.expected_starts[ids[0]] = datetime(2031, 5, 6, 7, 8, 9)
+    e = explain(config, ids[0], fake)
+    s = e["slurm"]
+    assert (s["state"], s["reason"], s["start"], s["start_is_estimate"]) == (
+        "PENDING", fake.job(ids[0]).reason, "2031-05-06T07:08:09", True)
+    assert s["priority_factors"][0]["factors"]["fairshare"] == 5000
+    text = render(e)
+    assert "expected start 2031-05-06T07:08:09" in text
+    assert "priority in partition v100: 12345 (age 100, fairshare 5000, partition 7000, nice -20, TRES gres/gpu:v100=45)" in text
+    json.dumps(e)  # the --json form serialises
+    # no estimate: N/A; a held job has no factors and says why
+    fake.hold(ids[2])
+    held = render(explain(config, ids[2], fake))
+    assert "expected start N/A" in held and "sprio lists only pending jobs that are eligible" in held
+    # running: the actual start; ended: Slurm no longer lists it, the record is still shown
+    fake.start(ids[3], next(n.name for n in fake.nodes()), "v100")
+    assert "Slurm now: running; started " in render(explain(config, ids[3], fake))
+    fake.finish(ids[3])
+    gone = explain(config, ids[3], fake)
+    assert gone["slurm"]["known"] is False and "no longer lists" in render(gone) and gone["cycle"]
+
+
+def test_explain_reports_a_slurm_that_does_not_answer(fake, config, monkeypatch):
+    ids = submit(fake)
+    run_cycle(fake, config)
+
+    def down(job_id):
+        raise SlurmUnavailable("Unable to contact slurm controller")
+
+    monkeypatch.setattr(fake, "job_priority_factors", down)
+    e = explain(config, ids[0], fake)
+    assert e["slurm"]["state"] == "PENDING" and "sprio did not answer" in render(e)
+    monkeypatch.setattr(fake, "job_outlook", down)
+    e = explain(config, ids[0], fake)
+    assert "Slurm now: Slurm did not answer: Unable to contact" in render(e) and e["tenant"] == "alice"
+
+
+def test_explain_opens_the_store_read_only_and_never_creates_it(fake, config, tmp_path, monkeypatch):
+    state = tmp_path / "state" / "state.sqlite"
+    with pytest.raises(UserError, match=str(state)):
+        explain(config, "1001")
+    assert not state.exists() and not state.parent.exists()
+    ids = submit(fake)
+    run_cycle(fake, config)
+    before = state.read_bytes()
+    opened = []
+    real_init = StateStore.__init__
+
+    def spy(self, path, read_only=False):
+        opened.append(read_only)
+        real_init(self, path, read_only)
+
+    monkeypatch.setattr(StateStore, "__init__", spy)
+    explain(config, ids[0], fake)
+    assert opened == [True] and state.read_bytes() == before
+    state.write_bytes(b"not a database")
+    with pytest.raises(UserError, match="cannot read the controller state store"):
+        explain(config, ids[0])
+
+
 def test_commands_through_click(fake, tmp_path, monkeypatch):
     cfg = tmp_path / "slurm-fair.toml"
     cfg.write_text(f'[controller]\nstate_dir = "{tmp_path / "state"}"\naudit_log = "{tmp_path / "a.jsonl"}"\n')
-    for mod in ("run", "revert"):
+    for mod in ("run", "revert", "explain"):
         monkeypatch.setattr(f"slurm_fair.commands.{mod}.make_port", lambda config, env=None: fake)
     ids = submit(fake)
     runner = CliRunner()
@@ -117,7 +184,10 @@ def test_commands_through_click(fake, tmp_path, monkeypatch):
     again = json.loads(runner.invoke(cli.cli, ["run", "--json", "--config", str(cfg)], standalone_mode=False).output)
     assert again["counts"]["actions"] == 0
     ex = runner.invoke(cli.cli, ["explain", ids[0], "--config", str(cfg)], standalone_mode=False)
-    assert ex.exit_code == 0 and f"job {ids[0]}" in ex.output
+    assert ex.exit_code == 0 and f"job {ids[0]}" in ex.output and "Slurm now: pending" in ex.output
+    ej = json.loads(runner.invoke(cli.cli, ["explain", ids[0], "--json", "--config", str(cfg)],
+                                  standalone_mode=False).output)
+    assert ej["job"] == ids[0] and ej["slurm"]["state"] == "PENDING" and ej["slurm"]["priority_factors"]
     dry = runner.invoke(cli.cli, ["revert", "--dry-run", "--config", str(cfg)], standalone_mode=False)
     assert dry.exit_code == 0 and "would apply" in dry.output and "dry run, nothing changed" in dry.output
     assert "revert_partition" in dry.output and "gpu" in dry.output

@@ -279,3 +279,29 @@ def test_accounting_reports_tenant_type_and_gpus(cluster: Harness):
     assert rec.elapsed_s >= 1
     usage = usage_by_tenant_type([rec], since, until)
     assert usage == {tenant: {t: pytest.approx(2 * (rec.end_time - rec.start_time).total_seconds())}}
+
+
+def test_job_outlook_and_priority_factors_as_slurm_sees_them(cluster: Harness):
+    """squeue's state/reason/start and sprio's factors for one job. A held job and a job that
+    ended have no factors (sprio lists only eligible pending jobs): an empty answer, never an
+    error. A pending job's factors, when listed, are its own and carry the nice we set."""
+    held = cluster.submit(cluster.tenants[0], "--gres=gpu:1", held=True)
+    o = cluster.port.job_outlook(held)
+    assert (o.job_id, o.state) == (held, "PENDING") and "Held" in o.reason and o.priority == 0
+    assert cluster.port.job_priority_factors(held) == []
+    waiting = cluster.submit(cluster.tenants[1], "--gres=gpu:1")
+    cluster.port.set_nice(waiting, 50)
+    o = cluster.port.job_outlook(waiting)
+    assert o.state == "PENDING" and o.reason and o.priority > 0
+    assert o.start is None or o.start.year >= 2000
+    for f in cluster.port.job_priority_factors(waiting):
+        assert f.job_id == waiting and f.nice == 50 and f.priority >= 0
+        assert set(f.factors) == {"age", "fairshare", "jobsize", "partition", "qos", "site"}
+    cluster.cancel(waiting)
+    assert cluster.port.job_priority_factors(waiting) == []
+    try:
+        after = cluster.port.job_outlook(waiting)
+    except JobGone:
+        pass  # slurmctld forgot it (the fake at once, Slurm after MinJobAge)
+    else:
+        assert after.state not in ("PENDING", "RUNNING")

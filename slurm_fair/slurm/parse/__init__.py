@@ -17,6 +17,7 @@ parse. Modules, one per format or command:
 * :mod:`.fields`: scalar columns (times, integers, memory sizes, durations, hostlists);
 * :mod:`.gres`: gres and TRES strings, GPU requests (:func:`.gres.gpu_request`);
 * :mod:`.tags`: the ``fair:`` comment tags (the one parser of them);
-* :mod:`.squeue`, :mod:`.sinfo`, :mod:`.sacct`, :mod:`.sacctmgr`: the columns each command is
+* :mod:`.squeue`, :mod:`.sinfo`, :mod:`.sacct`, :mod:`.sacctmgr`, :mod:`.outlook` (one job's squeue
+  and sprio): the columns each command is
   asked for, and its records -> model objects.
 """
