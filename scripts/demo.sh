@@ -20,16 +20,9 @@ $SF testbed up
 eval "$($SF testbed env)"
 
 echo
-echo "== Nodes: typed GPUs; Weight by measured speed (Slurm fills the lowest first) =="
-sinfo -N -p gpu -O "NodeList:10,Gres:14,CPUs:6,Memory:9,Weight:8,StateCompact:8"
-
-echo
-echo "== Partitions: one per GPU type, PriorityTier by speed, plus the default 'gpu' =="
-sinfo -O "Partition:10,PriorityTier:14,Nodes:7,NodeList:26"
-
-echo
-echo "== Tenants (Slurm accounts) and their fair-share shares =="
-sshare -o Account%12,RawShares%9,NormShares%11
+echo "== The cluster and its tenants (slurm-fair snapshot): GPUs per type, nodes, Slurm accounts"
+echo "   with their weight (Slurm's fair-share shares) and share of the GPUs =="
+$SF snapshot
 
 echo
 echo "== Emulated workload: $(($(wc -l < "$TRACE") - 1)) Philly-derived jobs of 3 tenants (1- to 8-GPU gangs), policy $POLICY =="
@@ -46,31 +39,11 @@ UNTIL=$(date +%Y-%m-%dT%H:%M:%S)
 
 echo
 echo "== Where the jobs ran, and what the controller did =="
-.venv/bin/python - "$RUN_DIR/replay.json" "$RUN_DIR/controller/state.sqlite" <<'PY'
-import json, sqlite3, sys
-doc = json.load(open(sys.argv[1]))
-c = doc["replay"]["controller"] or {}
-jobs_on: dict[str, int] = {}
-for j in doc["jobs"]:
-    runs = j["types_run"] or ([j["gpu_type"]] if j["gpu_type"] else [])
-    for k in set(runs):
-        jobs_on[k] = jobs_on.get(k, 0) + 1
-print("  jobs that ran on each GPU type: " + ", ".join(f"{k} {n}" for k, n in sorted(jobs_on.items())))
-try:
-    db = sqlite3.connect(f"file:{sys.argv[2]}?mode=ro", uri=True)
-    rows = db.execute("SELECT reason, from_type, COALESCE(to_type, ''), COUNT(*) FROM requeues GROUP BY 1, 2, 3").fetchall()
-except sqlite3.Error:
-    rows = []
-for reason, src, dst, n in rows:
-    what = f"moved up from {src} to {dst}" if reason == "move-up" else f"requeued on {src} to make room"
-    print(f"  {n} job(s) {what}")
-print(f"  {c.get('cycles', 0)} controller cycles ({c.get('cycles_ok', 0)} ok, mean {c.get('cycle_seconds_mean') or 0:.2f} s), "
-      f"{c.get('gpu_type_steers', 0)} steerings to a GPU type's partition; revert: {c.get('revert')}")
-m = doc["metrics"]
-print(f"  average JCT {m['avg_jct_s'] / 3600:.2f} h, makespan {m['makespan_s'] / 3600:.2f} h (trace time), "
-      f"{m['jobs_completed']}/{m['jobs']} jobs done")
-PY
+.venv/bin/python scripts/demo_summary.py "$RUN_DIR/replay.json" "$RUN_DIR/controller/state.sqlite" || true
 
 echo
 echo "== Fairness report of the demo window (slurm-fair report) =="
 $SF report --since "$SINCE" --until "$UNTIL" --config "$RUN_DIR/controller.toml"
+$SF report --since "$SINCE" --until "$UNTIL" --config "$RUN_DIR/controller.toml" --format html -o "$RUN_DIR/report.html"
+echo
+echo "The report as a web page: $RUN_DIR/report.html"

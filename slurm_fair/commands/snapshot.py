@@ -73,8 +73,9 @@ def controller_problem(port: SlurmPort, cfg: config_mod.Config) -> Problem:
 
 
 def render(snapshot: Snapshot, console: Console, configured: Mapping[str, float]) -> None:
-    """Rich tables: capacity per GPU type, nodes, tenants (with the weight the controller would
-    use, :func:`~slurm_fair.controller.problem.tenant_weights`), GPU jobs."""
+    """Rich tables: capacity per GPU type, nodes, tenants (every Slurm account, with the weight
+    the controller would use, :func:`~slurm_fair.controller.problem.tenant_weights`, and its
+    share of the sum), GPU jobs."""
     cap = snapshot.capacity()
     total: dict[str, int] = {}
     used: dict[str, int] = {}
@@ -100,15 +101,19 @@ def render(snapshot: Snapshot, console: Console, configured: Mapping[str, float]
     console.print(t)
 
     jobs = snapshot.gpu_jobs()
-    tenants = sorted({j.account for j in jobs})
+    # every Slurm account (a tenant with nothing queued still has its share), and any account
+    # of a job that the association list did not show
+    tenants = sorted({j.account for j in jobs} | {a.name for a in snapshot.accounts})
     weights = tenant_weights(tenants, configured, {a.name: a.shares for a in snapshot.accounts})
-    t = Table(title="Tenants with GPU jobs")
-    for col in ("tenant", "weight", "weight from", "jobs", "GPUs running", "GPUs pending"):
+    total_weight = sum(weights.values()) or 1.0
+    t = Table(title="Tenants (Slurm accounts): weight and share of the GPUs")
+    for col in ("tenant", "weight", "share", "weight from", "GPU jobs", "GPUs running", "GPUs pending"):
         t.add_column(col, justify="left" if col in ("tenant", "weight from") else "right")
     for u in tenants:
         mine = [j for j in jobs if j.account == u]
         gpus = lambda js: sum(j.gpu_request.total for j in js if j.gpu_request)  # noqa: E731
-        t.add_row(u, f"{weights[u]:g}", "config" if u in configured else "Slurm shares or 1", str(len(mine)),
+        t.add_row(u, f"{weights[u]:g}", f"{weights[u] / total_weight:.0%}",
+                  "config" if u in configured else "Slurm shares or 1", str(len(mine)),
                   str(gpus([j for j in mine if j.running])), str(gpus([j for j in mine if j.pending])))
     console.print(t)
 

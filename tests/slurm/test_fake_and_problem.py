@@ -175,10 +175,16 @@ def test_snapshot_command_json_and_tables(fake, monkeypatch):
     res = runner.invoke(sf_cli.cli, ["snapshot"], terminal_width=200)
     assert res.exit_code == 0 and "GPUs per type" in res.output and "505_2" in res.output
     # the tenants table shows the weight the problem carries (here: Slurm shares or 1)
-    assert "Tenants with GPU jobs" in res.output
+    assert "Tenants (Slurm accounts): weight and share of the GPUs" in res.output
+    rows = {line.strip("│ ").split()[0]: line.split("│") for line in res.output.splitlines()
+            if line.strip("│ ").split()[:1] and line.strip("│ ").split()[0] in {a.name for a in fake.accounts()}}
     for tenant, weight in doc["tenants"].items():
-        row = next(line for line in res.output.splitlines() if line.strip("│ ").startswith(tenant + " "))
-        assert f"{weight['weight']:g}" in row.split("│")[2], row
+        assert f"{weight['weight']:g}" in rows[tenant][2], rows[tenant]
+    # every account is listed, with nothing queued too; shares are weight / sum of weights
+    assert set(rows) == {a.name for a in fake.accounts()}
+    total = sum(a.shares for a in fake.accounts())
+    for a in fake.accounts():
+        assert rows[a.name][3].strip() == f"{a.shares / total:.0%}", rows[a.name]
 
 
 def test_snapshot_command_when_slurm_is_missing(tmp_path, capsys):
