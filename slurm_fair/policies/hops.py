@@ -67,6 +67,14 @@ def priority(job: Job, capacity: Mapping[str, int], round_s: float) -> float:
     return fairness.latency_ratio(wait_s(job), age(job, capacity, round_s))
 
 
+def queue_of(problem: Problem, prio: Mapping[str, float]) -> list[Job]:
+    """The queue by decreasing priority (longer in the system first on a tie, then id). It
+    holds the jobs the cluster can hold at all: a gang no type can hold even empty would take
+    a place in the window (its demand counted against the total) and never run."""
+    return sorted((j for j in problem.jobs if any(t > 0 and problem.holds(j, k) for k, t in j.throughput.items())),
+                  key=lambda j: (-prio[j.id], -float(j.age_s or 0.0), j.id))
+
+
 def window(queue: list[Job], total_gpus: int) -> list[Job]:
     """The queue head up to and including the job whose demand brings the sum to ``total_gpus``."""
     out, demand = [], 0
@@ -110,11 +118,7 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
     total = sum(capacity.values())
     prio = {j.id: priority(j, capacity, options.round_s) for j in problem.jobs}
     rho = {j.id: job_sensitivity(j) for j in problem.jobs}
-    # the queue holds the jobs the cluster can hold at all: a gang no type can hold even empty
-    # would take a place in the window (its demand counted against the total) and never run
-    queue = sorted((j for j in problem.jobs
-                    if any(t > 0 and problem.holds(j, k) for k, t in j.throughput.items())),
-                   key=lambda j: (-prio[j.id], -float(j.age_s or 0.0), j.id))
+    queue = queue_of(problem, prio)
     if problem.nodes:
         free = {n.name: n.gpus for n in problem.nodes}
     else:

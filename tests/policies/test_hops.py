@@ -19,7 +19,7 @@ from slurm_fair.errors import UserError
 from slurm_fair.model import Job, NodeCapacity, Problem
 from slurm_fair.policies import PolicyOptions
 from slurm_fair.policies._hops_ilp import bias
-from slurm_fair.policies.hops import priority, promote, window
+from slurm_fair.policies.hops import priority, promote, queue_of, window
 
 hops = policies.get("hops").allocate
 
@@ -193,8 +193,11 @@ def _brute_force_gain(problem: Problem) -> float:
 @settings(max_examples=60, deadline=None)
 @given(flat_problems())
 def test_lambda_zero_is_max_throughput_among_the_window(problem: Problem) -> None:
-    # only problems whose jobs are all in the window (their GPUs reach the total at the last one)
-    if len(window(list(problem.jobs), sum(problem.gpu_types.values()))) < len(problem.jobs):
+    # only problems whose jobs are all in hops' own window (its queue order: by LR); then the
+    # first plan maximises sum G over every job and the second has nothing left to add
+    caps = {k: int(c) for k, c in problem.gpu_types.items()}
+    queue = queue_of(problem, {j.id: priority(j, caps, 360.0) for j in problem.jobs})
+    if len(window(queue, sum(caps.values()))) < len(problem.jobs):
         return
     alloc = hops(problem, _opts(**{"lambda": 0.0, "gap": 0.0}))
     got = 0.0
