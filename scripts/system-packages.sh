@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Install the Debian packages the local Slurm testbed needs, only when some are missing
-# (debootstrap: the Slurm 24.11 testbed's Debian trixie root filesystem).
+# (debootstrap: the Slurm 24.11 testbed's Debian trixie root filesystem; prometheus: only for
+# promtool, which the tests run on the rendered alert rules -- its daemon is stopped and disabled).
 # Idempotent: a machine that has them all returns at once without touching apt.
 set -euo pipefail
 
-PACKAGES=(slurm-wlm slurmdbd slurm-client munge mariadb-server mariadb-client lua5.1 chromium debootstrap)
+PACKAGES=(slurm-wlm slurmdbd slurm-client munge mariadb-server mariadb-client lua5.1 chromium debootstrap prometheus)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -21,3 +22,7 @@ echo "Installing Debian packages: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Debian starts the Prometheus server on install; we only want promtool.
+if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+  systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+fi

@@ -1,4 +1,5 @@
-"""Configuration: ``conf/slurm-fair.toml``, read with ``tomllib`` and validated completely.
+"""Configuration: ``/etc/slurm-fair/slurm-fair.toml`` (``conf/slurm-fair.toml`` is the annotated
+default), read with ``tomllib`` and validated completely.
 
 Validation collects *every* problem of the file (unknown keys with a "did you mean" suggestion,
 wrong types, out-of-range values) and raises one :class:`ConfigError`, so an admin fixes the file
@@ -242,15 +243,19 @@ def validate(data: Mapping[str, Any], source: str = "<config>") -> Config:
     return Config(values=values, tenants=tenants, source=source)
 
 
+#: the installed configuration, the only place looked at without being told
+SYSTEM_PATH = Path("/etc/slurm-fair/slurm-fair.toml")
+
+
 def default_path() -> Path | None:
-    """Where the configuration is looked for: $SLURM_FAIR_CONFIG, ./conf, /etc/slurm-fair."""
+    """Where the configuration is found without ``--config``: ``$SLURM_FAIR_CONFIG``, then
+    ``/etc/slurm-fair/slurm-fair.toml``. Never ``./conf``: a ``revert`` run from a checkout must
+    act on the installed configuration, not pick the development one because of the directory
+    it was started in (``--config conf/slurm-fair.toml`` asks for that one)."""
     env = os.environ.get(CONFIG_ENV)
     if env:
         return Path(env)
-    for candidate in (Path("conf/slurm-fair.toml"), Path("/etc/slurm-fair/slurm-fair.toml")):
-        if candidate.is_file():
-            return candidate
-    return None
+    return SYSTEM_PATH if SYSTEM_PATH.is_file() else None
 
 
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -24,8 +24,8 @@ config_option = click.option(
     "config_path",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Configuration file (default: $SLURM_FAIR_CONFIG, ./conf/slurm-fair.toml, "
-    "/etc/slurm-fair/slurm-fair.toml).",
+    help="Configuration file (default: $SLURM_FAIR_CONFIG, else /etc/slurm-fair/slurm-fair.toml; "
+    "a checkout's conf/slurm-fair.toml only when named here).",
 )
 
 #: where ``--json FILE`` leaves its file for :data:`output_option` (``ctx.meta`` key)

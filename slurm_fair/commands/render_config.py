@@ -2,8 +2,9 @@
 
 From the configuration and the cluster's GPU inventory (an inventory file, e.g.
 ``conf/testbed.toml``, or ``--from-slurm``), render into ``--output-dir``: the slurm.conf fragment,
-gres.conf, job_submit.lua, the QOS bootstrap script, the systemd service and timer, the cron
-entry and the logrotate rule (``--target cluster``); or the docker-compose cluster's configs
+gres.conf, job_submit.lua, the QOS bootstrap script, the hardened systemd service and its timer,
+the cron entry, the logrotate rule, Prometheus alert rules and a Grafana dashboard
+(``--target cluster``); or the docker-compose cluster's configs
 (``--target docker``, written to ``docker/rendered/`` by ``make docker-configs``).
 Bad configuration or inventory: every problem listed, exit code 2.
 """
@@ -38,14 +39,15 @@ from .options import config_option, throughputs_option
 @click.option("--installed-config", default=DeployOptions.config_path, show_default=True,
               help="Where the configuration file lives on the controller host.")
 @click.option("--run-as", default=DeployOptions.run_as, show_default=True,
-              help="User the controller runs as (root, SlurmUser, or a Slurm administrator).")
+              help="Dedicated system user the controller runs as (the unit's User=, the cron entry's).")
 @click.option("--admin-level", type=click.Choice(["operator", "administrator"]),
               default=DeployOptions.admin_level, show_default=True,
-              help="AdminLevel the QOS bootstrap grants a --run-as user that is not root/SlurmUser.")
+              help="AdminLevel the QOS bootstrap grants a --run-as user that is not root/SlurmUser "
+                   "(administrator: slurmdbd requires it for the controller's QOS writes).")
 def command(output_dir: str, config_path: str | None, inventory: str | None, from_slurm: bool, target: str,
             throughputs: str | None, executable: str, installed_config: str, run_as: str,
             admin_level: str) -> None:
-    """Render the deployment files (slurm.conf fragment, job_submit.lua, units, cron, ...)."""
+    """Render the deployment files (slurm.conf fragment, job_submit.lua, units, alerts, dashboard, ...)."""
     config = config_mod.load(config_path)
     out = Path(output_dir)
     if target == "docker":

@@ -3,8 +3,9 @@
 Two targets:
 
 * ``cluster`` (a real cluster): the slurm.conf fragment, gres.conf (the testbed's own
-  ``templates/slurm/gres.conf.j2``), job_submit.lua, the QOS bootstrap script, the systemd
-  service and timer, the cron entry and the logrotate rule;
+  ``templates/slurm/gres.conf.j2``), job_submit.lua, the QOS bootstrap script, the hardened
+  systemd service and its timer, the cron entry, the logrotate rule, the Prometheus alert
+  rules and the Grafana dashboard (built in :mod:`.monitoring`, not templated);
 * ``docker`` (the docker-compose test cluster): slurm.conf, gres.conf and slurmdbd.conf rendered
   from the *same* ``templates/slurm/*.j2`` as the native testbed, with the testbed's own context
   (:func:`slurm_fair.testbed.render.testbed_context`) and only the documented container
@@ -23,7 +24,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import jinja2
 
@@ -33,6 +34,7 @@ from ..controller.plan.limits import qos_name
 from ..errors import ConfigError, Finding, UserError
 from ..estimates.gavel import ThroughputTable
 from .inventory import ACCOUNT_RE, CLUSTER_RE, GPU_TYPE_RE, Inventory
+from .monitoring import dashboard_json
 from .weights import billing_weights, speed_order
 
 #: absolute paths without '..', spaces, quotes or shell metacharacters
@@ -40,7 +42,7 @@ PATH_RE = re.compile(r"^/(?!.*(^|/)\.\.(/|$))[A-Za-z0-9_./@+-]*$")
 USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 LEVELS = ("operator", "administrator")
 
-#: output file -> (template, file mode) for a real cluster
+#: output file -> (template, file mode) for a real cluster; template "" = built by a BUILDERS function
 CLUSTER_FILES: dict[str, tuple[str, int]] = {
     "slurm-fair.conf": ("deploy/slurm-fair.conf.j2", 0o644),
     "gres.conf": ("slurm/gres.conf.j2", 0o644),
@@ -50,7 +52,12 @@ CLUSTER_FILES: dict[str, tuple[str, int]] = {
     "slurm-fair.timer": ("deploy/slurm-fair.timer.j2", 0o644),
     "slurm-fair.cron": ("deploy/slurm-fair.cron.j2", 0o644),
     "slurm-fair.logrotate": ("deploy/logrotate.j2", 0o644),
+    "slurm-fair-alerts.yml": ("deploy/slurm-fair-alerts.yml.j2", 0o644),
+    "slurm-fair-dashboard.json": ("", 0o644),
 }
+
+#: files made in Python from the same context (JSON is safer dumped than templated)
+BUILDERS: dict[str, Callable[[Mapping[str, Any]], str]] = {"slurm-fair-dashboard.json": dashboard_json}
 
 #: output file -> (template, mode) for the docker-compose cluster
 DOCKER_FILES: dict[str, tuple[str, int]] = {
@@ -102,7 +109,8 @@ class DeployOptions:
 
     executable: str = "/usr/local/bin/slurm-fair"
     config_path: str = "/etc/slurm-fair/slurm-fair.toml"
-    run_as: str = "root"
+    #: a dedicated system user; slurmdbd needs AdminLevel=Administrator for its QOS writes
+    run_as: str = "slurm-fair"
     admin_level: str = "administrator"
     priority_weight_tres: int = 1000
 
@@ -224,6 +232,8 @@ def cluster_context(
         "state_dir": c["state_dir"],
         "audit_log": c["audit_log"],
         "audit_dir": c["audit_log"].rsplit("/", 1)[0] or "/",
+        "state_directory": _under(c["state_dir"], "/var/lib/"),
+        "logs_directory": _under(c["audit_log"].rsplit("/", 1)[0], "/var/log/"),
         "executable": opts.executable,
         "config_path": opts.config_path,
         "run_as": opts.run_as,
@@ -231,6 +241,13 @@ def cluster_context(
     }
     _raise_unsafe(ctx, config.source)
     return ctx
+
+
+def _under(path: str, base: str) -> str:
+    """``path`` relative to ``base`` (for systemd's StateDirectory=/LogsDirectory=, which create
+    the directory owned by the unit's user), or "" when it lies elsewhere (the admin creates it)."""
+    rel = path.rstrip("/")[len(base):] if path.startswith(base) else ""
+    return rel if rel and not rel.startswith("/") else ""
 
 
 def _fmt(w: float) -> str:
@@ -265,7 +282,8 @@ def _raise_unsafe(ctx: Mapping[str, Any], source: str) -> None:
 def render_cluster(config: Config, inv: Inventory, table: ThroughputTable, opts: DeployOptions) -> dict[str, str]:
     """Output file name -> text for a real cluster."""
     ctx = cluster_context(config, inv, table, opts)
-    return {name: render_template(tpl, ctx) for name, (tpl, _mode) in CLUSTER_FILES.items()}
+    return {name: render_template(tpl, ctx) if tpl else BUILDERS[name](ctx)
+            for name, (tpl, _mode) in CLUSTER_FILES.items()}
 
 
 # --- docker -----------------------------------------------------------------------------------

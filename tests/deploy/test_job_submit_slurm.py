@@ -111,7 +111,8 @@ def cluster():
     state.mkdir()
     config = validate_config({"controller": {"state_dir": str(state), "audit_log": str(root / "audit.jsonl")}})
     inv = inventory.validate(DESCRIPTION)
-    rendered = render_cluster(config, inv, load_table(None), DeployOptions())
+    # the testbed's controller runs as root (its SlurmUser): no slurm-fair user in its slurmdbd
+    rendered = render_cluster(config, inv, load_table(None), DeployOptions(run_as="root"))
     script = root / "job_submit.lua"
     script.write_text(rendered["job_submit.lua"])
     desc = {**DESCRIPTION, "cluster": {**DESCRIPTION["cluster"], "job_submit_script": str(script)},

@@ -121,7 +121,7 @@ def test_systemd_units_and_cron(rendered):
     assert len(entries) == 1
     fields = entries[0].split()
     assert fields[:5] == ["*/2", "*", "*", "*", "*"]  # 120 s -> every 2 minutes
-    assert fields[5] == "root" and fields[6:9] == ["/usr/local/bin/slurm-fair", "run", "--once"]
+    assert fields[5] == "slurm-fair" and fields[6:9] == ["/usr/local/bin/slurm-fair", "run", "--once"]
     assert "/var/log/sf/audit.jsonl" in rendered["slurm-fair.logrotate"]
 
 
@@ -150,17 +150,64 @@ def test_qos_bootstrap_broken_script_detected(tmp_path):
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True, timeout=30).returncode != 0
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
-def test_systemd_analyze_verify(rendered, tmp_path):
-    d = tmp_path / "units"
+def unit_keys(text: str) -> dict[str, str]:
+    """``Key=value`` of a unit file (the last one wins, as systemd reads most keys)."""
+    return dict(ln.split("=", 1) for ln in text.splitlines() if ln and ln[0].isalpha() and "=" in ln)
+
+
+def test_service_is_hardened(rendered):
+    keys = unit_keys(rendered["slurm-fair.service"])
+    expected = {"User": "slurm-fair", "Group": "slurm-fair", "NoNewPrivileges": "yes", "ProtectSystem": "strict",
+                "ReadWritePaths": "/var/lib/sf /var/log/sf", "PrivateTmp": "yes", "ProtectHome": "yes",
+                "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6", "ProtectKernelTunables": "yes",
+                "ProtectControlGroups": "yes", "CapabilityBoundingSet": "", "AmbientCapabilities": "",
+                "StateDirectory": "sf", "LogsDirectory": "sf", "UMask": "0022"}
+    assert {k: keys.get(k) for k in expected} == expected
+    assert "adminlevel=administrator" in rendered["slurm-fair.service"]
+
+
+def test_service_directories_outside_var_are_not_systemd_managed(tmp_path):
+    ctx = cluster_context(validate_config({"controller": {"state_dir": "/srv/sf", "audit_log": "/var/log/a.jsonl"}}),
+                          inventory.load(TESTBED_TOML), load_table(None), DeployOptions())
+    assert ctx["state_directory"] == "" and ctx["logs_directory"] == ""
+    keys = unit_keys(environment().get_template("deploy/slurm-fair.service.j2").render(**ctx))
+    assert "StateDirectory" not in keys and "LogsDirectory" not in keys
+    assert keys["ReadWritePaths"] == "/srv/sf /var/log"
+
+
+def verify_units(rendered: dict[str, str], d: Path) -> subprocess.CompletedProcess:
     d.mkdir()
     service = rendered["slurm-fair.service"].replace("/usr/local/bin/slurm-fair", shutil.which("true"))
     (d / "slurm-fair.service").write_text(service)
     (d / "slurm-fair.timer").write_text(rendered["slurm-fair.timer"])
-    proc = subprocess.run(["systemd-analyze", "verify", "--man=no", str(d / "slurm-fair.timer"),
+    return subprocess.run(["systemd-analyze", "verify", "--man=no", str(d / "slurm-fair.timer"),
                            str(d / "slurm-fair.service")], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_systemd_analyze_verify(rendered, tmp_path):
+    proc = verify_units(rendered, tmp_path / "units")
     problems = [ln for ln in proc.stderr.splitlines() if "slurm-fair" in ln]
     assert proc.returncode == 0 and not problems, proc.stderr
+    # verify is a real check: a misspelt sandbox directive is reported
+    broken = {**rendered, "slurm-fair.service": rendered["slurm-fair.service"].replace("ProtectHome=", "ProtectHom=")}
+    proc = verify_units(broken, tmp_path / "broken")
+    assert any("ProtectHom" in ln for ln in proc.stderr.splitlines()), proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_systemd_security_exposure_is_low(rendered, tmp_path):
+    """systemd's own score of the sandbox (0 = locked down, 10 = unprotected): 9.6 before issue 16."""
+    d = tmp_path / "units"
+    d.mkdir()
+    (d / "slurm-fair.service").write_text(rendered["slurm-fair.service"].replace("/usr/local/bin/slurm-fair",
+                                                                                  shutil.which("true")))
+    proc = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--no-pager", str(d / "slurm-fair.service")],
+                          capture_output=True, text=True, timeout=60)
+    m = re.search(r"Overall exposure level for slurm-fair.service: ([0-9.]+)", proc.stdout + proc.stderr)
+    if m is None:
+        pytest.skip(f"this systemd-analyze has no offline security scoring: {proc.stderr.strip()[:200]}")
+    assert float(m.group(1)) <= 2.5, proc.stdout
 
 
 def test_strict_undefined_catches_missing_variable(tmp_path):
