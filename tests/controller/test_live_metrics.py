@@ -137,3 +137,36 @@ def test_failed_last_cycle_and_totals_kept_apart():
     assert by(m["slurm_fair_tenant_limit_total_gpus"], "account") == {("a",): 5}
     assert by(m["slurm_fair_tenant_allocated_gpus"], "gpu_type") == {("k80",): 2, ("v100",): 0}
     assert by(m["slurm_fair_tenant_pending_gpus"], "gpu_type") == {("any",): 4}
+
+
+def test_run_loop_serves_the_live_gauges_over_http(cycled):
+    """``run --loop --metrics-port``'s server (port 0: a free one, never a shared port), read
+    at each scrape: a cycle recorded after it started shows up without restarting it."""
+    import urllib.request
+
+    from slurm_fair.commands.run import serve_metrics
+
+    _, fake, store = cycled
+    server = serve_metrics("127.0.0.1", 0, store)
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/metrics"
+        first = samples(urllib.request.urlopen(url, timeout=10).read().decode())
+        assert server.server_address[0] == "127.0.0.1"
+        with StateStore.read_only(store) as st:
+            assert len(st.cycles()) == 1
+        ok1 = first["slurm_fair_controller_last_success_timestamp_seconds"][()]
+        config = validate({"controller": {"state_dir": str(store.parent), "audit_log": str(store.parent / "a.jsonl")}},
+                          str(store.parent / "x.toml"))
+        assert run_cycle(fake, config, clock=iter([5000.0 + i for i in range(100)]).__next__).status == "ok"
+        second = samples(urllib.request.urlopen(url, timeout=10).read().decode())
+        assert second["slurm_fair_controller_last_success_timestamp_seconds"][()] > ok1
+        assert "slurm_fair_tenant_entitled_gpus" in second
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_metrics_port_without_loop_is_a_user_error(tmp_path, capsys):
+    code = main(["run", "--once", "--metrics-port", "9999", "--config", str(tmp_path / "none.toml")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--metrics-port needs --loop" in err and "Traceback" not in err
