@@ -8,44 +8,26 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from .. import atomic
 from ..errors import UserError
 
 
 def write_output(text: str, output: str | None) -> None:
-    """To stdout, or atomically to ``output`` (temp file in the same directory + rename)."""
+    """To stdout, or atomically to ``output`` (:func:`slurm_fair.atomic.write_text`: never
+    half a file, never over a device or a directory)."""
     if not output:
         click.echo(text, nl=False)
         return
-    path = Path(output)
-    if path.is_dir():
-        raise UserError(f"--output {output}: is a directory")
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise UserError(f"--output {output}: directory {directory} does not exist")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(directory))
-    except OSError as exc:
-        raise UserError(f"--output {output}: cannot write: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise UserError(f"--output {output}: cannot write: {exc.strerror or exc}") from None
-        raise
+        atomic.write_text(output, text)
+    except atomic.AtomicWriteError as exc:
+        raise UserError(f"--output {exc}") from None
 
 
 def json_text(doc: Any) -> str:

@@ -6,13 +6,19 @@ import json
 import signal
 import sys
 import time
+from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import click
+from prometheus_client import start_http_server
 
 from ..config import load
 from ..controller.cycle import CycleResult, run_cycle
+from ..controller.state import DB_NAME
 from ..errors import SlurmFairError, UserError
+from ..report.live import live_families
+from ..report.prometheus import registry
 from ..slurm import make_port
 from .options import config_option, dry_run_option, json_option
 
@@ -79,11 +85,18 @@ class _Stop:
 @click.option("--loop", "mode", flag_value="loop", help="Run cycles until SIGTERM (systemd).")
 @click.option("--interval", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds between cycles with --loop (default: [controller].interval_s).")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="With --loop: serve the live gauges of `slurm-fair metrics` over HTTP on this port.")
+@click.option("--metrics-addr", default="127.0.0.1", show_default=True,
+              help="Address --metrics-port listens on (0.0.0.0: every interface).")
 @dry_run_option
 @config_option
 @json_option
-def command(mode: str, interval: float | None, dry_run: bool, config_path: str | None, as_json: bool) -> None:
+def command(mode: str, interval: float | None, metrics_port: int | None, metrics_addr: str, dry_run: bool,
+            config_path: str | None, as_json: bool) -> None:
     """Reconcile Slurm with the fair allocation: read, decide, diff, apply, record."""
+    if metrics_port is not None and mode != "loop":
+        raise UserError("--metrics-port needs --loop (a single cycle exits before anyone scrapes it)")
     config = load(config_path)
     port = make_port(config)
 
@@ -96,6 +109,8 @@ def command(mode: str, interval: float | None, dry_run: bool, config_path: str |
         if res.exit_code:
             raise _CycleFailed(res)
         return
+    if metrics_port is not None:
+        serve_metrics(metrics_addr, metrics_port, Path(config["controller"]["state_dir"]) / DB_NAME)
     stop = _Stop()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -112,6 +127,20 @@ def command(mode: str, interval: float | None, dry_run: bool, config_path: str |
         while not stop.requested and time.monotonic() - started < every:
             time.sleep(min(0.5, every))
     click.echo("slurm-fair: stopped", err=True)
+
+
+def serve_metrics(addr: str, port: int, store: Path) -> Any:
+    """Serve the live gauges (:mod:`slurm_fair.report.live`) on ``addr:port`` from a daemon
+    thread; returns the server (``server_port`` is the port bound, for port 0). The store is read
+    at each scrape, so the gauges are those of the last cycle that finished. The window figures
+    stay with ``slurm-fair metrics`` (they cost a sacct query)."""
+    reg = registry(lambda: live_families(store))
+    try:
+        server, _thread = start_http_server(port, addr=addr, registry=reg)
+    except OSError as exc:
+        raise UserError(f"--metrics-port {port} on {addr}: {exc.strerror or exc}") from None
+    click.echo(f"slurm-fair: metrics on http://{addr}:{server.server_port}/metrics", err=True)
+    return server
 
 
 class _CycleFailed(SlurmFairError):

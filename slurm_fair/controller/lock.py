@@ -1,16 +1,14 @@
-"""One controller per cluster: a lock file in ``state_dir`` naming its holder.
+"""One controller per cluster: an ``flock`` on ``state_dir/controller.lock``.
 
 Two controllers acting on one cluster would fight (each undoing the other's rewrites), and cron
-happily starts a second ``run --once`` while a slow first one still runs. The lock file holds the
-holder's pid and process start time; the start time tells a live holder from a recycled pid.
+happily starts a second ``run --once`` while a slow first one still runs. The kernel's ``flock``
+does the hard part: the lock belongs to the open file, so it is released when the holder exits
+however it exits (a crash, ``kill -9``), and a dead holder's lock is free with no stale-lock
+detection, no pid recycling question. The file itself is never removed (removing it would let a
+newcomer lock a fresh file while an old holder still holds the unlinked one); it only carries the
+holder's pid and host, written after the lock is taken, so the refusal can name who holds it.
 
-* Creation is atomic: the content is written to a private temporary file which is then
-  hard-linked to the lock name (``link`` fails when the name exists), so nobody ever reads a
-  half-written lock.
-* A lock whose holder is gone (no such pid, or a pid now used by a process that started at
-  another time, checked with psutil) is *stale* and taken over. Take-over is serialised by an
-  ``flock`` on a guard file so two newcomers cannot both take over the same stale lock.
-* A live holder means :class:`~slurm_fair.errors.LockHeld`: the caller does nothing at all.
+A held lock means :class:`~slurm_fair.errors.LockHeld`: the caller does nothing at all.
 """
 
 from __future__ import annotations
@@ -19,39 +17,18 @@ import fcntl
 import json
 import os
 import socket
+import time
 from pathlib import Path
 from types import TracebackType
-
-import psutil
 
 from ..errors import LockHeld
 
 LOCK_NAME = "controller.lock"
 
 
-def _me() -> dict[str, object]:
-    proc = psutil.Process()
-    return {"pid": proc.pid, "start": proc.create_time(), "host": socket.gethostname()}
-
-
-def holder_alive(info: dict[str, object]) -> bool:
-    """True when the process described by a lock file still runs (same pid *and* start time)."""
-    try:
-        pid = int(info.get("pid", -1))  # type: ignore[arg-type]
-        start = float(info.get("start", -1.0))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return False
-    if pid <= 0 or info.get("host", socket.gethostname()) != socket.gethostname():
-        # a lock from another host cannot be checked here: treat it as live (safe side)
-        return pid > 0
-    try:
-        return abs(psutil.Process(pid).create_time() - start) < 1.0
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return False
-
-
 def read_lock(path: Path) -> dict[str, object] | None:
-    """The content of a lock file, ``{}`` when unreadable/garbage, None when there is none."""
+    """The holder the lock file names, ``{}`` when empty/unreadable/garbage, None when there is
+    no file. (Informative only: whether the lock is held is the kernel's answer, not this.)"""
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -66,62 +43,44 @@ def read_lock(path: Path) -> dict[str, object] | None:
 
 
 class ControllerLock:
-    """Context manager holding the cluster lock for one cycle (or one loop)."""
+    """Context manager holding the cluster lock for one cycle (or one ``revert``)."""
 
     def __init__(self, state_dir: str | Path):
         self.dir = Path(state_dir)
         self.path = self.dir / LOCK_NAME
-        self.info = _me()
-        self.held = False
+        self.info: dict[str, object] = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
 
     def acquire(self) -> None:
+        """Take the lock without waiting; raises LockHeld (naming the holder's pid) when taken."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        if self._create():
-            return
-        guard = os.open(self.dir / (LOCK_NAME + ".guard"), os.O_CREAT | os.O_RDWR, 0o600)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            fcntl.flock(guard, fcntl.LOCK_EX)
-            current = read_lock(self.path)
-            if current is None:
-                if self._create():
-                    return
-                current = read_lock(self.path) or {}
-            if holder_alive(current):
-                raise LockHeld(
-                    f"another slurm-fair controller holds {self.path} "
-                    f"(pid {current.get('pid')}); nothing was done"
-                )
-            # stale: replace it atomically while holding the guard
-            tmp = self._write_tmp()
-            os.replace(tmp, self.path)
-            self.held = True
-        finally:
-            os.close(guard)
-
-    def _write_tmp(self) -> Path:
-        tmp = self.dir / f".{LOCK_NAME}.{os.getpid()}"
-        tmp.write_text(json.dumps(self.info))
-        return tmp
-
-    def _create(self) -> bool:
-        tmp = self._write_tmp()
-        try:
-            os.link(tmp, self.path)
-        except FileExistsError:
-            return False
-        finally:
-            tmp.unlink(missing_ok=True)
-        self.held = True
-        return True
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            holder = read_lock(self.path) or {}
+            who = f"pid {holder['pid']}" if holder.get("pid") else "its pid not yet written"
+            if holder.get("host") and holder.get("host") != socket.gethostname():
+                who += f" on {holder['host']}"
+            raise LockHeld(f"another slurm-fair controller holds {self.path} ({who}); nothing was done") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps(self.info).encode())
+        self._fd = fd
 
     def release(self) -> None:
-        """Remove the lock if it is still ours (never someone else's)."""
-        if not self.held:
+        """Unlock (closing the file releases the flock). The file stays, naming its last holder."""
+        if self._fd is None:
             return
-        current = read_lock(self.path)
-        if current and current.get("pid") == self.info["pid"] and current.get("start") == self.info["start"]:
-            self.path.unlink(missing_ok=True)
-        self.held = False
+        fd, self._fd = self._fd, None
+        os.close(fd)
 
     def __enter__(self) -> "ControllerLock":
         self.acquire()

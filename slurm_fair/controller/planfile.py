@@ -62,11 +62,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from .. import atomic
 from ..estimates.classes import ClassTable
 from ..slurm.model import Node, Snapshot
 from .plan.limits import gres_key
@@ -203,10 +203,7 @@ def write(path: str | Path, text: str) -> None:
     """Atomic replace: the plugin never reads a half-written file."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}")
-    tmp.write_text(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, p)
+    atomic.write_text(p, text)
 
 
 def read(path: str | Path) -> dict[str, object]:

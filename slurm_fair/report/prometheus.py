@@ -1,8 +1,12 @@
-"""The report as Prometheus text exposition format (for node_exporter's textfile collector).
+"""The report as Prometheus metrics, exposed by ``prometheus_client`` (text format, escaping,
+``# HELP``/``# TYPE`` lines are the library's, not ours).
 
 Naming follows Prometheus conventions: the ``slurm_fair_`` prefix, base units in the name
 (``_seconds``, ``_ratio``), gauges throughout (every figure is over the report window, not a
-monotonic counter), one ``# HELP`` and ``# TYPE`` line per family, label values escaped.
+monotonic counter). The families are built here as plain :class:`Family` values (testable
+without a registry); :class:`FamiliesCollector` hands them to a ``CollectorRegistry``, which
+``metrics`` renders with ``generate_latest`` and ``run --metrics-port`` serves over HTTP. The
+last cycle's live gauges are :mod:`.live`.
 GPU-time is exported in GPU-seconds (``..._gpu_seconds``), the base unit, not GPU-hours.
 Figures that could not be computed are absent, and listed by
 ``slurm_fair_report_not_computed{figure="..."} 1`` so an alert can see why.
@@ -12,7 +16,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from .tables import Report
 
@@ -33,33 +41,6 @@ class Family:
             return
         if math.isfinite(v):
             self.samples.append((labels, v))
-
-
-def escape_label(value: str) -> str:
-    """Label value escaping of the text format: backslash, double quote, newline."""
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _number(v: float) -> str:
-    return repr(float(v)) if not float(v).is_integer() else f"{int(v)}" if abs(v) < 1e15 else repr(float(v))
-
-
-def exposition(families: Iterable[Family]) -> str:
-    """Families as text; a family without samples is left out entirely."""
-    lines: list[str] = []
-    for f in families:
-        if not f.samples:
-            continue
-        lines.append(f"# HELP {f.name} {escape_help(f.help)}")
-        lines.append(f"# TYPE {f.name} gauge")
-        for labels, v in f.samples:
-            lab = ",".join(f'{k}="{escape_label(x)}"' for k, x in labels.items())
-            lines.append(f"{f.name}{{{lab}}} {_number(v)}" if lab else f"{f.name} {_number(v)}")
-    return "\n".join(lines) + "\n"
 
 
 def families(r: Report) -> list[Family]:
@@ -145,6 +126,38 @@ def families(r: Report) -> list[Family]:
     for n in r.not_computed:
         nc.add(1, figure=n.figure, reason=n.reason)
     return out
+
+
+class FamiliesCollector(Collector):
+    """A registry collector over a function returning families, called at every collection
+    (each scrape of ``run --metrics-port`` reads the state store anew). A family without
+    samples is left out entirely (a figure not computed is absent, not zero)."""
+
+    def __init__(self, source: Callable[[], Iterable[Family]]):
+        self.source = source
+
+    def collect(self) -> Iterator[Metric]:
+        for f in self.source():
+            if not f.samples:
+                continue
+            m = Metric(f.name, f.help, "gauge")
+            for labels, v in f.samples:
+                m.add_sample(f.name, labels, v)
+            yield m
+
+
+def registry(*sources: Callable[[], Iterable[Family]]) -> CollectorRegistry:
+    """A registry holding one collector per source of families."""
+    reg = CollectorRegistry(auto_describe=False)
+    for source in sources:
+        reg.register(FamiliesCollector(source))
+    return reg
+
+
+def exposition(fams: Iterable[Family]) -> str:
+    """Families as Prometheus text (``generate_latest``)."""
+    listed = list(fams)
+    return generate_latest(registry(lambda: listed)).decode("utf-8")
 
 
 def render_metrics(r: Report) -> str:

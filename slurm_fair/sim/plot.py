@@ -5,6 +5,8 @@ Matplotlib with the Agg backend (no display needed on a head node).
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
 from typing import Mapping
 
 import matplotlib
@@ -13,6 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .. import atomic  # noqa: E402
 from .engine import SimResult  # noqa: E402
 
 
@@ -65,5 +68,7 @@ def plot(results: Mapping[str, SimResult], path: str) -> None:
         axes[-1].set_xlabel("simulated time (hours)")
         axes[1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, title="tenant")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=Path(path).suffix.lstrip(".") or "png", dpi=110)
     plt.close(fig)
+    atomic.write_bytes(path, buf.getvalue())

@@ -15,11 +15,13 @@ node fits only where a node has 8 GPUs). Without it a job takes its GPUs in any 
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from .. import atomic
 from ..errors import Finding, InputError, UserError
 from ..gangs import Shape
 from ..estimates.gavel import ThroughputTable
@@ -336,14 +338,15 @@ def write_csv(workload: Workload, path: str | Path) -> None:
     nodes column when any job has a gang shape: empty for the jobs without)."""
     with_weight = any(w != 1.0 for w in workload.weights.values())
     with_nodes = any(j.nodes for j in workload.jobs)
-    with open(path, "w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(list(CSV_COLUMNS) + (["weight"] if with_weight else []) + (["nodes"] if with_nodes else []))
-        for j in workload.jobs:
-            job_id = j.id[len(j.tenant) + 1 :] if j.id.startswith(j.tenant + "/") else j.id
-            row = [j.tenant, job_id, j.job_type, j.gpus, _num(j.total_steps), _num(j.arrival_s)]
-            row += [f"{workload.weight(j.tenant):g}"] if with_weight else []
-            writer.writerow(row + ([j.nodes or ""] if with_nodes else []))
+    buf = io.StringIO(newline="")
+    writer = csv.writer(buf)
+    writer.writerow(list(CSV_COLUMNS) + (["weight"] if with_weight else []) + (["nodes"] if with_nodes else []))
+    for j in workload.jobs:
+        job_id = j.id[len(j.tenant) + 1 :] if j.id.startswith(j.tenant + "/") else j.id
+        row = [j.tenant, job_id, j.job_type, j.gpus, _num(j.total_steps), _num(j.arrival_s)]
+        row += [f"{workload.weight(j.tenant):g}"] if with_weight else []
+        writer.writerow(row + ([j.nodes or ""] if with_nodes else []))
+    atomic.write_text(path, buf.getvalue())
 
 
 def _num(value: float) -> str:

@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from .. import atomic
+
 #: exit code when the GPU type cannot be determined or the job cannot run on it
 EXIT_BAD_PLACEMENT = 3
 
@@ -93,9 +95,7 @@ def load_checkpoint(path: Path, total_steps: float) -> Checkpoint:
 
 def save_checkpoint(path: Path, ck: Checkpoint) -> None:
     """Write atomically: a reader (or a kill) never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(ck.to_json())
-    os.replace(tmp, path)
+    atomic.write_text(path, ck.to_json(), fsync=False)
 
 
 def real_seconds_left(steps_left: float, tput: float, time_scale: float) -> float:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import atomic
 from ..errors import TestbedError
 from . import chroot
 
@@ -180,10 +181,7 @@ def write_wrappers(bin_dir: Path, root: Path, v: SlurmVersion, bind: Sequence[Pa
         )
         path = bin_dir / name
         if not path.is_file() or path.read_text() != text:
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(text)
-            tmp.chmod(0o755)
-            tmp.rename(path)
+            atomic.write_text(path, text, mode=0o755)
 
 
 def _q(s: str) -> str:

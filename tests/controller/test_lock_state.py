@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
-import psutil
 import pytest
 
 from slurm_fair.controller.lock import LOCK_NAME, ControllerLock, read_lock
@@ -17,51 +18,54 @@ from slurm_fair.errors import LockHeld
 
 
 def test_second_holder_is_refused_and_lock_is_released(tmp_path):
-    with ControllerLock(tmp_path):
-        with pytest.raises(LockHeld):
+    with ControllerLock(tmp_path) as first:
+        assert read_lock(tmp_path / LOCK_NAME)["pid"] == os.getpid() == first.info["pid"]
+        with pytest.raises(LockHeld, match=f"pid {os.getpid()}"):
             ControllerLock(tmp_path).acquire()
-    assert not (tmp_path / LOCK_NAME).exists()
-    with ControllerLock(tmp_path):
+    assert not first.held
+    with ControllerLock(tmp_path):  # released: free again
         pass
 
 
-def test_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    start = psutil.Process(proc.pid).create_time() if psutil.pid_exists(proc.pid) else 1.0
-    proc.wait()
-    (tmp_path / LOCK_NAME).write_text(json.dumps({"pid": proc.pid, "start": start}))
-    with ControllerLock(tmp_path) as lock:
-        assert read_lock(tmp_path / LOCK_NAME)["pid"] == lock.info["pid"]
+def _hold_in_child(tmp_path, then: str) -> subprocess.Popen:
+    """A child process that takes the lock, says so on stdout, then runs ``then``."""
+    code = ("import sys, time; from slurm_fair.controller.lock import ControllerLock; "
+            f"lock = ControllerLock({str(tmp_path)!r}); lock.acquire(); print('held', flush=True); {then}")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.stdout.readline().strip() == "held"
+    return proc
 
 
-def test_recycled_pid_with_another_start_time_is_stale(tmp_path):
-    me = psutil.Process()
-    (tmp_path / LOCK_NAME).write_text(json.dumps({"pid": me.pid, "start": me.create_time() - 1000}))
-    with ControllerLock(tmp_path):
-        held = json.loads((tmp_path / LOCK_NAME).read_text())
-        assert held["pid"] == psutil.Process().pid  # taken over, now ours
-        assert held["start"] == psutil.Process().create_time()
-
-
-def test_garbage_lock_file_is_stale(tmp_path):
-    (tmp_path / LOCK_NAME).write_text("not json")
-    with ControllerLock(tmp_path):
-        held = json.loads((tmp_path / LOCK_NAME).read_text())
-        assert held["pid"] == psutil.Process().pid  # taken over, now ours
-        assert held["start"] == psutil.Process().create_time()
-
-
-def test_live_lock_of_another_process(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+def test_live_lock_of_another_process_refuses_and_names_it(tmp_path):
+    proc = _hold_in_child(tmp_path, "time.sleep(30)")
     try:
-        info = {"pid": proc.pid, "start": psutil.Process(proc.pid).create_time()}
-        (tmp_path / LOCK_NAME).write_text(json.dumps(info))
-        with pytest.raises(LockHeld, match=str(proc.pid)):
+        before = (tmp_path / LOCK_NAME).read_text()
+        with pytest.raises(LockHeld, match=f"pid {proc.pid}\\b"):
             ControllerLock(tmp_path).acquire()
-        assert read_lock(tmp_path / LOCK_NAME) == info  # untouched
+        assert (tmp_path / LOCK_NAME).read_text() == before  # the holder's name untouched
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize("how", ["exit", "kill"])
+def test_lock_of_a_dead_process_is_free(tmp_path, how):
+    """The kernel releases an flock with its process, however it ends (even SIGKILL, no cleanup)."""
+    proc = _hold_in_child(tmp_path, "sys.exit(0)" if how == "exit" else "time.sleep(30)")
+    if how == "kill":
+        proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert read_lock(tmp_path / LOCK_NAME)["pid"] == proc.pid  # the file still names it...
+    with ControllerLock(tmp_path) as lock:  # ...but the lock is free
+        assert read_lock(tmp_path / LOCK_NAME)["pid"] == lock.info["pid"] == os.getpid()
+
+
+def test_garbage_lock_file_is_free_and_rewritten(tmp_path):
+    (tmp_path / LOCK_NAME).write_text("not json, and longer than what the holder writes" * 10)
+    with ControllerLock(tmp_path):
+        held = json.loads((tmp_path / LOCK_NAME).read_text())
+        assert held["pid"] == os.getpid()
 
 
 def orig(job_id, nice=0):

@@ -17,6 +17,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from slurm_fair.cli import main
 
@@ -119,4 +120,6 @@ def test_report_tenant_and_formats_on_testbed(finished_jobs, tmp_path, monkeypat
     assert "unknown tenant" in capsys.readouterr().err
     prom = tmp_path / "m.prom"
     assert main(["metrics", "--config", str(cfg), "--since", "1h", "--output", str(prom)]) == 0
-    assert 'slurm_fair_tenant_gpu_seconds{tenant="biology",gpu_type="p100"}' in prom.read_text()
+    gpu_s = {(x.labels["tenant"], x.labels["gpu_type"]) for f in text_string_to_metric_families(prom.read_text())
+             if f.name == "slurm_fair_tenant_gpu_seconds" for x in f.samples}
+    assert ("biology", "p100") in gpu_s

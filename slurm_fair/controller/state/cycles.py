@@ -41,6 +41,47 @@ class CycleTables(Tables):
                           (since, until))
         return [dict(r) for r in rows]
 
+    def last_finished_cycle(self) -> dict[str, Any] | None:
+        """The newest real (not dry-run) cycle that finished, whatever its status (live metrics:
+        its duration and action counts)."""
+        row = self._exec("SELECT * FROM cycles WHERE dry_run = 0 AND finished_at IS NOT NULL"
+                         " ORDER BY started_at DESC LIMIT 1").fetchone()
+        return dict(row) if row else None
+
+    def last_success_at(self) -> float | None:
+        """When the newest cycle that ended ``ok`` finished (Unix time), None if none did."""
+        row = self._exec("SELECT MAX(finished_at) AS at FROM cycles WHERE dry_run = 0 AND status = 'ok'").fetchone()
+        return float(row["at"]) if row and row["at"] is not None else None
+
+    def last_decisions(self) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]] | None:
+        """The newest real cycle that recorded its decisions: ``(cycle_id, tenant rows, job
+        rows)``, JSON columns decoded (``fair_share``, ``bundle``, ``limits``; ``estimate``). A
+        cycle whose policy failed records none, so this is the decision Slurm now follows."""
+        row = self._exec(
+            "SELECT c.cycle_id FROM cycles c WHERE c.dry_run = 0 AND EXISTS"
+            " (SELECT 1 FROM tenant_cycle t WHERE t.cycle_id = c.cycle_id)"
+            " ORDER BY c.started_at DESC LIMIT 1").fetchone()
+        if row is None:
+            return None
+        cycle_id = row["cycle_id"]
+        tenants = []
+        for r in self._exec("SELECT * FROM tenant_cycle WHERE cycle_id = ? ORDER BY tenant", (cycle_id,)):
+            d = dict(r)
+            for col in ("fair_share_json", "bundle_json", "limits_json"):
+                d[col[:-5]] = json.loads(d.pop(col))
+            tenants.append(d)
+        jobs = []
+        for r in self._exec("SELECT job_id, tenant, state, gpus, placed_type, planned_type, estimate_json"
+                            " FROM job_cycle WHERE cycle_id = ? ORDER BY job_id", (cycle_id,)):
+            d = dict(r)
+            try:
+                est = json.loads(d.pop("estimate_json") or "{}")
+            except json.JSONDecodeError:
+                est = {}
+            d["estimate"] = est if isinstance(est, dict) else {}
+            jobs.append(d)
+        return cycle_id, tenants, jobs
+
     # --- per-cycle decisions (for explain and reports) ----------------------------------------
     def record_jobs(self, cycle_id: str, rows: Iterable[Mapping[str, Any]]) -> None:
         self._many(
