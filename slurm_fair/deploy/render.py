@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping
 
 import jinja2
 
+from .. import atomic
 from ..config import Config
 from ..controller.planfile import PLAN_FILE
 from ..controller.plan.limits import qos_name
@@ -332,8 +333,5 @@ def write(files: Mapping[str, str], out_dir: Path, modes: Mapping[str, tuple[str
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in files.items():
-        path = out_dir / name
-        path.write_text(text)
-        path.chmod(modes[name][1])
-        written.append(path)
+        written.append(atomic.write_text(out_dir / name, text, mode=modes[name][1]))
     return written
