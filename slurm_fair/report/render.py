@@ -12,7 +12,7 @@ import csv
 import io
 import json
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import jinja2
 import pandas as pd
@@ -228,7 +228,7 @@ def render_table(r: Report, width: int | None = None) -> str:
         con.print(t)
 
     if r.controller:
-        con.print("Controller: " + ", ".join(f"{k}={_fmt(v)}" for k, v in r.controller.items()))
+        con.print(controller_line(r.controller))
     if r.not_computed:
         con.print("Not computed:")
         for n in r.not_computed:
@@ -311,3 +311,15 @@ def render_html(r: Report) -> str:
 RENDERERS: dict[str, Callable[[Report], str]] = {
     "table": render_table, "csv": render_csv, "json": render_json, "html": render_html,
 }
+
+
+def controller_line(c: Mapping[str, Any]) -> str:
+    """The controller's cycles in the window as one sentence (the JSON/CSV keep every field)."""
+    if not c.get("cycles"):
+        return f"Controller: no finished cycle in the window (state store {c.get('store', '-')})."
+    phases = c.get("last_cycle_phases") or {}
+    slowest = ", ".join(f"{k} {_fmt(v)} s" for k, v in sorted(phases.items(), key=lambda kv: -kv[1])[:3])
+    return (f"Controller: {c['cycles']} cycles ({c.get('failed_cycles', 0)} failed), "
+            f"{_fmt(c.get('cycle_seconds_mean'))} s on average, {_fmt(c.get('cycle_seconds_max'))} s at most; "
+            f"last at {c.get('last_cycle_at')} ({c.get('last_policy')}, {c.get('last_cycle_status')}, "
+            f"{_fmt(c.get('last_cycle_seconds'))} s" + (f"; slowest phases: {slowest}" if slowest else "") + ").")

@@ -141,3 +141,17 @@ def test_metrics_escape_label_values():
     fams = parse_exposition(prometheus.render_metrics(r))
     tenants = {s[0]["tenant"] for s in fams["slurm_fair_tenant_jobs"]["samples"]}
     assert 'we\\"ird\\\\ten\\nant' in tenants
+
+
+def test_the_controller_line_is_a_sentence_not_a_dict():
+    from slurm_fair.report.render import controller_line
+
+    c = {"store": "s.sqlite", "cycles": 12, "failed_cycles": 1, "cycle_seconds_mean": 0.84,
+         "cycle_seconds_max": 2.5, "last_cycle_at": "2026-11-23T10:00:00", "last_policy": "oef",
+         "last_cycle_status": "ok", "last_cycle_seconds": 0.7,
+         "last_cycle_phases": {"snapshot": 0.2, "policy": 0.4, "apply": 0.05, "record": 0.01}}
+    line = controller_line(c)
+    assert line.startswith("Controller: 12 cycles (1 failed), 0.84 s on average, 2.50 s at most")
+    assert "slowest phases: policy 0.4 s, snapshot 0.2 s, apply 0.05 s" in line
+    assert "{" not in line and "record" not in line
+    assert "no finished cycle" in controller_line({"store": "s.sqlite", "cycles": 0})
