@@ -32,8 +32,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from .. import atomic
-
 #: exit code when the GPU type cannot be determined or the job cannot run on it
 EXIT_BAD_PLACEMENT = 3
 
@@ -94,8 +92,12 @@ def load_checkpoint(path: Path, total_steps: float) -> Checkpoint:
 
 
 def save_checkpoint(path: Path, ck: Checkpoint) -> None:
-    """Write atomically: a reader (or a kill) never sees half a file."""
-    atomic.write_text(path, ck.to_json(), fsync=False)
+    """Write atomically: a reader (or a kill) never sees half a file. Not through
+    :mod:`slurm_fair.atomic`: Slurm runs this file as a script (``python emulator.py``), so it
+    imports nothing of the package; its checkpoint is its own regular file, every 0.25 s."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(ck.to_json())
+    os.replace(tmp, path)
 
 
 def real_seconds_left(steps_left: float, tput: float, time_scale: float) -> float:

@@ -97,7 +97,8 @@ def test_every_writer_uses_the_helper():
     for dirpath, _, files in os.walk(root):
         for f in files:
             path = os.path.join(dirpath, f)
-            if not f.endswith(".py") or path.endswith("atomic.py"):
+            # the emulator runs as a standalone script on the nodes (it imports nothing of the package)
+            if not f.endswith(".py") or path.endswith("atomic.py") or path.endswith(os.path.join("testbed", "emulator.py")):
                 continue
             text = open(path, encoding="utf-8").read()
             if "os.replace(" in text or ".rename(" in text and "tmp" in text:

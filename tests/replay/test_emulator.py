@@ -117,3 +117,16 @@ def test_command_line_runs_and_refuses_an_unusable_type(tmp_path: Path) -> None:
     bad = subprocess.run(argv[:-6] + ["--gpu-type", "k80", "--checkpoint", str(tmp_path / "d.json")],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == em.EXIT_BAD_PLACEMENT and "k80" in bad.stderr
+
+
+def test_the_emulator_runs_as_a_plain_script(tmp_path):
+    """Slurm runs ``python emulator.py`` on the nodes: it must import nothing of the package
+    (a relative import made every replay job fail at once)."""
+    import subprocess
+    import sys
+
+    from slurm_fair.testbed import emulator
+
+    done = subprocess.run([sys.executable, emulator.__file__, "--help"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
