@@ -33,7 +33,8 @@ from reproduce_common import available, command_line, engine, fmt, machine, rati
 from slurm_fair.sim.scenario import ClusterSource, WorkloadSource  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
-MSR = Path("/work/shared/data/gavel/traces/msr/seed=0")
+#: two of Gavel's Philly-derived msr traces (seed=0), copied with Gavel's MIT licence (traces/LICENSE.gavel)
+MSR = Path(__file__).resolve().parent / "traces" / "msr"
 POLICIES = ("hadar", "hadare", "gavel-mmf", "max-throughput")
 PAPER = {"makespan gavel-mmf / hadar": 1.20, "utilisation hadare / hadar": 1.45}
 

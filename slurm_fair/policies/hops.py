@@ -1,5 +1,5 @@
-"""Hops (SoCC 2024) as its paper describes it (``/work/shared/papers/hops.md``; every choice
-where the paper is silent is listed in ``docs/policies/hops.md``).
+"""Hops (SoCC 2024) as its paper describes it (through the project's implementation brief); every
+choice where the paper is silent is listed in ``docs/policies/hops.md``.
 
 One round is two plans, each the same three steps:
 
