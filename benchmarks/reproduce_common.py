@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from slurm_fair import policies
 from slurm_fair.sim.engine import SimConfig, simulate
-from slurm_fair.sim.results import policy_metrics
+from slurm_fair.sim.results import format_metric as fmt, policy_metrics
 from slurm_fair.sim.scenario import ClusterSource, Scenario, WorkloadSource, build
 from slurm_fair.solver import fastest_available
 
@@ -56,17 +56,6 @@ PAPER_COLUMNS = (
     Column("done", ("jobs_completed",), "d"),
     Column("wall s", ("wall_seconds",), ".0f"),
 )
-
-
-def fmt(value: Any, spec: str) -> str:
-    """A metric as a table cell; ``-`` for a missing one."""
-    if value is None:
-        return "-"
-    if spec == "h":
-        return f"{value / 3600:.2f}"
-    if spec == "d":
-        return str(int(value))
-    return format(value, spec)
 
 
 def machine() -> str:
