@@ -1,0 +1,221 @@
+"""The rules every user input obeys, in one place: files, JSON, numbers, names.
+
+A user mistake must end as one message naming the file, key, line or job (exit code 2), never
+a traceback, a hang, or a value that passes here and breaks a solver or a loop later. So the
+checks that every reader needs live here and every reader calls them:
+
+* :func:`read_text` reads a *regular* file as UTF-8 (a BOM is dropped; a directory, a device, a
+  binary or Latin-1 file is refused with the file's name and the offending byte);
+* :func:`parse_json` is strict JSON: ``NaN``/``Infinity`` (which Python's ``json`` accepts),
+  integers longer than :data:`MAX_INT_DIGITS` digits and nesting deeper than :data:`MAX_DEPTH`
+  are refused before any float conversion overflows or the parser recurses out of stack;
+* :func:`number_problem` is the one numeric check (finite, in range, integral when asked), and
+  :class:`FiniteFloat` its ``click`` parameter type: ``click.FloatRange`` lets ``nan`` through
+  (every comparison with NaN is false), which made ``--round-s nan`` loop forever;
+* :func:`fullmatch` is the one way to test a name against a pattern: ``re.match`` with ``^...$``
+  accepts a trailing newline (``$`` matches before a final ``\\n``), which let a newline in a
+  name start a new line in a rendered Slurm file;
+* :func:`jsonable` makes a document safe to print as JSON: a non-finite float becomes ``null``
+  (``json.dumps`` would print ``NaN``, which no strict reader accepts).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .errors import Finding, InputError
+
+#: longest integer literal accepted in JSON input: far above any GPU count, job size or time in
+#: seconds, far below what overflows a float (309 digits) or trips Python's 4300-digit limit
+MAX_INT_DIGITS = 30
+
+#: deepest nesting accepted in JSON input (PROBLEM.json needs 4; a throughput table 3)
+MAX_DEPTH = 64
+
+#: largest file read as input (a 100,000-job trace is about 10 MB)
+MAX_BYTES = 256 * 1024 * 1024
+
+
+def read_text(path: str | os.PathLike[str], what: str = "") -> str:
+    """The text of the regular file ``path``, decoded as UTF-8 (a leading BOM dropped).
+
+    Raises :class:`InputError` naming the file for a missing file, a directory, a device or
+    FIFO (reading ``/dev/zero`` would never end), a file over :data:`MAX_BYTES`, a NUL byte
+    (a binary file) or bytes that are not UTF-8 (the offset and byte are named)."""
+    source = str(path)
+    label = f"{what} " if what else ""
+
+    def refuse(reason: str) -> InputError:
+        return InputError(source, [Finding("", f"cannot read {label}file: {reason}")])
+
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise refuse(exc.strerror or str(exc)) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise refuse("it is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise refuse("not a regular file")
+    if st.st_size > MAX_BYTES:
+        raise refuse(f"{st.st_size} bytes, more than the {MAX_BYTES} accepted")
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise refuse(exc.strerror or str(exc)) from None
+    return decode(data, source, what)
+
+
+def decode(data: bytes, source: str, what: str = "") -> str:
+    """``data`` as UTF-8 text (a BOM dropped), or :class:`InputError` naming ``source``."""
+    label = f"{what} " if what else ""
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise InputError(source, [Finding("", f"not a text {label}file (a NUL byte at offset {nul}: binary?)")])
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        bad = data[exc.start:exc.start + 1]
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(source, [Finding(f"line {line}", f"not UTF-8 text (byte 0x{bad.hex()} at offset {exc.start}); "
+                                          "save the file as UTF-8")]) from None
+
+
+class _Refused(ValueError):
+    """Raised inside the JSON parser's hooks; turned into a finding by :func:`parse_json`."""
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Refused(f"an integer of {len(text.lstrip('-'))} digits (at most {MAX_INT_DIGITS} accepted)")
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _parse_constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a JSON number (only finite numbers are accepted)")
+
+
+def _depth(text: str) -> int:
+    """The deepest bracket nesting of ``text``, brackets inside strings not counted."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_DEPTH:
+                    return deepest
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_json(text: str, source: str) -> Any:
+    """Strict JSON: the document, or :class:`InputError` naming ``source`` and the line."""
+    if _depth(text) > MAX_DEPTH:
+        raise InputError(source, [Finding("", f"malformed JSON: nested deeper than {MAX_DEPTH} levels")])
+    try:
+        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
+    except json.JSONDecodeError as exc:
+        raise InputError(source, [Finding(f"line {exc.lineno} column {exc.colno}", f"malformed JSON: {exc.msg}")]) from None
+    except _Refused as exc:
+        raise InputError(source, [Finding("", f"malformed JSON: {exc}")]) from None
+    except RecursionError:
+        raise InputError(source, [Finding("", "malformed JSON: nested too deeply")]) from None
+
+
+def load_json(path: str | os.PathLike[str], what: str = "") -> Any:
+    """:func:`parse_json` of :func:`read_text` of ``path``."""
+    return parse_json(read_text(path, what), str(path))
+
+
+def jsonable(doc: Any) -> Any:
+    """``doc`` with every non-finite float replaced by ``None``, so it prints as strict JSON."""
+    if isinstance(doc, float):
+        return doc if math.isfinite(doc) else None
+    if isinstance(doc, dict):
+        return {k: jsonable(v) for k, v in doc.items()}
+    if isinstance(doc, (list, tuple)):
+        return [jsonable(v) for v in doc]
+    return doc
+
+
+def is_number(value: Any) -> bool:
+    """A real number (``bool`` is not one, though Python says it is an ``int``)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def number_problem(value: Any, *, lo: float | None = None, hi: float | None = None,
+                   lo_open: bool = False, hi_open: bool = False, integer: bool = False) -> str | None:
+    """Why ``value`` is not an acceptable number, or None: a finite real number (an integer
+    when ``integer``), within ``[lo, hi]`` (bounds open when asked). The one numeric check of
+    every input: files, configuration and options."""
+    if not is_number(value):
+        return f"must be {'an integer' if integer else 'a number'}, got {value!r}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, got {value!r}"
+    if integer and value != int(value):
+        return f"must be an integer, got {value!r}"
+    if lo is not None and (value < lo or (lo_open and value == lo)):
+        return f"must be {'>' if lo_open else '>='} {lo:g}, got {value!r}"
+    if hi is not None and (value > hi or (hi_open and value == hi)):
+        return f"must be {'<' if hi_open else '<='} {hi:g}, got {value!r}"
+    return None
+
+
+class FiniteFloat(click.ParamType):
+    """A ``click`` float option that is finite and within bounds (``nan``/``inf`` refused).
+
+    Use instead of ``float`` and ``click.FloatRange`` for every float option."""
+
+    name = "float"
+
+    def __init__(self, lo: float | None = None, hi: float | None = None,
+                 lo_open: bool = False, hi_open: bool = False):
+        self.lo, self.hi, self.lo_open, self.hi_open = lo, hi, lo_open, hi_open
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if is_number(value):
+            number: float = float(value)
+        else:
+            try:
+                number = float(str(value).strip())
+            except ValueError:
+                self.fail(f"{value!r} is not a number", param, ctx)
+        problem = number_problem(number, lo=self.lo, hi=self.hi, lo_open=self.lo_open, hi_open=self.hi_open)
+        if problem:
+            self.fail(problem, param, ctx)
+        return number
+
+    def __repr__(self) -> str:
+        return f"FiniteFloat({self.lo}, {self.hi})"
+
+
+def fullmatch(pattern: re.Pattern[str], value: Any) -> bool:
+    """``value`` is a string and *all* of it matches ``pattern`` (no trailing newline slips
+    through, as it does with ``^...$`` and ``re.match``)."""
+    return isinstance(value, str) and pattern.fullmatch(value) is not None
