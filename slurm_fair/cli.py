@@ -62,7 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("Aborted.", err=True)
         return 130
     except click.ClickException as exc:
-        exc.show()
+        # one line, like every other user mistake: the command and what is wrong (click's
+        # usage block is what --help is for)
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "slurm-fair"
+        click.echo(f"{where}: {exc.format_message()}", err=True)
         return 2
     except KeyboardInterrupt:
         return 130

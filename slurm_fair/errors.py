@@ -61,6 +61,8 @@ class InputError(UserError):
 
     def message(self) -> str:
         n = len(self.problems)
+        if n == 1:  # one mistake, one line: the file, where in it, and what
+            return f"{self.source}: invalid {self.kind}: {self.problems[0]}"
         head = f"{self.source}: invalid {self.kind} ({n} problem{'s' if n != 1 else ''})"
         return "\n".join([head] + [f"  - {p}" for p in self.problems])
 
