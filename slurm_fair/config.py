@@ -196,11 +196,44 @@ def expand_hostlist(hostlist: str, where: str, problems: list[Finding]) -> list[
     at ``where`` when it is not a hostlist."""
     from ClusterShell.NodeSet import NodeSet, NodeSetException
 
+    if hostlist_bound(hostlist) > MAX_HOSTS:
+        problems.append(Finding(where, f"names more than {MAX_HOSTS} nodes"))
+        return None
     try:
         return list(NodeSet(hostlist))
-    except NodeSetException as exc:
+    except (NodeSetException, AssertionError, ValueError) as exc:  # AssertionError: "range too large"
         problems.append(Finding(where, f"not a valid hostlist: {exc}"))
         return None
+
+
+#: most nodes one hostlist of a description file may name (ClusterShell expands a hostlist into
+#: memory: ``n[1-100000000]`` would take minutes and gigabytes before any check could run)
+MAX_HOSTS = 100_000
+
+
+def hostlist_bound(hostlist: str) -> int:
+    """An upper bound of how many names ``hostlist`` expands to, from its text alone (the
+    product of its bracket ranges per comma-separated pattern), checked before ClusterShell
+    expands it."""
+    import re
+
+    total = 0
+    for part in re.split(r",(?![^\[]*\])", hostlist):
+        n = 1
+        for group in re.findall(r"\[([^\]]*)\]", part):
+            size = 0
+            for rng in group.split(","):
+                lo, _, hi = rng.partition("-")
+                hi = hi.split("/")[0]
+                if len(lo) > 12 or len(hi) > 12:
+                    return MAX_HOSTS + 1
+                if lo.isdigit() and hi.isdigit():
+                    size += max(int(hi) - int(lo) + 1, 1)
+                else:
+                    size += 1
+            n *= max(size, 1)
+        total += n
+    return total
 
 def check_sections(
     data: Mapping[str, Any],

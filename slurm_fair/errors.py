@@ -34,6 +34,15 @@ class UserError(SlurmFairError):
     exit_code = 2
 
 
+def printable(text: str) -> str:
+    """``text`` with every unprintable character (newline, tab, escape, U+2028...) written as
+    its escape: a name taken from user input cannot split a message into two lines or move
+    the terminal's cursor."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
 @dataclass(frozen=True)
 class Finding:
     """One problem found in an input: where (file, key/job, field) and what."""
@@ -42,7 +51,8 @@ class Finding:
     what: str
 
     def __str__(self) -> str:
-        return f"{self.where}: {self.what}" if self.where else self.what
+        what = printable(self.what)
+        return f"{printable(self.where)}: {what}" if self.where else what
 
 
 class InputError(UserError):
@@ -61,9 +71,10 @@ class InputError(UserError):
 
     def message(self) -> str:
         n = len(self.problems)
+        source = printable(self.source)
         if n == 1:  # one mistake, one line: the file, where in it, and what
-            return f"{self.source}: invalid {self.kind}: {self.problems[0]}"
-        head = f"{self.source}: invalid {self.kind} ({n} problem{'s' if n != 1 else ''})"
+            return f"{source}: invalid {self.kind}: {self.problems[0]}"
+        head = f"{source}: invalid {self.kind} ({n} problem{'s' if n != 1 else ''})"
         return "\n".join([head] + [f"  - {p}" for p in self.problems])
 
 

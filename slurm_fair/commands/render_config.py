@@ -12,20 +12,42 @@ Bad configuration or inventory: every problem listed, exit code 2.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from .. import config as config_mod
 from ..deploy import inventory as inv_mod
-from ..deploy.render import CLUSTER_FILES, DOCKER_FILES, DeployOptions, render_cluster, render_docker, write
-from ..errors import UserError
+from ..deploy.render import (CLUSTER_FILES, DOCKER_FILES, DeployOptions, path_problem, render_cluster,
+                             render_docker, run_as_problem, write)
+from ..errors import ConfigError, Finding, UserError
 from ..estimates.gavel import load as load_table
 from .options import config_option, throughputs_option
 
 
+def _checked(problem: Any) -> Any:
+    """A click callback refusing a value ``problem(value)`` objects to, as a usage error (exit 2,
+    one line naming the option) before anything is read or rendered."""
+    def callback(ctx: click.Context, param: click.Parameter, value: str) -> str:
+        if (msg := problem(value)):
+            raise click.BadParameter(msg, ctx, param)
+        return value
+
+    return callback
+
+
+def _output_dir_problem(value: str) -> str | None:
+    p = Path(value)
+    if not value:
+        return "an empty directory name"
+    if p.exists() and not p.is_dir():
+        return f"{value!r} exists and is not a directory"
+    return None
+
+
 @click.command("render-config")
 @click.option("--output-dir", "output_dir", type=click.Path(file_okay=False), default="slurm-fair-deploy",
-              show_default=True, metavar="DIR", help="Directory to write the rendered files into.")
+              show_default=True, callback=_checked(_output_dir_problem), metavar="DIR", help="Directory to write the rendered files into.")
 @config_option
 @click.option("--inventory", "inventory", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Cluster description (TOML or JSON, the shape of conf/testbed.toml; --target docker: "
@@ -34,11 +56,12 @@ from .options import config_option, throughputs_option
 @click.option("--target", type=click.Choice(["cluster", "docker"]), default="cluster", show_default=True,
               help="cluster: files for a real cluster; docker: the docker-compose cluster's configs.")
 @throughputs_option
-@click.option("--executable", default=DeployOptions.executable, show_default=True,
+@click.option("--executable", default=DeployOptions.executable, show_default=True, callback=_checked(path_problem),
               help="Path of the slurm-fair program on the controller host.")
 @click.option("--installed-config", default=DeployOptions.config_path, show_default=True,
+              callback=_checked(path_problem),
               help="Where the configuration file lives on the controller host.")
-@click.option("--run-as", default=DeployOptions.run_as, show_default=True,
+@click.option("--run-as", default=DeployOptions.run_as, show_default=True, callback=_checked(run_as_problem),
               help="Dedicated system user the controller runs as (the unit's User=, the cron entry's).")
 @click.option("--admin-level", type=click.Choice(["operator", "administrator"]),
               default=DeployOptions.admin_level, show_default=True,
@@ -56,7 +79,12 @@ def command(output_dir: str, config_path: str | None, inventory: str | None, fro
         from ..testbed import config as tb_config
         from ..testbed.config import default_config_path
 
-        tb = tb_config.load(inventory if inventory else default_config_path())
+        path = inventory if inventory else default_config_path()
+        tb = tb_config.load(path)
+        if path is not None and not tb.raw.get("gpu_types"):
+            # the testbed fills in its own GPU types: an empty file would render those, silently
+            raise ConfigError(str(path), [Finding("gpu_types", "missing: the inventory names no GPU type "
+                                                  "([gpu_types.TYPE] with nodes and gpus_per_node)")])
         files = render_docker(tb, config)
         written = write(files, out, DOCKER_FILES)
     else:

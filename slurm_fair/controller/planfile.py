@@ -66,6 +66,7 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from ..inputs import fullmatch
 from .. import atomic
 from ..estimates.classes import ClassTable
 from ..slurm.model import Node, Snapshot
@@ -147,11 +148,11 @@ def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable) -> dict[str,
     out: dict[str, str] = {}
     for p, ts in sorted(ptypes.items()):
         real = sorted(t for t in ts if t)
-        if len(real) > 1 and _SAFE.match(p) and all(t in steer_to for t in real):
+        if len(real) > 1 and fullmatch(_SAFE, p) and all(t in steer_to for t in real):
             out[f"spans/{p}"] = " ".join(real)
     for k in types:
         part = steer_to.get(k)
-        if part and _SAFE.match(part) and _SAFE.match(k):
+        if part and fullmatch(_SAFE, part) and fullmatch(_SAFE, k):
             out[f"partition/{k}"] = part
             out[f"tier/{k}"] = str(partition_tier(snapshot.nodes, part))
             shapes = _shapes(snapshot.nodes, part, k)
@@ -159,17 +160,17 @@ def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable) -> dict[str,
                 out[f"shapes/{k}"] = shapes
     out["speeds/*"] = _speeds({k: 1.0 for k in types})
     for c, row in table.rows.items():
-        if _SAFE.match(c):
+        if fullmatch(_SAFE, c):
             out[f"speeds/{c}"] = _speeds({k: row.get(k, 0.0) for k in types})
     for c, by in table.sizes.items():
-        if _SAFE.match(c):
+        if fullmatch(_SAFE, c):
             for g, row in by.items():
                 out[f"speeds/{c}@{g}"] = _speeds({k: row.get(k, 0.0) for k in types})
             if c not in table.rows:  # measured on gangs only: smaller jobs read the smallest size
                 out[f"speeds/{c}"] = _speeds({k: table.row(c, 1).get(k, 0.0) for k in types})
     out["room/*"] = " ".join(k for k in types if free.get(k, 0) > 0)
     for t, tp in plan.tenants.items():
-        if not _SAFE.match(t):
+        if not fullmatch(_SAFE, t):
             continue
         # the larger of its limit and its fair share: a tenant below its share is offered the
         # type even when others hold it now (its limits only follow its current allocation)

@@ -27,7 +27,6 @@ the file is reported at once (exit code 2).
 
 from __future__ import annotations
 
-import json
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from typing import Any, Mapping
 
 from ClusterShell.NodeSet import NodeSet
 
+from ..inputs import fullmatch, number_problem, parse_json, read_text
 from ..config import Key, _check_table, _suggest, expand_hostlist
 from ..errors import ConfigError, Finding
 
@@ -49,18 +49,29 @@ DEVICE_RE = re.compile(r"^/[A-Za-z0-9_./-]*[A-Za-z0-9_]+(\[[0-9]+(-[0-9]+)?(,[0-
 
 def _match(pattern: re.Pattern[str], what: str) -> Any:
     def check(v: Any) -> str | None:
-        return None if pattern.match(v) else f"{what} must match {pattern.pattern}"
+        return None if fullmatch(pattern, v) else f"{what} must match {pattern.pattern}"
 
     return check
 
 
-def _positive(v: Any) -> str | None:
-    return None if v > 0 else "must be > 0"
+def _number(lo: float, hi: float, integer: bool = False) -> Any:
+    """A Key check: :func:`slurm_fair.inputs.number_problem` (finite, in ``[lo, hi]``)."""
+    def check(v: Any) -> str | None:
+        problem = number_problem(v, lo=lo, hi=hi, integer=integer)
+        return problem.rsplit(", got ", 1)[0] if problem else None  # the caller adds "got"
+
+    return check
+
+
+#: most GPUs of one type on one node (gres.conf lists a device file per GPU)
+MAX_GPUS_PER_NODE = 1024
+#: Slurm's fair-share shares are a 32-bit count
+MAX_FAIRSHARE = 2**31 - 1
 
 
 _CLUSTER_KEYS: dict[str, Key] = {
     "name": Key((str,), "", "Slurm ClusterName (empty: not rendered)",
-                lambda v: None if v == "" or CLUSTER_RE.match(v) else f"must match {CLUSTER_RE.pattern}"),
+                lambda v: None if v == "" or fullmatch(CLUSTER_RE, v) else f"must match {CLUSTER_RE.pattern}"),
     "cpus_per_node": Key((int,), 0, "CPUs per node (informational)"),
     # testbed-only keys, accepted so conf/testbed.toml is a valid inventory
     "memory_mb": Key((int,), 0, "testbed only"),
@@ -72,15 +83,15 @@ _CLUSTER_KEYS: dict[str, Key] = {
 }
 _GPU_KEYS: dict[str, Key] = {
     "nodes": Key((str,), "", "hostlist of the nodes with this GPU type"),
-    "gpus_per_node": Key((int,), 1, "GPUs of this type per node", _positive),
+    "gpus_per_node": Key((int,), 1, "GPUs of this type per node", _number(1, MAX_GPUS_PER_NODE, True)),
     "cpus_per_node": Key((int,), 0, "testbed only"),
     "files": Key((str,), "", "device files (default /dev/nvidia[0-N-1])",
                  _match(DEVICE_RE, "a device path")),
     "billing_weight": Key((int, float), 0.0, "TRESBillingWeights for this type (0: measured)",
-                          lambda v: None if v >= 0 else "must be >= 0"),
+                          _number(0, 1e6)),
 }
 _TENANT_KEYS: dict[str, Key] = {
-    "fairshare": Key((int,), 1, "Slurm fair-share shares", _positive),
+    "fairshare": Key((int,), 1, "Slurm fair-share shares", _number(1, MAX_FAIRSHARE, True)),
     "description": Key((str,), "", "testbed only"),
 }
 _IGNORED_SECTIONS = ("ports", "timeouts")
@@ -153,7 +164,7 @@ def validate(data: Mapping[str, Any], source: str = "<inventory>") -> Inventory:
     used: dict[str, int] = {}  # node -> next device index (several types on one node)
     for gpu_type, table in raw_types.items():
         where = f"gpu_types.{gpu_type}"
-        if not GPU_TYPE_RE.match(gpu_type):
+        if not fullmatch(GPU_TYPE_RE, gpu_type):
             problems.append(Finding(where, f"GPU type must match {GPU_TYPE_RE.pattern}"))
             continue
         if not isinstance(table, dict):
@@ -169,7 +180,7 @@ def validate(data: Mapping[str, Any], source: str = "<inventory>") -> Inventory:
         if spec["billing_weight"]:
             overrides[gpu_type] = float(spec["billing_weight"])
         for name in names:
-            if not NODE_RE.match(name):
+            if not fullmatch(NODE_RE, name):
                 problems.append(Finding(f"{where}.nodes", f"node name {name!r} must match {NODE_RE.pattern}"))
                 continue
             first = used.get(name, 0)
@@ -184,7 +195,7 @@ def validate(data: Mapping[str, Any], source: str = "<inventory>") -> Inventory:
         raw_tenants = {}
     for name, table in raw_tenants.items():
         where = f"tenants.{name}"
-        if not ACCOUNT_RE.match(name) or name == "root":
+        if not fullmatch(ACCOUNT_RE, name) or name == "root":
             problems.append(Finding(where, f"account name must match {ACCOUNT_RE.pattern} (not root)"))
             continue
         if not isinstance(table, dict):
@@ -197,22 +208,17 @@ def validate(data: Mapping[str, Any], source: str = "<inventory>") -> Inventory:
 
 
 def load(path: str | Path) -> Inventory:
-    """Read a TOML (``.toml``) or JSON description file."""
+    """Read a TOML (``.toml``) or JSON (``.json``) description file: a regular UTF-8 file
+    (:func:`slurm_fair.inputs.read_text`), strict JSON (:func:`slurm_fair.inputs.parse_json`)."""
     p = Path(path)
-    try:
-        text = p.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(str(p), ["file not found"]) from None
-    except OSError as exc:
-        raise ConfigError(str(p), [f"cannot read: {exc.strerror}"]) from None
-    try:
-        if p.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            data = tomllib.loads(text.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        kind = "JSON" if p.suffix.lower() == ".json" else "TOML"
-        raise ConfigError(str(p), [f"not valid {kind}: {exc}"]) from None
+    text = read_text(p, "inventory")
+    if p.suffix.lower() == ".json":
+        data = parse_json(text, str(p))
+    else:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(str(p), [f"not valid TOML: {exc}"]) from None
     if not isinstance(data, dict):
         raise ConfigError(str(p), ["must be an object/table at the top level"])
     return validate(data, str(p))
@@ -233,10 +239,10 @@ def from_snapshot(snapshot: Any, source: str = "slurm (sinfo/sacctmgr)") -> Inve
             if count <= 0:
                 continue
             where = f"node {node.name}"
-            if not NODE_RE.match(node.name):
+            if not fullmatch(NODE_RE, node.name):
                 problems.append(Finding(where, f"node name must match {NODE_RE.pattern}"))
                 continue
-            if not GPU_TYPE_RE.match(gpu_type):
+            if not fullmatch(GPU_TYPE_RE, gpu_type):
                 problems.append(Finding(where, f"GPU type {gpu_type!r} must match {GPU_TYPE_RE.pattern}"))
                 continue
             nodes.append(GpuNode(node.name, gpu_type, int(count), default_files(first, int(count))))
@@ -244,9 +250,9 @@ def from_snapshot(snapshot: Any, source: str = "slurm (sinfo/sacctmgr)") -> Inve
     if not nodes and not problems:
         problems.append(Finding("gpu_types", "Slurm reports no typed GPU on any node (Gres=gpu:TYPE:N)"))
     cluster = getattr(snapshot, "cluster", "") or ""
-    if cluster and not CLUSTER_RE.match(cluster):
+    if cluster and not fullmatch(CLUSTER_RE, cluster):
         problems.append(Finding("cluster", f"cluster name must match {CLUSTER_RE.pattern}"))
-    tenants = {a.name: 1 for a in getattr(snapshot, "accounts", ()) if a.name != "root" and ACCOUNT_RE.match(a.name)}
+    tenants = {a.name: 1 for a in getattr(snapshot, "accounts", ()) if a.name != "root" and fullmatch(ACCOUNT_RE, a.name)}
     if problems:
         raise ConfigError(source, problems)
     return Inventory(cluster, tuple(nodes), tenants, {}, source)

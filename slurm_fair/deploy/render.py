@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping
 
 import jinja2
 
+from ..inputs import fullmatch
 from .. import atomic
 from ..config import Config
 from ..controller.planfile import PLAN_FILE
@@ -153,7 +154,7 @@ def check_context(context: Mapping[str, Any], where: str = "") -> list[Finding]:
             for i, v in enumerate(value):
                 walk(v, f"{path}[{i}]")
         elif isinstance(value, str):
-            if not _SAFE_SCALAR.match(value):
+            if not fullmatch(_SAFE_SCALAR, value):
                 problems.append(Finding(path, f"unsafe characters in {value!r}"))
         elif value is None or isinstance(value, (bool, int, float)):
             return
@@ -164,9 +165,21 @@ def check_context(context: Mapping[str, Any], where: str = "") -> list[Finding]:
     return problems
 
 
+def path_problem(value: str) -> str | None:
+    """Why ``value`` cannot be rendered as a path on the target machine, or None."""
+    if fullmatch(PATH_RE, value):
+        return None
+    return f"must be an absolute path of [A-Za-z0-9_./@+-] without '..', got {value!r}"
+
+
+def run_as_problem(value: str) -> str | None:
+    """Why ``value`` cannot be the controller's system user, or None."""
+    return None if fullmatch(USER_RE, value) else f"must match {USER_RE.pattern}, got {value!r}"
+
+
 def _check_path(value: str, where: str, problems: list[Finding]) -> None:
-    if not PATH_RE.match(value):
-        problems.append(Finding(where, f"must be an absolute path of [A-Za-z0-9_./@+-] without '..', got {value!r}"))
+    if (msg := path_problem(value)):
+        problems.append(Finding(where, msg))
 
 
 def _check_options(config: Config, opts: DeployOptions, problems: list[Finding]) -> None:
@@ -175,15 +188,15 @@ def _check_options(config: Config, opts: DeployOptions, problems: list[Finding])
     _check_path(c["audit_log"], "controller.audit_log", problems)
     _check_path(opts.executable, "--executable", problems)
     _check_path(opts.config_path, "--installed-config", problems)
-    if not USER_RE.match(opts.run_as):
-        problems.append(Finding("--run-as", f"must match {USER_RE.pattern}, got {opts.run_as!r}"))
+    if (msg := run_as_problem(opts.run_as)):
+        problems.append(Finding("--run-as", msg))
     if opts.admin_level not in LEVELS:
         problems.append(Finding("--admin-level", f"must be one of {', '.join(LEVELS)}"))
     name = config["cluster"]["name"]
-    if name and not CLUSTER_RE.match(name):
+    if name and not fullmatch(CLUSTER_RE, name):
         problems.append(Finding("cluster.name", f"must match {CLUSTER_RE.pattern}, got {name!r}"))
     for tenant in config.tenants:
-        if not ACCOUNT_RE.match(tenant):
+        if not fullmatch(ACCOUNT_RE, tenant):
             problems.append(Finding(f"tenants.{tenant}", f"account name must match {ACCOUNT_RE.pattern}"))
 
 
@@ -274,7 +287,7 @@ def _node_gres(inv: Inventory, rank: Mapping[str, int]) -> list[dict[str, Any]]:
 def _raise_unsafe(ctx: Mapping[str, Any], source: str) -> None:
     problems = check_context(ctx)
     for t in ctx.get("gpu_types", []):
-        if not GPU_TYPE_RE.match(t):
+        if not fullmatch(GPU_TYPE_RE, t):
             problems.append(Finding(f"gpu_types.{t}", f"must match {GPU_TYPE_RE.pattern}"))
     if problems:
         raise ConfigError(source, problems)
@@ -329,9 +342,7 @@ def render_docker(testbed_cfg: Any, config: Config) -> dict[str, str]:
 
 
 def write(files: Mapping[str, str], out_dir: Path, modes: Mapping[str, tuple[str, int]]) -> list[Path]:
-    """Write every file (mode from ``modes``); returns the paths written."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in files.items():
-        written.append(atomic.write_text(out_dir / name, text, mode=modes[name][1]))
-    return written
+    """Write every file (mode from ``modes``) into ``out_dir``, all or nothing
+    (:func:`slurm_fair.atomic.write_files`: a failure leaves the directory as it was, never a
+    cut ``slurm-fair.conf`` beside stale files); returns the paths written."""
+    return atomic.write_files(out_dir, {name: (text, modes[name][1]) for name, text in files.items()})

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from ..inputs import fullmatch
 from ..errors import Finding, InputError
 from ..model import frozen_map
 from . import gavel
@@ -60,7 +61,7 @@ class ClassTable:
 
 def gavel_class_name(job_type: str) -> str:
     """``"ResNet-50 (batch size 32)"`` -> ``"resnet-50-bs32"``: a name fit for a comment tag."""
-    m = re.match(r"^(.*?)\s*\(batch size (\d+)\)\s*$", job_type)
+    m = re.fullmatch(r"(.*?)\s*\(batch size (\d+)\)\s*", job_type)
     base, bs = (m.group(1), m.group(2)) if m else (job_type, None)
     slug = re.sub(r"[^a-z0-9.]+", "-", base.lower()).strip("-")
     return f"{slug}-bs{bs}" if bs else slug
@@ -127,7 +128,7 @@ def load_class_table(path: str | Path | None) -> ClassTable:
     seen: set[tuple[str, int]] = set()
     for i, raw in enumerate(data, start=2):
         name = (raw.get("class") or "").strip()
-        if not CLASS_RE.match(name):
+        if not fullmatch(CLASS_RE, name):
             problems.append(Finding(f"line {i}.class", f"bad class name {name!r}"))
             continue
         gcell = (raw.get("gpus") or "").strip()

@@ -6,6 +6,7 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..inputs import fullmatch
 from ..errors import ConfigError, Finding
 from ..slurm.model import SlurmJob
 from .classes import CLASS_RE
@@ -29,7 +30,7 @@ class Rules:
         def table(key: str) -> list[tuple[str, str]]:
             out = []
             for k, v in dict(th.get(key, {}) or {}).items():
-                if not isinstance(v, str) or not CLASS_RE.match(v):
+                if not isinstance(v, str) or not fullmatch(CLASS_RE, v):
                     problems.append(Finding(f"throughput.{key}.{k}", f"must be a class name, got {v!r}"))
                 else:
                     out.append((str(k), v))
@@ -41,7 +42,7 @@ class Rules:
         for tenant, spec in config.tenants.items():
             classes = spec.get("classes") or []
             if classes:
-                if not isinstance(classes[0], str) or not CLASS_RE.match(classes[0]):
+                if not isinstance(classes[0], str) or not fullmatch(CLASS_RE, classes[0]):
                     problems.append(Finding(f"tenants.{tenant}.classes", f"bad class name {classes[0]!r}"))
                 else:
                     tenants[tenant] = classes[0]

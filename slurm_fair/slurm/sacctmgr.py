@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Mapping, Sequence
 
+from ..inputs import fullmatch
 from ..errors import SlurmCommandError
 from .run import Runner
 from .write_rules import check_name
@@ -46,7 +47,7 @@ class Sacctmgr:
         items = []
         for key, value in grp_tres.items():
             key = key.replace("gres:", "gres/", 1)
-            if not _TRES_KEY.match(key):
+            if not fullmatch(_TRES_KEY, key):
                 raise ValueError(f"invalid TRES name {key!r}")
             items.append(f"{key}={-1 if value is None else int(value)}")
         if exists is None:

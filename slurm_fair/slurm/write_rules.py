@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
+from ..inputs import fullmatch
 from ..errors import SlurmCommandError
 from .model import SlurmJob
 from .parse.gres import PREFIX, split_top_level
@@ -31,13 +32,13 @@ _TRES_FIELDS = frozenset({"TresPerJob", "TresPerNode", "TresPerTask", "Gres"})
 
 
 def check_name(kind: str, value: str) -> str:
-    if not _NAME.match(value or ""):
+    if not fullmatch(_NAME, value or ""):
         raise ValueError(f"invalid {kind} name {value!r}")
     return value
 
 
 def check_job_id(job_id: str) -> str:
-    if not _JOB_ID.match(str(job_id)):
+    if not fullmatch(_JOB_ID, str(job_id)):
         raise ValueError(f"invalid job id {job_id!r}")
     return str(job_id)
 

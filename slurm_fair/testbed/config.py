@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 
+from ..inputs import fullmatch
 from ..config import Key, _check_table, check_sections, expand_hostlist, read_toml
 from ..errors import ConfigError, Finding
 from ..templating import repo_root
@@ -39,7 +40,7 @@ def _positive(v: Any) -> str | None:
 
 
 def _name(v: Any) -> str | None:
-    return None if _NAME.match(v) else "must be lowercase letters, digits, '_' (start with a letter)"
+    return None if fullmatch(_NAME, v) else "must be lowercase letters, digits, '_' (start with a letter)"
 
 
 def _slurm_version(v: Any) -> str | None:
@@ -188,7 +189,7 @@ def _nodes(
     seen: dict[str, str] = {}
     for gpu_type, table in raw.items():
         where = f"gpu_types.{gpu_type}"
-        if not _NAME.match(gpu_type):
+        if not fullmatch(_NAME, gpu_type):
             problems.append(Finding(where, "GPU type must be lowercase letters, digits, '_'"))
         if not isinstance(table, dict):
             problems.append(Finding(where, "must be a table ([gpu_types.TYPE])"))
@@ -206,7 +207,7 @@ def _nodes(
         if spec["cpus_per_node"] < 0:
             problems.append(Finding(f"{where}.cpus_per_node", "must be >= 0"))
         for name in names:
-            if not re.match(r"^[a-z0-9][a-z0-9-]*$", name):
+            if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
                 problems.append(Finding(f"{where}.nodes", f"bad node name {name!r}"))
             if name in seen:
                 problems.append(Finding(f"{where}.nodes", f"node {name} also in {seen[name]}"))
@@ -225,7 +226,7 @@ def _tenants(raw: Any, problems: list[Finding]) -> tuple[dict[str, int], dict[st
     descriptions: dict[str, str] = {}
     for name, table in raw.items():
         where = f"tenants.{name}"
-        if not _NAME.match(name) or name == "root":
+        if not fullmatch(_NAME, name) or name == "root":
             problems.append(Finding(where, "account name must be lowercase letters, digits, '_' (not root)"))
         if not isinstance(table, dict):
             problems.append(Finding(where, "must be a table ([tenants.NAME])"))
