@@ -55,15 +55,19 @@ def target_path(path: str | Path) -> Path:
 
 def check_writable(path: str | Path) -> Path:
     """Raise :class:`AtomicWriteError` now, before any work, when ``path`` could not be written
-    later: it exists and is not a regular file, its directory does not exist, or that directory
-    is not writable. Returns the path a write would rename onto. A command calls this when its
+    later: it exists and is not a regular file, its directory does not exist, or no file can be
+    created there (tried: a temporary file is made and removed). Returns the path a write would rename onto. A command calls this when its
     options are parsed, so ``--json nodir/x.json`` fails before an hour of simulation."""
     p = target_path(path)
     directory = p.parent if str(p.parent) else Path(".")
     if not directory.is_dir():
         raise AtomicWriteError(f"{_shown(path)}: directory {_shown(directory)} does not exist")
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise AtomicWriteError(f"{_shown(path)}: cannot write: directory {_shown(directory)} is not writable")
+    try:  # the real test (/proc says it is writable, a read-only mount says so to root)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=str(directory))
+    except OSError as exc:
+        raise AtomicWriteError(f"{_shown(path)}: cannot write in {_shown(directory)}: {exc.strerror or exc}") from None
+    os.close(fd)
+    _discard(tmp)
     return p
 
 

@@ -3,7 +3,6 @@ own view (pending reason, priority factors, expected start). Reads the state sto
 
 from __future__ import annotations
 
-import json
 
 import click
 
@@ -11,6 +10,7 @@ from ..config import load
 from ..controller.explain import explain, render
 from ..slurm import make_port
 from .options import config_option, json_option
+from .output import json_line
 
 
 @click.command("explain")
@@ -22,4 +22,4 @@ def command(job_id: str, config_path: str | None, as_json: bool) -> None:
     Slurm's view now (pending reason, priority factors, expected start)."""
     cfg = load(config_path)
     e = explain(cfg, job_id, make_port(cfg))
-    click.echo(json.dumps(e, default=str) if as_json else render(e))
+    click.echo(json_line(e) if as_json else render(e))

@@ -18,6 +18,7 @@ import click
 
 from ..solver import SOLVER_CHOICES
 from ..testbed.rootfs import VERSIONS
+from .output import check_output
 
 config_option = click.option(
     "--config",
@@ -55,7 +56,7 @@ def _output_value(ctx: click.Context, param: click.Parameter, value: str | None)
     from_json = ctx.meta.get(_JSON_FILE)
     if from_json and value and value != from_json:
         raise click.BadParameter("give the file once: --json FILE or --json -o FILE", ctx, param)
-    return value or from_json
+    return check_output(ctx, param, from_json if value is None else value)  # a bad path fails now
 
 
 json_option = click.option(

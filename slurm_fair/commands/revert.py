@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 
 import click
 
@@ -11,6 +10,7 @@ from ..controller.revert import revert
 from ..errors import SlurmFairError
 from ..slurm import make_port
 from .options import config_option, dry_run_option, json_option
+from .output import json_line
 from .run import fmt
 
 
@@ -27,7 +27,7 @@ def command(dry_run: bool, config_path: str | None, as_json: bool) -> None:
     config = load(config_path)
     res = revert(make_port(config), config, dry_run=dry_run)
     if as_json:
-        click.echo(json.dumps(res.to_dict(), default=str))
+        click.echo(json_line(res.to_dict()))
     else:
         for s in res.steps:
             state = "applied" if s["applied"] else ("skipped" if s["skipped"] else ("would apply" if dry_run else "FAILED"))

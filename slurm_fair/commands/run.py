@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import time
@@ -21,6 +20,7 @@ from ..report.live import live_families
 from ..report.prometheus import registry
 from ..slurm import make_port
 from .options import config_option, dry_run_option, json_option
+from .output import json_line
 
 
 def fmt(v: object) -> str:
@@ -101,7 +101,7 @@ def command(mode: str, interval: float | None, metrics_port: int | None, metrics
     port = make_port(config)
 
     def show(res: CycleResult) -> None:
-        click.echo(json.dumps(res.to_dict(), default=str) if as_json else _text(res))
+        click.echo(json_line(res.to_dict()) if as_json else _text(res))
 
     if mode == "once":
         res = run_cycle(port, config, dry_run=dry_run)

@@ -17,7 +17,7 @@ from ..sim import results as sim_results, scenario
 from ..sim.engine import SimConfig, SimResult, simulate
 from ..sim.workload import write_csv
 from .options import json_option, output_option, policies_option, quiet_option, throughputs_option
-from .output import table_or_json
+from .output import check_output, check_plot, table_or_json
 from .sim_options import cluster_options, engine_options, workload_options
 
 
@@ -29,9 +29,9 @@ from .sim_options import cluster_options, engine_options, workload_options
 @engine_options
 @json_option
 @output_option
-@click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Also write JCT CDFs and tenant shares as PNG.")
-@click.option("--save-workload", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+@click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None, metavar="FILE", callback=check_plot,
+              help="Also write JCT CDFs and tenant shares as a picture (PNG; .pdf, .svg, ... by extension).")
+@click.option("--save-workload", type=click.Path(dir_okay=False), default=None, metavar="FILE", callback=check_output,
               help="Also write the simulated workload as a trace CSV.")
 @quiet_option
 def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, cluster: scenario.ClusterSource,

@@ -13,7 +13,6 @@ the configuration plus the process environment (``SLURM_CONF``), so
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any, Mapping
 
@@ -34,6 +33,7 @@ from ..slurm import make_port
 from ..slurm.model import SlurmJob, Snapshot
 from ..slurm.port import SlurmPort
 from .options import config_option, json_option
+from .output import json_text
 
 
 def job_extra(job: SlurmJob, estimate: Estimate | None) -> dict[str, Any]:
@@ -140,6 +140,6 @@ def command(config_path: str | None, as_json: bool) -> None:
     port = make_port(cfg)
     if as_json:
         problem = controller_problem(port, cfg)
-        click.echo(json.dumps(problem_to_dict(problem), indent=2, sort_keys=False))
+        click.echo(json_text(problem_to_dict(problem)), nl=False)
     else:
         render(port.snapshot(), Console(soft_wrap=True), configured_weights(cfg))

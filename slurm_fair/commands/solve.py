@@ -8,7 +8,6 @@ is reported on stderr and in ``status``/``fallback_reason``.
 
 from __future__ import annotations
 
-import json
 import time
 
 import click
@@ -18,7 +17,7 @@ from ..errors import SolverError
 from ..policies import PolicyOptions
 from ..problem_io import allocation_to_dict, load_problem
 from .options import output_option, policy_option, solver_option
-from .output import write_output
+from .output import json_text, write_output
 
 
 @click.command("solve")
@@ -59,4 +58,4 @@ def command(input_path: str, policy: str, solver: str, time_limit: float, output
             f"with best use instead ({allocation.fallback_reason})",
             err=True,
         )
-    write_output(json.dumps(out, indent=2, sort_keys=False) + "\n", output)
+    write_output(json_text(out), output)

@@ -156,7 +156,7 @@ def dashboard(ctx: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def dashboard_json(ctx: Mapping[str, Any]) -> str:
-    return json.dumps(dashboard(ctx), indent=2) + "\n"
+    return json.dumps(dashboard(ctx), indent=2, allow_nan=False) + "\n"
 
 
 def expressions(dash: Mapping[str, Any]) -> list[str]:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from .. import templating
 from ..errors import SlurmFairError
+from ..inputs import jsonable
 from .tables import Report
 
 SCHEMA = "slurm-fair/report/v2"
@@ -94,7 +95,7 @@ def to_document(r: Report) -> dict[str, Any]:
 
 
 def render_json(r: Report) -> str:
-    return json.dumps(to_document(r), indent=2, sort_keys=False) + "\n"
+    return json.dumps(jsonable(to_document(r)), indent=2, sort_keys=False, allow_nan=False) + "\n"
 
 
 # --- CSV (long format) ----------------------------------------------------------------------

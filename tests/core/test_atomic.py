@@ -84,7 +84,7 @@ def test_cli_output_to_dev_null_exits_2_without_traceback(tmp_path, capsys):
     assert json.loads(good.read_text())
     code = main(["solve", "--input", str(problem), "--policy", "max-throughput", "-o", "/dev/null"])
     err = capsys.readouterr().err
-    assert code == 2 and "--output /dev/null: not a regular file" in err and "Traceback" not in err
+    assert code == 2 and "'--output': /dev/null: not a regular file" in err and "Traceback" not in err
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
