@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,14 +197,23 @@ def expand_hostlist(hostlist: str, where: str, problems: list[Finding]) -> list[
     at ``where`` when it is not a hostlist."""
     from ClusterShell.NodeSet import NodeSet, NodeSetException
 
+    if not isinstance(hostlist, str) or not re.fullmatch(r"[A-Za-z0-9._\[\],-]+", hostlist):
+        # ClusterShell would read '@' as a node group, '?'/'*' as globs, '!&^' as set operators:
+        # '@x' or '?' would name no node at all, silently
+        problems.append(Finding(where, f"not a hostlist (node names, [ranges], commas), got {hostlist!r}"))
+        return None
     if hostlist_bound(hostlist) > MAX_HOSTS:
         problems.append(Finding(where, f"names more than {MAX_HOSTS} nodes"))
         return None
     try:
-        return list(NodeSet(hostlist))
+        names = list(NodeSet(hostlist))
     except (NodeSetException, AssertionError, ValueError) as exc:  # AssertionError: "range too large"
         problems.append(Finding(where, f"not a valid hostlist: {exc}"))
         return None
+    if not names:
+        problems.append(Finding(where, f"names no node, got {hostlist!r}"))
+        return None
+    return names
 
 
 #: most nodes one hostlist of a description file may name (ClusterShell expands a hostlist into

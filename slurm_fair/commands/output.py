@@ -94,8 +94,8 @@ def table_or_json(table: Table, doc: Any, as_json: bool, output: str | None) -> 
     (``simulate``, ``testbed replay``): stdout (or ``output``) carries one of them; with
     ``--json`` the table still reaches the terminal, on stderr."""
     if as_json:
+        write_output(json_text(doc), output)  # first: a failed write is the only message
         Console(stderr=True).print(table)
-        write_output(json_text(doc), output)
     elif output:
         write_output(table_text(table), output)
     else:
