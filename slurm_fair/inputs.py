@@ -219,3 +219,18 @@ def fullmatch(pattern: re.Pattern[str], value: Any) -> bool:
     """``value`` is a string and *all* of it matches ``pattern`` (no trailing newline slips
     through, as it does with ``^...$`` and ``re.match``)."""
     return isinstance(value, str) and pattern.fullmatch(value) is not None
+
+
+#: a number as people write it in a file or an option: ASCII digits, optional sign, point and
+#: exponent (``float`` also takes ``nan``, ``inf``, ``1_000`` and Arabic-Indic digits)
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def parse_number(text: str) -> float | None:
+    """The finite number ``text`` spells (surrounding spaces ignored), or None: the one reader of
+    numbers written as text (trace cells, ``--window``, ``NAME=VALUE`` option items)."""
+    text = text.strip()
+    if not fullmatch(_NUMBER, text):
+        return None
+    value = float(text)
+    return value if math.isfinite(value) else None

@@ -95,7 +95,8 @@ def build_workload(source: WorkloadSource, table: ThroughputTable) -> Workload:
                          max_duration_s, source.job_mix)
     selected = select(generated.jobs, window, source.max_jobs, source.static)
     if not selected:
-        raise UserError("no synthetic job arrives inside the window")
+        raise UserError(f"--window {source.window}: no synthetic job arrives inside it "
+                        f"(arrivals span 0 to {max(j.arrival_s for j in generated.jobs):g} s)")
     return make_workload(selected, source.weights, generated.sources)
 
 
