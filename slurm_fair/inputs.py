@@ -202,10 +202,14 @@ class FiniteFloat(click.ParamType):
         if is_number(value):
             number: float = float(value)
         else:
-            try:
-                number = float(str(value).strip())
-            except ValueError:
-                self.fail(f"{value!r} is not a number", param, ctx)
+            parsed = parse_number(str(value))
+            if parsed is None:  # nan, inf, 1e400 and "1_0" or Arabic-Indic digits alike
+                try:
+                    kind = "a finite number" if not math.isfinite(float(str(value))) else "a number"
+                except ValueError:
+                    kind = "a number"
+                self.fail(f"{str(value)[:40]!r} is not {kind}", param, ctx)
+            number = parsed
         problem = number_problem(number, lo=self.lo, hi=self.hi, lo_open=self.lo_open, hi_open=self.hi_open)
         if problem:
             self.fail(problem, param, ctx)

@@ -13,10 +13,15 @@ from typing import Iterable, Mapping
 
 from ..estimates import gavel as tt
 from ..errors import UserError
+from ..inputs import number_problem, parse_number
 from ..estimates.gavel import ThroughputTable
 from .cluster import ClusterSpec, parse_cluster, with_speeds
 from .synthetic import generate
 from .workload import Workload, load_traces, make_workload, parse_window, select
+
+
+#: largest node speed factor (``--node-speed``): a node 100 times nominal is a typo
+MAX_NODE_SPEED = 100.0
 
 
 @dataclass(frozen=True)
@@ -60,12 +65,10 @@ def parse_speeds(items: Iterable[str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for item in items:
         name, sep, value = item.partition("=")
-        try:
-            speed = float(value) if sep else None
-        except ValueError:
-            speed = None
-        if speed is None:
-            raise UserError(f"--node-speed {item!r}: expected NODE=FACTOR, e.g. v100-1=0.8")
+        speed = parse_number(value) if sep else None
+        if speed is None or number_problem(speed, lo=0, lo_open=True, hi=MAX_NODE_SPEED):
+            raise UserError(f"--node-speed {item[:80]!r}: expected NODE=FACTOR with 0 < FACTOR <= "
+                            f"{MAX_NODE_SPEED:g}, e.g. v100-1=0.8")
         out[name.strip()] = speed
     return out
 

@@ -274,7 +274,7 @@ def parse_window(spec: str) -> tuple[float, float]:
     """``"START:END"`` seconds (END may be empty for open-ended) -> (start, end)."""
     start_s, sep, end_s = spec.partition(":")
     start = parse_number(start_s) if start_s.strip() else 0.0
-    end = parse_number(end_s) if end_s.strip() else math.inf
+    end = parse_number(end_s) if end_s.strip().lower() not in ("", "inf", "infinity") else math.inf
     if start is None or end is None:
         raise UserError(f"--window {spec[:80]!r}: expected START:END in seconds (finite numbers; END empty for "
                         "no end), e.g. 0:86400") from None
