@@ -238,3 +238,14 @@ def parse_number(text: str) -> float | None:
         return None
     value = float(text)
     return value if math.isfinite(value) else None
+
+
+def shown(key: Any, limit: int = 60) -> str:
+    """A user's key or name as a message shows it: as written when it is short printable text,
+    else quoted with escapes and cut (a newline in a JSON key must not break a one-line message,
+    a 5,000-character key must not fill the screen)."""
+    text = str(key)
+    if isinstance(key, str) and text.isprintable() and len(text) <= limit:
+        return text
+    quoted = repr(text)
+    return quoted if len(quoted) <= limit else quoted[:limit] + "..."

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from .errors import Finding, InputError
-from .inputs import decode, number_problem, parse_json, read_text
+from .inputs import decode, number_problem, parse_json, read_text, shown
 from .model import MAX_GPUS, MAX_QUANTITY, MAX_WEIGHT, MIN_WEIGHT, Allocation, Job, Problem, throughput_problem
 
 
@@ -87,7 +87,7 @@ def parse_problem(text: str, source: str = "PROBLEM.json") -> Problem:
     for name, count in raw_types.items():
         problem = number_problem(count, lo=0, hi=MAX_GPUS, integer=True)
         if problem:
-            findings.append(Finding(f"gpu_types.{name}", f"GPUs {problem}"))
+            findings.append(Finding(f"gpu_types.{shown(name)}", f"GPUs {problem}"))
         else:
             gpu_types[str(name)] = int(count)
     tenants: dict[str, float] = {}
@@ -99,7 +99,7 @@ def parse_problem(text: str, source: str = "PROBLEM.json") -> Problem:
         weight = spec.get("weight", 1) if isinstance(spec, dict) else spec
         problem = number_problem(weight, lo=MIN_WEIGHT, hi=MAX_WEIGHT)
         if problem:
-            findings.append(Finding(f"tenants.{name}.weight", problem))
+            findings.append(Finding(f"tenants.{shown(name)}.weight", problem))
         else:
             tenants[str(name)] = float(weight)
     jobs: list[Job] = []
@@ -113,7 +113,7 @@ def parse_problem(text: str, source: str = "PROBLEM.json") -> Problem:
         raw_id = raw.get("id") if isinstance(raw, dict) else None
         if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool):
             if str(raw_id) in seen:
-                problems.append(Finding(f"job {raw_id}.id", f"duplicate job id (jobs[{i}])"))
+                problems.append(Finding(f"job {shown(raw_id)}.id", f"duplicate job id (jobs[{i}])"))
             seen.add(str(raw_id))
         findings.extend(problems)
         if job is not None and not problems:
@@ -128,7 +128,7 @@ def _read_job(i: int, raw: Any, gpu_types: dict[str, int] | None) -> tuple[Job |
     if not isinstance(raw, dict):
         return None, [Finding(f"jobs[{i}]", "must be an object")]
     job_id = raw.get("id")
-    where = f"job {job_id}" if isinstance(job_id, (str, int)) and not isinstance(job_id, bool) else f"jobs[{i}]"
+    where = f"job {shown(job_id)}" if isinstance(job_id, (str, int)) and not isinstance(job_id, bool) else f"jobs[{i}]"
     out: list[Finding] = []
     for key in sorted(_JOB_KEYS - set(raw)):
         out.append(Finding(f"{where}.{key}", "missing key"))
@@ -151,9 +151,9 @@ def _read_job(i: int, raw: Any, gpu_types: dict[str, int] | None) -> tuple[Job |
             problem = throughput_problem(v)
             if gpu_types is not None and k not in gpu_types:
                 known = ", ".join(sorted(gpu_types)) or "none"
-                out.append(Finding(f"{where}.throughput.{k}", f"unknown GPU type (known: {known})"))
+                out.append(Finding(f"{where}.throughput.{shown(k)}", f"unknown GPU type (known: {known})"))
             elif problem:
-                out.append(Finding(f"{where}.throughput.{k}", problem))
+                out.append(Finding(f"{where}.throughput.{shown(k)}", problem))
             else:
                 clean[k] = float(v)
         if not out:

@@ -35,7 +35,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import Finding, InputError
-from ..inputs import load_json, number_problem, parse_json
+from ..inputs import load_json, number_problem, parse_json, shown
 from ..model import MAX_GPUS, throughput_problem
 
 #: name shown for the embedded table in messages and results
@@ -145,11 +145,11 @@ def _from_document(doc: object, source: str) -> ThroughputTable:
         raise InputError(source, [Finding("", "expected an object {gpu_type: {key: {\"null\": steps_per_s}}}")])
     for gpu_type, entries in doc.items():
         if not isinstance(entries, dict):
-            problems.append(Finding(gpu_type, "expected an object of job keys"))
+            problems.append(Finding(shown(gpu_type), "expected an object of job keys"))
             continue
         table: dict[tuple[str, int], float] = {}
         for key, value in entries.items():
-            where = f"{gpu_type}.{key}"
+            where = f"{shown(gpu_type)}.{shown(key)}"
             try:
                 job = parse_key(key)
             except ValueError as exc:

@@ -13,7 +13,7 @@ from typing import Iterable, Mapping
 
 from ..estimates import gavel as tt
 from ..errors import UserError
-from ..inputs import number_problem, parse_number
+from ..inputs import number_problem, parse_number, shown
 from ..estimates.gavel import ThroughputTable
 from .cluster import ClusterSpec, parse_cluster, with_speeds
 from .synthetic import generate
@@ -81,8 +81,8 @@ def build_cluster(source: ClusterSource, table: ThroughputTable, seed: int = 0) 
         cluster = with_speeds(cluster, source.node_speeds, source.node_speed_spread, seed)
     unknown = sorted(set(cluster.capacity) - set(table.gpu_types))
     if unknown:
-        raise UserError(f"--cluster: GPU type {unknown[0]!r} is not in the throughput table "
-                        f"({', '.join(table.gpu_types)})")
+        raise UserError(f"--cluster: GPU type {unknown[0]!r} is not in the throughput table {table.source} "
+                        f"({', '.join(shown(k) for k in table.gpu_types)})")
     return cluster
 
 
