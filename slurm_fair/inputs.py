@@ -202,10 +202,14 @@ class FiniteFloat(click.ParamType):
         if is_number(value):
             number: float = float(value)
         else:
-            try:
-                number = float(str(value).strip())
-            except ValueError:
-                self.fail(f"{value!r} is not a number", param, ctx)
+            parsed = parse_number(str(value))
+            if parsed is None:  # nan, inf, 1e400 and "1_0" or Arabic-Indic digits alike
+                try:
+                    kind = "a finite number" if not math.isfinite(float(str(value))) else "a number"
+                except ValueError:
+                    kind = "a number"
+                self.fail(f"{str(value)[:40]!r} is not {kind}", param, ctx)
+            number = parsed
         problem = number_problem(number, lo=self.lo, hi=self.hi, lo_open=self.lo_open, hi_open=self.hi_open)
         if problem:
             self.fail(problem, param, ctx)
@@ -219,3 +223,29 @@ def fullmatch(pattern: re.Pattern[str], value: Any) -> bool:
     """``value`` is a string and *all* of it matches ``pattern`` (no trailing newline slips
     through, as it does with ``^...$`` and ``re.match``)."""
     return isinstance(value, str) and pattern.fullmatch(value) is not None
+
+
+#: a number as people write it in a file or an option: ASCII digits, optional sign, point and
+#: exponent (``float`` also takes ``nan``, ``inf``, ``1_000`` and Arabic-Indic digits)
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def parse_number(text: str) -> float | None:
+    """The finite number ``text`` spells (surrounding spaces ignored), or None: the one reader of
+    numbers written as text (trace cells, ``--window``, ``NAME=VALUE`` option items)."""
+    text = text.strip()
+    if not fullmatch(_NUMBER, text):
+        return None
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+def shown(key: Any, limit: int = 60) -> str:
+    """A user's key or name as a message shows it: as written when it is short printable text,
+    else quoted with escapes and cut (a newline in a JSON key must not break a one-line message,
+    a 5,000-character key must not fill the screen)."""
+    text = str(key)
+    if isinstance(key, str) and text.isprintable() and len(text) <= limit:
+        return text
+    quoted = repr(text)
+    return quoted if len(quoted) <= limit else quoted[:limit] + "..."

@@ -16,6 +16,33 @@ from types import MappingProxyType
 from typing import Mapping
 
 from .gangs import Shape, can_hold
+from .inputs import number_problem
+
+# --- the ranges every input of a problem is held to (PROBLEM.json, traces, --cluster) ---------
+# Far beyond any real cluster or job, far below where an LP's coefficients lose their meaning
+# (a capacity of 1e23 GPUs or a weight ratio of 1e600 leaves the solvers' tolerances useless).
+
+#: most GPUs of one type, and most GPUs one job may ask for
+MAX_GPUS = 1_000_000
+#: tenant weights ``w_u`` lie in [MIN_WEIGHT, MAX_WEIGHT]
+MIN_WEIGHT, MAX_WEIGHT = 1e-6, 1e6
+#: a throughput ``T_jk`` is 0 (the job cannot run there) or in [MIN_THROUGHPUT, MAX_THROUGHPUT]
+#: work units per second (a ratio of 1e-312 between two types divides by zero in float)
+MIN_THROUGHPUT, MAX_THROUGHPUT = 1e-6, 1e12
+#: largest remaining work (work units) and age (seconds) of a job
+MAX_QUANTITY = 1e15
+
+
+def throughput_problem(value: object) -> str | None:
+    """Why ``value`` is not a throughput ``T_jk`` (0, or finite in [MIN_THROUGHPUT,
+    MAX_THROUGHPUT]), or None: the one check of PROBLEM.json's and throughput tables' values."""
+    problem = number_problem(value)
+    if problem or value == 0:
+        return problem
+    if number_problem(value, lo=MIN_THROUGHPUT, hi=MAX_THROUGHPUT):
+        return f"must be 0 (the job cannot run there) or in [{MIN_THROUGHPUT:g}, {MAX_THROUGHPUT:g}], got {value!r}"
+    return None
+
 
 def frozen_map(m: Mapping | None) -> Mapping:
     """A read-only view of a copy of ``m`` (dataclasses stay hashable-ish and immutable)."""

@@ -1,17 +1,21 @@
 """PROBLEM.json and allocation output (docs/fairness.md): the one reader/writer of both formats.
 
 Loading validates completely (every bad job and field named, exit 2 through InputError);
-dumping is the exact inverse so ``load(dump(p)) == p`` for any valid problem.
+dumping is the exact inverse so ``parse_problem(json.dumps(problem_to_dict(p))) == p`` for any
+valid problem. A path and JSON text have a function each (:func:`load_problem`,
+:func:`parse_problem`): guessing which one a string is made a file named ``{x.json`` JSON text.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any
 
 from .errors import Finding, InputError
-from .model import Allocation, Job, Problem
+from .inputs import decode, number_problem, parse_json, read_text, shown
+from .model import MAX_GPUS, MAX_QUANTITY, MAX_WEIGHT, MIN_WEIGHT, Allocation, Job, Problem, throughput_problem
 
 
 def job_to_dict(job: Job) -> dict[str, Any]:
@@ -45,33 +49,28 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
 _JOB_KEYS = {"id", "tenant", "gpus", "throughput"}
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+def load_problem(path: "str | os.PathLike[str]") -> Problem:
+    """Read and validate the PROBLEM.json at ``path`` (``-``: standard input).
+
+    A path is always a path: a file whose name starts with ``{`` is read like any other, never
+    taken for JSON text (JSON text goes to :func:`parse_problem`). The file must be a regular
+    UTF-8 file (:func:`slurm_fair.inputs.read_text`)."""
+    if str(path) == "-":
+        return parse_problem(decode(sys.stdin.buffer.read(), "<stdin>", "PROBLEM.json"), "<stdin>")
+    return parse_problem(read_text(path, "PROBLEM.json"), str(path))
 
 
-def load_problem(path_or_text: "str | os.PathLike[str]", source: str | None = None) -> Problem:
-    """Read and validate a PROBLEM.json (a path, or the JSON text itself).
+def parse_problem(text: str, source: str = "PROBLEM.json") -> Problem:
+    """Validate the PROBLEM.json document ``text`` (named ``source`` in messages).
 
     Every problem of the document is collected first and raised together as one
-    :class:`InputError` naming the job and field (exit code 2 at the CLI): unknown GPU type in
-    a throughput, negative numbers, non-integer or zero ``gpus``, duplicate ids, a job that can
-    run nowhere, malformed JSON, missing keys.
+    :class:`InputError` naming the job and field (exit code 2 at the CLI): strict JSON
+    (:func:`slurm_fair.inputs.parse_json`), missing keys, no GPU type, unknown GPU type in a
+    throughput, numbers that are not finite or out of range (:func:`number_problem`), duplicate
+    ids, a job that can run nowhere (no positive throughput on a type with as many GPUs as it
+    asks for). A problem without jobs is valid: its allocation is empty.
     """
-    text = str(path_or_text)
-    if isinstance(path_or_text, os.PathLike) or (not text.lstrip().startswith("{") and os.path.exists(text)):
-        source = source or text
-        try:
-            with open(text, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise InputError(source, [Finding("", f"cannot read: {exc.strerror or exc}")]) from None
-    elif not text.lstrip().startswith("{") and not text.lstrip().startswith("["):
-        raise InputError(source or text, [Finding("", "no such file")])
-    source = source or "PROBLEM.json"
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(source, [Finding(f"line {exc.lineno} column {exc.colno}", f"malformed JSON: {exc.msg}")]) from None
+    doc = parse_json(text, source)
     findings: list[Finding] = []
     if not isinstance(doc, dict):
         raise InputError(source, [Finding("", "the document must be a JSON object")])
@@ -83,9 +82,12 @@ def load_problem(path_or_text: "str | os.PathLike[str]", source: str | None = No
     if not isinstance(raw_types, dict):
         findings.append(Finding("gpu_types", "must be an object {type: GPUs}"))
         raw_types = {}
+    elif "gpu_types" in doc and not raw_types:
+        findings.append(Finding("gpu_types", "no GPU type: give at least one {type: GPUs}"))
     for name, count in raw_types.items():
-        if not _number(count) or count < 0 or int(count) != count:
-            findings.append(Finding(f"gpu_types.{name}", f"must be a non-negative integer, got {count!r}"))
+        problem = number_problem(count, lo=0, hi=MAX_GPUS, integer=True)
+        if problem:
+            findings.append(Finding(f"gpu_types.{shown(name)}", f"GPUs {problem}"))
         else:
             gpu_types[str(name)] = int(count)
     tenants: dict[str, float] = {}
@@ -95,8 +97,9 @@ def load_problem(path_or_text: "str | os.PathLike[str]", source: str | None = No
         raw_tenants = {}
     for name, spec in raw_tenants.items():
         weight = spec.get("weight", 1) if isinstance(spec, dict) else spec
-        if not _number(weight) or weight <= 0:
-            findings.append(Finding(f"tenants.{name}.weight", f"must be a number > 0, got {weight!r}"))
+        problem = number_problem(weight, lo=MIN_WEIGHT, hi=MAX_WEIGHT)
+        if problem:
+            findings.append(Finding(f"tenants.{shown(name)}.weight", problem))
         else:
             tenants[str(name)] = float(weight)
     jobs: list[Job] = []
@@ -110,7 +113,7 @@ def load_problem(path_or_text: "str | os.PathLike[str]", source: str | None = No
         raw_id = raw.get("id") if isinstance(raw, dict) else None
         if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool):
             if str(raw_id) in seen:
-                problems.append(Finding(f"job {raw_id}.id", f"duplicate job id (jobs[{i}])"))
+                problems.append(Finding(f"job {shown(raw_id)}.id", f"duplicate job id (jobs[{i}])"))
             seen.add(str(raw_id))
         findings.extend(problems)
         if job is not None and not problems:
@@ -125,7 +128,7 @@ def _read_job(i: int, raw: Any, gpu_types: dict[str, int] | None) -> tuple[Job |
     if not isinstance(raw, dict):
         return None, [Finding(f"jobs[{i}]", "must be an object")]
     job_id = raw.get("id")
-    where = f"job {job_id}" if isinstance(job_id, (str, int)) and not isinstance(job_id, bool) else f"jobs[{i}]"
+    where = f"job {shown(job_id)}" if isinstance(job_id, (str, int)) and not isinstance(job_id, bool) else f"jobs[{i}]"
     out: list[Finding] = []
     for key in sorted(_JOB_KEYS - set(raw)):
         out.append(Finding(f"{where}.{key}", "missing key"))
@@ -136,26 +139,29 @@ def _read_job(i: int, raw: Any, gpu_types: dict[str, int] | None) -> tuple[Job |
     if not isinstance(raw["tenant"], str) or not raw["tenant"]:
         out.append(Finding(f"{where}.tenant", f"must be a non-empty string, got {raw['tenant']!r}"))
     gpus = raw["gpus"]
-    if not _number(gpus) or int(gpus) != gpus or gpus <= 0:
-        out.append(Finding(f"{where}.gpus", f"must be a positive integer, got {gpus!r}"))
+    problem = number_problem(gpus, lo=1, hi=MAX_GPUS, integer=True)
+    if problem:
+        out.append(Finding(f"{where}.gpus", problem))
     thr = raw["throughput"]
     clean: dict[str, float] = {}
     if not isinstance(thr, dict):
         out.append(Finding(f"{where}.throughput", "must be an object {gpu type: throughput}"))
     else:
         for k, v in thr.items():
+            problem = throughput_problem(v)
             if gpu_types is not None and k not in gpu_types:
                 known = ", ".join(sorted(gpu_types)) or "none"
-                out.append(Finding(f"{where}.throughput.{k}", f"unknown GPU type (known: {known})"))
-            elif not _number(v) or v < 0:
-                out.append(Finding(f"{where}.throughput.{k}", f"must be a number >= 0, got {v!r}"))
+                out.append(Finding(f"{where}.throughput.{shown(k)}", f"unknown GPU type (known: {known})"))
+            elif problem:
+                out.append(Finding(f"{where}.throughput.{shown(k)}", problem))
             else:
                 clean[k] = float(v)
-        if not out and not any(v > 0 and (gpu_types is None or gpu_types.get(k, 0) > 0) for k, v in clean.items()):
-            out.append(Finding(f"{where}.throughput", "the job can run nowhere (no positive throughput on a type with GPUs)"))
+        if not out:
+            out.extend(_runs_nowhere(where, int(gpus), clean, gpu_types))
     for key in ("remaining_work", "age_s"):
-        if raw.get(key) is not None and (not _number(raw[key]) or raw[key] < 0):
-            out.append(Finding(f"{where}.{key}", f"must be a number >= 0, got {raw[key]!r}"))
+        problem = None if raw.get(key) is None else number_problem(raw[key], lo=0, hi=MAX_QUANTITY)
+        if problem:
+            out.append(Finding(f"{where}.{key}", problem))
     if out:
         return None, out
     extra = {k: v for k, v in raw.items() if k not in _JOB_KEYS | {"remaining_work", "age_s"}}
@@ -164,6 +170,22 @@ def _read_job(i: int, raw: Any, gpu_types: dict[str, int] | None) -> tuple[Job |
         remaining_work=None if raw.get("remaining_work") is None else float(raw["remaining_work"]),
         age_s=None if raw.get("age_s") is None else float(raw["age_s"]), extra=extra,
     ), []
+
+
+def _runs_nowhere(where: str, gpus: int, throughput: dict[str, float],
+                  gpu_types: dict[str, int] | None) -> list[Finding]:
+    """The finding for a job no type can run: no positive throughput on a type with GPUs, or
+    more GPUs than any such type has (docs/fairness.md: "a job that can run nowhere")."""
+    usable = {k: (gpu_types or {}).get(k) for k, v in throughput.items() if v > 0}
+    if gpu_types is not None:
+        usable = {k: c for k, c in usable.items() if c}
+    if not usable:
+        return [Finding(f"{where}.throughput", "the job can run nowhere (no positive throughput on a type with GPUs)")]
+    if gpu_types is not None and all(c is not None and gpus > c for c in usable.values()):
+        have = ", ".join(f"{k}: {c}" for k, c in sorted(usable.items()))
+        return [Finding(f"{where}.gpus", f"the job can run nowhere: it asks for {gpus} GPUs, more than any type "
+                                         f"it can use has ({have})")]
+    return []
 
 
 # --- the allocation output --------------------------------------------------------------------

@@ -3,7 +3,9 @@
 Why one place: a solve can fail in many ways (infeasible, unbounded, time limit, a crashed
 solver binary). Gavel's max-min code printed a warning and carried on with ``None``; we always
 read PuLP's status, raise :class:`~slurm_fair.errors.SolverError` naming it, and keep the model
-as an ``.lp`` file so the failure can be reproduced with any LP solver.
+as an ``.lp`` file so the failure can be reproduced with any LP solver, in the directory the
+caller names (``keep_lp_dir``: the controller's state directory, ``solve --keep-lp-dir``); without
+one nothing is written, so no solve leaves a file in the temporary directory.
 
 Solvers:
     ``auto``   the default everywhere (policy options, ``solve``/``simulate``, the controller's
@@ -18,7 +20,6 @@ from __future__ import annotations
 import os
 import sys
 import re
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Mapping
@@ -83,9 +84,13 @@ def make_solver(solver: str, time_limit_s: float | None, gap_rel: float | None =
     raise UserError(f"unknown solver {solver!r}; choose one of: {', '.join(SOLVER_CHOICES)}")
 
 
-def _keep_model(model: pulp.LpProblem, keep_lp_dir: str | None) -> str:
-    """Write ``model`` as an .lp file for diagnosis and return its path."""
-    directory = keep_lp_dir or tempfile.mkdtemp(prefix="slurm-fair-lp-")
+def _keep_model(model: pulp.LpProblem, keep_lp_dir: str | None) -> str | None:
+    """Write ``model`` as an .lp file for diagnosis into ``keep_lp_dir`` and return its path;
+    None without a directory (a solve leaves no file behind unless asked to: a fallback or a
+    user's bad input must not litter the temporary directory)."""
+    if not keep_lp_dir:
+        return None
+    directory = keep_lp_dir
     os.makedirs(directory, exist_ok=True)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", model.name or "model")
     path = os.path.join(directory, f"{name}-{os.getpid()}-{time.time_ns()}.lp")
@@ -210,7 +215,7 @@ class SmallLP:
     backend: str | None = None
     #: seconds allowed per solve (None: no limit); a solve stopped by it raises SolverError
     time_limit_s: float | None = None
-    #: where a failed model is written for diagnosis (None: a temporary directory)
+    #: where a failed model is written for diagnosis (None: not written)
     keep_lp_dir: str | None = None
 
     def __post_init__(self) -> None:
@@ -282,14 +287,14 @@ class SmallLP:
 
     def _fail_highs(self, status: str) -> None:
         path = None
-        try:
-            directory = self.keep_lp_dir or tempfile.mkdtemp(prefix="slurm-fair-lp-")
-            os.makedirs(directory, exist_ok=True)
-            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.name)
-            path = os.path.join(directory, f"{name}-{os.getpid()}-{time.time_ns()}.mps")
-            self._h.writeModel(path)
-        except Exception:  # pragma: no cover - writing a model should not fail
-            path = None
+        if self.keep_lp_dir:  # kept only where asked (see _keep_model)
+            try:
+                os.makedirs(self.keep_lp_dir, exist_ok=True)
+                name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.name)
+                path = os.path.join(self.keep_lp_dir, f"{name}-{os.getpid()}-{time.time_ns()}.mps")
+                self._h.writeModel(path)
+            except Exception:  # pragma: no cover - writing a model should not fail
+                path = None
         raise SolverError(f"solver highs returned status {status!r} on model {self.name!r}", path, status)
 
     def _solve_highs(self, infeasible_ok: bool = False) -> None:

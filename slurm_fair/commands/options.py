@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import click
 
+from ..inputs import FiniteFloat
 from ..solver import SOLVER_CHOICES
 from ..testbed.rootfs import VERSIONS
 from .output import check_output
@@ -98,9 +99,13 @@ throughputs_option = click.option(
     help="Gavel-format throughput JSON (default: the embedded measured table).",
 )
 
+#: shortest and longest round (trace seconds): below a second a round is no scheduling round
+#: (a Slurm cycle takes seconds) and the run's round count explodes; above a month it is no round
+ROUND_S_RANGE = (1.0, 30 * 86400.0)
+
 round_option = click.option(
-    "--round-s", type=click.FloatRange(min=0, min_open=True), default=360.0, show_default=True,
-    help="Round length in trace seconds (Gavel: 360).",
+    "--round-s", type=FiniteFloat(*ROUND_S_RANGE), default=360.0, show_default=True,
+    help="Round length in trace seconds (Gavel: 360; 1 s to 30 days).",
 )
 
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress messages.")

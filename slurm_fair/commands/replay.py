@@ -13,6 +13,7 @@ import click
 from rich.table import Table
 
 from ..errors import SlurmFairError
+from ..inputs import FiniteFloat
 from ..sim.results import COLUMNS, format_metric
 from ..testbed import Testbed
 from .options import (json_option, output_option, policy_option, quiet_option, round_option, slurm_option,
@@ -53,12 +54,13 @@ def results_table(docs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
 
 @click.command("replay")
 @trace_option
-@click.option("--time-scale", type=float, required=True, help="Trace seconds per real second.")
+@click.option("--time-scale", type=FiniteFloat(1e-3, 1e6), required=True, help="Trace seconds per real second.")
 @policy_option
 @json_option
 @output_option
 @round_option
-@click.option("--timeout", "timeout_s", type=float, default=None, help="Real seconds before giving up (default: from the trace).")
+@click.option("--timeout", "timeout_s", type=FiniteFloat(0, 30 * 86400.0, lo_open=True), default=None,
+              help="Real seconds before giving up (default: from the trace; at most 30 days).")
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None,
               help="Directory for checkpoints, job output and controller state (default: a new temp dir).")
 @throughputs_option

@@ -14,6 +14,8 @@ from typing import Any, Callable
 
 import click
 
+from ..inputs import FiniteFloat
+from ..model import MAX_GPUS
 from ..sim.engine import SimConfig
 from ..sim.scenario import ClusterSource, WorkloadSource, parse_speeds
 from ..sim.synthetic import MIXES
@@ -21,6 +23,11 @@ from ..sim.workload import parse_weights
 from .options import solver_option, round_option, traces_option
 
 F = Callable[..., Any]
+
+#: most jobs (and tenants) --synthetic draws: a trace of a million jobs is already days of simulation
+MAX_SYNTHETIC_JOBS = 1_000_000
+#: longest start latency or requeue hold (a day: longer is an outage, not a cost of a restart)
+MAX_LATENCY_S = 86400.0
 
 
 def _group(options: list[Callable[[F], F]], name: str, fold: Callable[[dict[str, Any]], Any]) -> Callable[[F], F]:
@@ -45,14 +52,14 @@ def _group(options: list[Callable[[F], F]], name: str, fold: Callable[[dict[str,
 
 workload_options = _group([
     traces_option,
-    click.option("--synthetic", type=click.IntRange(min=1), default=None, metavar="N",
+    click.option("--synthetic", type=click.IntRange(1, MAX_SYNTHETIC_JOBS), default=None, metavar="N",
                  help="Generate N jobs of Gavel's mix instead of reading traces."),
-    click.option("--tenants", type=click.IntRange(min=1), default=4, show_default=True,
+    click.option("--tenants", type=click.IntRange(1, MAX_SYNTHETIC_JOBS), default=4, show_default=True,
                  help="Tenants of --synthetic."),
-    click.option("--seed", type=int, default=0, show_default=True, help="Seed of --synthetic and --node-speed-spread."),
-    click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=20.0, show_default=True,
+    click.option("--seed", type=click.IntRange(0, 2**64 - 1), default=0, show_default=True, help="Seed of --synthetic and --node-speed-spread."),
+    click.option("--rate", type=FiniteFloat(1e-3, 1e6), default=20.0, show_default=True,
                  help="Arrivals per hour of --synthetic (Poisson)."),
-    click.option("--max-duration-h", type=click.FloatRange(min=0, min_open=True), default=None,
+    click.option("--max-duration-h", type=FiniteFloat(0, 1e6, lo_open=True), default=None,
                  help="Cap the durations drawn by --synthetic (hours)."),
     click.option("--job-mix", type=click.Choice(MIXES), default="philly", show_default=True,
                  help="GPU counts and durations of --synthetic: Philly's distribution, or Gavel's generator "
@@ -72,11 +79,11 @@ cluster_options = _group([
     click.option("--cluster", "spec", required=True, metavar="SPEC",
                  help="GPUs per type: v100=8,p100=8,k80=8, nodes x GPUs per node: v100=2x4,k80=1x8, or Gavel's "
                       "36:36:36 (v100:p100:k80)."),
-    click.option("--gpus-per-node", type=click.IntRange(min=1), default=None,
+    click.option("--gpus-per-node", type=click.IntRange(1, MAX_GPUS), default=None,
                  help="Cut the types given as a plain count into nodes of this many GPUs."),
     click.option("--node-speed", "node_speeds", multiple=True, metavar="NODE=FACTOR",
                  help="Speed factor of a node (needs nodes: --gpus-per-node or NODESxGPUS)."),
-    click.option("--node-speed-spread", type=float, default=0.0, show_default=True,
+    click.option("--node-speed-spread", type=FiniteFloat(0, 1, hi_open=True), default=0.0, show_default=True,
                  help="Draw node speed factors uniformly in [1-S, 1+S] (needs nodes; seeded by --seed)."),
 ], "cluster", lambda v: ClusterSource(
     spec=v["spec"], gpus_per_node=v["gpus_per_node"], node_speeds=parse_speeds(v["node_speeds"]),
@@ -85,19 +92,19 @@ cluster_options = _group([
 
 engine_options = _group([
     round_option,
-    click.option("--restart-s", type=click.FloatRange(min=0), default=30.0, show_default=True,
+    click.option("--restart-s", type=FiniteFloat(0, MAX_LATENCY_S), default=30.0, show_default=True,
                  help="Start latency of a start, type change or resume."),
-    click.option("--requeue-hold-s", type=click.FloatRange(min=0), default=0.0, show_default=True,
+    click.option("--requeue-hold-s", type=FiniteFloat(0, MAX_LATENCY_S), default=0.0, show_default=True,
                  help="A job that leaves its GPUs may start again only this long after (Slurm's requeue hold: "
                       "cred_expire + 1)."),
     click.option("--fill-between-rounds", is_flag=True,
                  help="Start waiting jobs on GPUs freed, and arrivals, inside a round (as Slurm does), not at the "
                       "next round."),
-    click.option("--fork-sync", type=click.FloatRange(min=0, max=1, max_open=True), default=0.10, show_default=True,
+    click.option("--fork-sync", type=FiniteFloat(0, 1, hi_open=True), default=0.10, show_default=True,
                  help="Progress lost by a job running as several copies (HadarE)."),
     click.option("--resolve-every", type=click.IntRange(min=1), default=1, show_default=True,
                  help="Dynamic policies are solved again every N rounds (and whenever the job set changes)."),
-    click.option("--horizon-h", type=click.FloatRange(min=0, min_open=True), default=None,
+    click.option("--horizon-h", type=FiniteFloat(0, 1e6, lo_open=True), default=None,
                  help="Stop after this many simulated hours."),
     click.option("--no-fairness-checks", is_flag=True, help="Skip the per-round SI/EF checks (faster)."),
     click.option("--policy-option", "policy_options", multiple=True, metavar="POLICY.KEY=VALUE",

@@ -14,30 +14,34 @@ import click
 
 from .. import fairness, policies, rounding
 from ..errors import SolverError
+from ..inputs import FiniteFloat
 from ..policies import PolicyOptions
 from ..problem_io import allocation_to_dict, load_problem
 from .options import output_option, policy_option, solver_option
 from .output import json_text, write_output
 
+#: longest --time-limit: a day per LP (a model that needs longer is a problem of its own)
+MAX_TIME_LIMIT_S = 86400.0
+
 
 @click.command("solve")
 @click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False), metavar="FILE",
-              help="PROBLEM.json to solve (docs/fairness.md).")
+              help="PROBLEM.json to solve (docs/fairness.md); - reads standard input.")
 @policy_option
 @solver_option
-@click.option("--time-limit", "time_limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+@click.option("--time-limit", "time_limit", type=FiniteFloat(0.1, MAX_TIME_LIMIT_S), default=60.0, show_default=True,
               help="Seconds allowed per LP solve; for oef also the whole search once it has a verified "
                    "SI+EF+PE answer (it then returns the best verified candidate and lists the "
                    "stages skipped for time, docs/oef.md).")
 @output_option
 @click.option("--keep-lp-dir", type=click.Path(file_okay=False), default=None,
-              help="Directory where a failed model's .lp file is kept (default: a temporary one).")
+              help="Directory where a failed model's .lp file is kept (default: not kept).")
 def command(input_path: str, policy: str, solver: str, time_limit: float, output: str | None,
             keep_lp_dir: str | None) -> None:
     """Compute one cycle's allocation (docs/fairness.md's output format)."""
     started = time.perf_counter()
     info = policies.get(policy)  # unknown policy: UserError before any work
-    problem = load_problem(input_path, source=input_path)
+    problem = load_problem(input_path)
     options = PolicyOptions(solver=solver, time_limit_s=time_limit, keep_lp_dir=keep_lp_dir)
     allocation = info.allocate(problem, options)
     out = allocation_to_dict(problem, allocation)

@@ -27,18 +27,27 @@ need strictness: use :meth:`ThroughputTable.knows` first.
 
 from __future__ import annotations
 
-import ast
 import difflib
-import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from ..errors import Finding, InputError
+from ..inputs import load_json, number_problem, parse_json, shown
+from ..model import MAX_GPUS, throughput_problem
 
 #: name shown for the embedded table in messages and results
 EMBEDDED = "embedded Gavel table (slurm_fair/data/gavel_throughputs.json, MIT)"
+
+
+#: Gavel's key: a Python tuple literal of a quoted job type and a GPU count. Read by this
+#: pattern, not ``ast.literal_eval``: a bad key then gets a message saying what a key looks like
+#: (``literal_eval`` answered ``malformed node or string: <ast.Name object at 0x...>``) and no
+#: key, however long or nested, can exhaust the parser.
+_KEY = re.compile(r"""\(\s*(?:'([^'\\]*)'|"([^"\\]*)")\s*,\s*([0-9]{1,7})\s*\)""")
+_KEY_EXAMPLE = "\"('ResNet-50 (batch size 32)', 1)\""
 
 
 def parse_key(key: str) -> tuple[str, int]:
@@ -46,17 +55,15 @@ def parse_key(key: str) -> tuple[str, int]:
 
     Raises ValueError for anything else (the loader turns it into a Finding).
     """
-    value = ast.literal_eval(key)
-    if (
-        not isinstance(value, tuple)
-        or len(value) != 2
-        or not isinstance(value[0], str)
-        or not isinstance(value[1], int)
-        or isinstance(value[1], bool)
-        or value[1] < 1
-    ):
-        raise ValueError("expected a key like \"('ResNet-50 (batch size 32)', 1)\"")
-    return value[0], value[1]
+    m = _KEY.fullmatch(key)
+    if m is None:
+        raise ValueError(f"expected a key like {_KEY_EXAMPLE} (a quoted job type and a GPU count), got {key[:80]!r}")
+    job_type, gpus = m.group(1) if m.group(1) is not None else m.group(2), int(m.group(3))
+    if not job_type.strip():
+        raise ValueError(f"the job type is empty in {key[:80]!r}")
+    if problem := number_problem(gpus, lo=1, hi=MAX_GPUS, integer=True):
+        raise ValueError(f"the GPU count {problem}")
+    return job_type, gpus
 
 
 def format_key(job_type: str, gpus: int) -> str:
@@ -138,22 +145,22 @@ def _from_document(doc: object, source: str) -> ThroughputTable:
         raise InputError(source, [Finding("", "expected an object {gpu_type: {key: {\"null\": steps_per_s}}}")])
     for gpu_type, entries in doc.items():
         if not isinstance(entries, dict):
-            problems.append(Finding(gpu_type, "expected an object of job keys"))
+            problems.append(Finding(shown(gpu_type), "expected an object of job keys"))
             continue
         table: dict[tuple[str, int], float] = {}
         for key, value in entries.items():
-            where = f"{gpu_type}.{key}"
+            where = f"{shown(gpu_type)}.{shown(key)}"
             try:
                 job = parse_key(key)
-            except (ValueError, SyntaxError) as exc:
+            except ValueError as exc:
                 problems.append(Finding(where, f"bad key: {exc}"))
                 continue
-            raw = value.get("null") if isinstance(value, dict) else value
-            if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-                problems.append(Finding(where, 'expected {"null": steps_per_s} with a number'))
+            if isinstance(value, dict) and "null" not in value:
+                problems.append(Finding(where, 'expected {"null": steps_per_s}: no "null" entry'))
                 continue
-            if raw < 0 or raw != raw:
-                problems.append(Finding(where, f"throughput must be >= 0, got {raw}"))
+            raw = value.get("null") if isinstance(value, dict) else value
+            if problem := throughput_problem(raw):
+                problems.append(Finding(where, f'throughput ("null") {problem}'))
                 continue
             table[job] = float(raw)
         data[gpu_type] = table
@@ -169,15 +176,5 @@ def load(path: str | Path | None = None) -> ThroughputTable:
     """
     if path is None:
         text = resources.files("slurm_fair").joinpath("data", "gavel_throughputs.json").read_text()
-        source = EMBEDDED
-    else:
-        source = str(path)
-        try:
-            text = Path(path).read_text()
-        except OSError as exc:
-            raise InputError(source, [Finding("", f"cannot read: {exc.strerror or exc}")]) from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(source, [Finding(f"line {exc.lineno}", f"malformed JSON: {exc.msg}")]) from None
-    return _from_document(doc, source)
+        return _from_document(parse_json(text, EMBEDDED), EMBEDDED)
+    return _from_document(load_json(path, "throughput"), str(path))

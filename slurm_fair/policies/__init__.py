@@ -9,6 +9,7 @@ scheduler registry). Nothing outside this module looks a policy up by anything b
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import math
 import pkgutil
@@ -38,7 +39,7 @@ class PolicyOptions:
 
     solver: str = "auto"
     time_limit_s: float = 30.0
-    #: where to keep the model file when a solve fails (None: a temporary directory)
+    #: where to keep the model file when a solve fails (None: not kept)
     keep_lp_dir: str | None = None
     round_s: float = 360.0
     #: the share of speed a forked job loses to synchronising its copies (HadarE: combined rate
@@ -106,12 +107,28 @@ def register(name: str, description: str, dynamic: bool = False,
     declares."""
 
     def deco(fn: AllocateFn) -> AllocateFn:
-        if name in _REGISTRY and _REGISTRY[name].allocate is not fn:
+        if name in _REGISTRY and getattr(_REGISTRY[name].allocate, "__wrapped__", None) is not fn:
             raise RuntimeError(f"policy {name!r} registered twice")
-        _REGISTRY[name] = PolicyInfo(name, fn, description, dynamic, dict(params or {}))
+        _REGISTRY[name] = PolicyInfo(name, _empty_is_empty(name, fn), description, dynamic, dict(params or {}))
         return fn
 
     return deco
+
+
+def _empty_is_empty(name: str, fn: AllocateFn) -> AllocateFn:
+    """``fn``, except that a problem without jobs gets the empty allocation without running it.
+
+    One rule for every policy (a cycle or a PROBLEM.json with nothing to place is valid, its
+    allocation empty), instead of each policy's models meeting an empty set of jobs their own
+    way (``max()`` of nothing, an unbounded max-min LP, a model file left behind)."""
+
+    @functools.wraps(fn)
+    def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
+        if not problem.jobs:
+            return Allocation(policy=name, x={}, status="optimal", solver="none")
+        return fn(problem, options)
+
+    return allocate
 
 
 def _load_all() -> None:

@@ -100,6 +100,8 @@ def gavel_ftf(problem: Problem, options: PolicyOptions) -> Allocation:
     def bound(c: JobGroup, r: float) -> float | None:
         """Rate the class's jobs need (normalised units) for rho <= r; None if impossible."""
         rem, age, thr_iso = params[c.key]
+        if rem <= 0:  # nothing left to do (or less than the rounding of rem_n): needs no rate
+            return 0.0
         d = age + rem / thr_iso
         slack = r * d - age
         return None if slack <= 0 else rem / slack
@@ -120,7 +122,8 @@ def gavel_ftf(problem: Problem, options: PolicyOptions) -> Allocation:
         return not cm.lp.infeasible
 
     try:
-        lo = max([params[c.key][1] / (params[c.key][1] + params[c.key][0] / params[c.key][2]) for c in runnable] + [0.0])
+        lo = max([params[c.key][1] / (params[c.key][1] + params[c.key][0] / params[c.key][2]) for c in runnable
+                  if params[c.key][0] > 0] + [0.0])
         hi = 1.0  # the isolated allocation itself reaches rho = 1 for every job
         for _ in range(30):
             if hi - lo <= _FTF_TOLERANCE * hi:

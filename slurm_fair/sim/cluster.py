@@ -20,10 +20,12 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from ..errors import UserError
-from ..model import NodeCapacity, frozen_map
+from ..inputs import fullmatch
+from ..model import MAX_GPUS, NodeCapacity, frozen_map
 
 GAVEL_ORDER = ("v100", "p100", "k80")
-_NODES_X_GPUS = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
+_NODES_X_GPUS = re.compile(r"\s*([0-9]+)\s*[xX]\s*([0-9]+)\s*")
+_COUNT = re.compile(r"\s*[0-9]+\s*")
 
 
 @dataclass(frozen=True)
@@ -134,20 +136,24 @@ def parse_cluster(spec: str, gpus_per_node: int | None = None) -> ClusterSpec:
 
 def _amount(raw: str, item: str, spec: str) -> tuple[int, int | None]:
     """``COUNT`` -> (COUNT, None); ``NODESxGPUS`` -> (NODES * GPUS, GPUS)."""
-    shaped = _NODES_X_GPUS.match(raw)
-    if shaped:
+    shaped = _NODES_X_GPUS.fullmatch(raw)
+    if shaped and len(raw) < 40:
         nodes, gpus = int(shaped.group(1)), int(shaped.group(2))
         if gpus < 1:
             raise UserError(f"--cluster {spec!r}: item {item!r}: a node needs at least 1 GPU")
+        _check_total(nodes * gpus, item, spec)
         return nodes * gpus, gpus
-    try:
-        value = int(raw.strip())
-    except ValueError:
+    if not fullmatch(_COUNT, raw) or len(raw) >= 40:  # ASCII digits only (int() takes "٤" and "1_0")
         raise UserError(f"--cluster {spec!r}: item {item!r}: {raw.strip()!r} is neither a whole number of GPUs "
-                        f"nor NODESxGPUS") from None
-    if value < 0:
-        raise UserError(f"--cluster {spec!r}: item {item!r}: negative GPU count {value}")
+                        f"nor NODESxGPUS")
+    value = int(raw)
+    _check_total(value, item, spec)
     return value, None
+
+
+def _check_total(gpus: int, item: str, spec: str) -> None:
+    if gpus > MAX_GPUS:
+        raise UserError(f"--cluster {spec!r}: item {item!r}: {gpus} GPUs, more than the {MAX_GPUS:,} a type may have")
 
 
 def with_speeds(cluster: ClusterSpec, speeds: Mapping[str, float] | None = None, spread: float = 0.0, seed: int = 0) -> ClusterSpec:

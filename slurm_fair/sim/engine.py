@@ -54,6 +54,7 @@ from .. import rounding
 from ..model import Allocation, Job, NodeCapacity, Problem
 from ..policies import FORK_SYNC, PolicyInfo, PolicyOptions
 from ..estimates.gavel import ThroughputTable
+from .bounds import MAX_ROUNDS, check_length, too_long
 from .cluster import ClusterSpec
 from .fairness_check import FairnessChecker
 from .metrics import JobRecord, RoundSample
@@ -140,6 +141,7 @@ class Simulator:
         self.seats: dict[str, Seat] = {}
         self.state: dict = {}
         self.checker = FairnessChecker() if self.config.check_fairness else None
+        check_length(workload, cluster, table, self.config, self.frame)
 
     # ---------------------------------------------------------------- setup
 
@@ -263,6 +265,8 @@ class Simulator:
             samples.append(replace(sample, si_ok=verdict[0], ef_ok=verdict[1]))
             active = [s for s in active + incoming if s.end_s is None]
             t += cfg.round_s
+            if len(samples) >= MAX_ROUNDS:
+                raise too_long(len(samples), cfg.round_s, len(active))
             if self.progress:
                 finished = len(states) - len(active)
                 self.progress(finished / max(1, len(self.workload.jobs)))

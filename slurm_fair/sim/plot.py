@@ -19,6 +19,11 @@ from .. import atomic  # noqa: E402
 from .engine import SimResult  # noqa: E402
 
 
+def formats() -> set[str]:
+    """The file extensions ``plot`` can write (matplotlib's, lower case)."""
+    return {k.lower() for k in plt.gcf().canvas.get_supported_filetypes()}
+
+
 def plot(results: Mapping[str, SimResult], path: str) -> None:
     """Top: JCT CDF of every policy (log time axis). Below: one panel per policy with each
     tenant's share of the busy GPUs over time (stacked, smoothed over 10 rounds)."""
@@ -69,6 +74,6 @@ def plot(results: Mapping[str, SimResult], path: str) -> None:
         axes[1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, title="tenant")
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format=Path(path).suffix.lstrip(".") or "png", dpi=110)
+    fig.savefig(buf, format=Path(path).suffix.lstrip(".").lower() or "png", dpi=110)
     plt.close(fig)
     atomic.write_bytes(path, buf.getvalue())

@@ -13,10 +13,15 @@ from typing import Iterable, Mapping
 
 from ..estimates import gavel as tt
 from ..errors import UserError
+from ..inputs import number_problem, parse_number, shown
 from ..estimates.gavel import ThroughputTable
 from .cluster import ClusterSpec, parse_cluster, with_speeds
 from .synthetic import generate
 from .workload import Workload, load_traces, make_workload, parse_window, select
+
+
+#: largest node speed factor (``--node-speed``): a node 100 times nominal is a typo
+MAX_NODE_SPEED = 100.0
 
 
 @dataclass(frozen=True)
@@ -60,12 +65,10 @@ def parse_speeds(items: Iterable[str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for item in items:
         name, sep, value = item.partition("=")
-        try:
-            speed = float(value) if sep else None
-        except ValueError:
-            speed = None
-        if speed is None:
-            raise UserError(f"--node-speed {item!r}: expected NODE=FACTOR, e.g. v100-1=0.8")
+        speed = parse_number(value) if sep else None
+        if speed is None or number_problem(speed, lo=0, lo_open=True, hi=MAX_NODE_SPEED):
+            raise UserError(f"--node-speed {item[:80]!r}: expected NODE=FACTOR with 0 < FACTOR <= "
+                            f"{MAX_NODE_SPEED:g}, e.g. v100-1=0.8")
         out[name.strip()] = speed
     return out
 
@@ -78,8 +81,8 @@ def build_cluster(source: ClusterSource, table: ThroughputTable, seed: int = 0) 
         cluster = with_speeds(cluster, source.node_speeds, source.node_speed_spread, seed)
     unknown = sorted(set(cluster.capacity) - set(table.gpu_types))
     if unknown:
-        raise UserError(f"--cluster: GPU type {unknown[0]!r} is not in the throughput table "
-                        f"({', '.join(table.gpu_types)})")
+        raise UserError(f"--cluster: GPU type {unknown[0]!r} is not in the throughput table {table.source} "
+                        f"({', '.join(shown(k) for k in table.gpu_types)})")
     return cluster
 
 
@@ -95,7 +98,8 @@ def build_workload(source: WorkloadSource, table: ThroughputTable) -> Workload:
                          max_duration_s, source.job_mix)
     selected = select(generated.jobs, window, source.max_jobs, source.static)
     if not selected:
-        raise UserError("no synthetic job arrives inside the window")
+        raise UserError(f"--window {source.window}: no synthetic job arrives inside it "
+                        f"(arrivals span 0 to {max(j.arrival_s for j in generated.jobs):g} s)")
     return make_workload(selected, source.weights, generated.sources)
 
 

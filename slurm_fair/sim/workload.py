@@ -24,9 +24,15 @@ from typing import Iterable, Mapping
 from .. import atomic
 from ..errors import Finding, InputError, UserError
 from ..gangs import Shape
+from ..inputs import number_problem, parse_number, read_text
+from ..model import MAX_GPUS, MAX_QUANTITY, MAX_WEIGHT, MIN_WEIGHT
 from ..estimates.gavel import ThroughputTable
 
 CSV_COLUMNS = ("tenant", "job_id", "job_type", "gpus", "total_steps", "arrival_s")
+
+#: latest arrival accepted (seconds; about 317 years: room for Unix timestamps, and far below
+#: where adding a round to the clock stops changing it)
+MAX_ARRIVAL_S = 1e10
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,8 @@ class TraceJob:
     arrival_s: float
     #: nodes of ``gpus / nodes`` GPUs each (the trace's ``nodes`` column); None: any split
     nodes: int | None = None
+    #: where the job was read (``FILE line N``), for messages about it; empty for generated jobs
+    where: str = field(default="", compare=False)
 
     @property
     def shape(self) -> Shape:
@@ -86,23 +94,29 @@ def make_workload(jobs: Iterable[TraceJob], weights: Mapping[str, float] | None 
 # --------------------------------------------------------------------------------------------
 
 
-def _number(raw: str, where: str, name: str, problems: list[Finding], *, integer: bool = False, positive: bool = False) -> float | None:
+def _number(raw: str, where: str, name: str, problems: list[Finding], *, integer: bool = False,
+            positive: bool = False, hi: float = MAX_QUANTITY) -> float | None:
+    """The number of a cell (:func:`parse_number`, then :func:`number_problem`: finite, >= 0 or
+    > 0, at most ``hi``), or None with a finding naming the column."""
     text = (raw or "").strip()
-    try:
-        value = float(text)
-    except ValueError:
-        problems.append(Finding(where, f"{name}: expected a number, got {text!r}"))
+    value = parse_number(text)
+    if value is None:
+        finite = "finite " if text.lower().lstrip("+-") in ("nan", "inf", "infinity") or _overflows(text) else ""
+        problems.append(Finding(where, f"{name}: expected a {finite}number, got {text[:40]!r}"))
         return None
-    if not math.isfinite(value):
-        problems.append(Finding(where, f"{name}: must be finite, got {text!r}"))
-        return None
-    if integer and value != int(value):
-        problems.append(Finding(where, f"{name}: expected a whole number, got {text!r}"))
-        return None
-    if value < 0 or (positive and value == 0):
-        problems.append(Finding(where, f"{name}: must be {'> 0' if positive else '>= 0'}, got {text!r}"))
+    problem = number_problem(value, lo=0, lo_open=positive, hi=hi, integer=integer)
+    if problem:
+        problems.append(Finding(where, f"{name}: {problem}"))
         return None
     return value
+
+
+def _overflows(text: str) -> bool:
+    """Whether ``text`` is a number too large for a float (``1e400``)."""
+    try:
+        return math.isinf(float(text))
+    except ValueError:
+        return False
 
 
 def _check_job_type(job_type: str, where: str, table: ThroughputTable | None, problems: list[Finding]) -> bool:
@@ -117,15 +131,6 @@ def _check_job_type(job_type: str, where: str, table: ThroughputTable | None, pr
     return True
 
 
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError as exc:
-        raise InputError(str(path), [Finding("", f"cannot read: {exc.strerror or exc}")]) from None
-    except UnicodeDecodeError:
-        raise InputError(str(path), [Finding("", "not a text file")]) from None
-
-
 # --------------------------------------------------------------------------------------------
 # readers
 # --------------------------------------------------------------------------------------------
@@ -135,7 +140,7 @@ def _nodes(raw: str, gpus: float | None, where: str, problems: list[Finding]) ->
     """The optional ``nodes`` cell: None when empty; ``gpus`` must split evenly over the nodes."""
     if raw == "":
         return None
-    nodes = _number(raw, where, "nodes", problems, integer=True, positive=True)
+    nodes = _number(raw, where, "nodes", problems, integer=True, positive=True, hi=MAX_GPUS)
     if nodes is None:
         return None
     if gpus is not None and gpus % nodes:
@@ -144,13 +149,25 @@ def _nodes(raw: str, gpus: float | None, where: str, problems: list[Finding]) ->
     return int(nodes)
 
 
+def _rows(text: str, source: str) -> list[list[str]]:
+    """The CSV rows of ``text``, one per line (a cell over the csv module's size limit, or a
+    quote the module cannot read, is a finding naming the line)."""
+    rows = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        try:
+            rows.extend(csv.reader([line]))
+        except csv.Error as exc:
+            raise InputError(source, [Finding(f"line {lineno}", f"not CSV: {exc}")]) from None
+    return rows
+
+
 def read_csv(path: str | Path, table: ThroughputTable | None = None) -> tuple[list[TraceJob], dict[str, float]]:
     """Read a trace CSV (docs/fairness.md): ``tenant,job_id,job_type,gpus,total_steps,arrival_s[,weight][,nodes]``."""
     path = Path(path)
-    text = _read_text(path)
+    text = read_text(path, "trace")
     source = str(path)
-    reader = csv.reader(text.splitlines())
-    header = next(reader, None)
+    rows = _rows(text, source)
+    header = next(iter(rows), None)
     if header is None:
         raise InputError(source, [Finding("line 1", "empty file: expected a header " + ",".join(CSV_COLUMNS))])
     columns = [c.strip() for c in header]
@@ -163,7 +180,7 @@ def read_csv(path: str | Path, table: ThroughputTable | None = None) -> tuple[li
     weights: dict[str, float] = {}
     weight_line: dict[str, int] = {}
     seen: dict[str, int] = {}
-    for lineno, row in enumerate(reader, start=2):
+    for lineno, row in enumerate(rows[1:], start=2):
         if not row or all(not c.strip() for c in row):
             continue
         where = f"line {lineno}"
@@ -180,12 +197,15 @@ def read_csv(path: str | Path, table: ThroughputTable | None = None) -> tuple[li
             problems.append(Finding(where, "job_id: empty"))
             ok = False
         ok &= _check_job_type(job_type, where, table, problems)
-        gpus = _number(get["gpus"], where, "gpus", problems, integer=True, positive=True)
+        gpus = _number(get["gpus"], where, "gpus", problems, integer=True, positive=True, hi=MAX_GPUS)
         steps = _number(get["total_steps"], where, "total_steps", problems, positive=True)
-        arrival = _number(get["arrival_s"], where, "arrival_s", problems)
+        arrival = _number(get["arrival_s"], where, "arrival_s", problems, hi=MAX_ARRIVAL_S)
         nodes = _nodes(get["nodes"], gpus, where, problems) if "nodes" in index else None
         if "weight" in index and get["weight"] != "":
-            weight = _number(get["weight"], where, "weight", problems, positive=True)
+            weight = _number(get["weight"], where, "weight", problems, positive=True, hi=MAX_WEIGHT)
+            if weight is not None and weight < MIN_WEIGHT:
+                problems.append(Finding(where, f"weight: must be >= {MIN_WEIGHT:g}, got {weight:g}"))
+                weight = None
             if weight is not None and tenant:
                 if tenant in weights and weights[tenant] != weight:
                     problems.append(
@@ -202,7 +222,7 @@ def read_csv(path: str | Path, table: ThroughputTable | None = None) -> tuple[li
             else:
                 seen[uid] = lineno
         if ok and gpus is not None and steps is not None and arrival is not None:
-            jobs.append(TraceJob(uid, tenant, job_type, int(gpus), steps, arrival, nodes))
+            jobs.append(TraceJob(uid, tenant, job_type, int(gpus), steps, arrival, nodes, where=f"{source} {where}"))
     if problems:
         raise InputError(source, problems)
     if not jobs:
@@ -220,7 +240,7 @@ def read_gavel_trace(path: str | Path, table: ThroughputTable | None = None, ten
     SLO, arrival_time``). ``scale_factor`` is the GPU count.
     """
     path = Path(path)
-    text = _read_text(path)
+    text = read_text(path, "trace")
     tenant = tenant or path.stem
     problems: list[Finding] = []
     jobs: list[TraceJob] = []
@@ -238,10 +258,11 @@ def read_gavel_trace(path: str | Path, table: ThroughputTable | None = None, ten
             continue
         ok = _check_job_type(job_type.strip(), where, table, problems)
         steps = _number(steps_raw, where, "total_steps", problems, positive=True)
-        arrival = _number(arrival_raw, where, "arrival_s", problems)
-        gpus = _number(gpus_raw, where, "scale_factor", problems, integer=True, positive=True)
+        arrival = _number(arrival_raw, where, "arrival_s", problems, hi=MAX_ARRIVAL_S)
+        gpus = _number(gpus_raw, where, "scale_factor", problems, integer=True, positive=True, hi=MAX_GPUS)
         if ok and steps is not None and arrival is not None and gpus is not None:
-            jobs.append(TraceJob(f"{tenant}/{lineno}", tenant, job_type.strip(), int(gpus), steps, arrival))
+            jobs.append(TraceJob(f"{tenant}/{lineno}", tenant, job_type.strip(), int(gpus), steps, arrival,
+                                 where=f"{path} {where}"))
     if problems:
         raise InputError(str(path), problems)
     if not jobs:
@@ -252,13 +273,13 @@ def read_gavel_trace(path: str | Path, table: ThroughputTable | None = None, ten
 def parse_window(spec: str) -> tuple[float, float]:
     """``"START:END"`` seconds (END may be empty for open-ended) -> (start, end)."""
     start_s, sep, end_s = spec.partition(":")
-    try:
-        start = float(start_s) if start_s.strip() else 0.0
-        end = float(end_s) if end_s.strip() else math.inf
-    except ValueError:
-        raise UserError(f"--window {spec!r}: expected START:END in seconds, e.g. 0:86400") from None
+    start = parse_number(start_s) if start_s.strip() else 0.0
+    end = parse_number(end_s) if end_s.strip().lower() not in ("", "inf", "infinity") else math.inf
+    if start is None or end is None:
+        raise UserError(f"--window {spec[:80]!r}: expected START:END in seconds (finite numbers; END empty for "
+                        "no end), e.g. 0:86400") from None
     if not sep or start < 0 or end <= start:
-        raise UserError(f"--window {spec!r}: expected START:END in seconds with 0 <= START < END")
+        raise UserError(f"--window {spec[:80]!r}: expected START:END in seconds with 0 <= START < END")
     return start, end
 
 
@@ -313,9 +334,17 @@ def load_traces(
         all_jobs.extend(jobs)
     all_weights.update(weights or {})
     selected = select(all_jobs, window, max_jobs, static)
-    if not selected:
-        raise UserError("no job of the trace(s) arrives inside the window")
+    if not selected:  # only a window can leave nothing: every trace has a job
+        first, last = min(j.arrival_s for j in all_jobs), max(j.arrival_s for j in all_jobs)
+        raise UserError(f"--window {window_text(window)}: no job of the trace(s) arrives inside it "
+                        f"(arrivals span {first:g} to {last:g} s)")
     return make_workload(selected, all_weights, sources)
+
+
+def window_text(window: tuple[float, float] | None) -> str:
+    """``(0, inf)`` -> ``"0:"``: a window as the option spells it."""
+    start, end = window or (0.0, math.inf)
+    return f"{start:g}:" + ("" if math.isinf(end) else f"{end:g}")
 
 
 def parse_weights(specs: Iterable[str]) -> dict[str, float]:
@@ -323,12 +352,10 @@ def parse_weights(specs: Iterable[str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for spec in specs:
         name, sep, value = spec.partition("=")
-        try:
-            weight = float(value)
-        except ValueError:
-            weight = -1.0
-        if not sep or not name.strip() or not weight > 0 or not math.isfinite(weight):
-            raise UserError(f"--weight {spec!r}: expected TENANT=WEIGHT with a weight > 0")
+        weight = parse_number(value)
+        if not sep or not name.strip() or weight is None or number_problem(weight, lo=MIN_WEIGHT, hi=MAX_WEIGHT):
+            raise UserError(f"--weight {spec[:80]!r}: expected TENANT=WEIGHT with a weight in "
+                            f"[{MIN_WEIGHT:g}, {MAX_WEIGHT:g}]")
         out[name.strip()] = weight
     return out
 

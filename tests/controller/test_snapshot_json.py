@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from slurm_fair import cli as sf_cli, policies
 from slurm_fair.config import load as load_config
 from slurm_fair.controller.cycle import run_cycle
-from slurm_fair.problem_io import load_problem
+from slurm_fair.problem_io import parse_problem
 
 
 def submit_work(fake):
@@ -53,7 +53,7 @@ def test_snapshot_json_solves_to_the_controllers_allocation(fake, tmp_path, monk
     monkeypatch.setattr("slurm_fair.commands.snapshot.make_port", lambda cfg: fake)
     out = CliRunner().invoke(sf_cli.cli, ["snapshot", "--json", "--config", str(config_file)])
     assert out.exit_code == 0, out.output
-    loaded = load_problem(out.output, source="snapshot --json")
+    loaded = parse_problem(out.output, source="snapshot --json")
 
     want = seen["problem"]
     assert dict(loaded.tenants) == dict(want.tenants) == {"alice": 2.0, "bob": 1.0}

@@ -18,7 +18,7 @@ from slurm_fair.cli import cli
 from slurm_fair.errors import InputError, SolverError
 from slurm_fair.model import Job, Problem
 from slurm_fair.policies import PolicyOptions
-from slurm_fair.problem_io import load_problem, problem_to_dict
+from slurm_fair.problem_io import parse_problem, problem_to_dict
 from slurm_fair.solver import solve
 
 from . import _independent as ind
@@ -28,9 +28,9 @@ from .strategies import problems
 @settings(max_examples=20, deadline=None)
 @given(problems())
 def test_round_trip(problem: Problem) -> None:
-    runnable = [j for j in problem.jobs if any(problem.gpu_types.get(k, 0) > 0 and v > 0 for k, v in j.throughput.items())]
+    runnable = [j for j in problem.jobs if any(problem.gpu_types.get(k, 0) >= j.gpus and v > 0 for k, v in j.throughput.items())]
     p = Problem(problem.gpu_types, problem.tenants, runnable)
-    assert load_problem(json.dumps(problem_to_dict(p))) == p
+    assert parse_problem(json.dumps(problem_to_dict(p))) == p
 
 
 BAD = {
@@ -48,16 +48,16 @@ BAD = {
 def test_bad_job_is_named(case: str) -> None:
     job, where = BAD[case]
     with pytest.raises(InputError) as err:
-        load_problem(json.dumps({"gpu_types": {"v100": 2}, "jobs": [job]}))
+        parse_problem(json.dumps({"gpu_types": {"v100": 2}, "jobs": [job]}))
     assert where in err.value.message()
 
 
 def test_duplicates_and_malformed_json() -> None:
     job = {"id": "j1", "tenant": "a", "gpus": 1, "throughput": {"v100": 1}}
     with pytest.raises(InputError, match="duplicate"):
-        load_problem(json.dumps({"gpu_types": {"v100": 2}, "jobs": [job, job]}))
+        parse_problem(json.dumps({"gpu_types": {"v100": 2}, "jobs": [job, job]}))
     with pytest.raises(InputError, match="malformed JSON"):
-        load_problem('{"gpu_types": ')
+        parse_problem('{"gpu_types": ')
 
 
 def _write(tmp_path, doc) -> str:

@@ -20,7 +20,6 @@ import pytest
 from slurm_fair import fairness, policies
 from slurm_fair.model import Job, Problem
 from slurm_fair.policies import PolicyOptions
-from slurm_fair.problem_io import load_problem
 
 from . import _independent as ind
 
@@ -29,10 +28,18 @@ with open(_DATA, encoding="utf-8") as _f:
     PROBLEMS = json.load(_f)
 
 
+def _problem(doc: dict) -> Problem:
+    """The benchmark's problem as it was generated: built directly, not read as PROBLEM.json,
+    because some of its jobs ask for more GPUs than any type has (the benchmark keeps them, the
+    policies give them nothing; PROBLEM.json refuses them since issue 18)."""
+    jobs = [Job(j["id"], j["tenant"], j["gpus"], j["throughput"]) for j in doc["jobs"]]
+    return Problem(doc["gpu_types"], {t: v["weight"] for t, v in doc["tenants"].items()}, jobs)
+
+
 @pytest.mark.parametrize("solver", ["cbc", "highs"])
 @pytest.mark.parametrize("name", sorted(PROBLEMS))
 def test_oef_survives_round_off(name: str, solver: str) -> None:
-    problem = load_problem(json.dumps(PROBLEMS[name]), source=name)
+    problem = _problem(PROBLEMS[name])
     a = policies.allocate("oef", problem, PolicyOptions(solver=solver))
     assert a.status == "optimal", a.info.get("fallback_reason")
     assert not a.info["degraded"], a.info["degraded"]

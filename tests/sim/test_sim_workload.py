@@ -40,7 +40,7 @@ def test_csv_reads_jobs_and_weights(tmp_path: Path) -> None:
     "body, fragments",
     [
         ("a,1,ResNet-50 (batch size 32),x,1000,0\n", ["line 2", "gpus", "expected a number"]),
-        ("a,1,ResNet-50 (batch size 32),1.5,1000,0\n", ["line 2", "gpus", "whole number"]),
+        ("a,1,ResNet-50 (batch size 32),1.5,1000,0\n", ["line 2", "gpus", "integer"]),
         ("a,1,ResNet-50 (batch size 32),0,1000,0\n", ["line 2", "gpus", "> 0"]),
         ("a,1,ResNet-50 (batch size 32),1,-5,0\n", ["line 2", "total_steps"]),
         ("a,1,ResNet-50 (batch size 32),1,10,-1\n", ["line 2", "arrival_s", ">= 0"]),
@@ -98,7 +98,7 @@ def test_csv_nodes_column_gives_the_gang_shape(tmp_path: Path) -> None:
         ("a,1,A3C,8,10,0,3", ["line 2", "nodes", "gpus 8 is not a multiple of nodes 3"]),
         ("a,1,A3C,8,10,0,0", ["line 2", "nodes", "> 0"]),
         ("a,1,A3C,8,10,0,two", ["line 2", "nodes", "expected a number"]),
-        ("a,1,A3C,8,10,0,1.5", ["line 2", "nodes", "whole number"]),
+        ("a,1,A3C,8,10,0,1.5", ["line 2", "nodes", "integer"]),
     ],
 )
 def test_bad_nodes_name_file_line_and_column(tmp_path: Path, row: str, fragments: list[str]) -> None:

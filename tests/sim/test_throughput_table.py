@@ -65,7 +65,7 @@ def test_measured_zero_is_kept() -> None:
     [
         ({"v100": {"('A', 0)": {"null": 1.0}}}, "bad key"),
         ({"v100": {"A": {"null": 1.0}}}, "bad key"),
-        ({"v100": {"('A', 1)": {"null": -1.0}}}, ">= 0"),
+        ({"v100": {"('A', 1)": {"null": -1.0}}}, "must be 0"),
         ({"v100": {"('A', 1)": {"null": "fast"}}}, "number"),
         ({"v100": [1, 2]}, "object"),
         ([], "expected an object"),

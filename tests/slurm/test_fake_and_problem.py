@@ -154,11 +154,11 @@ def test_problem_from_snapshot(fake, tmp_path):
 @pytest.mark.parametrize("name", list_recordings())
 def test_problem_is_accepted_by_the_project_reader(name, tmp_path):
     """snapshot --json must be a valid PROBLEM.json: the project's own reader accepts it."""
-    from slurm_fair.problem_io import load_problem, problem_to_dict
+    from slurm_fair.problem_io import parse_problem, problem_to_dict
 
     port = FakeSlurm.from_recording(name)
     problem = controller_problem(port, config_in(tmp_path))
-    loaded = load_problem(json.dumps(problem_to_dict(problem)), source="snapshot")
+    loaded = parse_problem(json.dumps(problem_to_dict(problem)), source="snapshot")
     assert [j.id for j in loaded.jobs] == [j.id for j in problem.jobs]
     assert {j.tenant for j in loaded.jobs} <= {j.account for j in port.snapshot().gpu_jobs()}
     assert dict(loaded.gpu_types) == dict(problem.gpu_types)

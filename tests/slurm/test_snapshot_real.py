@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from slurm_fair import cli as sf_cli
-from slurm_fair.problem_io import load_problem
+from slurm_fair.problem_io import parse_problem
 
 pytestmark = pytest.mark.slurm
 
@@ -25,7 +25,7 @@ def test_snapshot_json_matches_slurm(testbed, capsys):
         code = sf_cli.main(["snapshot", "--json"])
         captured = capsys.readouterr()
         assert code == 0, captured.err
-        problem = load_problem(captured.out, source="snapshot")
+        problem = parse_problem(captured.out, source="snapshot")
         # capacity per type straight from sinfo, independent of the adapter's parser
         gres = subprocess.run(["sinfo", "-N", "-h", "-o", "%N %G %t"], env={**os.environ, **env},
                               capture_output=True, text=True, check=True).stdout.split("\n")
