@@ -8,16 +8,11 @@ JSON with ``--json``), ``--plot`` and ``--save-workload`` write files of their o
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
-
 import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .. import atomic, policies
-from ..errors import UserError
+from .. import policies
 from ..sim import results as sim_results, scenario
 from ..sim.engine import SimConfig, SimResult, simulate
 from ..sim.workload import write_csv
@@ -47,11 +42,6 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, cl
     Repeat --policy to compare several. Jobs come from --trace files or --synthetic N.
     """
     infos = [policies.get(name) for name in dict.fromkeys(policy_names)]
-    for option, path in (("--output", output), ("--plot", plot_out), ("--save-workload", save_workload)):
-        if path:  # before the run: a bad path must not cost a whole simulation
-            check_writable(path, option)
-    if plot_out:
-        check_plot_format(plot_out)
     scene = scenario.build(workload, cluster, throughputs)
     if save_workload:
         write_csv(scene.workload, save_workload)
@@ -79,33 +69,6 @@ def _run(scene: scenario.Scenario, infos: list[policies.PolicyInfo], engine: Sim
                                           lambda f, task=task: progress.update(task, completed=f))
             progress.update(task, completed=1.0)
     return results
-
-
-def check_writable(path: str, option: str) -> None:
-    """Refuse now what writing ``path`` atomically would refuse after the run: a missing
-    directory, one we cannot write into, a target that is not a regular file."""
-    try:
-        target = atomic.target_path(path)
-    except atomic.AtomicWriteError as exc:
-        raise UserError(f"{option} {exc}") from None
-    directory = target.parent if str(target.parent) else Path(".")
-    if not directory.is_dir():
-        raise UserError(f"{option} {path}: directory {directory} does not exist")
-    try:  # the only sure test (root passes os.access; /proc refuses new files): try it
-        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(directory))
-    except OSError as exc:
-        raise UserError(f"{option} {path}: cannot write into {directory}: {exc.strerror or exc}") from None
-    os.close(fd)
-    os.unlink(probe)
-
-
-def check_plot_format(path: str) -> None:
-    """The file type of ``--plot`` (its extension; none: PNG) must be one matplotlib writes."""
-    from ..sim.plot import formats
-
-    kind = Path(path).suffix.lstrip(".").lower() or "png"
-    if kind not in formats():
-        raise UserError(f"--plot {path}: cannot write .{kind} files; use one of {', '.join(sorted(formats()))}")
 
 
 def _notes(results: dict[str, SimResult]) -> list[str]:

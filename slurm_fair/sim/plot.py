@@ -19,11 +19,6 @@ from .. import atomic  # noqa: E402
 from .engine import SimResult  # noqa: E402
 
 
-def formats() -> set[str]:
-    """The file extensions ``plot`` can write (matplotlib's, lower case)."""
-    return {k.lower() for k in plt.gcf().canvas.get_supported_filetypes()}
-
-
 def plot(results: Mapping[str, SimResult], path: str) -> None:
     """Top: JCT CDF of every policy (log time axis). Below: one panel per policy with each
     tenant's share of the busy GPUs over time (stacked, smoothed over 10 rounds)."""

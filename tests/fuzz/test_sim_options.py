@@ -142,7 +142,7 @@ def test_a_run_of_too_many_rounds_is_refused_before_it_starts(tmp_path: Path) ->
 
 @pytest.mark.parametrize("option, value, needle", [
     ("--json", "nodir/x.json", "directory nodir does not exist"),
-    ("--plot", "x.xyz", "cannot write .xyz"),
+    ("--plot", "x.xyz", "unknown picture format"),
     ("--plot", "nodir/x.png", "directory nodir does not exist"),
     ("--save-workload", "/dev/null", "not a regular file"),
     ("-o", "/proc/x", "cannot write"),
