@@ -81,7 +81,7 @@ def window(since: str | None, until: str | None, default_days: float, now: datet
     else:
         try:
             start = end - timedelta(days=default_days)
-        except OverflowError:
+        except (OverflowError, ValueError):  # inf, nan
             start = datetime.min
         if start < EARLIEST:
             raise UserError(f"[report] window_days {default_days:g} before --until {end.isoformat()} reaches "
