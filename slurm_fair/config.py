@@ -144,8 +144,10 @@ def _type_ok(value: Any, types: tuple[type, ...]) -> bool:
 
 
 def _type_name(types: tuple[type, ...]) -> str:
+    """``a number``, ``an integer``, ``a boolean or string``: what a key takes, in words."""
     names = {int: "integer", float: "number", str: "string", list: "list", bool: "boolean", dict: "table"}
-    return " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types))
+    words = " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types if not (t is int and float in types)))
+    return ("an " if words[0] in "aeiou" else "a ") + words
 
 
 def key_name(name: str) -> str:
@@ -168,7 +170,7 @@ def _check_table(
             continue
         spec = keys[name]
         if not _type_ok(value, spec.types):
-            problems.append(Finding(where, f"must be a {_type_name(spec.types)}, got {C.show(value)}"))
+            problems.append(Finding(where, f"must be {_type_name(spec.types)}, got {C.show(value)}"))
             continue
         if spec.check and (msg := spec.check(value)):
             # the checks of config_checks name the value themselves; older ones do not
@@ -273,6 +275,8 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def load(path: str | os.PathLike[str] | None = None) -> Config:
     """Load and validate a configuration file (defaults only when there is none)."""
+    if path is not None and str(path) == "":
+        raise ConfigError("--config ''", ["an empty path names no file"])
     p = Path(path) if path is not None else default_path()
     if p is None:
         return validate({}, "<defaults>")

@@ -171,7 +171,7 @@ def refuse_file(text: str | bytes, *needles: str) -> None:
         assert_untouched(Path(tmp), before)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hostile_configs())
 def test_every_bad_key_is_named_in_one_message(no_port: None, case: tuple[dict, set[str]]) -> None:
     tables, wheres = case

@@ -210,3 +210,23 @@ def test_report_and_metrics_options(no_port: None, command: str, option: str, te
     if command == "metrics" and option == "--until":
         option = "--since"  # metrics has no --until
     refused([command, option, text], option)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.text(max_size=12).filter(lambda s: s not in ("alice", "bob")),
+       st.sampled_from(["table", "json", "csv"]))
+def test_report_an_unknown_tenant_is_one_message(text: str, fmt: str) -> None:
+    """``--tenant`` is checked against the window's records and Slurm's accounts (the tiny
+    case's fake port): anything else, newlines and all, is one message and writes nothing."""
+    from tests.report import tiny
+
+    with tempfile.TemporaryDirectory() as tmp, \
+            mock.patch("slurm_fair.commands.report.make_port", lambda config: tiny.FakePort()):
+        cfg = Path(tmp) / "sf.toml"
+        cfg.write_text(f'[controller]\nstate_dir = "{tmp}/state"\n')
+        out = Path(tmp) / "r.txt"
+        before = snapshot_dir(Path(tmp))
+        rc, _, err = run(["report", "--config", cfg, "--since", "2024-05-01", "--until", "2024-05-01T10:00:00",
+                          "--format", fmt, "-o", out, "--tenant", text])
+        assert_refused(rc, err, "unknown tenant")
+        assert_untouched(Path(tmp), before)
