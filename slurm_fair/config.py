@@ -6,12 +6,15 @@ wrong types, out-of-range values) and raises one :class:`ConfigError`, so an adm
 in one go (Kueue's ``validation.go``, pip-tools' ``_validate_config``).
 
 The schema below is the single place that knows the keys: adding a setting means adding one
-:class:`Key` line; defaults, types and documentation come from it.
+:class:`Key` line; defaults, types and documentation come from it. Each value's check (finite
+numbers in range, names matched whole, absolute paths, a registered policy) is one of
+:mod:`slurm_fair.config_checks`.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import tomllib
@@ -19,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .errors import ConfigError, Finding
+from . import config_checks as C
+from .errors import ConfigError, Finding, InputError
+from .inputs import fullmatch, read_text
 
 #: environment variable naming the config file (beats the search path)
 CONFIG_ENV = "SLURM_FAIR_CONFIG"
@@ -35,108 +40,81 @@ class Key:
     check: Callable[[Any], str | None] | None = None
 
 
-def _positive(v: Any) -> str | None:
-    return None if v > 0 else "must be > 0"
-
-
-def _non_negative(v: Any) -> str | None:
-    return None if v >= 0 else "must be >= 0"
-
-
-def _one_of(*choices: str) -> Callable[[Any], str | None]:
-    def check(v: Any) -> str | None:
-        return None if v in choices else f"must be one of {', '.join(choices)}"
-
-    return check
-
-
-def _fraction(v: Any) -> str | None:
-    return None if 0 <= v <= 1 else "must be between 0 and 1"
-
-
-def _solver(v: Any) -> str | None:
-    from .solver import SOLVER_CHOICES  # the one list (also --solver's); imported late: PuLP is heavy
-
-    return None if v in SOLVER_CHOICES else f"must be one of {', '.join(SOLVER_CHOICES)}"
-
-
-def _backend(v: Any) -> str | None:
-    """Only Slurm's own commands: refused here, at validation, not at the first cycle."""
-    if v == "pyslurm":
-        return ("pyslurm is not supported: it must match Slurm's major version and pyslurm 25.11 on PyPI "
-                "matches no Slurm that Debian ships; use \"cli\" (Slurm's own commands, the only backend)")
-    return None if v == "cli" else "must be \"cli\""
-
-
-def _policy_options(v: Any) -> str | None:
-    """``["hops.lambda=2", ...]``: every item a known parameter of a known policy, in range."""
-    from .errors import UserError
-    from .policies import parse_params  # imported late: the registry loads every policy
-
-    if not all(isinstance(item, str) for item in v):
-        return "must be a list of POLICY.KEY=VALUE strings"
-    try:
-        parse_params(v)
-    except UserError as exc:
-        return exc.message()
-    return None
-
-
 NUM = (int, float)
+
+#: bounds of the numbers (why these: a day is the longest a cycle, a solve or a Slurm command
+#: may sensibly take; a cycle more often than every second would hammer slurmctld)
+DAY = 86400.0
+_SECONDS = C.number(0, DAY, lo_open=True)
 
 #: section -> key -> Key. ``tenants`` is special: a table of tenant names (see _TENANT_KEYS).
 SCHEMA: dict[str, dict[str, Key]] = {
     "cluster": {
-        "name": Key((str,), "", "Slurm cluster name (empty: whatever slurm.conf says)"),
+        "name": Key((str,), "", "Slurm cluster name (empty: whatever slurm.conf says)",
+                    C.named(C.CLUSTER_RE, "a Slurm cluster name (letters, digits, _ . -)", empty_ok=True)),
     },
     "controller": {
-        "policy": Key((str,), "oef", "allocation policy run each cycle"),
+        "policy": Key((str,), "oef", "allocation policy run each cycle", C.policy),
         "solver": Key((str,), "auto", "LP solver: auto (highs when highspy is installed, else cbc), cbc or highs",
-                      _solver),
-        "time_limit_s": Key(NUM, 30.0, "solver time limit per cycle", _positive),
-        "interval_s": Key(NUM, 60.0, "seconds between cycles with run --loop", _positive),
-        "round_s": Key(NUM, 360.0, "round length for time-sharing (Gavel: 360 s)", _positive),
-        "state_dir": Key((str,), "/var/lib/slurm-fair", "state store, plan file, lock"),
-        "audit_log": Key((str,), "/var/log/slurm-fair/audit.jsonl", "JSONL audit log"),
-        "slack": Key(NUM, 0.0, "work-conserving slack added to QOS limits (fraction)", _fraction),
-        "order": Key((str,), "nice", "how job order is enforced", _one_of("nice", "priority")),
-        "accounts": Key((list,), [], "only these Slurm accounts take part (empty: every account)"),
+                      C.solver),
+        "time_limit_s": Key(NUM, 30.0, "solver time limit per cycle", _SECONDS),
+        "interval_s": Key(NUM, 60.0, "seconds between cycles with run --loop (at least 1)", C.number(1, DAY)),
+        "round_s": Key(NUM, 360.0, "round length for time-sharing (Gavel: 360 s; a replay scales it below 1 s)",
+                       C.number(0, 7 * DAY, lo_open=True)),
+        "state_dir": Key((str,), "/var/lib/slurm-fair", "state store, plan file, lock (an absolute path)",
+                         C.path("dir")),
+        "audit_log": Key((str,), "/var/log/slurm-fair/audit.jsonl", "JSONL audit log (an absolute path)",
+                         C.path("file")),
+        "slack": Key(NUM, 0.0, "work-conserving slack added to QOS limits (fraction)", C.number(0, 1)),
+        "order": Key((str,), "nice", "how job order is enforced", C.one_of("nice", "priority")),
+        "accounts": Key((list,), [], "only these Slurm accounts take part (empty: every account)",
+                        C.list_of(C.NAME_RE, "Slurm account name")),
         "policy_options": Key((list,), [], "policy parameters, POLICY.KEY=VALUE (e.g. \"hops.lambda=2\"; "
-                              "`slurm-fair policies --json` lists them)", _policy_options),
+                              "`slurm-fair policies --json` lists them)", C.policy_options),
         "total_limit": Key((bool,), True, "also limit each tenant's untyped gres/gpu total (binds untyped jobs)"),
         "pin_gres_type": Key(
             (bool, str), "auto", "type each pending job's GPU request so per-type QOS limits bind: "
             "auto (where Slurm can undo it, >= 23.11; partitions steer on 22.05), true, or false",
-            lambda v: None if v in (True, False, "auto") else "must be true, false or \"auto\""),
-        "min_run_s": Key(NUM, 0.0, "time-sharing hysteresis: a job is requeued only after running this long (0: one round)", _non_negative),
+            C.pin_gres_type),
+        "min_run_s": Key(NUM, 0.0, "time-sharing hysteresis: a job is requeued only after running this long (0: one round)",
+                         C.number(0, 30 * DAY)),
         "requeue_cost_s": Key(NUM, 150.0, "what a requeue costs a job (Slurm's hold, cred_expire + 1 s, plus a restart); "
-                              "a job moves to a faster idle type only when the expected gain beats it", _non_negative),
-        "move_up_gain": Key(NUM, 0.25, "a job moves up only to a type at least this much faster (0.25: 25 %)", _non_negative),
-        "plan_file": Key((str,), "", "the plan file job_submit.lua reads (empty: state_dir/plan.json)"),
+                              "a job moves to a faster idle type only when the expected gain beats it", C.number(0, DAY)),
+        "move_up_gain": Key(NUM, 0.25, "a job moves up only to a type at least this much faster (0.25: 25 %)",
+                            C.number(0, 1000)),
+        "plan_file": Key((str,), "", "the plan file job_submit.lua reads (empty: state_dir/plan.json)",
+                         C.path("file", empty_ok=True)),
     },
     "throughput": {
-        "class_table": Key((str,), "", "CSV of class x GPU type throughputs (empty: embedded)"),
-        "default_class": Key((str,), "", "class of jobs without a tag or rule (empty: flat)"),
-        "ewma_alpha": Key(NUM, 0.3, "weight of a new fair:tput observation", _fraction),
-        "account_classes": Key((dict,), {}, "site rule: account -> workload class"),
-        "name_classes": Key((dict,), {}, "site rule: job-name glob -> workload class (first match)"),
+        "class_table": Key((str,), "", "CSV of class x GPU type throughputs (empty: embedded)",
+                           C.path("file", empty_ok=True)),
+        "default_class": Key((str,), "", "class of jobs without a tag or rule (empty: flat)",
+                             C.named(C.CLASS_NAME_RE, "a workload class name", empty_ok=True)),
+        "ewma_alpha": Key(NUM, 0.3, "weight of a new fair:tput observation", C.number(0, 1)),
+        "account_classes": Key((dict,), {}, "site rule: account -> workload class",
+                               C.table_of(C.NAME_RE, "account", C.CLASS_NAME_RE, "class")),
+        "name_classes": Key((dict,), {}, "site rule: job-name glob -> workload class (first match)",
+                            C.table_of(C.GLOB_RE, "job-name glob", C.CLASS_NAME_RE, "class")),
     },
     "slurm": {
-        "backend": Key((str,), "cli", "cli: Slurm's own commands (the only backend)", _backend),
-        "bin_dir": Key((str,), "", "directory of the Slurm commands (empty: PATH)"),
-        "command_timeout_s": Key(NUM, 30.0, "timeout of one Slurm command", _positive),
-        "retries": Key((int,), 2, "bounded retries of a failed transient command", _non_negative),
-        "parallel_calls": Key((int,), 8, "sacctmgr calls in flight at once when many tenants' QOS change", _positive),
+        "backend": Key((str,), "cli", "cli: Slurm's own commands (the only backend)", C.backend),
+        "bin_dir": Key((str,), "", "directory of the Slurm commands (empty: PATH)", C.path("dir", empty_ok=True)),
+        "command_timeout_s": Key(NUM, 30.0, "timeout of one Slurm command", _SECONDS),
+        "retries": Key((int,), 2, "bounded retries of a failed transient command", C.number(0, 100, integer=True)),
+        "parallel_calls": Key((int,), 8, "sacctmgr calls in flight at once when many tenants' QOS change",
+                              C.number(1, 256, integer=True)),
     },
     "report": {
-        "window_days": Key(NUM, 7.0, "default report window", _positive),
+        "window_days": Key(NUM, 7.0, "default report window", C.number(0, 36500, lo_open=True)),
     },
 }
 
 _TENANT_KEYS: dict[str, Key] = {
     # no default: a table that sets only ``classes`` leaves the weight to Slurm's shares
-    "weight": Key(NUM, None, "tenant weight w_u (overrides Slurm shares; unset: the shares, else 1)", _positive),
-    "classes": Key((list,), [], "workload classes assumed for this tenant's jobs"),
+    "weight": Key(NUM, None, "tenant weight w_u (overrides Slurm shares; unset: the shares, else 1)",
+                  C.number(0, 1e6, lo_open=True)),
+    "classes": Key((list,), [], "workload classes assumed for this tenant's jobs",
+                   C.list_of(C.CLASS_NAME_RE, "workload class name")),
 }
 
 
@@ -167,8 +145,19 @@ def _type_ok(value: Any, types: tuple[type, ...]) -> bool:
 
 
 def _type_name(types: tuple[type, ...]) -> str:
-    names = {int: "integer", float: "number", str: "string", list: "list", bool: "boolean"}
-    return " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types))
+    """``a number``, ``an integer``, ``a boolean or string``: what a key takes, in words."""
+    names = {int: "integer", float: "number", str: "string", list: "list", bool: "boolean", dict: "table"}
+    words = " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types if not (t is int and float in types)))
+    return ("an " if words[0] in "aeiou" else "a ") + words
+
+
+def key_name(name: str) -> str:
+    """A key as a message shows it: itself when plain, else quoted with escapes, so a key with a
+    newline (``[tenants."physics\\n"]``) cannot split the one-line message."""
+    return name if fullmatch(_PLAIN_KEY, name) else json.dumps(name)
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
 
 
 def _check_table(
@@ -176,20 +165,20 @@ def _check_table(
 ) -> dict[str, Any]:
     out = {name: k.default for name, k in keys.items()}
     for name, value in table.items():
-        where = f"{prefix}.{name}"
+        where = f"{prefix}.{key_name(name)}"
         if name not in keys:
             problems.append(Finding(where, "unknown key" + _suggest(name, list(keys))))
             continue
         spec = keys[name]
         if not _type_ok(value, spec.types):
-            problems.append(Finding(where, f"must be a {_type_name(spec.types)}, got {value!r}"))
+            problems.append(Finding(where, f"must be {_type_name(spec.types)}, got {C.show(value)}"))
             continue
         if spec.check and (msg := spec.check(value)):
-            problems.append(Finding(where, f"{msg}, got {value!r}"))
+            # the checks of config_checks name the value themselves; older ones do not
+            problems.append(Finding(where, msg if ", got " in msg else f"{msg}, got {C.show(value)}"))
             continue
         out[name] = value
     return out
-
 
 
 def expand_hostlist(hostlist: str, where: str, problems: list[Finding]) -> list[str] | None:
@@ -263,7 +252,7 @@ def check_sections(
     known = list(schema) + list(other_sections)
     for section in data:
         if section not in known:
-            problems.append(Finding(section, "unknown section" + _suggest(section, known)))
+            problems.append(Finding(key_name(section), "unknown section" + _suggest(section, known)))
     return values
 
 
@@ -277,10 +266,14 @@ def validate(data: Mapping[str, Any], source: str = "<config>") -> Config:
         problems.append(Finding("tenants", "must be a table of tenants ([tenants.NAME])"))
         raw_tenants = {}
     for name, table in raw_tenants.items():
-        if not isinstance(table, dict):
-            problems.append(Finding(f"tenants.{name}", "must be a table ([tenants.NAME])"))
+        where = f"tenants.{key_name(name)}"
+        if not fullmatch(C.NAME_RE, name):
+            problems.append(Finding(where, "a tenant is a Slurm account: letters, digits, _ . + - (at most 64)"))
             continue
-        tenants[name] = _check_table(table, _TENANT_KEYS, f"tenants.{name}", problems)
+        if not isinstance(table, dict):
+            problems.append(Finding(where, "must be a table ([tenants.NAME])"))
+            continue
+        tenants[name] = _check_table(table, _TENANT_KEYS, where, problems)
     if problems:
         raise ConfigError(source, problems)
     return Config(values=values, tenants=tenants, source=source)
@@ -302,21 +295,31 @@ def default_path() -> Path | None:
 
 
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Parse a TOML file; a missing, unreadable or malformed file is a ConfigError naming it."""
-    p = Path(path)
+    """Parse a TOML file; a missing, unreadable, non-regular, non-UTF-8 or malformed file is a
+    ConfigError naming it (and the line, for TOML's own errors)."""
+    if not os.path.lexists(path):
+        raise ConfigError(str(path), ["file not found"])
     try:
-        with open(p, "rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(str(p), ["file not found"]) from None
+        text = read_text(path, "configuration")
+    except InputError as exc:
+        raise ConfigError(exc.source, exc.problems) from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(str(p), [f"not valid TOML: {exc}"]) from None
-    except OSError as exc:
-        raise ConfigError(str(p), [f"cannot read: {exc.strerror}"]) from None
+        msg = str(exc)
+        at = re.search(r"\s*\(at line (\d+), column (\d+)\)$", msg)
+        where = f"line {at.group(1)} column {at.group(2)}" if at else ""
+        raise ConfigError(str(path), [Finding(where, f"not valid TOML: {msg[:at.start()] if at else msg}")]) from None
+    except RecursionError:
+        raise ConfigError(str(path), [Finding("", "not valid TOML: nested too deeply")]) from None
+    except ValueError as exc:  # an integer beyond Python's 4300-digit limit
+        raise ConfigError(str(path), [Finding("", f"not valid TOML: {str(exc)[:80]}")]) from None
 
 
 def load(path: str | os.PathLike[str] | None = None) -> Config:
     """Load and validate a configuration file (defaults only when there is none)."""
+    if path is not None and str(path) == "":
+        raise ConfigError("--config ''", ["an empty path names no file"])
     p = Path(path) if path is not None else default_path()
     if p is None:
         return validate({}, "<defaults>")

@@ -7,6 +7,7 @@ import click
 
 from ..config import load
 from ..controller.revert import revert
+from ..controller.state import StateStore
 from ..errors import SlurmFairError
 from ..slurm import make_port
 from .options import config_option, dry_run_option, json_option
@@ -25,6 +26,9 @@ class _RevertIncomplete(SlurmFairError):
 def command(dry_run: bool, config_path: str | None, as_json: bool) -> None:
     """Restore every job's original GPU request, QOS, nice and priority; remove our QOS."""
     config = load(config_path)
+    # nothing recorded, nothing to undo: a misspelt state_dir is said, not answered with an
+    # empty store created there
+    StateStore.existing(config["controller"]["state_dir"], "revert to undo")
     res = revert(make_port(config), config, dry_run=dry_run)
     if as_json:
         click.echo(json_line(res.to_dict()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import time
@@ -12,10 +13,11 @@ from typing import Any
 import click
 from prometheus_client import start_http_server
 
-from ..config import load
+from ..config import DAY, load
 from ..controller.cycle import CycleResult, run_cycle
 from ..controller.state import DB_NAME
 from ..errors import SlurmFairError, UserError
+from ..inputs import FiniteFloat, fullmatch
 from ..report.live import live_families
 from ..report.prometheus import registry
 from ..slurm import make_port
@@ -80,23 +82,39 @@ class _Stop:
         self.requested = True
 
 
+#: a host name or an IP address ``--metrics-addr`` may listen on (an empty one would mean every
+#: interface to the HTTP server: ``0.0.0.0`` says so explicitly)
+_ADDR = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}|[0-9A-Fa-f:.]{2,45}")
+
+
+def _addr(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not fullmatch(_ADDR, value):
+        raise click.BadParameter(f"{value[:60]!r} is not a host name or an IP address", ctx, param)
+    return value
+
+
 @click.command("run")
-@click.option("--once", "mode", flag_value="once", default=True, help="Run one cycle (cron).")
-@click.option("--loop", "mode", flag_value="loop", help="Run cycles until SIGTERM (systemd).")
-@click.option("--interval", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds between cycles with --loop (default: [controller].interval_s).")
+@click.option("--once", is_flag=True, help="Run one cycle (cron; the default).")
+@click.option("--loop", is_flag=True, help="Run cycles until SIGTERM (systemd).")
+@click.option("--interval", type=FiniteFloat(lo=1, hi=DAY), default=None, metavar="SECONDS",
+              help="Seconds between cycles with --loop, 1 to 86400 (default: [controller].interval_s).")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
               help="With --loop: serve the live gauges of `slurm-fair metrics` over HTTP on this port.")
-@click.option("--metrics-addr", default="127.0.0.1", show_default=True,
+@click.option("--metrics-addr", default="127.0.0.1", show_default=True, callback=_addr,
               help="Address --metrics-port listens on (0.0.0.0: every interface).")
 @dry_run_option
 @config_option
 @json_option
-def command(mode: str, interval: float | None, metrics_port: int | None, metrics_addr: str, dry_run: bool,
-            config_path: str | None, as_json: bool) -> None:
+def command(once: bool, loop: bool, interval: float | None, metrics_port: int | None, metrics_addr: str,
+            dry_run: bool, config_path: str | None, as_json: bool) -> None:
     """Reconcile Slurm with the fair allocation: read, decide, diff, apply, record."""
+    if once and loop:
+        raise click.UsageError("--once and --loop are mutually exclusive (one cycle, or cycles until SIGTERM)")
+    mode = "loop" if loop else "once"
     if metrics_port is not None and mode != "loop":
-        raise UserError("--metrics-port needs --loop (a single cycle exits before anyone scrapes it)")
+        raise click.UsageError("--metrics-port needs --loop (a single cycle exits before anyone scrapes it)")
+    if interval is not None and mode != "loop":
+        raise click.UsageError("--interval needs --loop (a single cycle has no interval)")
     config = load(config_path)
     port = make_port(config)
 

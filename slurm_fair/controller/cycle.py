@@ -36,7 +36,7 @@ from .apply import ActionResult, apply, counts
 from .audit import AuditLog
 from .decide import AllocateFn, DecideSettings, Decision, PlaceFn, Timer, decide, in_scope
 from .diff import Action
-from .history import policy_state_key, read_history
+from .history import policy_state_key, read_history, read_history_at
 from .lock import ControllerLock
 from .plan.types import Plan
 from .settings import Settings
@@ -126,9 +126,11 @@ def _cycle(
     started = clock()
     res = CycleResult(new_cycle_id(started), dry_run=dry_run, policy=s.policy)
     timer = Timer(res.timings)
-    store = StateStore.in_dir(s.state_dir)
+    # a dry run changes nothing, the state store included: it reads the history read-only
+    # (empty when the controller never ran) and never creates the store or its directory
+    store = None if dry_run else StateStore.in_dir(s.state_dir)
     try:
-        if not dry_run:
+        if store is not None:
             store.start_cycle(res.cycle_id, started, s.policy, dry_run)
         with timer.phase("snapshot"):
             try:
@@ -139,7 +141,7 @@ def _cycle(
                 return res
         with timer.phase("estimate"):
             ds = decide_settings(config, s, port)
-            history = read_history(store, s.policy)
+            history = read_history(store, s.policy) if store is not None else read_history_at(s.state_dir, s.policy)
         d = decide(snapshot, history, ds, allocate=allocate, place=place)
         for name, secs in d.timings.items():
             res.timings[name] = res.timings.get(name, 0.0) + secs
@@ -154,7 +156,7 @@ def _cycle(
         elif dry_run:
             res.status = "dry-run" if d.allocation is not None else "dry-run-policy-failed"
             res.exit_code = 0 if d.allocation is not None else 1
-        if dry_run:
+        if store is None:
             return res
         if d.plan is not None:
             with timer.phase("apply"):
@@ -181,9 +183,9 @@ def _cycle(
             raise
         return res
     finally:
-        if not dry_run:
+        if store is not None:
             store.finish_cycle(res.cycle_id, clock(), res.status, counts(res.results), res.timings, res.message)
-        store.close()
+            store.close()
 
 
 def _record(store: StateStore, audit: AuditLog, res: CycleResult, d: Decision, snapshot: Snapshot,

@@ -20,16 +20,22 @@ store while a cycle runs. A missing store is a clear error naming the path.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 from ..config import Config
 from ..errors import JobGone, SlurmError, UserError
+from ..inputs import fullmatch
 from ..slurm.port import SlurmPort
 from .audit import AuditLog
 from .settings import Settings
-from .state import DB_NAME, StateStore
+from .state import StateStore
+
+
+#: a job id ``explain`` takes: ASCII digits (``１２`` is not one), or an array task ``12_3``
+JOB_ID_RE = re.compile(r"[0-9]{1,20}(_[0-9]{1,10})?")
 
 
 def explain(config: Config, job_id: str, port: SlurmPort | None = None) -> dict[str, Any]:
@@ -37,13 +43,10 @@ def explain(config: Config, job_id: str, port: SlurmPort | None = None) -> dict[
     UserError (exit 2) when the job id is malformed, the store is missing or unreadable, or the
     controller never saw the job."""
     s = Settings.from_config(config)
-    job_id = str(job_id).strip()
-    if not job_id or not job_id.replace("_", "").isdigit():
-        raise UserError(f"{job_id!r} is not a Slurm job id")
-    path = Path(s.state_dir) / DB_NAME
-    if not path.is_file():
-        raise UserError(f"no controller state store at {path}: the controller has not run with this "
-                        "[controller].state_dir (or pass the --config it runs with)")
+    job_id = str(job_id).strip(" ")
+    if not fullmatch(JOB_ID_RE, job_id):
+        raise UserError(f"{job_id[:40]!r} is not a Slurm job id (digits, or JOBID_TASK for an array task)")
+    path = StateStore.existing(s.state_dir, "explain")
     try:
         out = _recorded(s, path, job_id)
     except sqlite3.Error as e:

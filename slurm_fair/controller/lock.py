@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from ..errors import LockHeld
+from ..errors import LockHeld, UserError
 
 LOCK_NAME = "controller.lock"
 
@@ -57,8 +57,12 @@ class ControllerLock:
 
     def acquire(self) -> None:
         """Take the lock without waiting; raises LockHeld (naming the holder's pid) when taken."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:  # a state_dir that is a file, no permission, a read-only disk
+            raise UserError(f"cannot take the controller lock {self.path} ([controller].state_dir): "
+                            f"{exc.strerror or exc}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

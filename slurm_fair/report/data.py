@@ -206,6 +206,8 @@ def load(port: SlurmPort, config: Any, window: Window, store_path: Path | None =
             store = read_store(path, window)
         except sqlite3.Error as exc:
             notes.append(f"state store {path} unreadable ({exc}); using accounting alone")
+    else:  # normal where the controller never ran; said with the path, in case it is misspelt
+        notes.append(f"no controller state store at {path} ([controller].state_dir): using accounting alone")
     types = sorted(set(capacity) | {r.gpu_type or UNTYPED for r in records})
     warnings: set[str] = set()
     speeds, table_source = job_speeds(records, types, config, store, warnings)

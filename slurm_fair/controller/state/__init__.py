@@ -23,6 +23,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from ...errors import UserError
 from .cycles import CycleTables
 from .observations import ObservationTables
 from .originals import OriginalTables
@@ -68,7 +69,28 @@ class StateStore(OriginalTables, ServiceTables, ObservationTables, CycleTables):
 
     @classmethod
     def in_dir(cls, state_dir: str | Path) -> "StateStore":
-        return cls(Path(state_dir) / DB_NAME)
+        """Open (create when new) the store of ``state_dir`` for a cycle or ``revert``; a state
+        directory that cannot hold it (a file, no permission, a full disk, a file that is not a
+        database) is a UserError naming it, not a traceback."""
+        path = Path(state_dir) / DB_NAME
+        try:
+            return cls(path)
+        except (OSError, sqlite3.Error) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise UserError(f"cannot open the controller state store {path} ([controller].state_dir): "
+                            f"{reason}") from None
+
+    @staticmethod
+    def existing(state_dir: str | Path, command: str) -> Path:
+        """The store of ``state_dir`` for a command that only reads what a controller recorded
+        (``explain``, ``revert``); a UserError naming the path when there is none, so a misspelt
+        state_dir is said, never answered from (or by creating) an empty store."""
+        path = Path(state_dir) / DB_NAME
+        if not path.is_file():
+            raise UserError(f"no controller state at {path}: the controller has not run with this "
+                            f"[controller].state_dir (misspelt? or pass the --config it runs with); "
+                            f"nothing for {command}")
+        return path
 
     def close(self) -> None:
         self._db.close()

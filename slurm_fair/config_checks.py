@@ -1,0 +1,167 @@
+"""The checks of configuration values: each returns why a value is refused, or None.
+
+:mod:`slurm_fair.config` calls them when the file is read, so a value that would break a cycle
+later (``interval_s = inf`` looping back to back, ``command_timeout_s = inf`` overflowing the
+subprocess timeout, ``policy = "nope"`` failing mid-cycle, ``state_dir = ""`` writing into the
+current directory, a class name list given as a string) is refused before anything runs, each
+problem with its key. Numbers go through :func:`slurm_fair.inputs.number_problem` (the one
+numeric check: finite and in range), names through :func:`slurm_fair.inputs.fullmatch` (no
+trailing newline slips through).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from typing import Any, Callable
+
+from .inputs import fullmatch, number_problem
+
+Check = Callable[[Any], "str | None"]
+
+#: a Slurm account (tenant) name as slurm-fair writes it to Slurm (``slurm/write_rules.py``)
+NAME_RE = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
+#: a Slurm cluster name (``ClusterName``; empty: whatever slurm.conf says)
+CLUSTER_RE = re.compile(r"[A-Za-z0-9_.-]{0,64}")
+#: a workload class name (the class table's; ``estimates/classes.CLASS_RE`` without ``^$``)
+CLASS_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+#: a job-name glob of ``name_classes``: printable, no control character
+GLOB_RE = re.compile(r"[^\x00-\x1f\x7f]{1,256}")
+
+#: where no state, log or table of slurm-fair belongs: kernel and device file systems
+SYSTEM_DIRS = ("/proc", "/sys", "/dev")
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters: a message stays one short line (repr escapes
+    newlines; a 1 MB string is not echoed back)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def number(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+           integer: bool = False) -> Check:
+    """A finite number (an integer when ``integer``) in ``[lo, hi]`` (``(lo, hi]`` when
+    ``lo_open``)."""
+    def check(v: Any) -> str | None:
+        return number_problem(v, lo=lo, hi=hi, lo_open=lo_open, integer=integer)
+
+    return check
+
+
+def one_of(*choices: Any) -> Check:
+    def check(v: Any) -> str | None:
+        return None if v in choices else f"must be one of {', '.join(map(str, choices))}, got {show(v)}"
+
+    return check
+
+
+def named(pattern: re.Pattern[str], what: str, empty_ok: bool = False) -> Check:
+    """A string matching ``pattern`` whole (``""`` too when ``empty_ok``)."""
+    def check(v: Any) -> str | None:
+        if empty_ok and v == "":
+            return None
+        return None if fullmatch(pattern, v) else f"must be {what}, got {show(v)}"
+
+    return check
+
+
+def list_of(pattern: re.Pattern[str], what: str) -> Check:
+    """A list of strings, each matching ``pattern`` whole; every bad item named."""
+    def check(v: Any) -> str | None:
+        bad = [show(x, 30) for x in v if not fullmatch(pattern, x)]
+        return f"must be a list of {what}s, got {', '.join(bad[:5])}" if bad else None
+
+    return check
+
+
+def table_of(keys: re.Pattern[str], key_what: str, values: re.Pattern[str], value_what: str) -> Check:
+    """A table ``{key: value}`` of strings, keys and values each matching their pattern."""
+    def check(v: Any) -> str | None:
+        bad = [f"{show(k, 30)} = {show(x, 30)}" for k, x in v.items()
+               if not (fullmatch(keys, k) and fullmatch(values, x))]
+        if bad:
+            return f"must be a table of {key_what} = {value_what}, got {', '.join(bad[:5])}"
+        return None
+
+    return check
+
+
+def path(kind: str, empty_ok: bool = False) -> Check:
+    """An absolute path outside /proc, /sys and /dev, of a ``"dir"`` or a ``"file"``: when it
+    exists it must be one (a state_dir that is a file, an audit log that is a directory are
+    refused here, not at the first write)."""
+    def check(v: Any) -> str | None:
+        if v == "" and empty_ok:
+            return None
+        if any(ord(c) < 32 or c == "\x7f" for c in v):
+            return f"must not contain control characters (a newline?), got {show(v)}"
+        if not os.path.isabs(v):
+            return f"must be an absolute path, got {show(v)}"
+        norm = os.path.normpath(v)
+        for top in SYSTEM_DIRS:
+            if norm == top or norm.startswith(top + "/"):
+                return f"must not be under {top}, got {show(v)}"
+        try:
+            mode = os.stat(v).st_mode
+        except OSError:  # made when first needed, under a directory (not under a file)
+            parent = os.path.dirname(norm)
+            while parent != "/" and not os.path.lexists(parent):
+                parent = os.path.dirname(parent)
+            if not os.path.isdir(parent):
+                return f"must be under a directory, got {show(v)} ({parent} is not one)"
+            return None
+        if kind == "dir" and not stat.S_ISDIR(mode):
+            return f"must be a directory, got {show(v)} (it exists and is not one)"
+        if kind == "file" and not stat.S_ISREG(mode):
+            return f"must be a regular file, got {show(v)} (it exists and is not one)"
+        return None
+
+    return check
+
+
+def policy(v: Any) -> str | None:
+    """A registered policy (checked now, not at the first cycle)."""
+    import difflib
+
+    from .policies import names  # imported late: the registry loads every policy
+
+    known = names()
+    if v in known:
+        return None
+    close = difflib.get_close_matches(v, known, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return f"must be a policy `slurm-fair policies` lists{hint}, got {show(v)}"
+
+
+def solver(v: Any) -> str | None:
+    from .solver import SOLVER_CHOICES  # the one list (also --solver's); imported late: PuLP is heavy
+
+    return one_of(*SOLVER_CHOICES)(v)
+
+
+def backend(v: Any) -> str | None:
+    """Only Slurm's own commands: refused here, at validation, not at the first cycle."""
+    if v == "pyslurm":
+        return ("pyslurm is not supported: it must match Slurm's major version and pyslurm 25.11 on PyPI "
+                "matches no Slurm that Debian ships; use \"cli\" (Slurm's own commands, the only backend)")
+    return None if v == "cli" else f"must be \"cli\", got {show(v)}"
+
+
+def policy_options(v: Any) -> str | None:
+    """``["hops.lambda=2", ...]``: every item a known parameter of a known policy, in range."""
+    from .errors import UserError
+    from .policies import parse_params  # imported late: the registry loads every policy
+
+    if not all(isinstance(item, str) for item in v):
+        return f"must be a list of POLICY.KEY=VALUE strings, got {show(v)}"
+    try:
+        parse_params(v)
+    except UserError as exc:
+        return exc.message()
+    return None
+
+
+def pin_gres_type(v: Any) -> str | None:
+    return None if v in (True, False, "auto") else f"must be true, false or \"auto\", got {show(v)}"
