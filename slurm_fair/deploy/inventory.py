@@ -28,7 +28,6 @@ the file is reported at once (exit code 2).
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -36,7 +35,7 @@ from typing import Any, Mapping
 from ClusterShell.NodeSet import NodeSet
 
 from ..inputs import fullmatch, number_problem, parse_json, read_text
-from ..config import Key, _check_table, _suggest, expand_hostlist
+from ..config import Key, _check_table, _suggest, expand_hostlist, read_toml
 from ..errors import ConfigError, Finding
 
 #: strict patterns for everything that reaches a rendered file
@@ -211,14 +210,10 @@ def load(path: str | Path) -> Inventory:
     """Read a TOML (``.toml``) or JSON (``.json``) description file: a regular UTF-8 file
     (:func:`slurm_fair.inputs.read_text`), strict JSON (:func:`slurm_fair.inputs.parse_json`)."""
     p = Path(path)
-    text = read_text(p, "inventory")
     if p.suffix.lower() == ".json":
-        data = parse_json(text, str(p))
+        data = parse_json(read_text(p, "inventory"), str(p))
     else:
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(str(p), [f"not valid TOML: {exc}"]) from None
+        data = read_toml(p)  # the configuration's reader: one message per TOML mistake, with its line
     if not isinstance(data, dict):
         raise ConfigError(str(p), ["must be an object/table at the top level"])
     return validate(data, str(p))
