@@ -6,10 +6,7 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..inputs import fullmatch
-from ..errors import ConfigError, Finding
 from ..slurm.model import SlurmJob
-from .classes import CLASS_RE
 
 
 @dataclass(frozen=True)
@@ -23,31 +20,12 @@ class Rules:
 
     @classmethod
     def from_config(cls, config: Any) -> "Rules":
-        """Validate the rule tables (values must be class names); ConfigError names the key."""
+        """The rule tables of a validated configuration (``config_checks`` has refused any value
+        that is not a class name when the file was read)."""
         th = config["throughput"]
-        problems: list[Finding] = []
-
-        def table(key: str) -> list[tuple[str, str]]:
-            out = []
-            for k, v in dict(th.get(key, {}) or {}).items():
-                if not isinstance(v, str) or not fullmatch(CLASS_RE, v):
-                    problems.append(Finding(f"throughput.{key}.{k}", f"must be a class name, got {v!r}"))
-                else:
-                    out.append((str(k), v))
-            return out
-
-        accounts = dict(table("account_classes"))
-        names = tuple(table("name_classes"))
-        tenants = {}
-        for tenant, spec in config.tenants.items():
-            classes = spec.get("classes") or []
-            if classes:
-                if not isinstance(classes[0], str) or not fullmatch(CLASS_RE, classes[0]):
-                    problems.append(Finding(f"tenants.{tenant}.classes", f"bad class name {classes[0]!r}"))
-                else:
-                    tenants[tenant] = classes[0]
-        if problems:
-            raise ConfigError(config.source, problems)
+        accounts = {str(k): v for k, v in dict(th.get("account_classes", {}) or {}).items()}
+        names = tuple((str(k), v) for k, v in dict(th.get("name_classes", {}) or {}).items())
+        tenants = {tenant: spec["classes"][0] for tenant, spec in config.tenants.items() if spec.get("classes")}
         return cls(accounts, names, tenants, th.get("default_class", "") or "")
 
     def candidates(self, job: SlurmJob) -> list[tuple[str, str]]:
