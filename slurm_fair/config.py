@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from . import config_checks as C
+from . import config_checks as C, names
 from .errors import ConfigError, Finding, InputError
 from .inputs import fullmatch, read_text
 
@@ -51,7 +51,7 @@ _SECONDS = C.number(0, DAY, lo_open=True)
 SCHEMA: dict[str, dict[str, Key]] = {
     "cluster": {
         "name": Key((str,), "", "Slurm cluster name (empty: whatever slurm.conf says)",
-                    C.named(C.CLUSTER_RE, "a Slurm cluster name (letters, digits, _ . -)", empty_ok=True)),
+                    C.named(names.CLUSTER, "a Slurm cluster name (lowercase letters, digits, _ -; at most 40)", empty_ok=True)),
     },
     "controller": {
         "policy": Key((str,), "oef", "allocation policy run each cycle", C.policy),
@@ -68,7 +68,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "slack": Key(NUM, 0.0, "work-conserving slack added to QOS limits (fraction)", C.number(0, 1)),
         "order": Key((str,), "nice", "how job order is enforced", C.one_of("nice", "priority")),
         "accounts": Key((list,), [], "only these Slurm accounts take part (empty: every account)",
-                        C.list_of(C.NAME_RE, "Slurm account name")),
+                        C.list_of(names.SLURM_NAME, "Slurm account name")),
         "policy_options": Key((list,), [], "policy parameters, POLICY.KEY=VALUE (e.g. \"hops.lambda=2\"; "
                               "`slurm-fair policies --json` lists them)", C.policy_options),
         "total_limit": Key((bool,), True, "also limit each tenant's untyped gres/gpu total (binds untyped jobs)"),
@@ -89,12 +89,12 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "class_table": Key((str,), "", "CSV of class x GPU type throughputs (empty: embedded)",
                            C.path("file", empty_ok=True)),
         "default_class": Key((str,), "", "class of jobs without a tag or rule (empty: flat)",
-                             C.named(C.CLASS_NAME_RE, "a workload class name", empty_ok=True)),
+                             C.named(names.CLASS, "a workload class name", empty_ok=True)),
         "ewma_alpha": Key(NUM, 0.3, "weight of a new fair:tput observation", C.number(0, 1)),
         "account_classes": Key((dict,), {}, "site rule: account -> workload class",
-                               C.table_of(C.NAME_RE, "account", C.CLASS_NAME_RE, "class")),
+                               C.table_of(names.SLURM_NAME, "account", names.CLASS, "class")),
         "name_classes": Key((dict,), {}, "site rule: job-name glob -> workload class (first match)",
-                            C.table_of(C.GLOB_RE, "job-name glob", C.CLASS_NAME_RE, "class")),
+                            C.table_of(names.GLOB, "job-name glob", names.CLASS, "class")),
     },
     "slurm": {
         "backend": Key((str,), "cli", "cli: Slurm's own commands (the only backend)", C.backend),
@@ -114,7 +114,7 @@ _TENANT_KEYS: dict[str, Key] = {
     "weight": Key(NUM, None, "tenant weight w_u (overrides Slurm shares; unset: the shares, else 1)",
                   C.number(0, 1e6, lo_open=True)),
     "classes": Key((list,), [], "workload classes assumed for this tenant's jobs",
-                   C.list_of(C.CLASS_NAME_RE, "workload class name")),
+                   C.list_of(names.CLASS, "workload class name")),
 }
 
 
@@ -267,7 +267,7 @@ def validate(data: Mapping[str, Any], source: str = "<config>") -> Config:
         raw_tenants = {}
     for name, table in raw_tenants.items():
         where = f"tenants.{key_name(name)}"
-        if not fullmatch(C.NAME_RE, name):
+        if not fullmatch(names.SLURM_NAME, name):
             problems.append(Finding(where, "a tenant is a Slurm account: letters, digits, _ . + - (at most 64)"))
             continue
         if not isinstance(table, dict):

@@ -20,15 +20,6 @@ from .inputs import fullmatch, number_problem
 
 Check = Callable[[Any], "str | None"]
 
-#: a Slurm account (tenant) name as slurm-fair writes it to Slurm (``slurm/write_rules.py``)
-NAME_RE = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
-#: a Slurm cluster name (``ClusterName``; empty: whatever slurm.conf says)
-CLUSTER_RE = re.compile(r"[A-Za-z0-9_.-]{0,64}")
-#: a workload class name (the class table's; ``estimates/classes.CLASS_RE`` without ``^$``)
-CLASS_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
-#: a job-name glob of ``name_classes``: printable, no control character
-GLOB_RE = re.compile(r"[^\x00-\x1f\x7f]{1,256}")
-
 #: where no state, log or table of slurm-fair belongs: kernel and device file systems
 SYSTEM_DIRS = ("/proc", "/sys", "/dev")
 
@@ -125,9 +116,9 @@ def policy(v: Any) -> str | None:
     """A registered policy (checked now, not at the first cycle)."""
     import difflib
 
-    from .policies import names  # imported late: the registry loads every policy
+    from . import policies  # imported late: the registry loads every policy
 
-    known = names()
+    known = policies.names()
     if v in known:
         return None
     close = difflib.get_close_matches(v, known, n=1)

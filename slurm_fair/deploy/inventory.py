@@ -36,14 +36,9 @@ from ClusterShell.NodeSet import NodeSet
 
 from ..inputs import fullmatch, number_problem, parse_json, read_text
 from ..config import Key, _check_table, _suggest, expand_hostlist, read_toml
+from .. import names
 from ..errors import ConfigError, Finding
 
-#: strict patterns for everything that reaches a rendered file
-GPU_TYPE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
-NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-ACCOUNT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-CLUSTER_RE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
-DEVICE_RE = re.compile(r"^/[A-Za-z0-9_./-]*[A-Za-z0-9_]+(\[[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*\])?$")
 
 
 def _match(pattern: re.Pattern[str], what: str) -> Any:
@@ -70,7 +65,7 @@ MAX_FAIRSHARE = 2**31 - 1
 
 _CLUSTER_KEYS: dict[str, Key] = {
     "name": Key((str,), "", "Slurm ClusterName (empty: not rendered)",
-                lambda v: None if v == "" or fullmatch(CLUSTER_RE, v) else f"must match {CLUSTER_RE.pattern}"),
+                lambda v: None if v == "" or fullmatch(names.CLUSTER, v) else f"must match {names.CLUSTER.pattern}"),
     "cpus_per_node": Key((int,), 0, "CPUs per node (informational)"),
     # testbed-only keys, accepted so conf/testbed.toml is a valid inventory
     "memory_mb": Key((int,), 0, "testbed only"),
@@ -85,7 +80,7 @@ _GPU_KEYS: dict[str, Key] = {
     "gpus_per_node": Key((int,), 1, "GPUs of this type per node", _number(1, MAX_GPUS_PER_NODE, True)),
     "cpus_per_node": Key((int,), 0, "testbed only"),
     "files": Key((str,), "", "device files (default /dev/nvidia[0-N-1])",
-                 _match(DEVICE_RE, "a device path")),
+                 _match(names.DEVICE, "a device path")),
     "billing_weight": Key((int, float), 0.0, "TRESBillingWeights for this type (0: measured)",
                           _number(0, 1e6)),
 }
@@ -163,8 +158,8 @@ def validate(data: Mapping[str, Any], source: str = "<inventory>") -> Inventory:
     used: dict[str, int] = {}  # node -> next device index (several types on one node)
     for gpu_type, table in raw_types.items():
         where = f"gpu_types.{gpu_type}"
-        if not fullmatch(GPU_TYPE_RE, gpu_type):
-            problems.append(Finding(where, f"GPU type must match {GPU_TYPE_RE.pattern}"))
+        if not fullmatch(names.GPU_TYPE, gpu_type):
+            problems.append(Finding(where, f"GPU type must match {names.GPU_TYPE.pattern}"))
             continue
         if not isinstance(table, dict):
             problems.append(Finding(where, "must be a table ([gpu_types.TYPE])"))
@@ -173,14 +168,14 @@ def validate(data: Mapping[str, Any], source: str = "<inventory>") -> Inventory:
         if not spec["nodes"]:
             problems.append(Finding(f"{where}.nodes", "missing (a hostlist such as gpu-[1-4])"))
             continue
-        names = expand_hostlist(spec["nodes"], f"{where}.nodes", problems)
-        if names is None:
+        hosts = expand_hostlist(spec["nodes"], f"{where}.nodes", problems)
+        if hosts is None:
             continue
         if spec["billing_weight"]:
             overrides[gpu_type] = float(spec["billing_weight"])
-        for name in names:
-            if not fullmatch(NODE_RE, name):
-                problems.append(Finding(f"{where}.nodes", f"node name {name!r} must match {NODE_RE.pattern}"))
+        for name in hosts:
+            if not fullmatch(names.NODE, name):
+                problems.append(Finding(f"{where}.nodes", f"node name {name!r} must match {names.NODE.pattern}"))
                 continue
             first = used.get(name, 0)
             used[name] = first + spec["gpus_per_node"]
@@ -194,8 +189,8 @@ def validate(data: Mapping[str, Any], source: str = "<inventory>") -> Inventory:
         raw_tenants = {}
     for name, table in raw_tenants.items():
         where = f"tenants.{name}"
-        if not fullmatch(ACCOUNT_RE, name) or name == "root":
-            problems.append(Finding(where, f"account name must match {ACCOUNT_RE.pattern} (not root)"))
+        if not fullmatch(names.ACCOUNT, name) or name == "root":
+            problems.append(Finding(where, f"account name must match {names.ACCOUNT.pattern} (not root)"))
             continue
         if not isinstance(table, dict):
             problems.append(Finding(where, "must be a table ([tenants.NAME])"))
@@ -234,20 +229,20 @@ def from_snapshot(snapshot: Any, source: str = "slurm (sinfo/sacctmgr)") -> Inve
             if count <= 0:
                 continue
             where = f"node {node.name}"
-            if not fullmatch(NODE_RE, node.name):
-                problems.append(Finding(where, f"node name must match {NODE_RE.pattern}"))
+            if not fullmatch(names.NODE, node.name):
+                problems.append(Finding(where, f"node name must match {names.NODE.pattern}"))
                 continue
-            if not fullmatch(GPU_TYPE_RE, gpu_type):
-                problems.append(Finding(where, f"GPU type {gpu_type!r} must match {GPU_TYPE_RE.pattern}"))
+            if not fullmatch(names.GPU_TYPE, gpu_type):
+                problems.append(Finding(where, f"GPU type {gpu_type!r} must match {names.GPU_TYPE.pattern}"))
                 continue
             nodes.append(GpuNode(node.name, gpu_type, int(count), default_files(first, int(count))))
             first += int(count)
     if not nodes and not problems:
         problems.append(Finding("gpu_types", "Slurm reports no typed GPU on any node (Gres=gpu:TYPE:N)"))
     cluster = getattr(snapshot, "cluster", "") or ""
-    if cluster and not fullmatch(CLUSTER_RE, cluster):
-        problems.append(Finding("cluster", f"cluster name must match {CLUSTER_RE.pattern}"))
-    tenants = {a.name: 1 for a in getattr(snapshot, "accounts", ()) if a.name != "root" and fullmatch(ACCOUNT_RE, a.name)}
+    if cluster and not fullmatch(names.CLUSTER, cluster):
+        problems.append(Finding("cluster", f"cluster name must match {names.CLUSTER.pattern}"))
+    tenants = {a.name: 1 for a in getattr(snapshot, "accounts", ()) if a.name != "root" and fullmatch(names.ACCOUNT, a.name)}
     if problems:
         raise ConfigError(source, problems)
     return Inventory(cluster, tuple(nodes), tenants, {}, source)

@@ -35,7 +35,8 @@ from ..controller.planfile import PLAN_FILE
 from ..controller.plan.limits import qos_name
 from ..errors import ConfigError, Finding, UserError
 from ..estimates.gavel import ThroughputTable
-from .inventory import ACCOUNT_RE, CLUSTER_RE, GPU_TYPE_RE, Inventory
+from .. import names
+from .inventory import Inventory
 from .monitoring import dashboard_json
 from .weights import billing_weights, speed_order
 
@@ -193,11 +194,11 @@ def _check_options(config: Config, opts: DeployOptions, problems: list[Finding])
     if opts.admin_level not in LEVELS:
         problems.append(Finding("--admin-level", f"must be one of {', '.join(LEVELS)}"))
     name = config["cluster"]["name"]
-    if name and not fullmatch(CLUSTER_RE, name):
-        problems.append(Finding("cluster.name", f"must match {CLUSTER_RE.pattern}, got {name!r}"))
+    if name and not fullmatch(names.CLUSTER, name):
+        problems.append(Finding("cluster.name", f"must match {names.CLUSTER.pattern}, got {name!r}"))
     for tenant in config.tenants:
-        if not fullmatch(ACCOUNT_RE, tenant):
-            problems.append(Finding(f"tenants.{tenant}", f"account name must match {ACCOUNT_RE.pattern}"))
+        if not fullmatch(names.ACCOUNT, tenant):
+            problems.append(Finding(f"tenants.{tenant}", f"account name must match {names.ACCOUNT.pattern}"))
 
 
 def plan_max_age(config: Config) -> int:
@@ -287,8 +288,8 @@ def _node_gres(inv: Inventory, rank: Mapping[str, int]) -> list[dict[str, Any]]:
 def _raise_unsafe(ctx: Mapping[str, Any], source: str) -> None:
     problems = check_context(ctx)
     for t in ctx.get("gpu_types", []):
-        if not fullmatch(GPU_TYPE_RE, t):
-            problems.append(Finding(f"gpu_types.{t}", f"must match {GPU_TYPE_RE.pattern}"))
+        if not fullmatch(names.GPU_TYPE, t):
+            problems.append(Finding(f"gpu_types.{t}", f"must match {names.GPU_TYPE.pattern}"))
     if problems:
         raise ConfigError(source, problems)
 

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..inputs import fullmatch
+from ..names import CLASS
 from ..errors import Finding, InputError
 from ..model import frozen_map
 from . import gavel
 
 #: what a class name may look like (tags are user text)
-CLASS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ def load_class_table(path: str | Path | None) -> ClassTable:
     seen: set[tuple[str, int]] = set()
     for i, raw in enumerate(data, start=2):
         name = (raw.get("class") or "").strip()
-        if not fullmatch(CLASS_RE, name):
+        if not fullmatch(CLASS, name):
             problems.append(Finding(f"line {i}.class", f"bad class name {name!r}"))
             continue
         gcell = (raw.get("gpus") or "").strip()

@@ -13,7 +13,7 @@ from typing import Mapping
 
 from ..inputs import fullmatch
 from ..slurm.model import SlurmJob
-from .classes import CLASS_RE
+from ..names import CLASS
 
 #: a reported throughput above this is not believed
 MAX_TPUT = 1e9
@@ -22,7 +22,7 @@ MAX_TPUT = 1e9
 def tag_class(tags: Mapping[str, str]) -> str | None:
     """A ``fair:class`` value fit to be a class name, or None."""
     name = str(tags.get("class", "")).strip()
-    return name if fullmatch(CLASS_RE, name) else None
+    return name if fullmatch(CLASS, name) else None
 
 
 def tag_tput(tags: Mapping[str, str]) -> float | None:

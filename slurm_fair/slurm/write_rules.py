@@ -11,6 +11,7 @@ import re
 from typing import Mapping
 
 from ..inputs import fullmatch
+from ..names import SLURM_NAME
 from ..errors import SlurmCommandError
 from .model import SlurmJob
 from .parse.gres import PREFIX, split_top_level
@@ -22,7 +23,6 @@ UPDATABLE_FIELDS = frozenset({"Partition", "QOS", "ReqNodeList", "ExcNodeList", 
 #: so a node list is written one job at a time
 BATCH_FIELDS = (UPDATABLE_FIELDS - {"ReqNodeList", "ExcNodeList"}) | {"Nice", "Priority"}
 
-_NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,64}$")
 _JOB_ID = re.compile(r"^\d+(_\d+)?(\+\d+)?$")
 _INT = re.compile(r"-?\d{1,10}")
 _VALUE = re.compile(r"^[^\s=]{0,4096}$")
@@ -32,7 +32,7 @@ _TRES_FIELDS = frozenset({"TresPerJob", "TresPerNode", "TresPerTask", "Gres"})
 
 
 def check_name(kind: str, value: str) -> str:
-    if not fullmatch(_NAME, value or ""):
+    if not fullmatch(SLURM_NAME, value or ""):
         raise ValueError(f"invalid {kind} name {value!r}")
     return value
 
