@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Entry point of the docker-compose test cluster: one role per container.
 #   munge-key            create the shared munge key once (a volume), then exit
+#   mariadb              Debian's MariaDB: database and user from $MARIADB_DATABASE/_USER/_PASSWORD
 #   slurmdbd             slurmdbd in the foreground (waits for MariaDB)
 #   slurmctld            register cluster/accounts, then slurmctld in the foreground
 #   slurmd               fake GPU device files from gres.conf, then slurmd in the foreground
 #   controller           QOS bootstrap, then `slurm-fair run --loop` every [controller].interval_s
+#                        (or every $SLURM_FAIR_INTERVAL seconds when that is set)
 set -euo pipefail
 
 SHARED_KEY=/etc/munge-shared/munge.key
@@ -41,6 +43,26 @@ case "$ROLE" in
     fi
     chmod 0400 "$SHARED_KEY"
     ;;
+  mariadb)
+    : "${MARIADB_DATABASE:?}" "${MARIADB_USER:?}" "${MARIADB_PASSWORD:?}"
+    install -d -o mysql -g mysql -m 0755 /run/mysqld /var/lib/mysql
+    if [ ! -d /var/lib/mysql/mysql ]; then
+      mariadb-install-db --user=mysql --datadir=/var/lib/mysql --skip-test-db >/dev/null
+      log "initialised /var/lib/mysql"
+    fi
+    # run at every start before connections are accepted: the healthcheck's ping means ready
+    pw="${MARIADB_PASSWORD//\\/\\\\}"; pw="${pw//\'/\\\'}"
+    cat > /run/mysqld/init.sql <<SQL
+CREATE DATABASE IF NOT EXISTS \`${MARIADB_DATABASE}\`;
+CREATE USER IF NOT EXISTS '${MARIADB_USER}'@'%' IDENTIFIED BY '${pw}';
+ALTER USER '${MARIADB_USER}'@'%' IDENTIFIED BY '${pw}';
+GRANT ALL ON \`${MARIADB_DATABASE}\`.* TO '${MARIADB_USER}'@'%';
+SQL
+    chown mysql:mysql /run/mysqld/init.sql
+    chmod 0600 /run/mysqld/init.sql
+    exec /usr/sbin/mariadbd --user=mysql --datadir=/var/lib/mysql --bind-address=0.0.0.0 \
+      --skip-name-resolve --init-file=/run/mysqld/init.sql
+    ;;
   slurmdbd)
     start_munge
     slurm_dirs
@@ -63,10 +85,13 @@ case "$ROLE" in
         sacctmgr -i add account "$account" "cluster=$cluster" "fairshare=$share"
       fi
     done < /etc/slurm-fair/accounts.txt
-    if [ "${#accounts[@]}" -gt 0 ] && [ -z "$(sacctmgr -n -P show user where name=root format=user)" ]; then
-      sacctmgr -i add user root "account=$(IFS=,; echo "${accounts[*]}")" "cluster=$cluster" \
-        "defaultaccount=${accounts[0]}"
-    fi
+    # root (who submits in this cluster: `docker compose exec slurmctld sbatch -A ACCOUNT ...`)
+    # may use every account; slurmdbd knows root from the start, but only in account root
+    for account in "${accounts[@]}"; do
+      if [ -z "$(sacctmgr -n -P show assoc where "account=$account" user=root "cluster=$cluster" format=user)" ]; then
+        sacctmgr -i add user root "account=$account" "cluster=$cluster"
+      fi
+    done
     exec /usr/sbin/slurmctld -D
     ;;
   slurmd)
@@ -89,6 +114,9 @@ case "$ROLE" in
     until scontrol ping | grep -q "is UP"; do sleep 2; done
     until /etc/slurm-fair/qos-bootstrap.sh; do log "QOS bootstrap failed; retrying"; sleep 5; done
     mkdir -p /var/lib/slurm-fair /var/log/slurm-fair
+    if [ -n "${SLURM_FAIR_INTERVAL:-}" ]; then
+      exec slurm-fair run --loop --interval "$SLURM_FAIR_INTERVAL"
+    fi
     exec slurm-fair run --loop  # every [controller].interval_s of $SLURM_FAIR_CONFIG
     ;;
   *)
