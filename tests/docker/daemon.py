@@ -18,6 +18,7 @@ test calls it from a finaliser, from ``atexit`` and on SIGTERM/SIGHUP (see conft
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import ipaddress
 import json
 import os
@@ -105,6 +106,7 @@ class PrivateDocker:
         self.logs: list = []
         self.bridges_before: set[str] = set()
         self.stopped = False
+        self.lock = None
         if len(str(self.ctd_sock)) + len(".ttrpc") >= 104:
             raise DockerUnavailable(f"socket path too long for a unix socket: {self.ctd_sock}")
 
@@ -123,6 +125,10 @@ class PrivateDocker:
         return proc
 
     def start(self, timeout_s: float = 60.0) -> None:
+        reap_stale()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.lock = open(self.root / "lock", "w")
+        fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         for d in (self.data_root, self.exec_root, self.root / "containerd", self.root / "client"):
             d.mkdir(parents=True, exist_ok=True)
         (self.root / "client" / "config.json").write_text("{}\n")
@@ -180,7 +186,7 @@ class PrivateDocker:
         self.stopped = True
         for proc in reversed(self.procs):  # dockerd first, then containerd
             _stop_group(proc, timeout_s)
-        for pid in _pids_mentioning(str(self.ctd_sock)) + _pids_mentioning(str(self.exec_root)):
+        for pid in self._container_pids() + _pids_mentioning(str(self.ctd_sock)) + _pids_mentioning(str(self.exec_root)):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         pool = ipaddress.ip_network(NETWORK_POOL)
@@ -191,6 +197,25 @@ class PrivateDocker:
             subprocess.run(["umount", "-l", point], capture_output=True, timeout=20)
         for log in self.logs:
             log.close()
+        if self.lock is not None:
+            self.lock.close()
+
+    def _container_pids(self) -> list[int]:
+        """Processes in the cgroups of this engine's containers (left when a daemon was killed)."""
+        ids = [d.name for d in (self.data_root / "containers").glob("*") if len(d.name) == 64]
+        if not ids:
+            return []
+        pids = []
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                cg = (d / "cgroup").read_text()
+            except OSError:
+                continue
+            if any(i in cg for i in ids):
+                pids.append(int(d.name))
+        return pids
 
     def remove_state(self) -> None:
         """Delete the data root etc. (only after stop(): nothing may be mounted any more)."""
@@ -202,12 +227,50 @@ class PrivateDocker:
     def leftovers(self) -> list[str]:
         """What of this engine still runs or exists on the host (empty after a clean stop)."""
         out = [f"process {p.pid} ({p.args[0]})" for p in self.procs if p.poll() is None]
-        out += [f"process {pid}" for pid in _pids_mentioning(str(self.ctd_sock))]
+        out += [f"process {pid}" for pid in _pids_mentioning(str(self.ctd_sock)) + self._container_pids()]
         pool = ipaddress.ip_network(NETWORK_POOL)
         out += [f"bridge {n}" for n, addrs in _bridges().items()
                 if n not in self.bridges_before and any(ipaddress.ip_address(a) in pool for a in addrs)]
         out += [f"mount {m}" for m in _mounts_under(self.root)]
         return out
+
+
+def reap_stale() -> list[Path]:
+    """Stop the private engines whose test is gone (their lock is free); the roots stopped."""
+    roots = set()
+    for pid in _pids_mentioning("--exec-root") + _pids_mentioning("containerd.sock"):
+        try:
+            argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for i, arg in enumerate(argv[:-1]):
+            if arg in (b"--exec-root", b"--address", b"-address"):
+                root = Path(argv[i + 1].decode()).parent
+                if (root / "lock").exists() and (root / "containerd.sock").exists():
+                    roots.add(root)
+    stale = []
+    live = []
+    for root in sorted(roots):
+        with open(root / "lock", "a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                live.append(root)
+    for root in sorted(set(roots) - set(live)):
+        with open(root / "lock", "a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # its test still runs
+        eng = PrivateDocker(root)
+        if live:  # their bridges are in the same pool: leave every bridge alone
+            eng.bridges_before = set(_bridges())
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int((root / "docker.pid").read_text()), signal.SIGKILL)
+        eng.stop()
+        eng.remove_state()
+        stale.append(root)
+    return stale
 
 
 def _stop_group(proc: subprocess.Popen, timeout_s: float) -> None:
