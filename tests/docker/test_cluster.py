@@ -37,7 +37,7 @@ INTERVAL_S = 10  # the controller's cycle in the test (SLURM_FAIR_INTERVAL)
 @pytest.fixture(scope="session")
 def context(engine: PrivateDocker, phases: Phases, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The build context copy, with debian:bookworm imported into the private engine."""
-    with phases.run("base root file system (cached)"):
+    with phases.run("base root file system (made or from the cache)"):
         tar = images.base_tar(phases.say)
     with phases.run("docker import debian:bookworm"):
         engine.docker("import", str(tar), "debian:bookworm", timeout_s=300)
@@ -103,7 +103,11 @@ def test_cluster(compose_client: list[str], context: Path, engine: PrivateDocker
     label = "compose " + c("version", "--short").stdout.strip()
     try:
         with phases.run(f"[{label}] compose build"):
-            c("build", timeout_s=900)
+            built = c("build", timeout_s=900)
+        notes = sorted({ln.strip() for ln in (built.stdout + built.stderr).splitlines()
+                        if re.search(r"buildx|BuildKit|legacy builder", ln, re.I)})
+        if notes:
+            phases.say(f"[{label}] build says: " + " | ".join(notes)[:300])
         with phases.run(f"[{label}] compose up"):
             c("up", "-d", timeout_s=600)
         with phases.run(f"[{label}] every node idle"):
