@@ -8,7 +8,8 @@ engine is used or touched: not ``/var/lib/docker``, not ``/run/containerd``, not
 
 Host network: the daemon runs with ``--iptables=false --ip-forward=false --ip-masq=false
 --bridge=none`` (no docker0, no iptables rule, the host's ``ip_forward`` left as it is) and takes
-its networks from ``NETWORK_POOL``. Containers reach each other on their compose bridge; nothing
+its networks from a /20 of ``NETWORK_POOL`` no host route and no other private engine uses (two
+tests at once do not collide). Containers reach each other on their compose bridge; nothing
 routes them anywhere else. ``stop()`` stops the daemons (TERM, then KILL of each process group),
 kills any leftover shim of this containerd by its pid, deletes the bridges that appeared in the
 pool, unmounts what is still mounted under ``root`` and may be called any number of times; the
@@ -29,7 +30,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-#: address pool of the private daemon's networks (a /24 per network); unlikely to collide
+#: address pool of the private daemons' networks, unlikely to collide with anything; each engine
+#: takes a /20 of it that no host address or route overlaps (a /24 per compose network)
 NETWORK_POOL = "172.30.0.0/16"
 PROGRAMS = ("dockerd", "containerd", "runc", "docker")
 
@@ -65,6 +67,36 @@ def _bridges() -> dict[str, list[str]]:
         return {}
     return {i["ifname"]: [a["local"] for a in i.get("addr_info", []) if a.get("family") == "inet"]
             for i in json.loads(out or "[]")}
+
+
+def _used_networks() -> list[ipaddress.IPv4Network]:
+    try:
+        out = subprocess.run(["ip", "-4", "-j", "route", "show", "table", "all"], capture_output=True,
+                             text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    nets = []
+    for r in json.loads(out or "[]"):
+        dst = r.get("dst", "")
+        if dst and dst != "default":
+            with contextlib.suppress(ValueError):
+                nets.append(ipaddress.ip_network(dst if "/" in dst else dst + "/32", strict=False))
+    return nets
+
+
+def free_pool() -> str:
+    """A /20 of NETWORK_POOL that no route of the host and no running dockerd's pool overlaps."""
+    used = _used_networks()
+    for pid in _pids_mentioning("--default-address-pool"):
+        with contextlib.suppress(OSError, ValueError):
+            argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().decode().split("\0")
+            for arg in argv:
+                if arg.startswith("base="):
+                    used.append(ipaddress.ip_network(arg[5:].split(",")[0], strict=False))
+    for sub in ipaddress.ip_network(NETWORK_POOL).subnets(new_prefix=20):
+        if not any(sub.overlaps(u) for u in used):
+            return str(sub)
+    raise DockerUnavailable(f"no free /20 left in {NETWORK_POOL}")
 
 
 def _mounts_under(root: Path) -> list[str]:
@@ -107,6 +139,7 @@ class PrivateDocker:
         self.bridges_before: set[str] = set()
         self.stopped = False
         self.lock = None
+        self.pool = NETWORK_POOL
         if len(str(self.ctd_sock)) + len(".ttrpc") >= 104:
             raise DockerUnavailable(f"socket path too long for a unix socket: {self.ctd_sock}")
 
@@ -135,6 +168,7 @@ class PrivateDocker:
         (self.root / "containerd.toml").write_text("version = 2\n")
         (self.root / "daemon.json").write_text("{}\n")
         self.bridges_before = set(_bridges())
+        self.pool = free_pool()
         ctd = self._spawn("containerd", [
             which("containerd") or "containerd", "--config", str(self.root / "containerd.toml"),
             "--address", str(self.ctd_sock), "--root", str(self.root / "containerd" / "root"),
@@ -147,7 +181,7 @@ class PrivateDocker:
             "--data-root", str(self.data_root), "--exec-root", str(self.exec_root),
             "--pidfile", str(self.pidfile), "--storage-driver", "overlay2",
             "--iptables=false", "--ip-forward=false", "--ip-masq=false", "--bridge=none",
-            "--default-address-pool", f"base={NETWORK_POOL},size=24", "--log-level", "warn",
+            "--default-address-pool", f"base={self.pool},size=24", "--log-level", "warn",
         ])
         self._wait(self._ping, dockerd, "dockerd", timeout_s)
 
@@ -189,7 +223,7 @@ class PrivateDocker:
         for pid in self._container_pids() + _pids_mentioning(str(self.ctd_sock)) + _pids_mentioning(str(self.exec_root)):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-        pool = ipaddress.ip_network(NETWORK_POOL)
+        pool = ipaddress.ip_network(self.pool)
         for name, addrs in _bridges().items():
             if name not in self.bridges_before and any(ipaddress.ip_address(a) in pool for a in addrs):
                 subprocess.run(["ip", "link", "delete", name], capture_output=True, timeout=20)
@@ -228,7 +262,7 @@ class PrivateDocker:
         """What of this engine still runs or exists on the host (empty after a clean stop)."""
         out = [f"process {p.pid} ({p.args[0]})" for p in self.procs if p.poll() is None]
         out += [f"process {pid}" for pid in _pids_mentioning(str(self.ctd_sock)) + self._container_pids()]
-        pool = ipaddress.ip_network(NETWORK_POOL)
+        pool = ipaddress.ip_network(self.pool)
         out += [f"bridge {n}" for n, addrs in _bridges().items()
                 if n not in self.bridges_before and any(ipaddress.ip_address(a) in pool for a in addrs)]
         out += [f"mount {m}" for m in _mounts_under(self.root)]

@@ -22,6 +22,8 @@ else ``$XDG_CACHE_HOME/slurm-fair/docker`` (``~/.cache``).
 from __future__ import annotations
 
 import configparser
+import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -71,8 +73,22 @@ def _fresh(path: Path) -> bool:
     return path.exists() and time.time() - path.stat().st_mtime < BASE_MAX_AGE_DAYS * 86400
 
 
+@contextlib.contextmanager
+def _cache_lock():
+    """One test at a time makes or replaces what is in the cache."""
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with open(cache_dir() / ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
 def base_tar(say: Callable[[str], None], timeout_s: float = 900.0) -> Path:
     """The cached base root file system tar, made when missing or stale."""
+    with _cache_lock():
+        return _base_tar(say, timeout_s)
+
+
+def _base_tar(say: Callable[[str], None], timeout_s: float) -> Path:
     packages = dockerfile_packages()
     mirror = os.environ.get(MIRROR_ENV, DEFAULT_MIRROR)
     cache = cache_dir()
@@ -115,6 +131,11 @@ def _requirements() -> list[str]:
 
 def wheelhouse(say: Callable[[str], None], timeout_s: float = 900.0) -> Path:
     """The cached wheels of slurm-fair's dependencies (for the image's Python 3.11)."""
+    with _cache_lock():
+        return _wheelhouse(say, timeout_s)
+
+
+def _wheelhouse(say: Callable[[str], None], timeout_s: float) -> Path:
     if sys.version_info[:2] != IMAGE_PYTHON:
         raise RuntimeError(f"the wheels are made with this Python; it must be {IMAGE_PYTHON} like the image's")
     reqs = _requirements()
