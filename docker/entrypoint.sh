@@ -14,7 +14,7 @@ ROLE="${1:-}"
 
 log() { echo "[$(date +%H:%M:%S) ${ROLE}] $*"; }
 
-wait_port() {  # host port what
+wait_port() {  # host port what  (only for MariaDB: a Slurm daemon logs an error per probe)
   local i
   for i in $(seq 1 120); do
     if nc -z "$1" "$2" 2>/dev/null; then return 0; fi
@@ -23,6 +23,19 @@ wait_port() {  # host port what
   log "gave up waiting for $3 on $1:$2"
   exit 1
 }
+
+wait_for() {  # what command...: until the command succeeds (2 minutes at most)
+  local what="$1" i
+  shift
+  for i in $(seq 1 60); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 2
+  done
+  log "gave up waiting for $what"
+  exit 1
+}
+
+slurmctld_up() { scontrol ping 2>/dev/null | grep -q "is UP"; }
 
 start_munge() {
   for i in $(seq 1 60); do [ -s "$SHARED_KEY" ] && break; sleep 1; done
@@ -74,7 +87,7 @@ SQL
   slurmctld)
     start_munge
     slurm_dirs
-    wait_port slurmdbd 6819 slurmdbd
+    wait_for slurmdbd sacctmgr -n -P show cluster format=cluster
     cluster="$(sed -n 's/^ClusterName=//p' /etc/slurm/slurm.conf)"
     sacctmgr -i -n add cluster "$cluster" >/dev/null 2>&1 || true
     accounts=()
@@ -98,20 +111,21 @@ SQL
     start_munge
     slurm_dirs
     node="${NODE_NAME:-$(hostname)}"
-    # gres.conf says which device files this node has: create them as plain files
+    # gres.conf says which device files this node has: NVIDIA's character devices (major 195;
+    # the container may create them, not open them: slurmd only looks), plain files if mknod fails
+    fake_gpu() { [ -e "$1" ] || mknod -m 0666 "$1" c 195 "$2" 2>/dev/null || touch "$1"; }
     files="$(sed -n "s/^NodeName=${node} .*File=\(.*\)$/\1/p" /etc/slurm/gres.conf)"
     case "$files" in
       *\[*-*\]) base="${files%%[*}"; range="${files#*[}"; range="${range%]}"
-                for i in $(seq "${range%-*}" "${range#*-}"); do touch "${base}${i}"; done ;;
-      ?*) touch "$files" ;;
+                for i in $(seq "${range%-*}" "${range#*-}"); do fake_gpu "${base}${i}" "$i"; done ;;
+      ?*) fake_gpu "$files" "${files##*[!0-9]}" ;;
     esac
-    wait_port slurmctld 6817 slurmctld
+    wait_for slurmctld slurmctld_up
     exec /usr/sbin/slurmd -D -N "$node"
     ;;
   controller)
     start_munge
-    wait_port slurmctld 6817 slurmctld
-    until scontrol ping | grep -q "is UP"; do sleep 2; done
+    wait_for slurmctld slurmctld_up
     until /etc/slurm-fair/qos-bootstrap.sh; do log "QOS bootstrap failed; retrying"; sleep 5; done
     mkdir -p /var/lib/slurm-fair /var/log/slurm-fair
     if [ -n "${SLURM_FAIR_INTERVAL:-}" ]; then

@@ -112,6 +112,11 @@ def test_cluster(compose_client: list[str], context: Path, engine: PrivateDocker
             c("up", "-d", timeout_s=600)
         with phases.run(f"[{label}] every node idle"):
             _wait("every node idle", lambda: _nodes_idle(c), 240)
+        # the fake GPUs: NVIDIA character devices the container made (slurmd only stats them)
+        assert c.exec("k80-1", "stat", "-c", "%F %t", "/dev/nvidia7").stdout.split() == ["character", "special",
+                                                                                           "file", "c3"]
+        gres = c.exec("slurmctld", "sinfo", "-h", "-N", "-o", "%N %G").stdout
+        assert "k80-1 gpu:k80:8" in gres and "v100-1 gpu:v100:4" in gres, gres
         with phases.run(f"[{label}] first controller cycle (plan.json)"):
             _wait("the controller's plan.json", lambda: c.exec(
                 "controller", "test", "-s", "/var/lib/slurm-fair/plan.json", check=False).returncode == 0,
