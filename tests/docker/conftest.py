@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from .daemon import DockerUnavailable, PrivateDocker, unavailable_reason
+from .daemon import DockerUnavailable, PrivateDocker, client_env, unavailable_reason
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -123,7 +123,8 @@ def engine(tmp_path_factory: pytest.TempPathFactory, phases: Phases) -> Iterator
 
 def _version(argv: list[str]) -> str:
     try:
-        proc = subprocess.run([*argv, "version", "--short"], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([*argv, "version", "--short"], capture_output=True, text=True, timeout=60,
+                              env=client_env())
     except (OSError, subprocess.SubprocessError):
         return ""
     return proc.stdout.strip() if proc.returncode == 0 else ""

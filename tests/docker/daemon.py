@@ -44,6 +44,14 @@ def which(name: str) -> str | None:
     return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin:/usr/bin")
 
 
+def client_env() -> dict[str, str]:
+    """The environment of docker/compose clients: none of the caller's Docker, Compose or Python
+    settings (Debian's docker-compose v1 is a Python program: the test's PYTHONPATH must not
+    reach it)."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("DOCKER_", "COMPOSE_")) and k not in ("PYTHONPATH", "PYTHONHOME")}
+
+
 def unavailable_reason() -> str | None:
     """Why a private dockerd cannot run on this machine, or None when it can."""
     if os.geteuid() != 0:
@@ -145,7 +153,7 @@ class PrivateDocker:
 
     @property
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("DOCKER_", "COMPOSE_"))}
+        env = client_env()
         env.update(DOCKER_HOST=f"unix://{self.sock}", DOCKER_CONFIG=str(self.root / "client"))
         return env
 
