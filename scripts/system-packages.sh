@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Install the Debian packages the local Slurm testbed needs, only when some are missing
 # (debootstrap: the Slurm 24.11 testbed's Debian trixie root filesystem; prometheus: only for
-# promtool, which the tests run on the rendered alert rules -- its daemon is stopped and disabled).
+# promtool, which the tests run on the rendered alert rules -- its daemon is stopped and disabled;
+# docker.io + docker-compose: dockerd 20.10 and compose v1 for the docker test, tests/docker/, which
+# starts its own private dockerd -- the system's docker service is stopped and disabled likewise).
 # Idempotent: a machine that has them all returns at once without touching apt.
 set -euo pipefail
 
-PACKAGES=(slurm-wlm slurmdbd slurm-client munge mariadb-server mariadb-client lua5.1 chromium debootstrap prometheus)
+PACKAGES=(slurm-wlm slurmdbd slurm-client munge mariadb-server mariadb-client lua5.1 chromium debootstrap prometheus
+          docker.io docker-compose)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -25,4 +28,8 @@ apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # Debian starts the Prometheus server on install; we only want promtool.
 if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
   systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+fi
+# Nor the system's Docker engine: the docker test runs a private dockerd of its own.
+if [[ " ${missing[*]} " == *" docker.io "* ]] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+  systemctl disable --now docker.socket docker.service containerd.service >/dev/null 2>&1 || true
 fi

@@ -1,6 +1,8 @@
-"""docker-compose.yml and docker/, checked statically (no Docker engine runs on our machines).
+"""docker-compose.yml and docker/, checked statically (tests/docker/ builds and runs them for real).
 
 * the compose file parses and has the expected services, one per node of conf/testbed.toml;
+* every service runs the one image of docker/Dockerfile (only debian:bookworm is pulled), on an
+  internal network with no published port; every role it names is one of the entry point's;
 * every file it or the Dockerfile references exists; no absolute host paths;
 * docker/rendered/ is up to date (``make docker-configs``) and equals what the *testbed's*
   renderer produces for the same cluster, except the documented container differences.
@@ -62,6 +64,35 @@ def test_services(compose):
     assert services["controller"]["command"] == ["controller"]
     assert services["slurmctld"]["hostname"] == "slurmctld"  # SlurmctldHost of the rendered slurm.conf
     assert services["slurmdbd"]["depends_on"]["mariadb"]["condition"] == "service_healthy"
+
+
+def test_one_image_internal_network_no_ports(compose):
+    """Only debian:bookworm comes from a registry (the offline test imports it); nothing published."""
+    for name, svc in compose["services"].items():
+        assert svc["image"] == "slurm-fair-cluster:latest", name
+        assert svc["build"] == {"context": ".", "dockerfile": "docker/Dockerfile"}, name
+        assert "ports" not in svc and "network_mode" not in svc, name
+    assert compose["networks"]["default"]["internal"] is True
+    assert re.findall(r"^FROM (\S+)", DOCKERFILE.read_text(), re.M) == ["debian:bookworm"]
+    maria = compose["services"]["mariadb"]
+    assert maria["command"] == ["mariadb"] and "mariadb-admin" in maria["healthcheck"]["test"]
+
+
+def test_every_role_is_in_the_entrypoint(compose):
+    entry = (REPO / "docker" / "entrypoint.sh").read_text()
+    roles = set(re.findall(r"^  ([a-z-]+)\)$", entry, re.M))
+    for name, svc in compose["services"].items():
+        assert svc["command"][0] in roles, f"{name}: role {svc['command'][0]} not in docker/entrypoint.sh"
+
+
+def test_offline_build_inputs():
+    """The Dockerfile's packages include MariaDB's; docker/wheels/ exists, is in the context, not in git."""
+    text = DOCKERFILE.read_text().replace("\\\n", " ")
+    packages = re.search(r'^ARG PACKAGES="([^"]*)"', text, re.M).group(1).split()
+    assert {"mariadb-server", "slurm-wlm", "slurmdbd", "munge", "python3-venv"} <= set(packages)
+    assert "COPY docker/wheels " in text and "--no-index" in text
+    assert (REPO / "docker" / "wheels").is_dir()
+    assert "docker/wheels/*.whl" in (REPO / ".gitignore").read_text().splitlines()
 
 
 def test_munge_key_and_plan_volumes_shared(compose):
