@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from slurm_fair import config
 from slurm_fair.errors import ConfigError
-from tests.fuzz.harness import assert_refused, assert_untouched, run, snapshot_dir
+from .harness import assert_refused, assert_untouched, run, snapshot_dir
 
 # --- writing TOML (the standard library only reads it) ----------------------------------------
 

@@ -27,8 +27,8 @@ from slurm_fair.errors import UserError
 from slurm_fair.report.window import EARLIEST, LATEST, parse_time, window
 from slurm_fair.slurm.fake import FakeSlurm
 from slurm_fair.slurm.model import Account, Qos
-from tests.controller.builders import cluster
-from tests.fuzz.harness import assert_refused, assert_untouched, run, snapshot_dir
+from controller.builders import cluster
+from .harness import assert_refused, assert_untouched, run, snapshot_dir
 
 NOW = datetime(2026, 1, 1, 12, 0, 0)
 #: the commands whose module makes a port (metrics uses report's)
@@ -96,7 +96,7 @@ def test_named_probes_are_refused_and_create_nothing(no_port: None, argv: list[s
 
 def test_a_dry_run_creates_no_state_store(tmp_path: Path) -> None:
     """``run --dry-run`` changes nothing, the state store included (it reads history read-only)."""
-    from tests.controller.conftest import make_config
+    from controller.conftest import make_config
 
     fake = FakeSlurm(slurm_version="22.05", nodes=cluster(v100=2, k80=2),
                      accounts=[Account("alice", 1.0, ("normal",), "normal")], qos=[Qos("normal")], now=NOW)
@@ -218,7 +218,7 @@ def test_report_and_metrics_options(no_port: None, command: str, option: str, te
 def test_report_an_unknown_tenant_is_one_message(text: str, fmt: str) -> None:
     """``--tenant`` is checked against the window's records and Slurm's accounts (the tiny
     case's fake port): anything else, newlines and all, is one message and writes nothing."""
-    from tests.report import tiny
+    from report import tiny
 
     with tempfile.TemporaryDirectory() as tmp, \
             mock.patch("slurm_fair.commands.report.make_port", lambda config: tiny.FakePort()):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fuzz.harness import assert_refused, assert_untouched, run, snapshot_dir
+from .harness import assert_refused, assert_untouched, run, snapshot_dir
 
 
 def test_refused_accepts_one_line_and_a_problem_list() -> None:

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from slurm_fair import atomic
 from slurm_fair.commands.output import json_line, json_text
-from tests.fuzz.harness import assert_refused, assert_untouched, run, snapshot_dir
+from .harness import assert_refused, assert_untouched, run, snapshot_dir
 
 REPO = Path(__file__).resolve().parents[2]
 PROBLEM = {"gpu_types": {"v100": 1}, "jobs": [{"id": "a/1", "tenant": "a", "gpus": 1, "throughput": {"v100": 1.0}}]}

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from slurm_fair import policies
-from tests.fuzz.bounded import bounded, scratch
-from tests.fuzz.harness import assert_refused, assert_untouched, run, snapshot_dir
+from .bounded import bounded, scratch
+from .harness import assert_refused, assert_untouched, run, snapshot_dir
 
 VALID: dict[str, Any] = {
     "gpu_types": {"v100": 4, "k80": 4},

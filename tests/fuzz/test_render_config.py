@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzz.harness import assert_refused, assert_untouched, run, snapshot_dir
+from .harness import assert_refused, assert_untouched, run, snapshot_dir
 
 #: stands in for the user's text in the reference render (valid in every field)
 SENTINEL = "zqsentinelq"

@@ -12,8 +12,8 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tests.fuzz.bounded import bounded, scratch
-from tests.fuzz.harness import assert_refused, run
+from .bounded import bounded, scratch
+from .harness import assert_refused, run
 
 TRACE = ("tenant,job_id,job_type,gpus,total_steps,arrival_s\n"
          "a,1,ResNet-50 (batch size 32),1,1000,0\nb,1,A3C,2,500,60\n")

@@ -12,8 +12,8 @@ from typing import Any
 
 from hypothesis import given, settings, strategies as st
 
-from tests.fuzz.bounded import bounded, scratch
-from tests.fuzz.harness import assert_refused, assert_untouched, run, snapshot_dir
+from .bounded import bounded, scratch
+from .harness import assert_refused, assert_untouched, run, snapshot_dir
 
 JOB = "('ResNet-50 (batch size 32)', 1)"
 VALID = {"v100": {JOB: {"null": 10.0}, "('A3C', 1)": {"null": 2.0}},

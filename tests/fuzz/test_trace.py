@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tests.fuzz.bounded import bounded, scratch
-from tests.fuzz.harness import assert_refused, assert_untouched, run, snapshot_dir
+from .bounded import bounded, scratch
+from .harness import assert_refused, assert_untouched, run, snapshot_dir
 
 HEADER = ["tenant", "job_id", "job_type", "gpus", "total_steps", "arrival_s", "weight", "nodes"]
 ROWS = [["a", "1", "ResNet-50 (batch size 32)", "2", "1000", "0", "1", "1"],
