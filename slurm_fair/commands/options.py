@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import click
 
-from ..inputs import FiniteFloat
+from .. import names
+from ..inputs import FiniteFloat, fullmatch
 from ..solver import SOLVER_CHOICES
 from ..testbed.rootfs import VERSIONS
 from .output import check_output
@@ -152,3 +153,15 @@ slurm_option = click.option(
 SHARED = (config_option, json_option, output_option, solver_option, policy_option, trace_option,
           throughputs_option, round_option, quiet_option, dry_run_option, since_option)
 TESTBED = (testbed_dir_option, testbed_config_option, slurm_option)
+
+
+def _tenant_value(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A tenant is a Slurm account name (:data:`slurm_fair.names.SLURM_NAME`), checked before
+    anything reads Slurm with it."""
+    if value is not None and not fullmatch(names.SLURM_NAME, value):
+        raise click.BadParameter(f"{value!r} is not a Slurm account name (letters, digits, _ . + -)", ctx, param)
+    return value
+
+
+tenant_option = click.option("--tenant", default=None, metavar="NAME", callback=_tenant_value,
+                             help="Show one tenant (fairness is still computed over every tenant).")

@@ -16,7 +16,7 @@ from ..report import data, render, tables
 from ..report.window import window as make_window
 from ..slurm import make_port
 from ..slurm.port import SlurmPort
-from .options import config_option, output_option, since_option
+from .options import config_option, output_option, since_option, tenant_option
 from .output import write_output
 
 
@@ -40,8 +40,7 @@ def check_tenant(tenant: str, inputs: data.ReportInputs, port: SlurmPort) -> Non
 @click.command("report")
 @since_option
 @click.option("--until", default=None, metavar="T", help="Window end: ISO date/time or relative (default: now).")
-@click.option("--tenant", default=None, metavar="NAME", help="Show one tenant (fairness is still "
-              "computed over every tenant).")
+@tenant_option
 @click.option("--format", "fmt", type=click.Choice(render.FORMATS), default="table", show_default=True,
               help="Output format (html: one self-contained page).")
 @output_option

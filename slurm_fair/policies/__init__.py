@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, MutableMapping
 
 from ..errors import UserError
+from ..inputs import parse_number
 from ..model import Allocation, Problem
 
 
@@ -191,10 +192,9 @@ def parse_params(items: Iterable[str]) -> dict[str, float]:
         name = name.strip()
         if not eq or "." not in name:
             raise UserError(f"--policy-option {item!r}: expected POLICY.KEY=VALUE (e.g. hops.lambda=2)")
-        try:
-            value = float(text)
-        except ValueError:
-            raise UserError(f"--policy-option {item!r}: {text.strip()!r} is not a number") from None
+        value = parse_number(text)
+        if value is None:
+            raise UserError(f"--policy-option {item!r}: {text.strip()!r} is not a finite number") from None
         check_param(name, value)
         out[name] = value
     return out
