@@ -322,3 +322,30 @@ def test_a_gavel_trace_file_name_is_checked_as_a_tenant_name():
         trace.write_text("ResNet-50 (batch size 32)\tcmd\t--n\tFalse\t12000\t0\t1\n")
         rc, _, err = run(["simulate", "--policy", "fifo", "-q", "--trace", trace, "--cluster", "v100=2"])
         assert_refused(rc, err, "tenant")
+
+
+@pytest.mark.parametrize("argv", [
+    ["solve", "--input", "{problem}", "--policy", "fifo", "-o", "-"],
+    ["simulate", "--policy", "fifo", "-q", "--trace", "{trace}", "--cluster", "v100=2", "-o", "-"],
+    ["simulate", "--policy", "fifo", "-q", "--trace", "{trace}", "--cluster", "v100=2", "--json", "-o", "-"],
+])
+def test_output_dash_is_stdout_not_a_file_named_dash(argv, monkeypatch):
+    """``-o -`` writes a file called '-' into the current directory (rc 0, nothing on stdout),
+    while ``--input -`` reads stdin and ``--json -`` prints: '-' means stdout, or is refused."""
+    with scratch() as work, bounded(60):
+        (work / "p.json").write_text(json.dumps(PROBLEM))
+        (work / "t.csv").write_text(TRACE)
+        monkeypatch.chdir(work)
+        rc, out, err = run([a.format(problem=work / "p.json", trace=work / "t.csv") for a in argv])
+        assert not (work / "-").exists(), "a file named '-' was written"
+        assert rc == 2 or out, err
+
+
+def test_a_misspelt_controller_account_is_not_a_silent_no_op(fake_slurm):
+    """``[controller] accounts = ["physcis"]`` (no such account in Slurm): rc 0, '0 actions', no
+    warning; the controller silently manages nothing."""
+    with scratch() as work, bounded(60):
+        cfg = _config(work)
+        cfg.write_text(cfg.read_text().replace("[controller]\n", '[controller]\naccounts = ["physcis"]\n', 1))
+        rc, out, err = run(["run", "--once", "--dry-run", "--config", cfg])
+        assert rc == 2 or "physcis" in out + err, out + err
