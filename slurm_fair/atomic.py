@@ -15,6 +15,7 @@ regular file (a symlink to one is followed, so the link stays a link). ``-o /dev
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -33,24 +34,124 @@ def _shown(path: str | Path) -> str:
     return printable(str(path))
 
 
+def _stat(path: str | Path, follow: bool = True) -> os.stat_result | None:
+    """``os.stat`` (or ``lstat``) of ``path``, None when nothing has that name; any other
+    failure (a name longer than the file system allows, no permission on a directory, a loop
+    of symlinks) is an :class:`AtomicWriteError` naming the path and the reason, never a
+    traceback: every stat of a user's path goes through here."""
+    try:
+        return os.stat(path) if follow else os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise AtomicWriteError(f"{_shown(path)}: cannot write: {_reason(exc)}") from None
+    except ValueError:  # an embedded NUL
+        raise AtomicWriteError(f"{_shown(path)}: not a file name (NUL character)") from None
+
+
+def _reason(exc: OSError) -> str:
+    """The reason of an OSError, with its errno name (``ENAMETOOLONG``) so it can be looked up."""
+    name = errno.errorcode.get(exc.errno or 0)
+    text = exc.strerror or str(exc)
+    return f"{text} ({name})" if name else text
+
+
 def target_path(path: str | Path) -> Path:
     """The path to rename onto: ``path`` itself, or the file a symlink points to; raises
-    :class:`AtomicWriteError` when that exists and is not a regular file."""
-    p = Path(path)
+    :class:`AtomicWriteError` when that exists and is not a regular file (``/dev/stdout`` is
+    a symlink to a terminal or a pipe: refused as not a regular file, not followed into /proc)."""
     if not str(path):
         raise AtomicWriteError("an empty file name")
-    if p.is_symlink():
-        p = Path(os.path.realpath(p))
-    try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        return p
-    except OSError as exc:
-        raise AtomicWriteError(f"{_shown(path)}: cannot write: {exc.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
+    p = Path(path)
+    st = _stat(p)
+    if st is not None and not stat.S_ISREG(st.st_mode):
         kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
         raise AtomicWriteError(f"{_shown(path)}: {kind}; refusing to replace it")
+    link = _stat(p, follow=False)
+    if link is not None and stat.S_ISLNK(link.st_mode):
+        p = Path(os.path.realpath(p))  # the link stays a link; its target is replaced
     return p
+
+
+def directory_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot be a directory to write into, or None: it exists and is not a
+    directory, or the file system cannot hold its name (``ENAMETOOLONG``)."""
+    try:
+        st = _stat(path)
+    except AtomicWriteError as exc:
+        return str(exc)
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        return f"{_shown(path)} exists and is not a directory"
+    try:
+        limit = os.pathconf(_existing_parent(Path(path)), "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    long = [part for part in Path(path).parts if len(os.fsencode(part)) > limit]
+    if long:
+        return f"{_shown(path)}: cannot write: File name too long (ENAMETOOLONG)"
+    return None
+
+
+#: directories of the kernel's own file systems: writable to root, never a place for a file of ours
+SYSTEM_DIRS = ("/dev", "/proc", "/sys")
+
+
+def writable_directory_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot be a directory files are kept in (``solve --keep-lp-dir``), or None:
+    an existing directory where a file can be created (tried), or a new one whose parent is
+    such a directory. Checked when the options are parsed, so a failed solve's model is not
+    lost to a path that never worked."""
+    if not str(path):
+        return "an empty directory name"
+    if (msg := directory_problem(path)):
+        return msg
+    real = os.path.realpath(path)
+    if any(real == d or real.startswith(d + "/") for d in SYSTEM_DIRS):
+        return f"{_shown(path)}: a system directory ({_shown(real)}); refusing to write there"
+    try:
+        st = _stat(path)
+    except AtomicWriteError as exc:
+        return str(exc)
+    directory = str(path) if st is not None else (os.path.dirname(os.path.abspath(path)) or ".")
+    try:
+        parent = _stat(directory)
+    except AtomicWriteError as exc:
+        return str(exc)
+    if parent is None or not stat.S_ISDIR(parent.st_mode):
+        return f"{_shown(path)}: directory {_shown(directory)} does not exist"
+    try:  # the real test, as check_writable's
+        fd, tmp = tempfile.mkstemp(prefix=".keep.", dir=directory)
+    except OSError as exc:
+        return f"{_shown(path)}: cannot write in {_shown(directory)}: {_reason(exc)}"
+    os.close(fd)
+    _discard(tmp)
+    return None
+
+
+def _existing_parent(p: Path) -> str:
+    """The nearest existing ancestor of ``p`` (for its file system's limits)."""
+    p = Path(os.path.abspath(p))
+    while not os.path.exists(p) and p.parent != p:
+        p = p.parent
+    return str(p)
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether writing ``a`` would replace ``b`` (or the reverse): the same existing file (by
+    device and inode, through symlinks and hard links), or the same resolved path for a file
+    not there yet. An unreadable name is never the same as another."""
+    try:
+        sa, sb = _stat(a), _stat(b)
+    except AtomicWriteError:
+        return False
+    if sa is not None and sb is not None:
+        return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+    if sa is not None or sb is not None:
+        return False
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):
+        return False
 
 
 def check_writable(path: str | Path) -> Path:
@@ -59,29 +160,34 @@ def check_writable(path: str | Path) -> Path:
     created there (tried: a temporary file is made and removed). Returns the path a write would rename onto. A command calls this when its
     options are parsed, so ``--json nodir/x.json`` fails before an hour of simulation."""
     p = target_path(path)
-    directory = p.parent if str(p.parent) else Path(".")
-    if not directory.is_dir():
-        raise AtomicWriteError(f"{_shown(path)}: directory {_shown(directory)} does not exist")
+    directory = _directory(path, p)
     try:  # the real test (/proc says it is writable, a read-only mount says so to root)
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=str(directory))
     except OSError as exc:
-        raise AtomicWriteError(f"{_shown(path)}: cannot write in {_shown(directory)}: {exc.strerror or exc}") from None
+        raise AtomicWriteError(f"{_shown(path)}: cannot write in {_shown(directory)}: {_reason(exc)}") from None
     os.close(fd)
     _discard(tmp)
     return p
+
+
+def _directory(path: str | Path, target: Path) -> Path:
+    """The directory ``target`` is renamed into; an :class:`AtomicWriteError` unless it exists."""
+    directory = target.parent if str(target.parent) else Path(".")
+    st = _stat(directory)
+    if st is None or not stat.S_ISDIR(st.st_mode):
+        raise AtomicWriteError(f"{_shown(path)}: directory {_shown(directory)} does not exist")
+    return directory
 
 
 def _stage(path: str | Path, data: bytes, mode: int, fsync: bool) -> tuple[str, Path]:
     """``data`` in a temporary file beside ``path``'s target, flushed and given ``mode``:
     (temporary name, target). Nothing of it is left behind when this raises."""
     p = target_path(path)
-    directory = p.parent if str(p.parent) else Path(".")
-    if not directory.is_dir():
-        raise AtomicWriteError(f"{_shown(path)}: directory {_shown(directory)} does not exist")
+    directory = _directory(path, p)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=str(directory))
     except OSError as exc:
-        raise AtomicWriteError(f"{_shown(path)}: cannot write: {exc.strerror or exc}") from None
+        raise AtomicWriteError(f"{_shown(path)}: cannot write: {_reason(exc)}") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -92,7 +198,7 @@ def _stage(path: str | Path, data: bytes, mode: int, fsync: bool) -> tuple[str, 
     except BaseException as exc:
         _discard(tmp)
         if isinstance(exc, OSError):
-            raise AtomicWriteError(f"{_shown(path)}: cannot write: {exc.strerror or exc}") from None
+            raise AtomicWriteError(f"{_shown(path)}: cannot write: {_reason(exc)}") from None
         raise
     return tmp, p
 
@@ -114,7 +220,7 @@ def _commit(staged: list[tuple[str, Path]], shown: list[str | Path]) -> None:
             for rest, _ in staged[i:]:
                 _discard(rest)
             if isinstance(exc, OSError):
-                raise AtomicWriteError(f"{_shown(shown[i])}: cannot write: {exc.strerror or exc}") from None
+                raise AtomicWriteError(f"{_shown(shown[i])}: cannot write: {_reason(exc)}") from None
             raise
 
 
@@ -144,17 +250,9 @@ def write_files(directory: str | Path, files: Mapping[str, tuple[str | bytes, in
         if not name or "/" in name or name in (".", ".."):
             raise AtomicWriteError(f"{_shown(out / name)}: not a plain file name")
     created = _make_dirs(out)
-    staged: list[tuple[str, Path]] = []
     try:
-        for name in files:
-            target_path(out / name)
-        for name, (content, mode) in files.items():
-            data = content.encode("utf-8") if isinstance(content, str) else content
-            staged.append(_stage(out / name, data, mode, True))
-        _commit(staged, [out / name for name in files])
+        write_all({out / name: spec for name, spec in files.items()})
     except BaseException:
-        for tmp, _ in staged:
-            _discard(tmp)
         for d in reversed(created):
             try:
                 d.rmdir()
@@ -164,16 +262,37 @@ def write_files(directory: str | Path, files: Mapping[str, tuple[str | bytes, in
     return [out / name for name in files]
 
 
+def write_all(files: Mapping[str | Path, tuple[str | bytes, int]]) -> list[Path]:
+    """Write ``files`` (path -> (content, mode)), in any directories, all or nothing: every
+    target checked, every file staged and flushed, and only then the renames. A failure (a full
+    disk on the third file) leaves every old file intact and no temporary file
+    (``simulate --json J --save-workload W --plot P``). Returns the paths written."""
+    for path in files:
+        target_path(path)
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, (content, mode) in files.items():
+            data = content.encode("utf-8") if isinstance(content, str) else content
+            staged.append(_stage(path, data, mode, True))
+        _commit(staged, list(files))
+    except BaseException:
+        for tmp, _ in staged:
+            _discard(tmp)
+        raise
+    return [Path(p) for p in files]
+
+
 def _make_dirs(out: Path) -> list[Path]:
     """Create ``out`` and its missing parents; the ones created, outermost first."""
     missing: list[Path] = []
     d = out
-    while not d.exists() and not d.is_symlink():
+    while _stat(d, follow=False) is None:
         missing.append(d)
         if d.parent == d:
             break
         d = d.parent
-    if d.exists() and not d.is_dir():
+    st = _stat(d)
+    if st is not None and not stat.S_ISDIR(st.st_mode):
         raise AtomicWriteError(f"{_shown(out)}: {_shown(d)} is not a directory")
     created: list[Path] = []
     for d in reversed(missing):
@@ -182,6 +301,6 @@ def _make_dirs(out: Path) -> list[Path]:
         except OSError as exc:
             for c in reversed(created):
                 c.rmdir()
-            raise AtomicWriteError(f"{_shown(out)}: cannot create directory {_shown(d)}: {exc.strerror or exc}") from None
+            raise AtomicWriteError(f"{_shown(out)}: cannot create directory {_shown(d)}: {_reason(exc)}") from None
         created.append(d)
     return created

@@ -26,7 +26,7 @@ from typing import Mapping
 
 import pulp
 
-from .errors import SolverError, UserError
+from .errors import SolverError, UserError, printable
 
 SOLVERS = ("cbc", "highs")
 #: what a user may ask for: a solver, or ``auto`` (see :func:`resolve`)
@@ -90,14 +90,13 @@ def _keep_model(model: pulp.LpProblem, keep_lp_dir: str | None) -> str | None:
     user's bad input must not litter the temporary directory)."""
     if not keep_lp_dir:
         return None
-    directory = keep_lp_dir
-    os.makedirs(directory, exist_ok=True)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", model.name or "model")
-    path = os.path.join(directory, f"{name}-{os.getpid()}-{time.time_ns()}.lp")
-    try:
+    path = os.path.join(keep_lp_dir, f"{name}-{os.getpid()}-{time.time_ns()}.lp")
+    try:  # keeping the model is a diagnosis: its failure must not replace the solve's error
+        os.makedirs(keep_lp_dir, exist_ok=True)
         model.writeLP(path)
-    except Exception as exc:  # pragma: no cover - writing a model should not fail
-        return f"(could not write {path}: {exc})"
+    except Exception as exc:  # noqa: BLE001 - any failure (no space, a file in the way) is only a note
+        return f"(could not keep the model in {printable(keep_lp_dir)}: {printable(str(exc))})"
     return path
 
 

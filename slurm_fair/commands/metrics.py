@@ -23,7 +23,7 @@ from ..report.prometheus import families, registry
 from ..report.window import window as make_window
 from . import report as report_cmd
 from .options import config_option, output_option, since_option
-from .output import write_output
+from .output import check_distinct, write_output
 
 
 @click.command("metrics")
@@ -36,6 +36,7 @@ def command(output: str | None, since: str | None, config_path: str | None) -> N
 
     For node_exporter's textfile collector: -o <textfile dir>/slurm_fair.prom.
     """
+    check_distinct({"--output": output}, {"--config": config_path or config_mod.default_path()})
     config = config_mod.load(config_path)
     win = make_window(since, None, float(config["report"]["window_days"]))
     port = report_cmd.make_port(config)

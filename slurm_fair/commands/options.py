@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import click
 
-from .. import names
+from .. import atomic, names
 from ..inputs import FiniteFloat, fullmatch
 from ..solver import SOLVER_CHOICES
 from ..testbed.rootfs import VERSIONS
-from .output import check_output
+from .output import check_output, is_stdout
 
 config_option = click.option(
     "--config",
@@ -58,8 +58,22 @@ def _output_value(ctx: click.Context, param: click.Parameter, value: str | None)
     from_json = ctx.meta.get(_JSON_FILE)
     if from_json and value and value != from_json:
         raise click.BadParameter("give the file once: --json FILE or --json -o FILE", ctx, param)
-    return check_output(ctx, param, from_json if value is None else value)  # a bad path fails now
+    value = check_output(ctx, param, from_json if value is None else value)  # a bad path fails now
+    return None if is_stdout(value) else value  # ``-o -``: standard output, as ``--input -`` is stdin
 
+
+def _keep_lp_dir_value(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A directory a failed model can be written into (:func:`slurm_fair.atomic.writable_directory_problem`)."""
+    if value is not None and (msg := atomic.writable_directory_problem(value)):
+        raise click.BadParameter(msg, ctx, param)
+    return value
+
+
+#: ``--keep-lp-dir DIR`` (``solve``): where a failed model's .lp file is kept, checked when parsed
+keep_lp_dir_option = click.option(
+    "--keep-lp-dir", type=click.Path(file_okay=False), default=None, metavar="DIR", callback=_keep_lp_dir_value,
+    help="Directory where a failed model's .lp file is kept (default: not kept; created when missing).",
+)
 
 json_option = click.option(
     "--json", "as_json", is_flag=False, flag_value="-", default=None, metavar="[FILE]", callback=_json_value,
@@ -70,7 +84,8 @@ json_option = click.option(
 output_option = click.option(
     "-o", "--output", "output", type=click.Path(dir_okay=False), default=None, metavar="FILE",
     callback=_output_value,
-    help="Write what stdout would get to FILE instead (atomically: a temporary file, then a rename).",
+    help="Write what stdout would get to FILE instead (atomically: a temporary file, then a rename); "
+    "- is standard output.",
 )
 
 solver_option = click.option(

@@ -16,13 +16,14 @@ from typing import Any
 
 import click
 
-from .. import config as config_mod
+from .. import atomic, config as config_mod
 from ..deploy import inventory as inv_mod
 from ..deploy.render import (CLUSTER_FILES, DOCKER_FILES, DeployOptions, path_problem, render_cluster,
                              render_docker, run_as_problem, write)
 from ..errors import ConfigError, Finding, UserError
 from ..estimates.gavel import load as load_table
 from .options import config_option, throughputs_option
+from .output import check_distinct
 
 
 def _checked(problem: Any) -> Any:
@@ -37,12 +38,11 @@ def _checked(problem: Any) -> Any:
 
 
 def _output_dir_problem(value: str) -> str | None:
-    p = Path(value)
+    """An empty name, an existing non-directory, or a name the file system cannot hold
+    (:func:`slurm_fair.atomic.directory_problem`)."""
     if not value:
         return "an empty directory name"
-    if p.exists() and not p.is_dir():
-        return f"{value!r} exists and is not a directory"
-    return None
+    return atomic.directory_problem(value)
 
 
 @click.command("render-config")
@@ -71,8 +71,13 @@ def command(output_dir: str, config_path: str | None, inventory: str | None, fro
             throughputs: str | None, executable: str, installed_config: str, run_as: str,
             admin_level: str) -> None:
     """Render the deployment files (slurm.conf fragment, job_submit.lua, units, alerts, dashboard, ...)."""
-    config = config_mod.load(config_path)
     out = Path(output_dir)
+    rendered = DOCKER_FILES if target == "docker" else CLUSTER_FILES
+    # before anything is read: a rendered file must not replace --config or --inventory
+    check_distinct({f"--output-dir {name}": out / name for name in rendered},
+                   {"--config": config_path or config_mod.default_path(), "--inventory": inventory,
+                    "--throughputs": throughputs})
+    config = config_mod.load(config_path)
     if target == "docker":
         if from_slurm:
             raise UserError("--target docker renders a testbed description (--inventory), not --from-slurm")
@@ -80,7 +85,8 @@ def command(output_dir: str, config_path: str | None, inventory: str | None, fro
         from ..testbed.config import default_config_path
 
         path = inventory if inventory else default_config_path()
-        tb = tb_config.load(path)
+        # the one inventory reader (TOML or JSON, by extension), as --target cluster reads it
+        tb = tb_config.validate(inv_mod.read_description(path), str(path)) if path else tb_config.load(None)
         if path is not None and not tb.raw.get("gpu_types"):
             # the testbed fills in its own GPU types: an empty file would render those, silently
             raise ConfigError(str(path), [Finding("gpu_types", "missing: the inventory names no GPU type "

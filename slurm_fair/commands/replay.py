@@ -18,7 +18,7 @@ from ..sim.results import COLUMNS, format_metric
 from ..testbed import Testbed
 from .options import (json_option, output_option, policy_option, quiet_option, round_option, slurm_option,
                       solver_option, testbed_config_option, testbed_dir_option, throughputs_option, trace_option)
-from .output import table_or_json
+from .output import check_distinct, table_or_json
 from ..testbed.replay.interrupt import Interrupted
 from ..testbed.replay.plan import ReplaySpec
 from ..testbed.replay.run import Replay, fresh_run_dir
@@ -79,6 +79,7 @@ def replay(trace: str, time_scale: float, policy: str, as_json: bool, output: st
     Interrupted (Ctrl-C, SIGTERM, SIGHUP), it stops its controller, cancels its jobs and reverts
     first, then exits with 128 + the signal.
     """
+    check_distinct({"--output": output}, {"--trace": trace, "--throughputs": throughputs, "--config": config_path})
     tb = Testbed(dir=state_dir, config=config_path, slurm=slurm)
     say = (lambda _m: None) if quiet else (lambda m: click.echo(f"replay: {m}", err=True))
     spec = ReplaySpec(

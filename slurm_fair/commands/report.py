@@ -17,7 +17,7 @@ from ..report.window import window as make_window
 from ..slurm import make_port
 from ..slurm.port import SlurmPort
 from .options import config_option, output_option, since_option, tenant_option
-from .output import write_output
+from .output import check_distinct, write_output
 
 
 def check_tenant(tenant: str, inputs: data.ReportInputs, port: SlurmPort) -> None:
@@ -48,6 +48,7 @@ def check_tenant(tenant: str, inputs: data.ReportInputs, port: SlurmPort) -> Non
 def command(since: str | None, until: str | None, tenant: str | None, fmt: str, output: str | None,
             config_path: str | None) -> None:
     """Per-tenant fairness report from Slurm accounting (+ the controller's state when present)."""
+    check_distinct({"--output": output}, {"--config": config_path or config_mod.default_path()})
     config = config_mod.load(config_path)
     win = make_window(since, until, float(config["report"]["window_days"]))
     port = make_port(config)

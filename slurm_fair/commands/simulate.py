@@ -15,9 +15,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from .. import policies
 from ..sim import results as sim_results, scenario
 from ..sim.engine import SimConfig, SimResult, simulate
-from ..sim.workload import write_csv
+from ..sim.workload import csv_text
 from .options import json_option, output_option, policies_option, quiet_option, throughputs_option
-from .output import check_output, check_plot, table_or_json
+from .output import check_distinct, check_file_output, check_plot, table_or_json
 from .sim_options import cluster_options, engine_options, workload_options
 
 
@@ -31,7 +31,7 @@ from .sim_options import cluster_options, engine_options, workload_options
 @output_option
 @click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None, metavar="FILE", callback=check_plot,
               help="Also write JCT CDFs and tenant shares as a picture (PNG; .pdf, .svg, ... by extension).")
-@click.option("--save-workload", type=click.Path(dir_okay=False), default=None, metavar="FILE", callback=check_output,
+@click.option("--save-workload", type=click.Path(dir_okay=False), default=None, metavar="FILE", callback=check_file_output,
               help="Also write the simulated workload as a trace CSV.")
 @quiet_option
 def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, cluster: scenario.ClusterSource,
@@ -41,20 +41,24 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, cl
 
     Repeat --policy to compare several. Jobs come from --trace files or --synthetic N.
     """
+    check_distinct({"--output": output, "--plot": plot_out, "--save-workload": save_workload},
+                   {"--trace": workload.traces, "--throughputs": throughputs})
     infos = [policies.get(name) for name in dict.fromkeys(policy_names)]
     scene = scenario.build(workload, cluster, throughputs)
+    also: dict[str, tuple[str, str | bytes]] = {}
     if save_workload:
-        write_csv(scene.workload, save_workload)
+        also["--save-workload"] = (save_workload, csv_text(scene.workload))
     console = Console(stderr=True)
     results = _run(scene, infos, engine, console, quiet)
     doc = sim_results.document(results, scene.workload, scene.cluster, engine, scene.table.source)
-    table_or_json(sim_results.comparison_table(doc), doc, as_json, output)
+    if plot_out:
+        from ..sim.plot import path_format, picture
+
+        also["--plot"] = (plot_out, picture(results, path_format(plot_out)))
+    # every file at once, all or nothing (a full disk leaves the old ones as they were)
+    table_or_json(sim_results.comparison_table(doc), doc, as_json, output, also)
     for note in _notes(results):
         console.print(f"note: {note}")
-    if plot_out:
-        from ..sim.plot import plot
-
-        plot(results, plot_out)
 
 
 def _run(scene: scenario.Scenario, infos: list[policies.PolicyInfo], engine: SimConfig, console: Console,

@@ -17,8 +17,8 @@ from ..errors import SolverError
 from ..inputs import FiniteFloat
 from ..policies import PolicyOptions
 from ..problem_io import allocation_to_dict, load_problem
-from .options import output_option, policy_option, solver_option
-from .output import json_text, write_output
+from .options import keep_lp_dir_option, output_option, policy_option, solver_option
+from .output import check_distinct, json_text, write_output
 
 #: longest --time-limit: a day per LP (a model that needs longer is a problem of its own)
 MAX_TIME_LIMIT_S = 86400.0
@@ -34,11 +34,11 @@ MAX_TIME_LIMIT_S = 86400.0
                    "SI+EF+PE answer (it then returns the best verified candidate and lists the "
                    "stages skipped for time, docs/oef.md).")
 @output_option
-@click.option("--keep-lp-dir", type=click.Path(file_okay=False), default=None,
-              help="Directory where a failed model's .lp file is kept (default: not kept).")
+@keep_lp_dir_option
 def command(input_path: str, policy: str, solver: str, time_limit: float, output: str | None,
             keep_lp_dir: str | None) -> None:
     """Compute one cycle's allocation (docs/fairness.md's output format)."""
+    check_distinct({"--output": output}, {"--input": input_path})
     started = time.perf_counter()
     info = policies.get(policy)  # unknown policy: UserError before any work
     problem = load_problem(input_path)

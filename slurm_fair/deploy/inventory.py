@@ -136,6 +136,34 @@ def default_files(first: int, count: int) -> str:
     return f"/dev/nvidia[{first}-{first + count - 1}]"
 
 
+def device_problem(files: str, gpus: int) -> str | None:
+    """Why ``files`` (``/dev/nvidia[0-3]``, already matching :data:`slurm_fair.names.DEVICE`)
+    is not a device list for ``gpus`` GPUs, or None. slurmd drains a node whose gres.conf
+    ``File=`` names another number of devices than its ``Count``, so the list must expand to
+    exactly ``gpus`` distinct files, each range ascending (``[3-0]`` is no range)."""
+    bracket = re.search(r"\[([0-9,-]+)\]$", files)
+    if bracket is None:
+        count = 1
+    else:
+        seen: set[int] = set()
+        for part in bracket.group(1).split(","):
+            lo, _, hi = part.partition("-")
+            first, last = int(lo), int(hi or lo)
+            if last < first:
+                return f"range [{part}] is descending (write [{hi}-{lo}])"
+            if last - first >= MAX_GPUS_PER_NODE:
+                return f"range [{part}] names more than {MAX_GPUS_PER_NODE} devices"
+            numbers = set(range(first, last + 1))
+            if seen & numbers:
+                return f"device {min(seen & numbers)} is named twice"
+            seen |= numbers
+        count = len(seen)
+    if count != gpus:
+        return (f"names {count} device file(s) for gpus_per_node = {gpus} (gres.conf needs one file per GPU, "
+                f"e.g. {default_files(0, gpus)})")
+    return None
+
+
 def validate(data: Mapping[str, Any], source: str = "<inventory>") -> Inventory:
     """Validate a parsed description; raise one ConfigError listing every problem."""
     problems: list[Finding] = []
@@ -173,6 +201,9 @@ def validate(data: Mapping[str, Any], source: str = "<inventory>") -> Inventory:
             continue
         if spec["billing_weight"]:
             overrides[gpu_type] = float(spec["billing_weight"])
+        if spec["files"] and (msg := device_problem(spec["files"], spec["gpus_per_node"])):
+            problems.append(Finding(f"{where}.files", msg))
+            continue
         for name in hosts:
             if not fullmatch(names.NODE, name):
                 problems.append(Finding(f"{where}.nodes", f"node name {name!r} must match {names.NODE.pattern}"))
@@ -202,8 +233,15 @@ def validate(data: Mapping[str, Any], source: str = "<inventory>") -> Inventory:
 
 
 def load(path: str | Path) -> Inventory:
+    """Read and validate an inventory file (:func:`read_description`)."""
+    return validate(read_description(path), str(path))
+
+
+def read_description(path: str | Path) -> dict[str, Any]:
     """Read a TOML (``.toml``) or JSON (``.json``) description file: a regular UTF-8 file
-    (:func:`slurm_fair.inputs.read_text`), strict JSON (:func:`slurm_fair.inputs.parse_json`)."""
+    (:func:`slurm_fair.inputs.read_text`), strict JSON (:func:`slurm_fair.inputs.parse_json`).
+    The one reader of ``--inventory`` for both targets (``--target docker`` validates it as a
+    testbed description, ``--target cluster`` as an inventory)."""
     p = Path(path)
     if p.suffix.lower() == ".json":
         data = parse_json(read_text(p, "inventory"), str(p))
@@ -211,7 +249,7 @@ def load(path: str | Path) -> Inventory:
         data = read_toml(p)  # the configuration's reader: one message per TOML mistake, with its line
     if not isinstance(data, dict):
         raise ConfigError(str(p), ["must be an object/table at the top level"])
-    return validate(data, str(p))
+    return data
 
 
 def from_snapshot(snapshot: Any, source: str = "slurm (sinfo/sacctmgr)") -> Inventory:

@@ -20,7 +20,17 @@ from .engine import SimResult  # noqa: E402
 
 
 def plot(results: Mapping[str, SimResult], path: str) -> None:
-    """Top: JCT CDF of every policy (log time axis). Below: one panel per policy with each
+    """:func:`picture` written to ``path`` (its format by the extension), atomically."""
+    atomic.write_bytes(path, picture(results, path_format(path)))
+
+
+def path_format(path: str) -> str:
+    """The picture format ``path``'s extension names (none: PNG)."""
+    return Path(path).suffix.lstrip(".").lower() or "png"
+
+
+def picture(results: Mapping[str, SimResult], fmt: str = "png") -> bytes:
+    """The figure in ``fmt``, in memory. Top: JCT CDF of every policy (log time axis). Below: one panel per policy with each
     tenant's share of the busy GPUs over time (stacked, smoothed over 10 rounds)."""
     names = list(results)
     fig, axes = plt.subplots(
@@ -69,6 +79,6 @@ def plot(results: Mapping[str, SimResult], path: str) -> None:
         axes[1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, title="tenant")
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format=Path(path).suffix.lstrip(".").lower() or "png", dpi=110)
+    fig.savefig(buf, format=fmt, dpi=110)
     plt.close(fig)
-    atomic.write_bytes(path, buf.getvalue())
+    return buf.getvalue()

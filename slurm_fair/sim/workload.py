@@ -361,8 +361,14 @@ def parse_weights(specs: Iterable[str]) -> dict[str, float]:
 
 
 def write_csv(workload: Workload, path: str | Path) -> None:
-    """Write a workload as a trace CSV (with the weight column when any weight is not 1, the
-    nodes column when any job has a gang shape: empty for the jobs without)."""
+    """Write a workload as a trace CSV (:func:`csv_text`), atomically."""
+    atomic.write_text(path, csv_text(workload))
+
+
+def csv_text(workload: Workload) -> str:
+    """A workload as a trace CSV (with the weight column when any weight is not 1, the
+    nodes column when any job has a gang shape: empty for the jobs without); in memory, so a
+    command writing several files can write them together (``simulate --save-workload``)."""
     with_weight = any(w != 1.0 for w in workload.weights.values())
     with_nodes = any(j.nodes for j in workload.jobs)
     buf = io.StringIO(newline="")
@@ -373,7 +379,7 @@ def write_csv(workload: Workload, path: str | Path) -> None:
         row = [j.tenant, job_id, j.job_type, j.gpus, _num(j.total_steps), _num(j.arrival_s)]
         row += [f"{workload.weight(j.tenant):g}"] if with_weight else []
         writer.writerow(row + ([j.nodes or ""] if with_nodes else []))
-    atomic.write_text(path, buf.getvalue())
+    return buf.getvalue()
 
 
 def _num(value: float) -> str:

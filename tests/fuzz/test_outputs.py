@@ -211,3 +211,82 @@ def test_json_output_is_strict(doc):
         if isinstance(doc, float):
             assert parsed == (doc if math.isfinite(doc) else None)
     assert json_text(doc).endswith("\n") and "\n" not in json_line(doc)
+
+
+# --- issue 18 review: long names, outputs onto inputs, '-', several files at once ----------------
+
+@pytest.mark.parametrize("argv", [
+    ["solve", "--input", "{problem}", "--policy", "fifo", "-o", "{long}"],
+    [*SIM, "--plot", "{long}.png"],
+    ["render-config", "--inventory", str(REPO / "conf" / "testbed.toml"), "--output-dir", "{long}/sub"],
+    ["solve", "--input", "{problem}", "--policy", "fifo", "--keep-lp-dir", "{long}"],
+], ids=["solve -o", "simulate --plot", "render-config --output-dir", "solve --keep-lp-dir"])
+def test_a_name_too_long_for_the_file_system_is_one_message(argv, tmp_path, problem):
+    """``OSError: [Errno 36]`` escaped atomic.target_path as a traceback (rc 1)."""
+    before = snapshot_dir(tmp_path)
+    rc, _, err = run([a.format(problem=problem, long=tmp_path / ("a" * 300)) for a in argv])
+    assert_refused(rc, err, "too long")
+    assert_untouched(tmp_path, before)
+
+
+def test_an_output_through_a_symlink_to_an_input_is_refused(tmp_path, problem):
+    (tmp_path / "link.json").symlink_to(problem)
+    before = snapshot_dir(tmp_path)
+    rc, _, err = run(["solve", "--input", problem, "--policy", "fifo", "-o", tmp_path / "link.json"])
+    assert_refused(rc, err, "--input")
+    assert_untouched(tmp_path, before)
+
+
+def test_same_file(tmp_path):
+    a = tmp_path / "a"
+    a.write_text("x")
+    os.link(a, tmp_path / "hard")
+    (tmp_path / "soft").symlink_to(a)
+    assert atomic.same_file(a, tmp_path / "hard") and atomic.same_file(a, tmp_path / "soft")
+    assert atomic.same_file(tmp_path / "new", tmp_path / "." / "new")
+    assert not atomic.same_file(a, tmp_path / "new")
+    assert not atomic.same_file(tmp_path / ("a" * 300), a)
+
+
+@pytest.mark.parametrize("output", ["-", "/dev/stdout"])
+def test_output_dash_is_stdout(output, tmp_path, problem, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run(["solve", "--input", problem, "--policy", "fifo", "-o", output])
+    assert rc == 0, err
+    assert json.loads(out)["policy"] == "fifo"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["problem.json"]
+
+
+@pytest.mark.parametrize("option", [["--save-workload", "-"], ["--plot", "-"]])
+def test_a_file_of_its_own_is_not_stdout(option):
+    rc, _, err = run([*SIM, *option])
+    assert_refused(rc, err, option[0])
+
+
+def test_simulate_writes_all_its_files_or_none_on_a_full_disk(tmp_path):
+    """--json J --save-workload W --plot P under ``ulimit -f``: J and W were replaced, P stayed
+    old. Now every file is staged before any is renamed: all three keep their old bytes."""
+    for name in ("j.json", "w.csv", "p.png"):
+        (tmp_path / name).write_text("old\n")
+    before = snapshot_dir(tmp_path)
+    proc = _limited([*SIM, "--json", "j.json", "--save-workload", "w.csv", "--plot", "p.png"], tmp_path, blocks=8)
+    assert_refused(proc.returncode, proc.stderr)
+    assert_untouched(tmp_path, before)
+
+
+@pytest.mark.parametrize("where", ["", "/proc/self/x", "/dev", "{tmp}/nodir/x", "{tmp}/file"])
+def test_keep_lp_dir_is_checked_when_parsed(where, tmp_path, problem):
+    (tmp_path / "file").write_text("x")
+    rc, _, err = run(["solve", "--input", problem, "--policy", "fifo", "--keep-lp-dir", where.format(tmp=tmp_path)])
+    assert_refused(rc, err, "--keep-lp-dir")
+
+
+def test_a_model_that_cannot_be_kept_is_a_note_not_a_traceback(tmp_path):
+    """solver._keep_model called os.makedirs outside its try: the solve's error was lost."""
+    import pulp
+
+    from slurm_fair.solver import _keep_model
+
+    (tmp_path / "file").write_text("x")
+    note = _keep_model(pulp.LpProblem("m"), str(tmp_path / "file" / "sub"))
+    assert note is not None and note.startswith("(could not keep")

@@ -285,3 +285,39 @@ def test_an_inventory_with_a_bom_is_read(tmp_path):
     inv.write_bytes(b"\xef\xbb\xbf" + TESTBED.read_bytes())
     rc, _out, err = run(["render-config", "--inventory", inv, "--output-dir", tmp_path / "o"])
     assert rc == 0, err
+
+
+# --- issue 18 review: device lists, JSON for docker, rendering over the inputs ------------------
+
+@pytest.mark.parametrize("files,gpus,ok", [
+    ("/dev/nvidia[0-3]", 4, True), ("/dev/nvidia[0,1,2-3]", 4, True), ("/dev/nvidia5", 1, True),
+    ("/dev/nvidia[0-1]", 4, False), ("/dev/nvidia0", 4, False), ("/dev/nvidia[3-0]", 4, False),
+    ("/dev/nvidia[0,0,0,0]", 4, False), ("/dev/nvidia[0-1,1-2]", 4, False), ("/dev/nvidia[0-99999999]", 4, False),
+])
+def test_device_files_expand_to_gpus_per_node(files, gpus, ok):
+    from slurm_fair.deploy.inventory import device_problem
+
+    assert (device_problem(files, gpus) is None) == ok
+
+
+def test_docker_reads_a_json_inventory_like_cluster(tmp_path):
+    import tomllib
+
+    data = tomllib.loads((Path(__file__).resolve().parents[2] / "conf" / "testbed.toml").read_text())
+    inv = tmp_path / "inv.json"
+    inv.write_text(json.dumps(data))
+    rc, _, err = run(["render-config", "--target", "docker", "--inventory", inv, "--output-dir", tmp_path / "out"])
+    assert rc == 0, err
+    assert (tmp_path / "out" / "gres.conf").is_file()
+
+
+def test_render_config_refuses_to_write_over_its_inventory_through_a_symlink(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    inv = tmp_path / "inv.toml"
+    inv.write_text((Path(__file__).resolve().parents[2] / "conf" / "testbed.toml").read_text())
+    (out / "gres.conf").symlink_to(inv)
+    before = snapshot_dir(tmp_path)
+    rc, _, err = run(["render-config", "--inventory", inv, "--output-dir", out])
+    assert_refused(rc, err, "--inventory")
+    assert_untouched(tmp_path, before)
