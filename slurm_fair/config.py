@@ -62,7 +62,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "round_s": Key(NUM, 360.0, "round length for time-sharing (Gavel: 360 s; a replay scales it below 1 s)",
                        C.number(0, 7 * DAY, lo_open=True)),
         "state_dir": Key((str,), "/var/lib/slurm-fair", "state store, plan file, lock (an absolute path)",
-                         C.path("dir")),
+                         C.state_dir),
         "audit_log": Key((str,), "/var/log/slurm-fair/audit.jsonl", "JSONL audit log (an absolute path)",
                          C.path("file")),
         "slack": Key(NUM, 0.0, "work-conserving slack added to QOS limits (fraction)", C.number(0, 1)),
@@ -87,7 +87,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "throughput": {
         "class_table": Key((str,), "", "CSV of class x GPU type throughputs (empty: embedded)",
-                           C.path("file", empty_ok=True)),
+                           C.class_table),
         "default_class": Key((str,), "", "class of jobs without a tag or rule (empty: flat)",
                              C.named(names.CLASS, "a workload class name", empty_ok=True)),
         "ewma_alpha": Key(NUM, 0.3, "weight of a new fair:tput observation", C.number(0, 1)),
@@ -274,6 +274,7 @@ def validate(data: Mapping[str, Any], source: str = "<config>") -> Config:
             problems.append(Finding(where, "must be a table ([tenants.NAME])"))
             continue
         tenants[name] = _check_table(table, _TENANT_KEYS, where, problems)
+    problems += [Finding(key, why) for key, why in C.output_clashes(values, source)]
     if problems:
         raise ConfigError(source, problems)
     return Config(values=values, tenants=tenants, source=source)

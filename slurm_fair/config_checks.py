@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from .inputs import fullmatch, number_problem
 
@@ -22,6 +22,14 @@ Check = Callable[[Any], "str | None"]
 
 #: where no state, log or table of slurm-fair belongs: kernel and device file systems
 SYSTEM_DIRS = ("/proc", "/sys", "/dev")
+
+#: directories that are never a state_dir themselves (state.sqlite, plan.json and the lock would
+#: be written among the system's own files; ``state_dir = "/"`` is a typo, not a choice)
+NOT_A_STATE_DIR = frozenset({
+    "/", "/bin", "/boot", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt", "/root", "/run",
+    "/sbin", "/srv", "/tmp", "/usr", "/usr/bin", "/usr/lib", "/usr/local", "/usr/sbin", "/usr/share",
+    "/var", "/var/lib", "/var/log", "/var/tmp",
+})
 
 
 def show(value: Any, limit: int = 60) -> str:
@@ -110,6 +118,59 @@ def path(kind: str, empty_ok: bool = False) -> Check:
         return None
 
     return check
+
+
+def state_dir(v: Any) -> str | None:
+    """A directory path (:func:`path`) that is not ``/`` or a system directory such as /etc."""
+    if problem := path("dir")(v):
+        return problem
+    if {os.path.normpath(v), os.path.realpath(v)} & NOT_A_STATE_DIR:
+        return f"must be a directory of its own (e.g. /var/lib/slurm-fair), not a system directory, got {show(v)}"
+    return None
+
+
+def class_table(v: Any) -> str | None:
+    """A class table CSV that exists and reads as one (checked now, with the configuration's
+    other problems, not when a cycle has already read Slurm); ``""`` is the embedded table."""
+    if v == "" or (problem := path("file")(v)):
+        return problem if v != "" else None
+    from .errors import InputError
+    from .estimates.classes import load_class_table  # imported late: it loads Gavel's table module
+
+    if not os.path.lexists(v):
+        return f"must name an existing class table, got {v!r} (no such file)"
+    try:
+        load_class_table(v)
+    except InputError as exc:
+        detail = "; ".join(str(p) for p in exc.problems[:3]) + ("; ..." if len(exc.problems) > 3 else "")
+        return f"must be a readable class table, got {v!r}: {detail}"
+    return None
+
+
+def output_clashes(values: Mapping[str, Mapping[str, Any]], source: str) -> list[tuple[str, str]]:
+    """``(key, why)`` for each file the controller writes (audit_log, plan_file, the store and
+    plan under state_dir) that is the configuration file itself or another of those files: the
+    first cycle would overwrite the configuration, or two outputs one another."""
+    c = values.get("controller", {})
+    state = str(c.get("state_dir", ""))
+    outputs = {
+        "controller.audit_log": c.get("audit_log", ""),
+        "controller.plan_file": c.get("plan_file", "") or (os.path.join(state, "plan.json") if state else ""),
+        "controller.state_dir": os.path.join(state, "state.sqlite") if state else "",
+    }
+    seen: dict[str, str] = {}
+    if source and os.path.isfile(source):
+        seen[os.path.realpath(source)] = "the configuration file"
+    out = []
+    for key, target in outputs.items():
+        if not target or not os.path.isabs(target):
+            continue
+        real = os.path.realpath(target)
+        if real in seen:
+            out.append((key, f"would write {target}, which is {seen[real]}"))
+        else:
+            seen[real] = key
+    return out
 
 
 def policy(v: Any) -> str | None:

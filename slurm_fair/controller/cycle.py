@@ -16,11 +16,13 @@ plan (or leaves Slurm as it is when there is none); the cycle then exits 1 so cr
 
 from __future__ import annotations
 
+import difflib
 import json
 import secrets
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Callable
 
 from .. import policies, rounding
@@ -40,7 +42,8 @@ from .history import policy_state_key, read_history, read_history_at
 from .lock import ControllerLock
 from .plan.types import Plan
 from .settings import Settings
-from .state import StateStore
+from .state import DB_NAME, StateStore
+from .state.identity import check_store
 
 
 @dataclass
@@ -109,6 +112,8 @@ def run_cycle(
 ) -> CycleResult:
     """Run one cycle. Raises LockHeld (nothing done); every other failure is in the result."""
     s = Settings.from_config(config)
+    # a state file that is not the controller's is refused before the lock, Slurm or the store
+    check_store(Path(s.state_dir) / DB_NAME)
     lock = ControllerLock(s.state_dir) if take_lock and not dry_run else None
     if lock:
         lock.acquire()
@@ -134,7 +139,9 @@ def _cycle(
             store.start_cycle(res.cycle_id, started, s.policy, dry_run)
         with timer.phase("snapshot"):
             try:
-                snapshot = in_scope(port.snapshot(), s.accounts)
+                whole = port.snapshot()
+                snapshot = in_scope(whole, s.accounts)
+                res.warnings += unknown_accounts(whole, s.accounts)
             except SlurmError as exc:
                 res.status, res.exit_code = "slurm-unavailable", 1
                 res.message = f"cannot read Slurm, nothing changed: {exc}"
@@ -186,6 +193,27 @@ def _cycle(
         if store is not None:
             store.finish_cycle(res.cycle_id, clock(), res.status, counts(res.results), res.timings, res.message)
             store.close()
+
+
+def unknown_accounts(snapshot: Snapshot, accounts: tuple[str, ...]) -> list[str]:
+    """A warning per ``[controller].accounts`` entry that Slurm does not know (a misspelt
+    ``physcis`` would otherwise manage nothing, silently), with a did-you-mean against Slurm's
+    accounts. A warning, not a refusal: accounts are created and removed while the controller
+    runs, so an entry may become valid at the next cycle; nothing is said when Slurm listed
+    no account and no job (nothing to compare against)."""
+    known = sorted({a.name for a in snapshot.accounts} | {j.account for j in snapshot.jobs})
+    if not accounts or not known:
+        return []
+    out = []
+    for name in accounts:
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        out.append(f"[controller].accounts: {name!r} is not a Slurm account{hint}; it is not managed")
+    if len(out) == len(accounts):
+        out.append("[controller].accounts names no Slurm account: this cycle manages no job")
+    return out
 
 
 def _record(store: StateStore, audit: AuditLog, res: CycleResult, d: Decision, snapshot: Snapshot,

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from ..estimates.online import Online, OnlineUpdate, updated
 from ..model import frozen_map
 from .state import DB_NAME, StateStore
+from .state.identity import check_store
 from .state.originals import ManagedQos, OriginalRequest
 
 
@@ -113,9 +114,9 @@ def read_history(store: StateStore, policy: str) -> History:
 
 def read_history_at(state_dir: str | Path, policy: str) -> History:
     """The history in ``state_dir``, opened read-only (never created, migrated or locked);
-    empty when the controller never ran there."""
+    empty when the controller never ran there; a UserError when the file there is not a store."""
     path = Path(state_dir) / DB_NAME
-    if not path.is_file():
+    if not check_store(path):
         return History()
     with StateStore.read_only(path) as store:
         return read_history(store, policy)

@@ -68,7 +68,10 @@ def revert(port: SlurmPort, config: Config, *, dry_run: bool = False,
     if lock:
         lock.acquire()
     try:
-        with StateStore.in_dir(s.state_dir) as store:
+        # a dry run reads the store read-only: it never creates, migrates or writes it
+        opened = (StateStore.read_only(StateStore.existing(s.state_dir, "revert to undo")) if dry_run
+                  else StateStore.in_dir(s.state_dir))
+        with opened as store:
             return _revert(port, store, AuditLog(s.audit_log), s, dry_run, clock,
                            workers=int(config["slurm"]["parallel_calls"]))
     finally:

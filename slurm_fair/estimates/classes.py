@@ -10,13 +10,14 @@ name the controller matches is a name the plugin matches. Fuzzy matching (``resn
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..inputs import fullmatch
+from ..inputs import fullmatch, read_text
 from ..names import CLASS
 from ..errors import Finding, InputError
 from ..model import frozen_map
@@ -112,13 +113,7 @@ def load_class_table(path: str | Path | None) -> ClassTable:
     if not path:
         return _split_rows(embedded_rows())
     source = str(path)
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            fields = reader.fieldnames or []
-            data = list(reader)
-    except OSError as exc:
-        raise InputError(source, [Finding("", f"cannot read: {exc.strerror or exc}")]) from None
+    fields, data = _read_csv(path)
     if "class" not in fields:
         raise InputError(source, [Finding("header", "needs a 'class' column")])
     types = [f for f in fields if f not in ("class", "gavel_job_type", "description", "gpus")]
@@ -126,7 +121,7 @@ def load_class_table(path: str | Path | None) -> ClassTable:
     out: dict[str, dict[str, float]] = {}
     sizes: dict[str, dict[int, dict[str, float]]] = {}
     seen: set[tuple[str, int]] = set()
-    for i, raw in enumerate(data, start=2):
+    for i, raw in data:
         name = (raw.get("class") or "").strip()
         if not fullmatch(CLASS, name):
             problems.append(Finding(f"line {i}.class", f"bad class name {name!r}"))
@@ -165,6 +160,28 @@ def load_class_table(path: str | Path | None) -> ClassTable:
     if problems:
         raise InputError(source, problems)
     return ClassTable(out, source, sizes)
+
+
+def _read_csv(path: str | Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """The header and the (line, row) pairs of the CSV at ``path``, read as every input is
+    (:func:`~slurm_fair.inputs.read_text`: a regular UTF-8 file); a malformed CSV (a cell over
+    csv's field limit, a stray quote) is an InputError naming the file and the line, not a
+    ``_csv.Error`` traceback."""
+    source = str(path)
+    text = read_text(path, "class table")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        fields = list(reader.fieldnames or [])
+        rows = []
+        for row in reader:
+            rows.append((reader.line_num, row))
+    except csv.Error as exc:
+        line = max(reader.line_num, 1)
+        why = str(exc)
+        if "field larger than field limit" in why:
+            why = f"a cell longer than {csv.field_size_limit()} characters"
+        raise InputError(source, [Finding(f"line {line}", f"not a valid CSV table: {why}")]) from None
+    return fields, rows
 
 
 def known_class(name: str, gpus: int, table: ClassTable, online: Mapping[str, Mapping[str, float]]) -> bool:

@@ -185,13 +185,18 @@ def load(port: SlurmPort, config: Any, window: Window, store_path: Path | None =
     """Read accounting, nodes and accounts through the port, and the state store when present.
 
     ``store_path`` defaults to ``[controller].state_dir``/state.sqlite; a missing store is
-    normal (the controller never ran), an unreadable one is reported in the notes.
+    normal (the controller never ran), an unreadable one is reported in the notes, and a file
+    there that is not a store (empty, another program's database) is a UserError naming it,
+    before Slurm is read: the state_dir is wrong, and a report without it would hide that.
     """
     from ..controller.problem import configured_weights, tenant_weights
     from ..controller.state import DB_NAME
+    from ..controller.state.identity import check_store
 
     now = now or datetime.now().replace(microsecond=0)
     notes: list[str] = []
+    path = store_path or Path(config["controller"]["state_dir"]) / DB_NAME
+    check_store(path)
     records = [r for r in port.accounting(window.since, window.until) if r.gpus > 0]
     capacity, node_sizes = installed_capacity(port)
     try:
@@ -199,7 +204,6 @@ def load(port: SlurmPort, config: Any, window: Window, store_path: Path | None =
     except Exception as exc:  # noqa: BLE001 - weights fall back to 1; say so
         shares = {}
         notes.append(f"Slurm shares unreadable ({exc}); weights from the configuration or 1")
-    path = store_path or Path(config["controller"]["state_dir"]) / DB_NAME
     store = None
     if path.is_file():
         try:

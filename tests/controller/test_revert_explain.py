@@ -162,7 +162,7 @@ def test_explain_opens_the_store_read_only_and_never_creates_it(fake, config, tm
     explain(config, ids[0], fake)
     assert opened == [True] and state.read_bytes() == before
     state.write_bytes(b"not a database")
-    with pytest.raises(UserError, match="cannot read the controller state store"):
+    with pytest.raises(UserError, match="not a slurm-fair state store"):
         explain(config, ids[0])
 
 

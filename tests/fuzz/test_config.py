@@ -283,3 +283,66 @@ def test_a_latin1_config_names_the_file_line_and_byte(no_port: None) -> None:
 
 def test_a_toml_error_names_the_line(no_port: None) -> None:
     refuse_file("[controller]\npolicy = oef\n", "line 2", "not valid TOML")
+
+
+# --- issue 18 review: class table, state_dir, outputs onto the configuration ----------------
+
+def _validate_at(tmp: Path, text: str) -> None:
+    cfg = tmp / "sf.toml"
+    cfg.write_text(text)
+    config.load(cfg)
+
+
+@pytest.mark.parametrize("table, needle", [
+    (None, "no such file"),
+    (b"class,v100\nres\xe9,1\n", "utf-8"),
+    (b"class,v100\nresnet," + b"1" * 200_000 + b"\n", "longer than"),
+    (b'class,v100\n"resnet,1\n', "csv"),
+    (b"class,v100\nresnet,fast\n", "not a number"),
+])
+def test_the_class_table_is_read_with_the_configuration(table: bytes | None, needle: str) -> None:
+    """A missing or unreadable class table is a problem of the configuration (its key named,
+    the table's file and line in the message), found before any command reads Slurm."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "classes.csv"
+        if table is not None:
+            path.write_bytes(table)
+        with pytest.raises(ConfigError) as exc:
+            _validate_at(Path(tmp), f'[throughput]\nclass_table = "{path}"\n')
+        msg = exc.value.message()
+        assert "throughput.class_table" in msg and "classes.csv" in msg and needle in msg.lower(), msg
+        assert "\n" not in msg
+
+
+def test_a_good_class_table_still_loads() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "classes.csv"
+        path.write_text("class,v100,k80\nresnet,2,1\n")
+        _validate_at(Path(tmp), f'[throughput]\nclass_table = "{path}"\n')
+
+
+@pytest.mark.parametrize("state_dir", ["/", "/etc", "/usr/", "/var/lib", "//"])
+def test_a_system_directory_is_not_a_state_dir(state_dir: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        with pytest.raises(ConfigError, match="controller.state_dir: must be a directory of its own"):
+            _validate_at(Path(tmp), f'[controller]\nstate_dir = "{state_dir}"\n')
+
+
+@pytest.mark.parametrize("key", ["audit_log", "plan_file"])
+def test_an_output_onto_the_configuration_file_is_refused(key: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = Path(tmp) / "sf.toml"
+        text = f'[controller]\nstate_dir = "{tmp}/state"\n{key} = "{cfg}"\n'
+        with pytest.raises(ConfigError, match=f"controller.{key}: would write .*the configuration file"):
+            _validate_at(Path(tmp), text)
+
+
+def test_the_store_as_the_configuration_file_and_clashing_outputs_are_refused() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = Path(tmp) / "state.sqlite"
+        with pytest.raises(ConfigError, match="controller.state_dir: would write"):
+            config.load(cfg.write_text(f'[controller]\nstate_dir = "{tmp}"\n') and cfg)
+        other = Path(tmp) / "sf.toml"
+        other.write_text(f'[controller]\nstate_dir = "{tmp}/s"\naudit_log = "{tmp}/x"\nplan_file = "{tmp}/x"\n')
+        with pytest.raises(ConfigError, match="controller.plan_file: would write .*controller.audit_log"):
+            config.load(other)

@@ -232,3 +232,70 @@ def test_report_an_unknown_tenant_is_one_message(text: str, fmt: str) -> None:
                           "--format", fmt, "-o", out, "--tenant", text])
         assert_refused(rc, err, "tenant")  # unknown, or not an account name at all (before Slurm is read)
         assert_untouched(Path(tmp), before)
+
+
+# --- issue 18 review: a state file that is not the controller's; unknown accounts ------------
+
+def _foreign(path: Path, kind: str) -> None:
+    import sqlite3
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "text":
+        path.write_text("hello\n")
+    else:
+        con = sqlite3.connect(path)
+        if kind == "app-id":
+            con.execute("PRAGMA application_id = 1234")
+        con.execute("CREATE TABLE mydata (x)")
+        con.execute("INSERT INTO mydata VALUES (42)")
+        con.commit()
+        con.close()
+
+
+@pytest.mark.parametrize("kind", ["empty", "text", "foreign", "app-id"])
+@pytest.mark.parametrize("argv", [["run", "--once"], ["run", "--once", "--dry-run"], ["revert"],
+                                  ["revert", "--dry-run"], ["explain", "1"], ["report"], ["metrics"]])
+def test_a_state_file_that_is_not_a_store_is_refused_and_untouched(no_port: None, kind: str, argv: list[str]) -> None:
+    """Refused before Slurm is asked (the port fails the test when reached) and never written:
+    SQLite would otherwise open anything, and the writer add its tables to it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = Path(tmp) / "sf.toml"
+        cfg.write_text(f'[controller]\nstate_dir = "{tmp}/state"\naudit_log = "{tmp}/audit.jsonl"\n')
+        _foreign(Path(tmp) / "state" / "state.sqlite", kind)
+        before = snapshot_dir(Path(tmp))
+        rc, _, err = run([*argv, "--config", cfg])
+        assert_refused(rc, err, "state.sqlite", "not a slurm-fair state store")
+        assert_untouched(Path(tmp), before)
+
+
+def test_a_store_written_before_the_application_id_is_still_read(tmp_path: Path) -> None:
+    """Old stores carry no application id: the ``meta`` table recognises them, and the writer
+    stamps them."""
+    import sqlite3
+    from slurm_fair.controller.state.identity import APPLICATION_ID, check_store
+    path = tmp_path / "state.sqlite"
+    StateStore(path).close()
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA journal_mode=DELETE")
+    con.execute("PRAGMA application_id = 0")
+    con.close()
+    assert check_store(path)
+    StateStore.read_only(path).close()
+    StateStore(path).close()
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    con.close()
+
+
+def test_an_unknown_controller_account_is_warned_with_a_suggestion(tmp_path: Path) -> None:
+    from slurm_fair.config import load
+    cfg = tmp_path / "sf.toml"
+    cfg.write_text(f'[controller]\nstate_dir = "{tmp_path}/state"\naudit_log = "{tmp_path}/a.jsonl"\n'
+                   'accounts = ["physcis", "physics"]\n')
+    fake = FakeSlurm.from_recording("testbed-22.05")
+    res = run_cycle(fake, load(cfg), dry_run=True)
+    said = [w for w in res.warnings if "physcis" in w]
+    assert len(said) == 1 and "did you mean 'physics'" in said[0], res.warnings
+    assert not any("names no Slurm account" in w for w in res.warnings)
+    assert res.exit_code == 0

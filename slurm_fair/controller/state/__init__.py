@@ -9,6 +9,8 @@ standard library's ``sqlite3`` does all of that without a server.
 :class:`StateStore` is the one class callers open; its methods are grouped by topic, one module
 each, over the one connection of :class:`.base.Tables`:
 
+* :mod:`.identity`: whether a file is a store (an empty file or another program's database is
+  refused before it is opened, never written to);
 * :mod:`.schema`: the tables, :data:`.schema.SCHEMA_VERSION` and the migration of older stores;
 * :mod:`.originals`: what ``revert`` puts back (original requests, the QOS slurm-fair manages);
 * :mod:`.service`: GPU-seconds received per tenant and per job, jobs seen;
@@ -25,6 +27,7 @@ from typing import Any
 
 from ...errors import UserError
 from .cycles import CycleTables
+from .identity import APPLICATION_ID, check_store
 from .observations import ObservationTables
 from .originals import OriginalTables
 from .schema import SCHEMA, SCHEMA_VERSION, migrate
@@ -43,6 +46,9 @@ class StateStore(OriginalTables, ServiceTables, ObservationTables, CycleTables):
     def __init__(self, path: str | Path, read_only: bool = False):
         self.path = Path(path)
         self.read_only = read_only
+        # another program's database, an empty or a text file: refused before SQLite opens it
+        # (the writer's CREATE TABLE IF NOT EXISTS would add our tables to it)
+        exists = check_store(self.path)
         if read_only:
             # SQLite's mode=ro: never creates, migrates, or writes the file (the controller may
             # be running a cycle on it)
@@ -53,6 +59,9 @@ class StateStore(OriginalTables, ServiceTables, ObservationTables, CycleTables):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(self.path), timeout=10.0, isolation_level=None)
         self._db.row_factory = sqlite3.Row
+        if not exists or self._db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+            # stamped before WAL mode, so the id is in the file's header for check_store
+            self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
         migrate(self._db)
@@ -64,7 +73,7 @@ class StateStore(OriginalTables, ServiceTables, ObservationTables, CycleTables):
     @classmethod
     def read_only(cls, path: str | Path) -> "StateStore":
         """Open an existing store for reading only (reports, ``snapshot --json``); raises
-        sqlite3.Error when it cannot be read."""
+        sqlite3.Error when it cannot be read, a UserError when the file is not a store."""
         return cls(path, read_only=True)
 
     @classmethod
@@ -86,7 +95,7 @@ class StateStore(OriginalTables, ServiceTables, ObservationTables, CycleTables):
         (``explain``, ``revert``); a UserError naming the path when there is none, so a misspelt
         state_dir is said, never answered from (or by creating) an empty store."""
         path = Path(state_dir) / DB_NAME
-        if not path.is_file():
+        if not check_store(path):
             raise UserError(f"no controller state at {path}: the controller has not run with this "
                             f"[controller].state_dir (misspelt? or pass the --config it runs with); "
                             f"nothing for {command}")
