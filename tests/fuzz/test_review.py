@@ -34,7 +34,7 @@ name = "c1"
 [gpu_types.v100]
 nodes = "gpu[1-2]"
 gpus_per_node = 4
-files = "/dev/nvidia[0-1]"
+files = "/dev/nvidia[0-3]"
 [tenants.physics]
 fairshare = 1
 """
@@ -200,11 +200,11 @@ def test_render_config_does_not_overwrite_its_own_inputs():
         out.mkdir()
         cfg = _config(work)
         (out / "slurm-fair.conf").write_text(cfg.read_text())
-        (out / "gres.conf").write_text(INVENTORY.replace('files = "/dev/nvidia[0-1]"\n', ""))
+        (out / "gres.conf").write_text(INVENTORY.replace('files = "/dev/nvidia[0-3]"\n', ""))
         before = snapshot_dir(work)
         rc, _, err = run(["render-config", "--config", out / "slurm-fair.conf",
                           "--inventory", out / "gres.conf", "--output-dir", out])
-        assert_refused(rc, err)
+        assert_refused(rc, err, "refusing to overwrite an input")
         assert_untouched(work, before)
 
 
@@ -282,7 +282,7 @@ def test_inventory_device_files_must_match_the_gpus_per_node(files):
     rc 0, a gres.conf that slurmd refuses (count mismatch drains the node)."""
     with scratch() as work, bounded(60):
         inv = work / "inv.toml"
-        inv.write_text(INVENTORY.replace("/dev/nvidia[0-1]", files))
+        inv.write_text(INVENTORY.replace("/dev/nvidia[0-3]", files))
         cfg = _config(work)
         rc, _, err = run(["render-config", "--config", cfg, "--inventory", inv, "--output-dir", work / "out"])
         assert_refused(rc, err, "files")
