@@ -42,6 +42,7 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, cl
     Repeat --policy to compare several. Jobs come from --trace files or --synthetic N.
     """
     infos = [policies.get(name) for name in dict.fromkeys(policy_names)]
+    policies.check_params_run(engine.policy_params, [info.name for info in infos])
     scene = scenario.build(workload, cluster, throughputs)
     if save_workload:
         write_csv(scene.workload, save_workload)
