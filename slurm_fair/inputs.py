@@ -8,10 +8,14 @@ checks that every reader needs live here and every reader calls them:
   binary or Latin-1 file is refused with the file's name and the offending byte);
 * :func:`parse_json` is strict JSON: ``NaN``/``Infinity`` (which Python's ``json`` accepts),
   integers longer than :data:`MAX_INT_DIGITS` digits and nesting deeper than :data:`MAX_DEPTH`
-  are refused before any float conversion overflows or the parser recurses out of stack;
+  are refused before any float conversion overflows or the parser recurses out of stack, and so
+  is a key given twice in one object (Python keeps the last silently, so a message about the
+  document would name values the user did not mean);
 * :func:`number_problem` is the one numeric check (finite, in range, integral when asked), and
   :class:`FiniteFloat` its ``click`` parameter type: ``click.FloatRange`` lets ``nan`` through
   (every comparison with NaN is false), which made ``--round-s nan`` loop forever;
+  :class:`Integer` is the integer option type: ``click.INT`` calls ``int()``, which reads
+  Arabic-Indic digits and underscores (``--metrics-port ٨٠`` was port 80);
 * :func:`fullmatch` is the one way to test a name against a pattern: ``re.match`` with ``^...$``
   accepts a trailing newline (``$`` matches before a final ``\\n``), which let a newline in a
   name start a new line in a rendered Slurm file;
@@ -22,6 +26,8 @@ checks that every reader needs live here and every reader calls them:
 from __future__ import annotations
 
 import json
+import json.decoder
+import json.scanner
 import math
 import os
 import re
@@ -134,14 +140,70 @@ def _depth(text: str) -> int:
     return deepest
 
 
+class _DuplicateKey(ValueError):
+    """A key given twice in one JSON object; ``line`` is the line where that object starts
+    (set by the slow second pass of :func:`_duplicate_line`)."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+        self.line: int | None = None
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook``: the object, or :class:`_DuplicateKey` for a key given twice."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _decoder() -> json.JSONDecoder:
+    return json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant,
+                            object_pairs_hook=_unique_pairs)
+
+
+def _duplicate_line(text: str) -> int | None:
+    """The line where the object holding a duplicate key starts. The C scanner does not tell
+    where an object is, so only a document known to hold a duplicate is parsed again by the
+    pure-Python scanner, whose object parser is wrapped to note the position."""
+    decoder = _decoder()
+
+    def parse_object(s_and_end: tuple[str, int], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return json.decoder.JSONObject(s_and_end, *args, **kwargs)
+        except _DuplicateKey as exc:
+            if exc.line is None:
+                doc, end = s_and_end
+                exc.line = doc.count("\n", 0, end) + 1
+            raise
+
+    decoder.parse_object = parse_object  # type: ignore[assignment]
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
+    try:
+        decoder.decode(text)
+    except _DuplicateKey as exc:
+        return exc.line
+    except (ValueError, RecursionError):
+        return None
+    return None
+
+
 def parse_json(text: str, source: str) -> Any:
     """Strict JSON: the document, or :class:`InputError` naming ``source`` and the line."""
     if _depth(text) > MAX_DEPTH:
         raise InputError(source, [Finding("", f"malformed JSON: nested deeper than {MAX_DEPTH} levels")])
     try:
-        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
+        return _decoder().decode(text)
     except json.JSONDecodeError as exc:
         raise InputError(source, [Finding(f"line {exc.lineno} column {exc.colno}", f"malformed JSON: {exc.msg}")]) from None
+    except _DuplicateKey as exc:
+        line = _duplicate_line(text)
+        where, which = (f"line {line}", "the object starting on this line") if line else ("", "one object")
+        raise InputError(source, [Finding(where, f"key {shown(exc.key)} given twice in {which} "
+                                                 "(JSON keeps only one: remove or rename the other)")]) from None
     except _Refused as exc:
         raise InputError(source, [Finding("", f"malformed JSON: {exc}")]) from None
     except RecursionError:
@@ -217,6 +279,38 @@ class FiniteFloat(click.ParamType):
 
     def __repr__(self) -> str:
         return f"FiniteFloat({self.lo}, {self.hi})"
+
+
+#: an integer as people write it in an option: ASCII digits and an optional sign, nothing else
+_INTEGER = re.compile(r"[+-]?[0-9]{1,30}")
+
+
+class Integer(click.ParamType):
+    """A ``click`` integer option of ASCII digits (optional sign) within ``[lo, hi]``.
+
+    Use instead of ``int``, ``click.INT`` and ``click.IntRange`` for every integer option:
+    they call ``int()``, which also reads ``1_0`` and any Unicode digit (``٣``, ``２``)."""
+
+    name = "integer"
+
+    def __init__(self, lo: int | None = None, hi: int | None = None):
+        self.lo, self.hi = lo, hi
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            text = str(value).strip()
+            if not fullmatch(_INTEGER, text):
+                self.fail(f"{str(value)[:40]!r} is not an integer (ASCII digits 0-9)", param, ctx)
+            number = int(text)
+        problem = number_problem(number, lo=self.lo, hi=self.hi, integer=True)
+        if problem:
+            self.fail(problem, param, ctx)
+        return number
+
+    def __repr__(self) -> str:
+        return f"Integer({self.lo}, {self.hi})"
 
 
 def fullmatch(pattern: re.Pattern[str], value: Any) -> bool:

@@ -8,6 +8,7 @@ valid problem. A path and JSON text have a function each (:func:`load_problem`,
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import sys
@@ -47,6 +48,23 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
 # --- reading (validating) ---------------------------------------------------------------------
 
 _JOB_KEYS = {"id", "tenant", "gpus", "throughput"}
+#: optional job keys of the format (any other job key is carried through as ``Job.extra``)
+_JOB_OPTIONAL = ("remaining_work", "age_s")
+#: the keys of the document and of a tenant entry: nothing else is meaningful there, so any
+#: other key is a mistake (a misspelt ``"wieght"`` would silently leave the weight at 1)
+_TOP_KEYS = ("gpu_types", "tenants", "jobs")
+_TENANT_KEYS = ("weight",)
+
+
+def _unknown_keys(where: str, raw: dict[str, Any], known: tuple[str, ...]) -> list[Finding]:
+    """A finding per key of ``raw`` not in ``known``, with a did-you-mean when one is close."""
+    return [Finding(f"{where}{shown(k)}", f"unknown key{_did_you_mean(str(k), known)}; known: {', '.join(known)}")
+            for k in raw if k not in known]
+
+
+def _did_you_mean(key: str, known: "tuple[str, ...] | list[str]", cutoff: float = 0.6) -> str:
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=cutoff)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def load_problem(path: "str | os.PathLike[str]") -> Problem:
@@ -74,6 +92,7 @@ def parse_problem(text: str, source: str = "PROBLEM.json") -> Problem:
     findings: list[Finding] = []
     if not isinstance(doc, dict):
         raise InputError(source, [Finding("", "the document must be a JSON object")])
+    findings.extend(_unknown_keys("", doc, _TOP_KEYS))
     for key in ("gpu_types", "jobs"):
         if key not in doc:
             findings.append(Finding(key, "missing key"))
@@ -91,11 +110,13 @@ def parse_problem(text: str, source: str = "PROBLEM.json") -> Problem:
         else:
             gpu_types[str(name)] = int(count)
     tenants: dict[str, float] = {}
-    raw_tenants = doc.get("tenants", {}) or {}
-    if not isinstance(raw_tenants, dict):
+    raw_tenants = doc.get("tenants", {})
+    if not isinstance(raw_tenants, dict):  # [] too: an empty list is not "no tenants"
         findings.append(Finding("tenants", "must be an object {tenant: {weight: w}}"))
         raw_tenants = {}
     for name, spec in raw_tenants.items():
+        if isinstance(spec, dict):
+            findings.extend(_unknown_keys(f"tenants.{shown(name)}.", spec, _TENANT_KEYS))
         weight = spec.get("weight", 1) if isinstance(spec, dict) else spec
         problem = number_problem(weight, lo=MIN_WEIGHT, hi=MAX_WEIGHT)
         if problem:
@@ -130,8 +151,16 @@ def _read_job(i: int, raw: Any, gpu_types: dict[str, int] | None) -> tuple[Job |
     job_id = raw.get("id")
     where = f"job {shown(job_id)}" if isinstance(job_id, (str, int)) and not isinstance(job_id, bool) else f"jobs[{i}]"
     out: list[Finding] = []
+    given = [str(k) for k in raw if k not in _JOB_KEYS]
     for key in sorted(_JOB_KEYS - set(raw)):
-        out.append(Finding(f"{where}.{key}", "missing key"))
+        close = difflib.get_close_matches(key, given, n=1, cutoff=0.8)
+        hint = f" ({shown(close[0])!r} is given: misspelt?)" if close else ""
+        out.append(Finding(f"{where}.{key}", f"missing key{hint}"))
+    # other keys are carried through as extra fields (snapshot adds state, class, ...), but one
+    # that is a misspelling of an optional key would silently drop that key's value
+    for key in given:
+        if key not in _JOB_OPTIONAL and _did_you_mean(key, _JOB_OPTIONAL, 0.8):
+            out.append(Finding(f"{where}.{shown(key)}", f"unknown key{_did_you_mean(key, _JOB_OPTIONAL, 0.8)}"))
     if out:
         return None, out
     if not isinstance(job_id, (str, int)) or isinstance(job_id, bool) or str(job_id) == "":
@@ -164,7 +193,7 @@ def _read_job(i: int, raw: Any, gpu_types: dict[str, int] | None) -> tuple[Job |
             out.append(Finding(f"{where}.{key}", problem))
     if out:
         return None, out
-    extra = {k: v for k, v in raw.items() if k not in _JOB_KEYS | {"remaining_work", "age_s"}}
+    extra = {k: v for k, v in raw.items() if k not in _JOB_KEYS | set(_JOB_OPTIONAL)}
     return Job(
         id=str(job_id), tenant=raw["tenant"], gpus=int(gpus), throughput=clean,
         remaining_work=None if raw.get("remaining_work") is None else float(raw["remaining_work"]),

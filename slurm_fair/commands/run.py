@@ -17,7 +17,7 @@ from ..config import DAY, load
 from ..controller.cycle import CycleResult, run_cycle
 from ..controller.state import DB_NAME
 from ..errors import SlurmFairError, UserError
-from ..inputs import FiniteFloat, fullmatch
+from ..inputs import FiniteFloat, Integer, fullmatch
 from ..report.live import live_families
 from ..report.prometheus import registry
 from ..slurm import make_port
@@ -98,7 +98,7 @@ def _addr(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--loop", is_flag=True, help="Run cycles until SIGTERM (systemd).")
 @click.option("--interval", type=FiniteFloat(lo=1, hi=DAY), default=None, metavar="SECONDS",
               help="Seconds between cycles with --loop, 1 to 86400 (default: [controller].interval_s).")
-@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+@click.option("--metrics-port", type=Integer(0, 65535), default=None,
               help="With --loop: serve the live gauges of `slurm-fair metrics` over HTTP on this port.")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True, callback=_addr,
               help="Address --metrics-port listens on (0.0.0.0: every interface).")

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import click
 
-from ..inputs import FiniteFloat
+from ..inputs import FiniteFloat, Integer
 from ..model import MAX_GPUS
 from ..sim.engine import SimConfig
 from ..sim.scenario import ClusterSource, WorkloadSource, parse_speeds
@@ -26,6 +26,8 @@ F = Callable[..., Any]
 
 #: most jobs (and tenants) --synthetic draws: a trace of a million jobs is already days of simulation
 MAX_SYNTHETIC_JOBS = 1_000_000
+#: shortest --max-duration-h: one second (1e-12 h drew jobs of 0 steps, and "LR mean inf")
+MIN_DURATION_H = 1 / 3600
 #: longest start latency or requeue hold (a day: longer is an outage, not a cost of a restart)
 MAX_LATENCY_S = 86400.0
 
@@ -52,20 +54,20 @@ def _group(options: list[Callable[[F], F]], name: str, fold: Callable[[dict[str,
 
 workload_options = _group([
     traces_option,
-    click.option("--synthetic", type=click.IntRange(1, MAX_SYNTHETIC_JOBS), default=None, metavar="N",
+    click.option("--synthetic", type=Integer(1, MAX_SYNTHETIC_JOBS), default=None, metavar="N",
                  help="Generate N jobs of Gavel's mix instead of reading traces."),
-    click.option("--tenants", type=click.IntRange(1, MAX_SYNTHETIC_JOBS), default=4, show_default=True,
+    click.option("--tenants", type=Integer(1, MAX_SYNTHETIC_JOBS), default=4, show_default=True,
                  help="Tenants of --synthetic."),
-    click.option("--seed", type=click.IntRange(0, 2**64 - 1), default=0, show_default=True, help="Seed of --synthetic and --node-speed-spread."),
+    click.option("--seed", type=Integer(0, 2**64 - 1), default=0, show_default=True, help="Seed of --synthetic and --node-speed-spread."),
     click.option("--rate", type=FiniteFloat(1e-3, 1e6), default=20.0, show_default=True,
                  help="Arrivals per hour of --synthetic (Poisson)."),
-    click.option("--max-duration-h", type=FiniteFloat(0, 1e6, lo_open=True), default=None,
-                 help="Cap the durations drawn by --synthetic (hours)."),
+    click.option("--max-duration-h", type=FiniteFloat(MIN_DURATION_H, 1e6), default=None,
+                 help="Cap the durations drawn by --synthetic (hours; at least one second, 0.000278)."),
     click.option("--job-mix", type=click.Choice(MIXES), default="philly", show_default=True,
                  help="GPU counts and durations of --synthetic: Philly's distribution, or Gavel's generator "
                       "(the mix of Gavel's and Hops' load sweeps)."),
     click.option("--window", default=None, metavar="START:END", help="Keep arrivals in [START, END) seconds, re-based to START."),
-    click.option("--max-jobs", type=click.IntRange(min=1), default=None, help="Keep at most N jobs per tenant (after --window)."),
+    click.option("--max-jobs", type=Integer(1), default=None, help="Keep at most N jobs per tenant (after --window)."),
     click.option("--static", is_flag=True, help="All jobs arrive at time 0 (makespan experiments)."),
     click.option("--weight", "weights", multiple=True, metavar="TENANT=W",
                  help="Tenant weight (default 1, or the CSV weight column)."),
@@ -79,7 +81,7 @@ cluster_options = _group([
     click.option("--cluster", "spec", required=True, metavar="SPEC",
                  help="GPUs per type: v100=8,p100=8,k80=8, nodes x GPUs per node: v100=2x4,k80=1x8, or Gavel's "
                       "36:36:36 (v100:p100:k80)."),
-    click.option("--gpus-per-node", type=click.IntRange(1, MAX_GPUS), default=None,
+    click.option("--gpus-per-node", type=Integer(1, MAX_GPUS), default=None,
                  help="Cut the types given as a plain count into nodes of this many GPUs."),
     click.option("--node-speed", "node_speeds", multiple=True, metavar="NODE=FACTOR",
                  help="Speed factor of a node (needs nodes: --gpus-per-node or NODESxGPUS)."),
@@ -102,7 +104,7 @@ engine_options = _group([
                       "next round."),
     click.option("--fork-sync", type=FiniteFloat(0, 1, hi_open=True), default=0.10, show_default=True,
                  help="Progress lost by a job running as several copies (HadarE)."),
-    click.option("--resolve-every", type=click.IntRange(min=1), default=1, show_default=True,
+    click.option("--resolve-every", type=Integer(1), default=1, show_default=True,
                  help="Dynamic policies are solved again every N rounds (and whenever the job set changes)."),
     click.option("--horizon-h", type=FiniteFloat(0, 1e6, lo_open=True), default=None,
                  help="Stop after this many simulated hours."),

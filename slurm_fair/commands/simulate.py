@@ -44,6 +44,7 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, cl
     check_distinct({"--output": output, "--plot": plot_out, "--save-workload": save_workload},
                    {"--trace": workload.traces, "--throughputs": throughputs})
     infos = [policies.get(name) for name in dict.fromkeys(policy_names)]
+    policies.check_params_run(engine.policy_params, [info.name for info in infos])
     scene = scenario.build(workload, cluster, throughputs)
     also: dict[str, tuple[str, str | bytes]] = {}
     if save_workload:

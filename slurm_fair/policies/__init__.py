@@ -198,3 +198,15 @@ def parse_params(items: Iterable[str]) -> dict[str, float]:
         check_param(name, value)
         out[name] = value
     return out
+
+
+def check_params_run(params: Mapping[str, float], running: Iterable[str], option: str = "--policy-option") -> None:
+    """A UserError for a parameter of a policy that is not among ``running``: ``--policy-option
+    hops.lambda=2`` with only ``--policy fifo`` was ignored with rc 0 (a misspelt ``--policy``
+    the likely cause)."""
+    run = sorted({get(name).name for name in running})
+    for name in params:
+        policy = name.partition(".")[0]
+        if get(policy).name not in run:
+            raise UserError(f"{option} {name}: policy {policy!r} is not run (--policy {' --policy '.join(run)}); "
+                            f"give --policy {policy} or drop the option")

@@ -16,8 +16,8 @@ from ..errors import UserError
 from ..inputs import number_problem, parse_number, shown
 from ..estimates.gavel import ThroughputTable
 from .cluster import ClusterSpec, parse_cluster, with_speeds
-from .synthetic import generate
-from .workload import Workload, load_traces, make_workload, parse_window, select
+from .synthetic import generate, synthetic_tenants
+from .workload import Workload, check_weights, load_traces, make_workload, parse_window, select
 
 
 #: largest node speed factor (``--node-speed``): a node 100 times nominal is a typo
@@ -90,12 +90,13 @@ def build_workload(source: WorkloadSource, table: ThroughputTable) -> Workload:
     """The jobs of ``source``: exactly one of traces or ``synthetic``."""
     if bool(source.traces) == (source.synthetic is not None):
         raise UserError("give either --trace FILE... or --synthetic N")
-    window = parse_window(source.window) if source.window else None
+    window = parse_window(source.window) if source.window is not None else None  # '' is refused
     if source.traces:
         return load_traces(source.traces, table, window, source.max_jobs, source.static, source.weights)
     max_duration_s = source.max_duration_h * 3600 if source.max_duration_h else None
     generated = generate(source.synthetic or 0, source.tenants, source.seed, source.rate_per_hour, table,
                          max_duration_s, source.job_mix)
+    check_weights(source.weights, synthetic_tenants(source.tenants), f"--synthetic (--tenants {source.tenants})")
     selected = select(generated.jobs, window, source.max_jobs, source.static)
     if not selected:
         raise UserError(f"--window {source.window}: no synthetic job arrives inside it "

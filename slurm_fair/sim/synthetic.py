@@ -89,6 +89,21 @@ def _sampler(mix: str) -> Callable[[random.Random], tuple[int, float]]:
     return draw
 
 
+#: fewest steps of a synthetic job (the drawn steps are rounded to 3 decimals, as a trace writes them)
+MIN_STEPS = 0.001
+
+
+def _tenant(i: int) -> str:
+    """The name of the ``i``-th (0-based) synthetic tenant."""
+    return f"tenant-{i + 1}"
+
+
+def synthetic_tenants(tenants: int) -> list[str]:
+    """Every tenant name ``--synthetic`` may draw with ``--tenants N`` (``--weight`` names one
+    of them, drawn or not)."""
+    return [_tenant(i) for i in range(tenants)]
+
+
 def generate(
     n_jobs: int,
     tenants: int,
@@ -120,9 +135,11 @@ def generate(
         if max_duration_s is not None:
             duration = min(duration, max_duration_s)
         job_type = rng.choice(job_types)
-        tenant = f"tenant-{rng.randrange(tenants) + 1}"
+        tenant = _tenant(rng.randrange(tenants))
         best = max(table.lookup(job_type, g, k) for k in ref)
-        jobs.append(TraceJob(f"{tenant}/{i + 1}", tenant, job_type, g, round(duration * best, 3), round(t, 3)))
+        # never 0 steps (a tiny --max-duration-h rounded them away): simulate refuses such a job
+        steps = max(round(duration * best, 3), MIN_STEPS)
+        jobs.append(TraceJob(f"{tenant}/{i + 1}", tenant, job_type, g, steps, round(t, 3)))
     label = f"synthetic(n={n_jobs},tenants={tenants},seed={seed},rate={rate_per_hour}/h"
     label += ")" if mix == "philly" else f",mix={mix})"
     return make_workload(jobs, {}, [label])

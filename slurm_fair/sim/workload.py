@@ -15,8 +15,10 @@ node fits only where a node has 8 GPUs). Without it a job takes its GPUs in any 
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import math
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -24,7 +26,7 @@ from typing import Iterable, Mapping
 from .. import atomic
 from ..errors import Finding, InputError, UserError
 from ..gangs import Shape
-from ..inputs import number_problem, parse_number, read_text
+from ..inputs import number_problem, parse_number, read_text, shown
 from ..model import MAX_GPUS, MAX_QUANTITY, MAX_WEIGHT, MIN_WEIGHT
 from ..estimates.gavel import ThroughputTable
 
@@ -149,16 +151,40 @@ def _nodes(raw: str, gpus: float | None, where: str, problems: list[Finding]) ->
     return int(nodes)
 
 
-def _rows(text: str, source: str) -> list[list[str]]:
-    """The CSV rows of ``text``, one per line (a cell over the csv module's size limit, or a
-    quote the module cannot read, is a finding naming the line)."""
-    rows = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+def _rows(text: str, source: str) -> list[tuple[int, list[str]]]:
+    """The CSV records of ``text`` with the line each starts on. Lines end only at ``\n``,
+    ``\r\n`` or ``\r`` (the csv module on ``newline=""``): ``str.splitlines`` also splits at
+    U+2028 and other separators inside a cell, and the message then named a problem ("expected 6
+    fields, got 1") the file does not have. A quoted newline stays inside its cell. A cell over
+    the csv module's size limit, or a quote it cannot read, is a finding naming the line."""
+    rows: list[tuple[int, list[str]]] = []
+    reader = csv.reader(io.StringIO(text, newline=""))
+    start = 1
+    while True:
         try:
-            rows.extend(csv.reader([line]))
+            row = next(reader)
+        except StopIteration:
+            return rows
         except csv.Error as exc:
-            raise InputError(source, [Finding(f"line {lineno}", f"not CSV: {exc}")]) from None
-    return rows
+            raise InputError(source, [Finding(f"line {reader.line_num}", f"not CSV: {exc}")]) from None
+        rows.append((start, row))
+        start = reader.line_num + 1
+
+
+#: longest tenant name of a trace (a Slurm account has at most 64 characters)
+MAX_TENANT_CHARS = 128
+
+
+def tenant_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a tenant of a trace, or None: printable text (spaces allowed) of
+    at most :data:`MAX_TENANT_CHARS` characters. A newline or a U+2028 in a Gavel file name was
+    simulated, then broke the trace ``--save-workload`` wrote and every one-line message."""
+    if not name:
+        return "empty"
+    if not name.isprintable() or len(name) > MAX_TENANT_CHARS or name != name.strip():
+        return (f"{shown(name)} is not a tenant name (printable text of at most {MAX_TENANT_CHARS} characters, "
+                "no line break or control character)")
+    return None
 
 
 def read_csv(path: str | Path, table: ThroughputTable | None = None) -> tuple[list[TraceJob], dict[str, float]]:
@@ -167,20 +193,24 @@ def read_csv(path: str | Path, table: ThroughputTable | None = None) -> tuple[li
     text = read_text(path, "trace")
     source = str(path)
     rows = _rows(text, source)
-    header = next(iter(rows), None)
-    if header is None:
+    if not rows:
         raise InputError(source, [Finding("line 1", "empty file: expected a header " + ",".join(CSV_COLUMNS))])
+    header_line, header = rows[0]
     columns = [c.strip() for c in header]
     missing = [c for c in CSV_COLUMNS if c not in columns]
     if missing:
-        raise InputError(source, [Finding("line 1", f"missing column(s): {', '.join(missing)} (header must contain {','.join(CSV_COLUMNS)})")])
+        raise InputError(source, [Finding(f"line {header_line}", f"missing column(s): {', '.join(missing)} (header must contain {','.join(CSV_COLUMNS)})")])
+    twice = sorted({c for c in columns if c and columns.count(c) > 1})
+    if twice:  # one of the two cells would be used silently
+        raise InputError(source, [Finding(f"line {header_line}", f"column {shown(twice[0])!r} given twice "
+                                                                 f"(columns {', '.join(shown(c) for c in columns)})")])
     index = {c: columns.index(c) for c in columns}
     problems: list[Finding] = []
     jobs: list[TraceJob] = []
     weights: dict[str, float] = {}
     weight_line: dict[str, int] = {}
     seen: dict[str, int] = {}
-    for lineno, row in enumerate(rows[1:], start=2):
+    for lineno, row in rows[1:]:
         if not row or all(not c.strip() for c in row):
             continue
         where = f"line {lineno}"
@@ -190,9 +220,11 @@ def read_csv(path: str | Path, table: ThroughputTable | None = None) -> tuple[li
         get = {c: row[i].strip() for c, i in index.items()}
         tenant, job_id, job_type = get["tenant"], get["job_id"], get["job_type"]
         ok = True
-        if not tenant:
-            problems.append(Finding(where, "tenant: empty"))
+        bad_tenant = tenant_problem(tenant)
+        if bad_tenant:
+            problems.append(Finding(where, f"tenant: {bad_tenant}"))
             ok = False
+            tenant = ""
         if not job_id:
             problems.append(Finding(where, "job_id: empty"))
             ok = False
@@ -240,11 +272,16 @@ def read_gavel_trace(path: str | Path, table: ThroughputTable | None = None, ten
     SLO, arrival_time``). ``scale_factor`` is the GPU count.
     """
     path = Path(path)
-    text = read_text(path, "trace")
     tenant = tenant or path.stem
+    bad_tenant = tenant_problem(tenant)
+    if bad_tenant:
+        raise InputError(str(path), [Finding("", f"tenant (the file name without .trace): {bad_tenant}; "
+                                                 "rename the file")])
+    text = read_text(path, "trace")
     problems: list[Finding] = []
     jobs: list[TraceJob] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # lines end at \n, \r\n or \r only (str.splitlines also splits at U+2028 inside a field)
+    for lineno, line in enumerate(re.split(r"\r\n|\r|\n", text), start=1):
         if not line.strip():
             continue
         where = f"line {lineno}"
@@ -332,6 +369,7 @@ def load_traces(
         if clash:
             raise InputError(str(path), [Finding("", f"job {sorted(clash)[0]!r} (and {len(clash) - 1} more) already given by an earlier trace: one tenant per file")])
         all_jobs.extend(jobs)
+    check_weights(weights or {}, {j.tenant for j in all_jobs}, "the trace(s)")
     all_weights.update(weights or {})
     selected = select(all_jobs, window, max_jobs, static)
     if not selected:  # only a window can leave nothing: every trace has a job
@@ -356,8 +394,24 @@ def parse_weights(specs: Iterable[str]) -> dict[str, float]:
         if not sep or not name.strip() or weight is None or number_problem(weight, lo=MIN_WEIGHT, hi=MAX_WEIGHT):
             raise UserError(f"--weight {spec[:80]!r}: expected TENANT=WEIGHT with a weight in "
                             f"[{MIN_WEIGHT:g}, {MAX_WEIGHT:g}]")
-        out[name.strip()] = weight
+        bad_tenant = tenant_problem(name.strip(" "))  # only spaces: a newline is no part of a name
+        if bad_tenant:
+            raise UserError(f"--weight {spec[:80]!r}: {bad_tenant}")
+        out[name.strip(" ")] = weight
     return out
+
+
+def check_weights(weights: Mapping[str, float], tenants: Iterable[str], where: str) -> None:
+    """A UserError for a ``--weight`` of a tenant the workload does not have: a misspelt tenant
+    would otherwise keep weight 1 with rc 0 and nothing said."""
+    known = sorted(set(tenants))
+    for name in weights:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            listed = ", ".join(shown(t) for t in known[:20]) + (f", ... ({len(known)} in all)" if len(known) > 20 else "")
+            raise UserError(f"--weight {shown(name)}=...: no tenant {shown(name)!r} in {where}{hint}; "
+                            f"its tenants: {listed}")
 
 
 def write_csv(workload: Workload, path: str | Path) -> None:

@@ -46,7 +46,10 @@ FIELDS: list[tuple[tuple[Any, ...], str, list[Any]]] = [
     (("jobs", 1), "jobs[1]", [None, 1, "job", []]),
     (("gpu_types",), "gpu_types", [{}, [], "v100", None, 4]),
     (("jobs",), "jobs", [{}, "j1", None, 4]),
-    (("tenants",), "tenants", [[1], "a", 4]),
+    (("tenants",), "tenants", [[1], "a", 4, [], None]),
+    (("tenants", "a"), "tenants.a.wieght", [{"wieght": 3}]),
+    (("jobs", 0, "remaining_wrok"), "did you mean 'remaining_work'", [5]),
+    (("gpu_type",), "did you mean 'gpu_types'", [{"v100": 4}]),
 ]
 
 
@@ -181,3 +184,27 @@ def test_time_limit_is_finite_and_bounded(value: str) -> None:
         problem.write_text(json.dumps(VALID))
         rc, _, err = run(["solve", "--input", problem, "--policy", "fifo", "--time-limit", value])
         assert_refused(rc, err, "--time-limit")
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('{"gpu_types": {"v100": 4},\n "gpu_types": {"k80": 4},\n "jobs": []}', "line 1: key gpu_types given twice"),
+    ('{"gpu_types": {"v100": 4},\n "tenants": {"a": {"weight": 1},\n  "a": {"weight": 2}},\n "jobs": []}',
+     "line 2: key a given twice"),
+    ('{"gpu_types": {"v100": 4}, "jobs": [\n {"id": "j1", "tenant": "a", "gpus": 1,\n'
+     '  "throughput": {"v100": 1, "v100": 2}}]}', "line 3: key v100 given twice"),
+])
+def test_a_key_given_twice_is_named_with_its_line(text: str, needle: str) -> None:
+    """Python's json keeps the last of two equal keys: the message then named GPU types the user
+    did not mean. Refused naming the key and the line where its object starts."""
+    _solve_refused(text.encode(), needle)
+
+
+def test_extra_job_fields_are_still_carried_through() -> None:
+    """``snapshot --json`` adds state, class, ... to each job: solve reads them (unknown keys are
+    refused only at the top level, in a tenant, and when a job key is a misspelt optional key)."""
+    doc = copy.deepcopy(VALID)
+    doc["jobs"][0].update({"state": "pending", "class": "resnet", "sources": {"v100": "table"}, "restart_s": 5})
+    with scratch() as work, bounded(60):
+        (work / "p.json").write_text(json.dumps(doc))
+        rc, out, err = run(["solve", "--input", work / "p.json", "--policy", "fifo"])
+        assert rc == 0, err

@@ -29,14 +29,16 @@ FLOATS = {
     ("simulate", "--fork-sync"): ["-0.1", "1", "2"],
     ("simulate", "--horizon-h"): ["0", "-1", "1e300"],
     ("simulate", "--rate"): ["0", "-1", "1e-9", "1e300"],
-    ("simulate", "--max-duration-h"): ["0", "-1", "1e300"],
+    ("simulate", "--max-duration-h"): ["0", "-1", "1e300", "1e-12", "0.0001"],
     ("simulate", "--node-speed-spread"): ["-0.1", "1", "5"],
     ("solve", "--time-limit"): ["0", "-1", "0.01", "1e300"],
     ("replay", "--time-scale"): ["0", "-1", "1e-9", "1e300"],
     ("replay", "--timeout"): ["0", "-1", "1e300"],
     ("replay", "--round-s"): ["0", "-1", "1e-9"],
 }
-#: integer options -> values they refuse
+#: what no integer option accepts: int() reads Unicode digits and underscores, Integer does not
+NOT_INTS = ["٣", "２", "1_0", "١٠", " 1_0", "+", ""]
+#: integer options -> values they refuse (beyond NOT_INTS)
 INTS = {
     ("simulate", "--seed"): ["-1", "1e3", "1.5", "nan", "9" * 40, "abc"],
     ("simulate", "--synthetic"): ["0", "-1", "10000000", "1.5", "nan"],
@@ -51,9 +53,11 @@ SPECS = {
                   "1:2", "v100=4,v100=4", "v100=0x4", "v100=4x0", "v100=99999999999999999999999999x1",
                   "a" * 5000 + "=1", "a100=4", "v100=nan", "v100=inf", "v100=1_000", " ", ""],
     "--policy-option": ["hops.lambda=nan", "hops.lambda=inf", "hops.lambda=1e400", "hops.nope=1", "nope.x=1",
-                        "hops.lambda", "hops.lambda=abc", "=1", "hops.lambda=1e9", ""],
-    "--weight": ["a=nan", "a=inf", "a=0", "a=-1", "a=1e9", "a=1e-9", "=1", "a", "a=x", "a=١"],
-    "--window": ["nan:5", "5:nan", "5:1", "-1:5", "abc", "5", "1e400:", "١:5", "5:5"],
+                        "hops.lambda", "hops.lambda=abc", "=1", "hops.lambda=1e9", "",
+                        "hops.lambda=2"],  # a policy that is not run (only fifo is)
+    "--weight": ["a=nan", "a=inf", "a=0", "a=-1", "a=1e9", "a=1e-9", "=1", "a", "a=x", "a=١",
+                 "zzz=2", "a\n=2", "\u2028=2"],  # not a tenant of the trace; not a tenant name
+    "--window": ["nan:5", "5:nan", "5:1", "-1:5", "abc", "5", "1e400:", "١:5", "5:5", ""],
     "--node-speed": ["v100-1=nan", "v100-1=0", "v100-1=-1", "v100-1=1e400", "v100-1=1e9", "v100-1", "nope=1"],
 }
 
@@ -99,7 +103,7 @@ def test_float_options_are_finite_and_in_range(case: tuple[tuple[str, str], str]
 
 
 @settings(max_examples=120, deadline=None)
-@given(st.sampled_from(sorted(INTS)).flatmap(lambda k: st.tuples(st.just(k), st.sampled_from(INTS[k]))))
+@given(st.sampled_from(sorted(INTS)).flatmap(lambda k: st.tuples(st.just(k), st.sampled_from(NOT_INTS + INTS[k]))))
 def test_integer_options_are_in_range(case: tuple[tuple[str, str], str]) -> None:
     (command, option), value = case
     _refused(command, option, value, option)
@@ -157,3 +161,65 @@ def test_output_paths_are_checked_before_the_run(option: str, value: str, needle
         rc, _, err = run(["simulate", "--policy", "fifo", "--synthetic", "5", "--cluster", "v100=4", "-q",
                           option, value])
         assert_refused(rc, err, value, needle)
+
+
+@pytest.mark.parametrize("value", ["٨٠", "8_0", "٨0", "65536", "-1"])
+def test_run_metrics_port_reads_ascii_digits_only(value: str) -> None:
+    """``run --metrics-port ٨٠`` listened on port 80: refused when options are parsed (no
+    configuration is read, no Slurm reached)."""
+    with scratch(), bounded(30):
+        rc, _, err = run(["run", "--once", "--metrics-port", value])
+        assert_refused(rc, err, "--metrics-port")
+
+
+def test_every_integer_option_of_every_command_is_an_ascii_integer() -> None:
+    """No command declares an integer option with click's int types (they read ``٣`` and ``1_0``)."""
+    import click
+
+    from slurm_fair.cli import cli
+    from slurm_fair.inputs import Integer
+
+    ctx = click.Context(cli)
+    found = []
+
+    def walk(cmd: click.Command, path: str) -> None:
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                sub = cmd.get_command(ctx, name)
+                assert sub is not None
+                walk(sub, f"{path} {name}")
+            return
+        for param in cmd.params:
+            assert not isinstance(param.type, (click.types.IntParamType, click.types.FloatParamType)), \
+                f"{path} {param.opts}: {param.type!r} (use inputs.Integer / inputs.FiniteFloat)"
+            if isinstance(param.type, Integer):
+                found.append(param.opts[0])
+
+    walk(cli, "slurm-fair")
+    assert {"--synthetic", "--seed", "--tenants", "--metrics-port"} <= set(found)
+
+
+def test_synthetic_jobs_never_have_zero_steps() -> None:
+    """The shortest --max-duration-h (one second) still draws jobs of at least MIN_STEPS, and
+    the saved workload is a trace simulate reads back; no numpy warning is printed."""
+    import warnings
+
+    with scratch() as work, bounded(60), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        saved = work / "w.csv"
+        rc, _, err = run(["simulate", "--policy", "fifo", "-q", "--synthetic", "8", "--cluster", "v100=8,k80=8",
+                          "--max-duration-h", str(1 / 3600), "--save-workload", saved])
+        assert rc == 0, err
+        rc, _, err = run(["simulate", "--policy", "fifo", "-q", "--trace", saved, "--cluster", "v100=8,k80=8"])
+        assert rc == 0, err
+
+
+def test_a_weight_for_a_synthetic_tenant_not_drawn_is_accepted() -> None:
+    """``--weight tenant-4=2`` with ``--tenants 4`` names a tenant of --synthetic even when no
+    job of it happens to be drawn; ``tenant-5`` is refused with the list."""
+    with scratch(), bounded(60):
+        base = ["simulate", "--policy", "fifo", "-q", "--synthetic", "1", "--tenants", "4", "--cluster", "v100=8"]
+        rc, _, err = run([*base, "--weight", "tenant-4=2"])
+        assert rc == 0, err
+        rc, _, err = run([*base, "--weight", "tenant-5=2"])
+        assert_refused(rc, err, "tenant-5", "tenant-1, tenant-2, tenant-3, tenant-4")

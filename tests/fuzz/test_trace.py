@@ -30,7 +30,7 @@ REFUSED = {
     "arrival_s": NOT_NUMBERS + ["1e300", "2e10"],
     "weight": [t for t in NOT_NUMBERS if t.strip()] + ["0", "1e-9", "1e9"],
     "nodes": [t for t in NOT_NUMBERS if t.strip()] + ["0", "1.5", "3"],
-    "tenant": ["", " "],
+    "tenant": ["", " ", "c\u2028d", "a\x0bb", "\x7f", "t" * 129],  # U+2028 once split the line
     "job_id": ["", " "],
     "job_type": ["", "ResNet-51 (batch size 32)", "nope", "\x7f"],
 }
@@ -139,3 +139,49 @@ def test_a_huge_cell_is_a_finding_not_a_csv_error(tmp_path: Path) -> None:
     rows[0][0] = '"' + "x" * 200_000
     rc, _, err = _run_trace(tmp_path, _text(HEADER, rows).encode())
     assert_refused(rc, err, "t.csv", "line 2")
+
+
+@pytest.mark.parametrize("column", ["gpus", "tenant", "weight"])
+def test_a_column_given_twice_is_refused(column: str) -> None:
+    header = HEADER + [column]
+    rows = [r + [r[HEADER.index(column)]] for r in ROWS]
+    _simulate_refused(_text(header, rows).encode(), "line 1", column, "twice")
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85", "\x1c", "\x0c"])
+def test_a_line_separator_inside_a_cell_is_named_as_the_cells_problem(separator: str) -> None:
+    """Lines end at \\n and \\r only: a separator str.splitlines knows stays in its cell, and the
+    message names that cell, not "expected 8 fields"."""
+    rows = [ROWS[0], ["b" + separator + "c"] + ROWS[1][1:]]
+    data = _text(HEADER, rows).encode()
+    with scratch() as work, bounded(60):
+        (work / "t.csv").write_bytes(data)
+        rc, _, err = run(["simulate", "--policy", "fifo", "--trace", work / "t.csv", "--cluster", "v100=4,k80=4", "-q"])
+        assert_refused(rc, err, "line 3", "tenant")
+        assert "fields" not in err
+
+
+def test_a_quoted_newline_in_a_job_type_is_one_cell_on_its_line(tmp_path: Path) -> None:
+    """A quoted cell may hold a newline (the csv module reads it); the next record's line is
+    still counted right."""
+    data = (",".join(HEADER) + "\n" + ",".join(ROWS[0]) + "\n" + 'b,1,"A3\nC",1,500,60,2,1\n' + "c,1,nope,1,5,0,1,1\n")
+    rc, _, err = _run_trace(tmp_path, data.encode())
+    assert rc == 2, err
+    assert "line 3: job_type: 'A3\\nC'" in err and "line 5: job_type: 'nope'" in err
+
+
+@pytest.mark.parametrize("stem", ["a\nb", "a\u2028b", "x\ty", " lead"])
+def test_a_gavel_trace_named_what_no_tenant_is_called_is_refused(stem: str) -> None:
+    with scratch() as work, bounded(60):
+        trace = work / f"{stem}.trace"
+        trace.write_text("ResNet-50 (batch size 32)\tcmd\t--n\tFalse\t12000\t0\t1\n")
+        rc, _, err = run(["simulate", "--policy", "fifo", "-q", "--trace", trace, "--cluster", "v100=2"])
+        assert_refused(rc, err, "tenant", "file name")
+
+
+def test_a_gavel_trace_with_a_separator_in_a_field_names_the_line(tmp_path: Path) -> None:
+    trace = tmp_path / "t1.trace"
+    trace.write_text("ResNet-50 (batch size 32)\tcmd\t--n\tFalse\t12000\t0\t1\n"
+                     "A3C\tc\u2028md\t--n\tFalse\t12x\t0\t1\n")
+    rc, _, err = run(["simulate", "--policy", "fifo", "-q", "--trace", trace, "--cluster", "v100=2"])
+    assert_refused(rc, err, "line 2", "total_steps")

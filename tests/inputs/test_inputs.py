@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from slurm_fair.errors import InputError
-from slurm_fair.inputs import (MAX_DEPTH, FiniteFloat, decode, fullmatch, jsonable, load_json,
+from slurm_fair.inputs import (MAX_DEPTH, FiniteFloat, Integer, decode, fullmatch, jsonable, load_json,
                                number_problem, parse_json, read_text)
 
 
@@ -82,3 +82,33 @@ def test_fullmatch_refuses_a_trailing_newline_that_re_match_accepts() -> None:
     pattern = re.compile(r"^[a-z]+$")
     assert pattern.match("fair\n") and not fullmatch(pattern, "fair\n")
     assert fullmatch(pattern, "fair") and not fullmatch(pattern, 3)
+
+
+@pytest.mark.parametrize("text", ["٣", "２", "1_0", "1.0", "1e3", "0x10", "", "+", " ", "1 2", "nan", "9" * 31])
+def test_integer_reads_ascii_digits_only(text: str) -> None:
+    with pytest.raises(click.BadParameter):
+        Integer().convert(text, None, None)
+
+
+@pytest.mark.parametrize("text, lo, hi, value", [("7", None, None, 7), ("-3", -5, 0, -3), ("+4", 1, 4, 4), (" 12 ", 0, 99, 12)])
+def test_integer_accepts_plain_integers(text: str, lo: int | None, hi: int | None, value: int) -> None:
+    assert Integer(lo, hi).convert(text, None, None) == value
+
+
+@pytest.mark.parametrize("text, lo, hi", [("0", 1, None), ("65536", 0, 65535), ("-1", 0, 9)])
+def test_integer_refuses_out_of_range(text: str, lo: int | None, hi: int | None) -> None:
+    with pytest.raises(click.BadParameter):
+        Integer(lo, hi).convert(text, None, None)
+
+
+@pytest.mark.parametrize("text, line", [('{"a": 1, "a": 2}', 1), ('[1,\n {"x": {"b": 1,\n "b": 1}}]', 2),
+                                        ('{"a": {"k": 1},\n "b": {"k": 1, "k": 2}}', 2)])
+def test_parse_json_refuses_a_key_given_twice_naming_it_and_the_line(text: str, line: int) -> None:
+    with pytest.raises(InputError) as err:
+        parse_json(text, "f.json")
+    assert f"line {line}: key" in err.value.message() and "given twice" in err.value.message()
+
+
+@given(st.dictionaries(st.text(max_size=5), st.integers(-10**9, 10**9), max_size=6))
+def test_parse_json_reads_objects_of_distinct_keys_as_before(doc: dict) -> None:
+    assert parse_json(json.dumps(doc), "f.json") == doc
