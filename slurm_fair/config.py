@@ -275,6 +275,7 @@ def validate(data: Mapping[str, Any], source: str = "<config>") -> Config:
             continue
         tenants[name] = _check_table(table, _TENANT_KEYS, where, problems)
     problems += [Finding(key, why) for key, why in C.output_clashes(values, source)]
+    problems += [Finding(key, why) for key, why in C.unused_policy_options(values)]
     if problems:
         raise ConfigError(source, problems)
     return Config(values=values, tenants=tenants, source=source)

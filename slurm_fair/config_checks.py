@@ -217,3 +217,20 @@ def policy_options(v: Any) -> str | None:
 
 def pin_gres_type(v: Any) -> str | None:
     return None if v in (True, False, "auto") else f"must be true, false or \"auto\", got {show(v)}"
+
+
+def unused_policy_options(values: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """``(key, why)`` when ``[controller] policy_options`` sets a parameter of a policy other
+    than ``[controller] policy``: the controller would silently ignore it (a misspelt or
+    changed ``policy`` the likely cause). Checked only once both keys are valid on their own."""
+    c = values.get("controller", {})
+    items, policy_name = c.get("policy_options") or [], c.get("policy", "")
+    if policy(policy_name) is not None or not isinstance(items, list):
+        return []
+    out = []
+    for item in items:
+        named = str(item).partition("=")[0].strip().partition(".")[0]
+        if named and named != policy_name:
+            out.append(("controller.policy_options",
+                        f"{show(item)} sets a parameter of {named!r}, but the controller runs {policy_name!r}"))
+    return out

@@ -192,3 +192,7 @@ def test_policy_options_are_checked_at_validation_and_reach_the_policy(tmp_path)
         with pytest.raises(ConfigError) as err:
             config.load(write(tmp_path, f"[controller]\npolicy_options = {bad}\n"))
         assert "controller.policy_options" in err.value.message()
+    # a parameter of a policy the controller does not run would be ignored: refused, naming both
+    with pytest.raises(ConfigError) as err:
+        config.load(write(tmp_path, '[controller]\npolicy = "oef"\npolicy_options = ["hops.lambda=2"]\n'))
+    assert "controller.policy_options" in err.value.message() and "'oef'" in err.value.message()
