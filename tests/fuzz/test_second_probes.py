@@ -1,8 +1,11 @@
-"""Review of issue 18: hostile and careless inputs that still break the README's promise.
+"""Issue 18's second round of probes: hostile and careless inputs not in the first tables.
 
-Plain regressions (they fail until the code is fixed): each names the probe that broke it.
-Commands that need Slurm read a FakeSlurm (the recordings shipped with the package), patched in
-where the commands build their port, so no Slurm is reached.
+A reviewer probed again after the first fixes and found 16 more ways past the README's promise
+(a file name too long for the file system, an output onto the command's own input, a foreign
+SQLite file as the state store, duplicate JSON keys, non-ASCII digits in integer options, ...);
+each test names its probe and failed before its fix. Commands that need Slurm read a FakeSlurm
+(the recordings shipped with the package), patched in where the commands build their port, so
+no Slurm is reached.
 """
 
 from __future__ import annotations
