@@ -30,7 +30,7 @@ echo "   Jobs are submitted untyped (--gres=gpu:N); job_submit.lua sends each ne
 echo "   the latest plan prefers, the controller plans every trace minute (QOS limits, order,"
 echo "   requeues to time-share and to move jobs up to idle faster GPUs)."
 echo "   ${SCALE} trace seconds pass per real second; takes about $((12000 / SCALE / 60 + 1)) minutes."
-rm -rf "$RUN_DIR"
+rm -rf "$RUN_DIR" && mkdir -p "$RUN_DIR"  # -o below is checked before the replay runs: its directory must exist
 SINCE=$(date +%Y-%m-%dT%H:%M:%S)
 $SF testbed replay --trace "$TRACE" --time-scale "$SCALE" --policy "$POLICY" --timeout $((36000 / SCALE + 120)) \
     --run-dir "$RUN_DIR" --json -o "$RUN_DIR/replay.json" \
