@@ -30,10 +30,6 @@ class AtomicWriteError(UserError):
     the message names the path and the reason. A user's path or a configured one: exit 2."""
 
 
-def _shown(path: str | Path) -> str:
-    return printable(str(path))
-
-
 def _stat(path: str | Path, follow: bool = True) -> os.stat_result | None:
     """``os.stat`` (or ``lstat``) of ``path``, None when nothing has that name; any other
     failure (a name longer than the file system allows, no permission on a directory, a loop
@@ -44,9 +40,9 @@ def _stat(path: str | Path, follow: bool = True) -> os.stat_result | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
-        raise AtomicWriteError(f"{_shown(path)}: cannot write: {_reason(exc)}") from None
+        raise AtomicWriteError(f"{printable(path)}: cannot write: {_reason(exc)}") from None
     except ValueError:  # an embedded NUL
-        raise AtomicWriteError(f"{_shown(path)}: not a file name (NUL character)") from None
+        raise AtomicWriteError(f"{printable(path)}: not a file name (NUL character)") from None
 
 
 def _reason(exc: OSError) -> str:
@@ -66,7 +62,7 @@ def target_path(path: str | Path) -> Path:
     st = _stat(p)
     if st is not None and not stat.S_ISREG(st.st_mode):
         kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-        raise AtomicWriteError(f"{_shown(path)}: {kind}; refusing to replace it")
+        raise AtomicWriteError(f"{printable(path)}: {kind}; refusing to replace it")
     link = _stat(p, follow=False)
     if link is not None and stat.S_ISLNK(link.st_mode):
         p = Path(os.path.realpath(p))  # the link stays a link; its target is replaced
@@ -81,14 +77,14 @@ def directory_problem(path: str | Path) -> str | None:
     except AtomicWriteError as exc:
         return str(exc)
     if st is not None and not stat.S_ISDIR(st.st_mode):
-        return f"{_shown(path)} exists and is not a directory"
+        return f"{printable(path)} exists and is not a directory"
     try:
         limit = os.pathconf(_existing_parent(Path(path)), "PC_NAME_MAX")
     except (OSError, ValueError):
         limit = 255
     long = [part for part in Path(path).parts if len(os.fsencode(part)) > limit]
     if long:
-        return f"{_shown(path)}: cannot write: File name too long (ENAMETOOLONG)"
+        return f"{printable(path)}: cannot write: File name too long (ENAMETOOLONG)"
     return None
 
 
@@ -107,7 +103,7 @@ def writable_directory_problem(path: str | Path) -> str | None:
         return msg
     real = os.path.realpath(path)
     if any(real == d or real.startswith(d + "/") for d in SYSTEM_DIRS):
-        return f"{_shown(path)}: a system directory ({_shown(real)}); refusing to write there"
+        return f"{printable(path)}: a system directory ({printable(real)}); refusing to write there"
     try:
         st = _stat(path)
     except AtomicWriteError as exc:
@@ -118,11 +114,11 @@ def writable_directory_problem(path: str | Path) -> str | None:
     except AtomicWriteError as exc:
         return str(exc)
     if parent is None or not stat.S_ISDIR(parent.st_mode):
-        return f"{_shown(path)}: directory {_shown(directory)} does not exist"
+        return f"{printable(path)}: directory {printable(directory)} does not exist"
     try:  # the real test, as check_writable's
         fd, tmp = tempfile.mkstemp(prefix=".keep.", dir=directory)
     except OSError as exc:
-        return f"{_shown(path)}: cannot write in {_shown(directory)}: {_reason(exc)}"
+        return f"{printable(path)}: cannot write in {printable(directory)}: {_reason(exc)}"
     os.close(fd)
     _discard(tmp)
     return None
@@ -164,7 +160,7 @@ def check_writable(path: str | Path) -> Path:
     try:  # the real test (/proc says it is writable, a read-only mount says so to root)
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=str(directory))
     except OSError as exc:
-        raise AtomicWriteError(f"{_shown(path)}: cannot write in {_shown(directory)}: {_reason(exc)}") from None
+        raise AtomicWriteError(f"{printable(path)}: cannot write in {printable(directory)}: {_reason(exc)}") from None
     os.close(fd)
     _discard(tmp)
     return p
@@ -175,7 +171,7 @@ def _directory(path: str | Path, target: Path) -> Path:
     directory = target.parent if str(target.parent) else Path(".")
     st = _stat(directory)
     if st is None or not stat.S_ISDIR(st.st_mode):
-        raise AtomicWriteError(f"{_shown(path)}: directory {_shown(directory)} does not exist")
+        raise AtomicWriteError(f"{printable(path)}: directory {printable(directory)} does not exist")
     return directory
 
 
@@ -187,7 +183,7 @@ def _stage(path: str | Path, data: bytes, mode: int, fsync: bool) -> tuple[str, 
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=str(directory))
     except OSError as exc:
-        raise AtomicWriteError(f"{_shown(path)}: cannot write: {_reason(exc)}") from None
+        raise AtomicWriteError(f"{printable(path)}: cannot write: {_reason(exc)}") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -198,7 +194,7 @@ def _stage(path: str | Path, data: bytes, mode: int, fsync: bool) -> tuple[str, 
     except BaseException as exc:
         _discard(tmp)
         if isinstance(exc, OSError):
-            raise AtomicWriteError(f"{_shown(path)}: cannot write: {_reason(exc)}") from None
+            raise AtomicWriteError(f"{printable(path)}: cannot write: {_reason(exc)}") from None
         raise
     return tmp, p
 
@@ -220,7 +216,7 @@ def _commit(staged: list[tuple[str, Path]], shown: list[str | Path]) -> None:
             for rest, _ in staged[i:]:
                 _discard(rest)
             if isinstance(exc, OSError):
-                raise AtomicWriteError(f"{_shown(shown[i])}: cannot write: {_reason(exc)}") from None
+                raise AtomicWriteError(f"{printable(shown[i])}: cannot write: {_reason(exc)}") from None
             raise
 
 
@@ -248,7 +244,7 @@ def write_files(directory: str | Path, files: Mapping[str, tuple[str | bytes, in
     out = Path(directory)
     for name in files:
         if not name or "/" in name or name in (".", ".."):
-            raise AtomicWriteError(f"{_shown(out / name)}: not a plain file name")
+            raise AtomicWriteError(f"{printable(out / name)}: not a plain file name")
     created = _make_dirs(out)
     try:
         write_all({out / name: spec for name, spec in files.items()})
@@ -293,7 +289,7 @@ def _make_dirs(out: Path) -> list[Path]:
         d = d.parent
     st = _stat(d)
     if st is not None and not stat.S_ISDIR(st.st_mode):
-        raise AtomicWriteError(f"{_shown(out)}: {_shown(d)} is not a directory")
+        raise AtomicWriteError(f"{printable(out)}: {printable(d)} is not a directory")
     created: list[Path] = []
     for d in reversed(missing):
         try:
@@ -301,6 +297,6 @@ def _make_dirs(out: Path) -> list[Path]:
         except OSError as exc:
             for c in reversed(created):
                 c.rmdir()
-            raise AtomicWriteError(f"{_shown(out)}: cannot create directory {_shown(d)}: {_reason(exc)}") from None
+            raise AtomicWriteError(f"{printable(out)}: cannot create directory {printable(d)}: {_reason(exc)}") from None
         created.append(d)
     return created

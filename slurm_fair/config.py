@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 
 from . import config_checks as C, names
 from .errors import ConfigError, Finding, InputError
-from .inputs import fullmatch, read_text
+from .inputs import fullmatch, quoted, read_text
 
 #: environment variable naming the config file (beats the search path)
 CONFIG_ENV = "SLURM_FAIR_CONFIG"
@@ -171,11 +171,11 @@ def _check_table(
             continue
         spec = keys[name]
         if not _type_ok(value, spec.types):
-            problems.append(Finding(where, f"must be {_type_name(spec.types)}, got {C.show(value)}"))
+            problems.append(Finding(where, f"must be {_type_name(spec.types)}, got {quoted(value)}"))
             continue
         if spec.check and (msg := spec.check(value)):
             # the checks of config_checks name the value themselves; older ones do not
-            problems.append(Finding(where, msg if ", got " in msg else f"{msg}, got {C.show(value)}"))
+            problems.append(Finding(where, msg if ", got " in msg else f"{msg}, got {quoted(value)}"))
             continue
         out[name] = value
     return out

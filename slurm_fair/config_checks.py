@@ -16,7 +16,7 @@ import re
 import stat
 from typing import Any, Callable, Mapping
 
-from .inputs import fullmatch, number_problem
+from .inputs import fullmatch, number_problem, quoted
 
 Check = Callable[[Any], "str | None"]
 
@@ -32,13 +32,6 @@ NOT_A_STATE_DIR = frozenset({
 })
 
 
-def show(value: Any, limit: int = 60) -> str:
-    """``repr(value)`` cut to ``limit`` characters: a message stays one short line (repr escapes
-    newlines; a 1 MB string is not echoed back)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 def number(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
            integer: bool = False) -> Check:
     """A finite number (an integer when ``integer``) in ``[lo, hi]`` (``(lo, hi]`` when
@@ -51,7 +44,7 @@ def number(lo: float | None = None, hi: float | None = None, *, lo_open: bool = 
 
 def one_of(*choices: Any) -> Check:
     def check(v: Any) -> str | None:
-        return None if v in choices else f"must be one of {', '.join(map(str, choices))}, got {show(v)}"
+        return None if v in choices else f"must be one of {', '.join(map(str, choices))}, got {quoted(v)}"
 
     return check
 
@@ -61,7 +54,7 @@ def named(pattern: re.Pattern[str], what: str, empty_ok: bool = False) -> Check:
     def check(v: Any) -> str | None:
         if empty_ok and v == "":
             return None
-        return None if fullmatch(pattern, v) else f"must be {what}, got {show(v)}"
+        return None if fullmatch(pattern, v) else f"must be {what}, got {quoted(v)}"
 
     return check
 
@@ -69,7 +62,7 @@ def named(pattern: re.Pattern[str], what: str, empty_ok: bool = False) -> Check:
 def list_of(pattern: re.Pattern[str], what: str) -> Check:
     """A list of strings, each matching ``pattern`` whole; every bad item named."""
     def check(v: Any) -> str | None:
-        bad = [show(x, 30) for x in v if not fullmatch(pattern, x)]
+        bad = [quoted(x, 30) for x in v if not fullmatch(pattern, x)]
         return f"must be a list of {what}s, got {', '.join(bad[:5])}" if bad else None
 
     return check
@@ -78,7 +71,7 @@ def list_of(pattern: re.Pattern[str], what: str) -> Check:
 def table_of(keys: re.Pattern[str], key_what: str, values: re.Pattern[str], value_what: str) -> Check:
     """A table ``{key: value}`` of strings, keys and values each matching their pattern."""
     def check(v: Any) -> str | None:
-        bad = [f"{show(k, 30)} = {show(x, 30)}" for k, x in v.items()
+        bad = [f"{quoted(k, 30)} = {quoted(x, 30)}" for k, x in v.items()
                if not (fullmatch(keys, k) and fullmatch(values, x))]
         if bad:
             return f"must be a table of {key_what} = {value_what}, got {', '.join(bad[:5])}"
@@ -95,13 +88,13 @@ def path(kind: str, empty_ok: bool = False) -> Check:
         if v == "" and empty_ok:
             return None
         if any(ord(c) < 32 or c == "\x7f" for c in v):
-            return f"must not contain control characters (a newline?), got {show(v)}"
+            return f"must not contain control characters (a newline?), got {quoted(v)}"
         if not os.path.isabs(v):
-            return f"must be an absolute path, got {show(v)}"
+            return f"must be an absolute path, got {quoted(v)}"
         norm = os.path.normpath(v)
         for top in SYSTEM_DIRS:
             if norm == top or norm.startswith(top + "/"):
-                return f"must not be under {top}, got {show(v)}"
+                return f"must not be under {top}, got {quoted(v)}"
         try:
             mode = os.stat(v).st_mode
         except OSError:  # made when first needed, under a directory (not under a file)
@@ -109,12 +102,12 @@ def path(kind: str, empty_ok: bool = False) -> Check:
             while parent != "/" and not os.path.lexists(parent):
                 parent = os.path.dirname(parent)
             if not os.path.isdir(parent):
-                return f"must be under a directory, got {show(v)} ({parent} is not one)"
+                return f"must be under a directory, got {quoted(v)} ({parent} is not one)"
             return None
         if kind == "dir" and not stat.S_ISDIR(mode):
-            return f"must be a directory, got {show(v)} (it exists and is not one)"
+            return f"must be a directory, got {quoted(v)} (it exists and is not one)"
         if kind == "file" and not stat.S_ISREG(mode):
-            return f"must be a regular file, got {show(v)} (it exists and is not one)"
+            return f"must be a regular file, got {quoted(v)} (it exists and is not one)"
         return None
 
     return check
@@ -125,7 +118,7 @@ def state_dir(v: Any) -> str | None:
     if problem := path("dir")(v):
         return problem
     if {os.path.normpath(v), os.path.realpath(v)} & NOT_A_STATE_DIR:
-        return f"must be a directory of its own (e.g. /var/lib/slurm-fair), not a system directory, got {show(v)}"
+        return f"must be a directory of its own (e.g. /var/lib/slurm-fair), not a system directory, got {quoted(v)}"
     return None
 
 
@@ -184,7 +177,7 @@ def policy(v: Any) -> str | None:
         return None
     close = difflib.get_close_matches(v, known, n=1)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
-    return f"must be a policy `slurm-fair policies` lists{hint}, got {show(v)}"
+    return f"must be a policy `slurm-fair policies` lists{hint}, got {quoted(v)}"
 
 
 def solver(v: Any) -> str | None:
@@ -198,7 +191,7 @@ def backend(v: Any) -> str | None:
     if v == "pyslurm":
         return ("pyslurm is not supported: it must match Slurm's major version and pyslurm 25.11 on PyPI "
                 "matches no Slurm that Debian ships; use \"cli\" (Slurm's own commands, the only backend)")
-    return None if v == "cli" else f"must be \"cli\", got {show(v)}"
+    return None if v == "cli" else f"must be \"cli\", got {quoted(v)}"
 
 
 def policy_options(v: Any) -> str | None:
@@ -207,7 +200,7 @@ def policy_options(v: Any) -> str | None:
     from .policies import parse_params  # imported late: the registry loads every policy
 
     if not all(isinstance(item, str) for item in v):
-        return f"must be a list of POLICY.KEY=VALUE strings, got {show(v)}"
+        return f"must be a list of POLICY.KEY=VALUE strings, got {quoted(v)}"
     try:
         parse_params(v)
     except UserError as exc:
@@ -216,7 +209,7 @@ def policy_options(v: Any) -> str | None:
 
 
 def pin_gres_type(v: Any) -> str | None:
-    return None if v in (True, False, "auto") else f"must be true, false or \"auto\", got {show(v)}"
+    return None if v in (True, False, "auto") else f"must be true, false or \"auto\", got {quoted(v)}"
 
 
 def unused_policy_options(values: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
@@ -232,5 +225,5 @@ def unused_policy_options(values: Mapping[str, Mapping[str, Any]]) -> list[tuple
         named = str(item).partition("=")[0].strip().partition(".")[0]
         if named and named != policy_name:
             out.append(("controller.policy_options",
-                        f"{show(item)} sets a parameter of {named!r}, but the controller runs {policy_name!r}"))
+                        f"{quoted(item)} sets a parameter of {named!r}, but the controller runs {policy_name!r}"))
     return out

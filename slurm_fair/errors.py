@@ -34,10 +34,11 @@ class UserError(SlurmFairError):
     exit_code = 2
 
 
-def printable(text: str) -> str:
-    """``text`` with every unprintable character (newline, tab, escape, U+2028...) written as
+def printable(value: object) -> str:
+    """``str(value)`` with every unprintable character (newline, tab, escape, U+2028...) written as
     its escape: a name taken from user input cannot split a message into two lines or move
     the terminal's cursor."""
+    text = str(value)
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)

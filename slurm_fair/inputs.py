@@ -334,12 +334,18 @@ def parse_number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def quoted(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters: a message stays one short line (repr escapes
+    newlines; a 1 MB string is not echoed back)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def shown(key: Any, limit: int = 60) -> str:
     """A user's key or name as a message shows it: as written when it is short printable text,
-    else quoted with escapes and cut (a newline in a JSON key must not break a one-line message,
-    a 5,000-character key must not fill the screen)."""
+    else :func:`quoted` (a newline in a JSON key must not break a one-line message, a
+    5,000-character key must not fill the screen)."""
     text = str(key)
     if isinstance(key, str) and text.isprintable() and len(text) <= limit:
         return text
-    quoted = repr(text)
-    return quoted if len(quoted) <= limit else quoted[:limit] + "..."
+    return quoted(text, limit)
