@@ -214,16 +214,14 @@ def pin_gres_type(v: Any) -> str | None:
 
 def unused_policy_options(values: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
     """``(key, why)`` when ``[controller] policy_options`` sets a parameter of a policy other
-    than ``[controller] policy``: the controller would silently ignore it (a misspelt or
-    changed ``policy`` the likely cause). Checked only once both keys are valid on their own."""
+    than ``[controller] policy`` (:func:`slurm_fair.policies.params_not_run`: the controller
+    would silently ignore it). Checked only once both keys are valid on their own."""
+    from .policies import params_not_run, parse_params  # imported late: the registry loads every policy
+
     c = values.get("controller", {})
     items, policy_name = c.get("policy_options") or [], c.get("policy", "")
-    if policy(policy_name) is not None or not isinstance(items, list):
+    if policy(policy_name) is not None or policy_options(items) is not None:
         return []
-    out = []
-    for item in items:
-        named = str(item).partition("=")[0].strip().partition(".")[0]
-        if named and named != policy_name:
-            out.append(("controller.policy_options",
-                        f"{quoted(item)} sets a parameter of {named!r}, but the controller runs {policy_name!r}"))
-    return out
+    return [("controller.policy_options", f"{quoted(name)} is a parameter of {name.partition('.')[0]!r}, "
+             f"but the controller runs {policy_name!r}")
+            for name in params_not_run(parse_params(items), [policy_name])]

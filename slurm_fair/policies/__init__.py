@@ -200,13 +200,19 @@ def parse_params(items: Iterable[str]) -> dict[str, float]:
     return out
 
 
+def params_not_run(params: Iterable[str], running: Iterable[str]) -> list[str]:
+    """The parameters (``hops.lambda``) of policies not among ``running`` (aliases resolved):
+    such a parameter would be ignored, a misspelt or changed policy the likely cause. The one
+    rule of ``--policy-option`` and ``[controller] policy_options``."""
+    run = {get(name).name for name in running}
+    return [name for name in params if get(name.partition(".")[0]).name not in run]
+
+
 def check_params_run(params: Mapping[str, float], running: Iterable[str], option: str = "--policy-option") -> None:
-    """A UserError for a parameter of a policy that is not among ``running``: ``--policy-option
-    hops.lambda=2`` with only ``--policy fifo`` was ignored with rc 0 (a misspelt ``--policy``
-    the likely cause)."""
+    """A UserError for the first of :func:`params_not_run`: ``--policy-option hops.lambda=2``
+    with only ``--policy fifo`` was ignored with rc 0."""
     run = sorted({get(name).name for name in running})
-    for name in params:
+    for name in params_not_run(params, run):
         policy = name.partition(".")[0]
-        if get(policy).name not in run:
-            raise UserError(f"{option} {name}: policy {policy!r} is not run (--policy {' --policy '.join(run)}); "
-                            f"give --policy {policy} or drop the option")
+        raise UserError(f"{option} {name}: policy {policy!r} is not run (--policy {' --policy '.join(run)}); "
+                        f"give --policy {policy} or drop the option")
