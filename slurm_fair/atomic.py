@@ -92,6 +92,16 @@ def directory_problem(path: str | Path) -> str | None:
 SYSTEM_DIRS = ("/dev", "/proc", "/sys")
 
 
+def system_dir_of(path: str | Path) -> str | None:
+    """The kernel directory of :data:`SYSTEM_DIRS` that ``path`` is (or is under, as written or
+    with symlinks resolved), or None."""
+    for p in {os.path.normpath(os.path.abspath(path)), os.path.realpath(path)}:
+        for top in SYSTEM_DIRS:
+            if p == top or p.startswith(top + "/"):
+                return top
+    return None
+
+
 def writable_directory_problem(path: str | Path) -> str | None:
     """Why ``path`` cannot be a directory files are kept in (``solve --keep-lp-dir``), or None:
     an existing directory where a file can be created (tried), or a new one whose parent is
@@ -101,9 +111,8 @@ def writable_directory_problem(path: str | Path) -> str | None:
         return "an empty directory name"
     if (msg := directory_problem(path)):
         return msg
-    real = os.path.realpath(path)
-    if any(real == d or real.startswith(d + "/") for d in SYSTEM_DIRS):
-        return f"{printable(path)}: a system directory ({printable(real)}); refusing to write there"
+    if (top := system_dir_of(path)):
+        return f"{printable(path)}: under the system directory {top}; refusing to write there"
     try:
         st = _stat(path)
     except AtomicWriteError as exc:
@@ -115,8 +124,15 @@ def writable_directory_problem(path: str | Path) -> str | None:
         return str(exc)
     if parent is None or not stat.S_ISDIR(parent.st_mode):
         return f"{printable(path)}: directory {printable(directory)} does not exist"
-    try:  # the real test, as check_writable's
-        fd, tmp = tempfile.mkstemp(prefix=".keep.", dir=directory)
+    return _creation_problem(path, directory)
+
+
+def _creation_problem(path: str | Path, directory: str | Path) -> str | None:
+    """Why no file can be created in ``directory``, or None. The only sure test, so it is
+    tried (a temporary file made and removed): /proc says it is writable, and so does a
+    read-only mount to root."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".slurm-fair-probe.", dir=str(directory))
     except OSError as exc:
         return f"{printable(path)}: cannot write in {printable(directory)}: {_reason(exc)}"
     os.close(fd)
@@ -153,16 +169,12 @@ def same_file(a: str | Path, b: str | Path) -> bool:
 def check_writable(path: str | Path) -> Path:
     """Raise :class:`AtomicWriteError` now, before any work, when ``path`` could not be written
     later: it exists and is not a regular file, its directory does not exist, or no file can be
-    created there (tried: a temporary file is made and removed). Returns the path a write would rename onto. A command calls this when its
-    options are parsed, so ``--json nodir/x.json`` fails before an hour of simulation."""
+    created there (:func:`_creation_problem`). Returns the path a write would rename onto. A
+    command calls this when its options are parsed, so ``--json nodir/x.json`` fails before an
+    hour of simulation."""
     p = target_path(path)
-    directory = _directory(path, p)
-    try:  # the real test (/proc says it is writable, a read-only mount says so to root)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=str(directory))
-    except OSError as exc:
-        raise AtomicWriteError(f"{printable(path)}: cannot write in {printable(directory)}: {_reason(exc)}") from None
-    os.close(fd)
-    _discard(tmp)
+    if (msg := _creation_problem(path, _directory(path, p))):
+        raise AtomicWriteError(msg)
     return p
 
 

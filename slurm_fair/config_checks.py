@@ -16,12 +16,10 @@ import re
 import stat
 from typing import Any, Callable, Mapping
 
+from .atomic import system_dir_of
 from .inputs import fullmatch, number_problem, quoted
 
 Check = Callable[[Any], "str | None"]
-
-#: where no state, log or table of slurm-fair belongs: kernel and device file systems
-SYSTEM_DIRS = ("/proc", "/sys", "/dev")
 
 #: directories that are never a state_dir themselves (state.sqlite, plan.json and the lock would
 #: be written among the system's own files; ``state_dir = "/"`` is a typo, not a choice)
@@ -91,14 +89,12 @@ def path(kind: str, empty_ok: bool = False) -> Check:
             return f"must not contain control characters (a newline?), got {quoted(v)}"
         if not os.path.isabs(v):
             return f"must be an absolute path, got {quoted(v)}"
-        norm = os.path.normpath(v)
-        for top in SYSTEM_DIRS:
-            if norm == top or norm.startswith(top + "/"):
-                return f"must not be under {top}, got {quoted(v)}"
+        if (top := system_dir_of(v)):
+            return f"must not be under {top}, got {quoted(v)}"
         try:
             mode = os.stat(v).st_mode
         except OSError:  # made when first needed, under a directory (not under a file)
-            parent = os.path.dirname(norm)
+            parent = os.path.dirname(os.path.normpath(v))
             while parent != "/" and not os.path.lexists(parent):
                 parent = os.path.dirname(parent)
             if not os.path.isdir(parent):
