@@ -59,15 +59,12 @@ def check_distinct(outputs: Mapping[str, str | Path | None],
 
 
 def write_output(text: str, output: str | None) -> None:
-    """To stdout, or atomically to ``output`` (:func:`slurm_fair.atomic.write_text`: never
-    half a file, never over a device or a directory)."""
+    """To stdout, or atomically to ``output`` (:func:`write_outputs`: never half a file, never
+    over a device or a directory)."""
     if not output or is_stdout(output):
         click.echo(text, nl=False)
         return
-    try:
-        atomic.write_text(output, text)
-    except atomic.AtomicWriteError as exc:
-        raise UserError(f"--output {exc}") from None
+    write_outputs({"--output": (output, text)})
 
 
 def json_text(doc: Any) -> str:
