@@ -69,6 +69,20 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "order": Key((str,), "nice", "how job order is enforced", C.one_of("nice", "priority")),
         "accounts": Key((list,), [], "only these Slurm accounts take part (empty: every account)",
                         C.list_of(names.SLURM_NAME, "Slurm account name")),
+        "manage_accounts": Key((list,), [], "the pilot's accounts: only their jobs are planned and touched, "
+                               "by cycles and job_submit.lua (empty: every account)",
+                               C.list_of(names.SLURM_NAME, "Slurm account name")),
+        "manage_partitions": Key((list,), [], "the pilot's partitions: only jobs submitted to these are managed, "
+                                 "only these are steering targets, only their nodes' GPUs are planned (empty: all)",
+                                 C.list_of(names.SLURM_NAME, "Slurm partition name")),
+        "mode": Key((str,), "live", "live: apply the plan; shadow: decide and record every cycle, change nothing "
+                    "in Slurm (report --shadow compares)", C.one_of("live", "shadow")),
+        "fail_open_after_s": Key(NUM, 600.0, "after this long without a completed cycle, `slurm-fair failsafe` "
+                                 "lifts everything the controller set that could keep a GPU idle", C.number(60, 7 * DAY)),
+        "keep_days": Key(NUM, 30.0, "the state store keeps per-cycle records (decisions, plans, service log) this "
+                         "long", C.number(0, 3650, lo_open=True)),
+        "site_job_submit": Key((str,), "", "the site's own job_submit.lua, called first by the rendered one "
+                               "(an absolute path; empty: none)", C.path("file", empty_ok=True)),
         "policy_options": Key((list,), [], "policy parameters, POLICY.KEY=VALUE (e.g. \"hops.lambda=2\"; "
                               "`slurm-fair policies --json` lists them)", C.policy_options),
         "total_limit": Key((bool,), True, "also limit each tenant's untyped gres/gpu total (binds untyped jobs)"),

@@ -39,6 +39,14 @@ class Settings:
     plan_file: Path | None = None
     #: ``[controller] policy_options``, parsed (``{"hops.lambda": 2.0}``)
     policy_params: Mapping[str, float] = field(default_factory=dict)
+    #: the pilot's partitions (empty: all)
+    partitions: tuple[str, ...] = ()
+    #: ``live`` or ``shadow`` (decide and record, change nothing)
+    mode: str = "live"
+    fail_open_after_s: float = 600.0
+    keep_days: float = 30.0
+    #: the site's own job_submit.lua the rendered one calls first ("" for none)
+    site_job_submit: str = ""
 
     @property
     def plan_path(self) -> Path:
@@ -52,8 +60,10 @@ class Settings:
             float(c["interval_s"]), float(c["slack"]), c["order"], float(t["ewma_alpha"]),
             Path(c["state_dir"]), Path(c["audit_log"]), t["class_table"],
             configured_weights(config),
-            tuple(str(a) for a in c["accounts"]), bool(c["total_limit"]), c["pin_gres_type"],
+            tuple(str(a) for a in (c["manage_accounts"] or c["accounts"])), bool(c["total_limit"]), c["pin_gres_type"],
             float(c["min_run_s"]), float(c["requeue_cost_s"]), float(c["move_up_gain"]),
             Path(c["plan_file"]) if c["plan_file"] else None,
             parse_params(c["policy_options"]),
+            tuple(str(p) for p in c["manage_partitions"]), c["mode"], float(c["fail_open_after_s"]),
+            float(c["keep_days"]), c["site_job_submit"],
         )

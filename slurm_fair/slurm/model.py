@@ -183,6 +183,31 @@ class Qos:
 
 
 @dataclass(frozen=True)
+class Partition:
+    """A Slurm partition and the rules that decide whether a job may be moved into it
+    (``scontrol show partition -o``). ``None`` in an allow list means ``ALL``; limits of
+    ``None`` mean unlimited. The controller only steers a job into a partition whose rules
+    admit it (account, QOS, user's groups, time limit, node count) and whose ``priority_tier``
+    is not above the tier of the partition the job asked for (a higher tier would put it ahead
+    of other accounts' jobs)."""
+
+    name: str
+    nodes: tuple[str, ...] = ()
+    state: str = "UP"
+    priority_tier: int = 1
+    allow_accounts: frozenset[str] | None = None
+    deny_accounts: frozenset[str] = frozenset()
+    allow_qos: frozenset[str] | None = None
+    deny_qos: frozenset[str] = frozenset()
+    allow_groups: frozenset[str] | None = None
+    #: MaxTime in minutes (None: unlimited)
+    max_time_min: int | None = None
+    #: MaxNodes (None: unlimited)
+    max_nodes: int | None = None
+    default: bool = False
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """One consistent read of the cluster, taken at ``taken_at``."""
 
@@ -192,6 +217,8 @@ class Snapshot:
     accounts: tuple[Account, ...] = ()
     qos: tuple[Qos, ...] = ()
     cluster: str = ""
+    #: the partitions and their rules (empty when the adapter did not read them)
+    partitions: tuple[Partition, ...] = ()
 
     def capacity(self) -> dict[str, int]:
         """Schedulable GPUs per type: nodes up and not drained only (docs/fairness.md ``C_k``)."""
