@@ -136,7 +136,7 @@ def _cycle(
     store = None if dry_run else StateStore.in_dir(s.state_dir)
     try:
         if store is not None:
-            store.start_cycle(res.cycle_id, started, s.policy, dry_run)
+            store.start_cycle(res.cycle_id, started, s.policy, dry_run, s.mode)
         with timer.phase("snapshot"):
             try:
                 whole = port.snapshot()

@@ -12,11 +12,13 @@ class CycleTables(Tables):
     """The ``cycles``, ``job_cycle``, ``tenant_cycle`` and ``plans`` tables."""
 
     # --- cycles -------------------------------------------------------------------------------
-    def start_cycle(self, cycle_id: str, started_at: float, policy: str, dry_run: bool) -> None:
+    def start_cycle(self, cycle_id: str, started_at: float, policy: str, dry_run: bool,
+                    mode: str = "live") -> None:
+        """A cycle begins (``mode``: ``live`` applies its plan, ``shadow`` only records it)."""
         self._exec(
-            "INSERT INTO cycles (cycle_id, started_at, status, policy, dry_run)"
-            " VALUES (?, ?, 'running', ?, ?)",
-            (cycle_id, started_at, policy, int(dry_run)),
+            "INSERT INTO cycles (cycle_id, started_at, status, policy, dry_run, mode)"
+            " VALUES (?, ?, 'running', ?, ?, ?)",
+            (cycle_id, started_at, policy, int(dry_run), mode),
         )
 
     def finish_cycle(

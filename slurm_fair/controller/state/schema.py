@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -23,7 +23,8 @@ CREATE TABLE IF NOT EXISTS cycles (
     status TEXT NOT NULL, policy TEXT NOT NULL, dry_run INTEGER NOT NULL,
     actions INTEGER NOT NULL DEFAULT 0, applied INTEGER NOT NULL DEFAULT 0,
     failed INTEGER NOT NULL DEFAULT 0, skipped INTEGER NOT NULL DEFAULT 0,
-    timings_json TEXT NOT NULL DEFAULT '{}', error TEXT NOT NULL DEFAULT '');
+    timings_json TEXT NOT NULL DEFAULT '{}', error TEXT NOT NULL DEFAULT '',
+    mode TEXT NOT NULL DEFAULT 'live');
 CREATE TABLE IF NOT EXISTS received (
     tenant TEXT NOT NULL, gpu_type TEXT NOT NULL, gpu_seconds REAL NOT NULL,
     PRIMARY KEY (tenant, gpu_type));
@@ -73,6 +74,7 @@ def migrate(db: sqlite3.Connection) -> None:
     added = {
         "requeues": (("reason", "TEXT NOT NULL DEFAULT 'make-room'"), ("to_type", "TEXT")),
         "original_requests": (("req_nodes", "TEXT NOT NULL DEFAULT ''"),),
+        "cycles": (("mode", "TEXT NOT NULL DEFAULT 'live'"),),
     }
     for table, columns in added.items():
         cols = {r["name"] for r in db.execute(f"PRAGMA table_info({table})")}
