@@ -18,14 +18,17 @@ from datetime import datetime
 from typing import Callable, Mapping, Sequence
 
 from ..errors import JobGone, SlurmCommandError, SlurmError
-from .model import Account, AccountingRecord, JobOutlook, Node, PriorityFactors, Qos, SlurmJob, Snapshot
+from .model import (
+    Account, AccountingRecord, JobOutlook, Node, Partition, PriorityFactors, Qos, SlurmJob, Snapshot,
+)
 from .parse.gres import gpu_request_of, parse_tres_map, retype_request
 from .parse.outlook import OUTLOOK_FIELDS, parse_outlook, parse_sprio, sprio_format
 from .parse.records import iter_lines
 from .parse.sacct import SACCT_FIELDS, parse_sacct
 from .parse.sacctmgr import ASSOC_FIELDS, QOS_FIELDS, parse_assoc, parse_qos
+from .parse.partitions import parse_partitions
 from .parse.sinfo import SINFO_FIELDS, parse_sinfo
-from .parse.squeue import SQUEUE_FIELDS, parse_squeue
+from .parse.squeue import SQUEUE_FIELDS, parse_excluded, parse_squeue, with_pending_extras
 from .run import JOB_GONE, Runner
 from .sacctmgr import Sacctmgr
 from .write_rules import (
@@ -108,6 +111,7 @@ class SlurmCli:
             accounts=tuple(self.accounts()),
             qos=tuple(self.qos()),
             cluster=self.cluster,
+            partitions=tuple(self.partitions()),
         )
 
     def nodes(self) -> list[Node]:
@@ -117,12 +121,27 @@ class SlurmCli:
         )
         return parse_sinfo(out, fs)
 
+    def partitions(self) -> list[Partition]:
+        return parse_partitions(self.runner.run(["scontrol", "show", "partition", "-o"]))
+
     def jobs(self, states: Sequence[str] = ("PENDING", "RUNNING")) -> list[SlurmJob]:
+        """squeue's records, and for pending jobs what ``-O`` cannot print on every version:
+        the excluded nodes (``-o %x``; ``ExcNodes`` is a ``-O`` field only from 23.02) and the
+        site factor (``sprio``, which lists pending jobs eligible to start)."""
         fs = self._separator()
         argv = ["squeue", "-a", "-r", "--noheader", "-O", _long_format(SQUEUE_FIELDS, fs)]
         if states:
             argv += ["-t", ",".join(s.upper() for s in states)]
-        return parse_squeue(self.runner.run(argv), fs)
+        jobs = parse_squeue(self.runner.run(argv), fs)
+        if not any(j.pending for j in jobs):
+            return jobs
+        fs = self._separator()
+        excluded = parse_excluded(
+            self.runner.run(["squeue", "-a", "-r", "--noheader", "-t", "PENDING", "-o", f"%i{fs}%x"]), fs)
+        fs = self._separator()
+        site = {f.job_id: int(f.factors.get("site", 0.0)) for f in
+                parse_sprio(self.runner.run(["sprio", "-h", "-o", sprio_format(fs)]), fs)}
+        return [with_pending_extras(j, excluded, site) for j in jobs]
 
     def accounts(self) -> list[Account]:
         return parse_assoc(self.sacctmgr.show("assoc", ASSOC_FIELDS))

@@ -8,7 +8,8 @@ same scenarios against this fake and the real testbed, which keeps the two hones
 
 Recordings: ``meta.json`` (``fs``: the separator used, ``slurm_version``, ``constructed``: true
 for hand-written variants of formats the testbed cannot produce) and one file per read:
-``sinfo.txt``, ``squeue.txt``, ``assoc.txt``, ``qos.txt``, ``sacct.txt`` (each optional).
+``sinfo.txt``, ``squeue.txt``, ``squeue_exc.txt`` (excluded nodes), ``sprio.txt`` (site factors),
+``partitions.txt``, ``assoc.txt``, ``qos.txt``, ``sacct.txt`` (each optional).
 """
 
 from __future__ import annotations
@@ -23,15 +24,16 @@ from typing import Mapping, Sequence
 
 from ..errors import JobGone, SlurmError
 from .model import (
-    Account, AccountingRecord, GpuRequest, JobOutlook, Node, PriorityFactors, Qos, SlurmJob, Snapshot,
+    Account, AccountingRecord, GpuRequest, JobOutlook, Node, Partition, PriorityFactors, Qos, SlurmJob, Snapshot,
 )
 from .parse.gres import gpu_request_of, retype_request
-from .parse.outlook import FACTOR_NAMES
+from .parse.outlook import FACTOR_NAMES, parse_sprio
+from .parse.partitions import parse_partitions
 from .parse.fields import expand_hostlist
 from .parse.sacct import parse_sacct
 from .parse.sacctmgr import parse_assoc, parse_qos
 from .parse.sinfo import parse_sinfo
-from .parse.squeue import job_from_record, parse_squeue
+from .parse.squeue import job_from_record, parse_excluded, parse_squeue, with_pending_extras
 from .sbatch_args import sbatch_request
 from .write_rules import UPDATABLE_FIELDS, batch_items, refuse_retype, split_raw
 
@@ -61,8 +63,12 @@ class FakeSlurm:
         cluster: str = "fake",
         now: datetime | None = None,
         slurm_version: str = "",
+        partitions: Sequence[Partition] = (),
     ) -> None:
         self._nodes = {n.name: n for n in nodes}
+        #: the partitions as scontrol shows them (default: one UP partition per name the nodes
+        #: carry, no restriction, tier 1, so tests without partition rules need not build any)
+        self._partitions = {p.name: p for p in partitions} or _partitions_of(nodes)
         self._jobs = {j.job_id: j for j in jobs}
         self._accounts = {a.name: a for a in accounts}
         self._qos = {q.name: q for q in qos}
@@ -98,15 +104,18 @@ class FakeSlurm:
             return f.read_text() if f.is_file() else ""
 
         taken = meta.get("taken_at")
+        excluded = parse_excluded(text("squeue_exc.txt"), fs)
+        site = {f.job_id: int(f.factors.get("site", 0.0)) for f in parse_sprio(text("sprio.txt"), fs)}
         return cls(
             nodes=parse_sinfo(text("sinfo.txt"), fs),
-            jobs=parse_squeue(text("squeue.txt"), fs),
+            jobs=[with_pending_extras(j, excluded, site) for j in parse_squeue(text("squeue.txt"), fs)],
             accounts=parse_assoc(text("assoc.txt"), meta.get("sacctmgr_fs", "|")),
             qos=parse_qos(text("qos.txt"), meta.get("sacctmgr_fs", "|")),
             accounting_records=parse_sacct(text("sacct.txt"), fs),
             cluster=meta.get("cluster", "fake"),
             now=datetime.fromisoformat(taken) if taken else None,
             slurm_version=meta.get("slurm_version", ""),
+            partitions=parse_partitions(text("partitions.txt")),
         )
 
     # --- read ---------------------------------------------------------------------------------
@@ -118,10 +127,18 @@ class FakeSlurm:
             accounts=tuple(self.accounts()),
             qos=tuple(self.qos()),
             cluster=self.cluster,
+            partitions=tuple(self.partitions()),
         )
 
     def nodes(self) -> list[Node]:
         return list(self._nodes.values())
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def set_partition(self, partition: Partition) -> None:
+        """Test helper: add or change a partition (its rules)."""
+        self._partitions[partition.name] = partition
 
     def jobs(self, states: Sequence[str] = ("PENDING", "RUNNING")) -> list[SlurmJob]:
         wanted = {s.upper() for s in states}
@@ -242,7 +259,15 @@ class FakeSlurm:
     def _set_nice(self, job_id: str, nice: int) -> None:
         job = self._pending(job_id)
         base = self._base_priority.get(job_id, job.priority)
-        self._put(job, nice=int(nice), priority=max(1, base - int(nice)) if job.priority else 0)
+        site = job.site_factor or 0
+        self._put(job, nice=int(nice), priority=max(1, base - int(nice) + site) if job.priority else 0)
+
+    def _set_site_factor(self, job_id: str, value: int) -> None:
+        """Like Slurm: the site factor is added to the multifactor priority (floored at 1)."""
+        job = self._pending(job_id)
+        base = self._base_priority.get(job_id, job.priority)
+        prio = max(1, base - job.nice + value) if job.priority else 0
+        self._put(job, site_factor=value, priority=prio)
 
     def hold(self, job_id: str) -> None:
         self.calls.append(("hold", (job_id,)))
@@ -302,6 +327,8 @@ class FakeSlurm:
                     self._set_nice(job_id, int(fields["Nice"]))
                 if "Priority" in fields:
                     self._set_priority(job_id, int(fields["Priority"]))
+                if "SiteFactor" in fields:
+                    self._set_site_factor(job_id, int(fields["SiteFactor"]))
             except SlurmError as exc:
                 failed[job_id] = exc
         return failed
@@ -358,20 +385,37 @@ class FakeSlurm:
         qos: str = "normal",
         priority: int = 1000,
         nodelist: str = "",
+        exclude: str = "",
+        time_limit: str = "UNLIMITED",
+        reservation: str = "",
+        dependency: str = "",
+        features: str = "",
+        admin_comment: str = "",
     ) -> str:
-        """Add a pending job as ``sbatch`` with these GPU options (and ``-w nodelist``) would
-        (Slurm 22.05 forms)."""
+        """Add a pending job as ``sbatch`` with these GPU options (and ``-w nodelist``,
+        ``-x exclude``, ``-t``, ``--reservation``, ``-d``, ``-C``) would (Slurm 22.05 forms)."""
         r = sbatch_request(gpu_args)
         job_id = str(self._next_id)
         self._next_id += 1
-        part = partition or next(iter(sorted({p for n in self._nodes.values() for p in n.partitions})), "gpu")
+        default = next((p.name for p in self._partitions.values() if p.default), "")
+        part = partition or r.partition or default or next(
+            iter(sorted({p for n in self._nodes.values() for p in n.partitions})), "gpu")
+        qos = r.qos or qos
+        nodelist, exclude = nodelist or r.nodelist, exclude or r.exclude
+        time_limit = r.time_limit or time_limit
+        reservation, dependency, features = (reservation or r.reservation, dependency or r.dependency,
+                                             features or r.features)
+        reason = HELD_ADMIN if hold else ("Dependency" if dependency else "Priority")
         fields = [
-            job_id, "PD", account, user, part, qos, HELD_ADMIN if hold else "Priority",
+            job_id, "PD", account, user, part, qos, reason,
             (self.now or datetime.now()).strftime("%Y-%m-%dT%H:%M:%S"), "N/A",
             "0" if hold else str(priority), "0", str(r.nodes), str(r.tasks), r.per_job, r.per_node,
-            r.per_task, "", "", "0", str(r.cpus), r.mem, str(r.nodes), nodelist, "", name, comment,
+            r.per_task, "", "", "0", str(r.cpus), r.mem, str(r.nodes), nodelist, time_limit,
+            reservation or "(null)", dependency or "(null)", features or "(null)", admin_comment or "(null)",
+            name, comment,
         ]
-        job = job_from_record(fields)
+        job = replace(job_from_record(fields), exc_nodes=expand_hostlist(exclude),
+                      site_factor=None if hold else 0)
         self._jobs[job_id] = job
         self._base_priority[job_id] = priority
         return job_id
@@ -411,3 +455,13 @@ def _int_id(job: SlurmJob) -> int:
         return int(job.job_id.split("_")[0])
     except ValueError:
         return 0
+
+
+def _partitions_of(nodes: Sequence[Node]) -> dict[str, Partition]:
+    """One unrestricted UP partition per name the nodes carry (the nodes' ``tiers`` kept)."""
+    members: dict[str, list[Node]] = {}
+    for n in nodes:
+        for p in n.partitions:
+            members.setdefault(p, []).append(n)
+    return {p: Partition(p, tuple(n.name for n in ns), priority_tier=max((n.tiers.get(p, 1) for n in ns), default=1))
+            for p, ns in sorted(members.items())}

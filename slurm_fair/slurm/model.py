@@ -120,6 +120,17 @@ class SlurmJob:
     admin_comment: str = ""
     #: the nodes it must run on (``--nodelist``/``ReqNodeList``; empty: any)
     req_nodes: tuple[str, ...] = ()
+    #: the nodes it must not run on (``--exclude``; read for pending jobs)
+    exc_nodes: tuple[str, ...] = ()
+    #: ``--time`` in minutes (None: unlimited or not known)
+    time_limit_min: int | None = None
+    #: ``--reservation``, ``--constraint`` (Slurm's Features), ``--dependency`` ("" for none)
+    reservation: str = ""
+    features: str = ""
+    dependency: str = ""
+    #: Slurm's admin priority factor (``scontrol update SiteFactor=``; sprio's weighted ``site``):
+    #: None when Slurm did not say (sprio lists only pending jobs eligible to start)
+    site_factor: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tags", frozen_map(self.tags))
@@ -150,6 +161,16 @@ class SlurmJob:
         if req.per == "node":
             return Shape(req.total, req.count, req.nodes)
         return Shape(req.total, None, max(self.max_nodes, req.nodes, 1))
+
+    @property
+    def held(self) -> bool:
+        """Held by its user or an administrator (priority 0): its owner decides when it runs."""
+        return self.pending and (self.reason in ("JobHeldUser", "JobHeldAdmin") or self.priority == 0)
+
+    @property
+    def waits_for_dependency(self) -> bool:
+        """Pending on a dependency that is not satisfied yet (or never will be)."""
+        return self.pending and self.reason.startswith("Dependency")
 
     @property
     def pending(self) -> bool:

@@ -16,7 +16,9 @@ from datetime import datetime
 from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 from ..errors import SlurmError
-from .model import Account, AccountingRecord, JobOutlook, Node, PriorityFactors, Qos, SlurmJob, Snapshot
+from .model import (
+    Account, AccountingRecord, JobOutlook, Node, Partition, PriorityFactors, Qos, SlurmJob, Snapshot,
+)
 
 
 @runtime_checkable
@@ -27,6 +29,11 @@ class SlurmPort(Protocol):
         ...
 
     def nodes(self) -> list[Node]: ...
+
+    def partitions(self) -> list[Partition]:
+        """Every partition with the rules steering must respect (who may use it, its limits,
+        its tier, its state and nodes)."""
+        ...
 
     def jobs(self, states: Sequence[str] = ("PENDING", "RUNNING")) -> list[SlurmJob]: ...
 

@@ -24,15 +24,26 @@ class SbatchRequest:
     tasks: int = 1
     cpus: int = 1
     mem: str = "0"
+    #: a user's other choices (squeue's forms; "" where not given)
+    partition: str = ""
+    qos: str = ""
+    nodelist: str = ""
+    exclude: str = ""
+    time_limit: str = ""
+    dependency: str = ""
+    features: str = ""
+    reservation: str = ""
 
 
 def sbatch_request(gpu_args: Sequence[str] | str) -> SbatchRequest:
     """``--gres``, ``--gpus[-per-node|-per-task]``, ``-N``, ``-n``, ``-c``, ``--mem`` as sbatch
-    stores them; ValueError for any other option."""
+    stores them, and a user's choices the controller must respect (``-p``, ``-q``, ``-w``,
+    ``-x``, ``-t`` in minutes, ``-d``, ``-C``, ``--reservation``); ValueError for any other option."""
     args = shlex.split(gpu_args) if isinstance(gpu_args, str) else list(gpu_args)
     per_job = per_node = per_task = ""
     nodes = tasks = cpus = 1
     mem = "0"
+    other: dict[str, str] = {}
     pairs: list[tuple[str, str]] = []
     it = iter(args)
     for arg in it:
@@ -58,6 +69,20 @@ def sbatch_request(gpu_args: Sequence[str] | str) -> SbatchRequest:
             cpus = int(value)
         elif key == "--mem":
             mem = value if value[-1:].isalpha() else f"{value}M"
+        elif key in _CHOICES:
+            other[_CHOICES[key]] = value
         else:
             raise ValueError(f"fake sbatch does not know {key!r}")
-    return SbatchRequest(per_job, per_node, per_task, nodes, tasks, cpus, mem)
+    if "time_limit" in other and other["time_limit"].isdigit():  # sbatch -t 90: minutes
+        m = int(other["time_limit"])
+        other["time_limit"] = f"{m // 60}:{m % 60:02d}:00"
+    return SbatchRequest(per_job, per_node, per_task, nodes, tasks, cpus, mem, **other)
+
+
+#: sbatch options of a user's choices -> the SbatchRequest field
+_CHOICES = {
+    "-p": "partition", "--partition": "partition", "-q": "qos", "--qos": "qos",
+    "-w": "nodelist", "--nodelist": "nodelist", "-x": "exclude", "--exclude": "exclude",
+    "-t": "time_limit", "--time": "time_limit", "-d": "dependency", "--dependency": "dependency",
+    "-C": "features", "--constraint": "features", "--reservation": "reservation",
+}

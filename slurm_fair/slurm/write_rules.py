@@ -21,7 +21,7 @@ UPDATABLE_FIELDS = frozenset({"Partition", "QOS", "ReqNodeList", "ExcNodeList", 
 #: fields a batched update (``SlurmCli.update_jobs``) sets on many jobs in one call. Not the node
 #: lists: ``scontrol update JobId=a,b ReqNodeList=n`` is refused as "Invalid job ID a,b" (22.05),
 #: so a node list is written one job at a time
-BATCH_FIELDS = (UPDATABLE_FIELDS - {"ReqNodeList", "ExcNodeList"}) | {"Nice", "Priority"}
+BATCH_FIELDS = (UPDATABLE_FIELDS - {"ReqNodeList", "ExcNodeList"}) | {"Nice", "Priority", "SiteFactor"}
 
 _JOB_ID = re.compile(r"^\d+(_\d+)?(\+\d+)?$")
 _INT = re.compile(r"-?\d{1,10}")
@@ -57,7 +57,7 @@ def batch_items(fields: Mapping[str, str]) -> list[str]:
         raise ValueError(f"cannot update {', '.join(sorted(bad))} (allowed: {sorted(BATCH_FIELDS)})")
     items = []
     for key, value in fields.items():
-        pattern = _INT if key in ("Nice", "Priority") else (_TRES_VALUE if key in _TRES_FIELDS else _VALUE)
+        pattern = _INT if key in ("Nice", "Priority", "SiteFactor") else (_TRES_VALUE if key in _TRES_FIELDS else _VALUE)
         if not pattern.fullmatch(str(value)):
             raise ValueError(f"invalid value for {key}: {value!r}")
         items.append(f"{key}={value}")

@@ -96,6 +96,7 @@ BAD_CHOICE = st.one_of(CONTROL, st.sampled_from(["OEF", "nope", "oef ", " cli", 
 
 TYPE_OF = {"policy": "string", "solver": "string", "order": "string", "backend": "string", "pin_gres_type": "bool",
            "total_limit": "bool", "accounts": "list", "policy_options": "list", "classes": "list",
+           "manage_accounts": "list", "manage_partitions": "list", "mode": "string",
            "account_classes": "table", "name_classes": "table", "retries": "number", "parallel_calls": "number"}
 
 
@@ -107,9 +108,9 @@ def bad_values(key: str, spec: config.Key) -> st.SearchStrategy[Any]:
     own: list[st.SearchStrategy[Any]] = [OTHER_KINDS[kind]]
     if kind == "number":
         own.append(NUMBERS_BAD)
-    elif key in ("policy", "solver", "order", "backend", "pin_gres_type"):
+    elif key in ("policy", "solver", "order", "backend", "pin_gres_type", "mode"):
         own.append(BAD_CHOICE)
-    elif key in ("state_dir", "audit_log", "plan_file", "class_table", "bin_dir"):
+    elif key in ("state_dir", "audit_log", "plan_file", "class_table", "bin_dir", "site_job_submit"):
         own.append(BAD_PATH)
     elif key in ("name", "default_class"):
         own.append(BAD_NAME)

@@ -34,6 +34,10 @@ class CapturingRunner(Runner):
         name = argv[0]
         if name == "sacctmgr":
             name = "assoc" if "assoc" in argv else "qos"
+        elif name == "squeue" and "-o" in argv:
+            name = "squeue_exc"  # the excluded nodes of pending jobs (-o %x)
+        elif name == "scontrol":
+            name = "partitions" if "partition" in argv else "scontrol"
         self.captured[name] = out
         return out
 
@@ -49,6 +53,11 @@ def populate(env: dict[str, str], accounts: list[str]) -> list[str]:
         (accounts[2 % len(accounts)], ["--gpus=1"], ""),
         (accounts[0], ["-n", "1"], "cpu only"),
         (accounts[1], ["--gres=gpu:1", "-c", "4", "--mem=2000", "--hold"], "fair:class=a3c"),
+        # a user's choices the controller must never narrow: an exclude list, a node list, two
+        # partitions, a time limit; and one more pending job to carry a site factor
+        (accounts[0], ["--gres=gpu:1", "-x", "k80-1", "-t", "90", "--begin=now+3600"], ""),
+        (accounts[2 % len(accounts)], ["--gres=gpu:2", "-w", "p100-1", "-p", "gpu,p100", "--hold"], ""),
+        (accounts[1], ["--gres=gpu:4", "-N", "5", "-t", "1-00:00:00"], ""),
     ]
     for account, args, comment in specs:
         argv = ["sbatch", "--parsable", "-A", account, "-J", f"rec-{account}", "-o", "/dev/null",
@@ -58,6 +67,12 @@ def populate(env: dict[str, str], accounts: list[str]) -> list[str]:
     # what job_submit.lua records when it chooses a job's partitions (users cannot set it)
     subprocess.run(["scontrol", "update", f"JobId={jobs[-1]}", "AdminComment=slurm-fair:partition=gpu"],
                    env=env, timeout=30, check=True)
+    # an unmet dependency, and a site factor as an administrator sets one
+    out = subprocess.run(["sbatch", "--parsable", "-A", accounts[0], "-J", f"rec-{accounts[0]}", "-o", "/dev/null",
+                          f"--dependency=afterok:{jobs[0]}", "--gres=gpu:1", "--wrap", "sleep 300"],
+                         env=env, capture_output=True, text=True, timeout=30, check=True)
+    jobs.append(out.stdout.strip().split(";")[0])
+    subprocess.run(["scontrol", "update", f"JobId={jobs[-2]}", "SiteFactor=-1234"], env=env, timeout=30, check=True)
     subprocess.run(["sleep", "3"], check=False)
     return jobs
 
@@ -81,7 +96,8 @@ def main() -> int:
             subprocess.run(["scancel", *jobs], env=env, check=False)
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
-    files = {"sinfo": "sinfo.txt", "squeue": "squeue.txt", "assoc": "assoc.txt", "qos": "qos.txt", "sacct": "sacct.txt"}
+    files = {"sinfo": "sinfo.txt", "squeue": "squeue.txt", "assoc": "assoc.txt", "qos": "qos.txt", "sacct": "sacct.txt",
+             "squeue_exc": "squeue_exc.txt", "sprio": "sprio.txt", "partitions": "partitions.txt"}
     for key, fname in files.items():
         (out / fname).write_text(runner.captured.get(key, ""))
     meta = {

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import subprocess
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from slurm_fair.slurm.cli import SlurmCli
 from slurm_fair.slurm.fake import FakeSlurm, list_recordings
-from slurm_fair.slurm.model import SlurmJob
+from slurm_fair.slurm.model import Partition, SlurmJob
 
 #: recorded from the testbed when available (the fake then mirrors the real cluster)
 REAL_RECORDING = "testbed-22.05"
@@ -26,7 +27,14 @@ class Harness:
         self.qos_created: list[str] = []
 
     def submit(self, account: str, gpu_args: str, *, held: bool = False, name: str = "sf-test",
-               comment: str = "") -> str:
+               comment: str = "", eligible: bool = False) -> str:
+        """A pending job; ``eligible``: neither held nor waiting for a begin time (submit it
+        to :meth:`down_partition` so it stays pending)."""
+        raise NotImplementedError
+
+    def down_partition(self, rules: str = "") -> "contextlib.AbstractContextManager[str]":
+        """A partition (with ``scontrol create``'s ``rules``) that is DOWN for the test: jobs
+        submitted there pend, eligible (sprio lists them), and it is deleted afterwards."""
         raise NotImplementedError
 
     def cancel(self, job_id: str) -> None:
@@ -63,10 +71,20 @@ class FakeHarness(Harness):
         super().__init__(fake)
         self.tenants = tuple(sorted(a.name for a in fake.accounts()))[:3]
 
-    def submit(self, account, gpu_args, *, held=False, name="sf-test", comment=""):
+    def submit(self, account, gpu_args, *, held=False, name="sf-test", comment="", eligible=False):
         acc = {a.name: a for a in self.port.accounts()}.get(account)
         qos = acc.default_qos if acc and acc.default_qos else "normal"
         return self.port.submit(account, gpu_args, hold=held, name=name, comment=comment, qos=qos)
+
+    @contextlib.contextmanager
+    def down_partition(self, rules: str = "") -> Iterator[str]:
+        name = f"sftest{secrets.token_hex(3)}"
+        node = sorted(n.name for n in self.port.nodes())[0]
+        self.port.set_partition(Partition(name, (node,), state="DOWN"))
+        try:
+            yield name
+        finally:
+            self.port._partitions.pop(name, None)
 
     def cancel(self, job_id):
         self.port.finish(job_id)
@@ -92,10 +110,13 @@ class RealHarness(Harness):
         accounts = [a.name for a in self.port.accounts()]
         self.tenants = tuple(sorted(accounts))[:3]
 
-    def submit(self, account, gpu_args, *, held=False, name="sf-test", comment=""):
-        argv = ["sbatch", "--parsable", "-A", account, "-J", name, "-o", "/dev/null", "-t", "10"]
+    def submit(self, account, gpu_args, *, held=False, name="sf-test", comment="", eligible=False):
+        argv = ["sbatch", "--parsable", "-A", account, "-J", name, "-o", "/dev/null"]
+        if "-t" not in gpu_args.split():
+            argv += ["-t", "10"]
         # pending without hold: a begin time in the future keeps it from starting
-        argv += ["--hold"] if held else ["--begin=now+3600"]
+        if not eligible:
+            argv += ["--hold"] if held else ["--begin=now+3600"]
         if comment:
             argv.append(f"--comment={comment}")
         argv += gpu_args.split()
@@ -123,6 +144,21 @@ class RealHarness(Harness):
         if out.returncode != 0:
             raise RuntimeError(f"sbatch failed: {out.stderr.strip()}")
         return out.stdout.strip().split(";")[0]
+
+    @contextlib.contextmanager
+    def down_partition(self, rules: str = "") -> Iterator[str]:
+        name = f"sftest{secrets.token_hex(3)}"
+        node = sorted(n.name for n in self.port.nodes())[0]
+        argv = ["scontrol", "create", f"PartitionName={name}", f"Nodes={node}", "State=DOWN", *rules.split()]
+        subprocess.run(argv, env=self.env, check=True, capture_output=True, timeout=30)
+        try:
+            yield name
+        finally:
+            jobs = [j.job_id for j in self.port.jobs() if j.partition == name]
+            for j in jobs:
+                self.cancel(j)
+            subprocess.run(["scontrol", "delete", f"PartitionName={name}"], env=self.env,
+                           capture_output=True, timeout=30)
 
     def close(self):
         if self.submitted:

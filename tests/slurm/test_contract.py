@@ -305,3 +305,57 @@ def test_job_outlook_and_priority_factors_as_slurm_sees_them(cluster: Harness):
         pass  # slurmctld forgot it (the fake at once, Slurm after MinJobAge)
     else:
         assert after.state not in ("PENDING", "RUNNING")
+
+
+def test_partitions_carry_the_rules_steering_needs(cluster: Harness):
+    parts = {p.name: p for p in cluster.port.partitions()}
+    for n in cluster.port.nodes():
+        for p in n.partitions:
+            assert n.name in parts[p].nodes, (n.name, p)
+    assert sum(p.default for p in parts.values()) == 1
+    assert all(p.state == "UP" and p.allow_accounts is None and p.max_time_min is None for p in parts.values())
+    rules = (f"AllowAccounts={cluster.tenants[0]} DenyQos=sfnone MaxTime=90 MaxNodes=1 "
+             "PriorityTier=5 AllowGroups=root")
+    with cluster.down_partition(rules) as name:
+        if not cluster.real:
+            return  # the rules come from scontrol: only a real Slurm can say how it prints them
+        p = {p.name: p for p in cluster.port.partitions()}[name]
+        assert (p.state, p.allow_accounts, p.allow_groups, p.max_time_min, p.max_nodes, p.priority_tier) == (
+            "DOWN", frozenset({cluster.tenants[0]}), frozenset({"root"}), 90, 1, 5)
+        # Slurm shows a deny list instead of AllowQos
+        assert p.allow_qos is None and p.deny_qos == frozenset({"sfnone"})
+
+
+def test_site_factor_is_set_in_batches_and_read_back(cluster: Harness):
+    """The order the controller gives pending jobs is Slurm's admin-only site factor (added
+    to the multifactor priority; sprio's weighted ``site``): set for many jobs in one call,
+    read back for pending jobs eligible to start."""
+    with cluster.down_partition() as part:
+        ids = [cluster.submit(cluster.tenants[0], f"--gres=gpu:1 -p {part}", eligible=True) for _ in range(3)]
+        before = {j: cluster.job(j) for j in ids}
+        assert [before[j].site_factor for j in ids] == [0, 0, 0]
+        assert cluster.port.update_jobs(ids[:2], {"SiteFactor": "-700"}) == {}
+        after = {j: cluster.job(j) for j in ids}
+        assert [after[j].site_factor for j in ids] == [-700, -700, 0]
+        # multifactor recomputes at once; age may add a point meanwhile
+        assert abs(after[ids[0]].priority - max(1, before[ids[0]].priority - 700)) <= 5
+        assert abs(after[ids[2]].priority - before[ids[2]].priority) <= 5
+        with pytest.raises(ValueError):
+            cluster.port.update_jobs(ids, {"SiteFactor": "-1 Priority=1"})
+
+
+def test_a_users_choices_are_read_back(cluster: Harness):
+    """What the controller must never narrow: an exclude list, a node list, a time limit,
+    a dependency, two partitions."""
+    t0 = cluster.tenants[0]
+    nodes = sorted(n.name for n in cluster.port.nodes())
+    job = cluster.job(cluster.submit(t0, f"--gres=gpu:1 -x {nodes[0]} -t 90"))
+    assert job.exc_nodes == (nodes[0],) and job.time_limit_min == 90
+    assert job.req_nodes == () and job.reservation == "" and job.features == "" and job.dependency == ""
+    pinned = cluster.job(cluster.submit(t0, f"--gres=gpu:1 -w {nodes[-1]}"))
+    assert pinned.req_nodes == (nodes[-1],) and pinned.exc_nodes == ()
+    dep = cluster.job(cluster.submit(t0, f"--gres=gpu:1 -d afterok:{job.job_id}"))
+    assert dep.dependency.startswith(f"afterok:{job.job_id}")
+    names = sorted({p for n in cluster.port.nodes() for p in n.partitions})[:2]
+    two = cluster.job(cluster.submit(t0, f"--gres=gpu:1 -p {','.join(names)}"))
+    assert set(two.partition.split(",")) == set(names)

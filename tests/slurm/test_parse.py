@@ -214,13 +214,19 @@ def squeue_job(draw):
         "name": draw(any_text),
         "comment": draw(any_text),
         "req_nodes": draw(st.sampled_from(["", "v100-1", "p100-[1-2]", "k80-1,v100-2"])),
+        "time_limit": draw(st.sampled_from([("UNLIMITED", None), ("10:00", 10), ("1:30:00", 90),
+                                            ("1-00:00:00", 1440), ("0:30", 1)])),
+        "reservation": draw(st.sampled_from(["(null)", "maint", "gpu_resv"])),
+        "dependency": draw(st.sampled_from(["(null)", "afterok:12(unfulfilled)"])),
+        "features": draw(st.sampled_from(["(null)", "ib", "a100&nvlink|h100"])),
     }
     record = [
         fields["id"], fields["state"], fields["account"], fields["user"], "gpu", "normal", "None",
         "2025-01-02T03:04:05", "2025-01-02T03:05:00" if fields["state"] == "R" else "N/A", "100",
         "0", str(nodes), str(tasks), cols["job"], cols["node"], cols["task"],
         f"cpu=1,gres/gpu={n},gres/gpu:{t or 'v100'}={n}", "v100-1" if fields["state"] == "R" else "",
-        "0", "1", "0", "1", fields["req_nodes"], "(null)", fields["name"], fields["comment"],
+        "0", "1", "0", "1", fields["req_nodes"], fields["time_limit"][0], fields["reservation"],
+        fields["dependency"], fields["features"], "(null)", fields["name"], fields["comment"],
     ]
     if form == "none":
         expected_total = None
@@ -244,6 +250,11 @@ def test_squeue_records_round_trip(jobs, nonce):
         want_nodes = {"": (), "v100-1": ("v100-1",), "p100-[1-2]": ("p100-1", "p100-2"),
                       "k80-1,v100-2": ("k80-1", "v100-2")}[fields["req_nodes"]]
         assert job.req_nodes == want_nodes
+        assert job.time_limit_min == fields["time_limit"][1]
+        plain = {"(null)": ""}
+        assert job.reservation == plain.get(fields["reservation"], fields["reservation"])
+        assert job.dependency == plain.get(fields["dependency"], fields["dependency"])
+        assert job.features == plain.get(fields["features"], fields["features"])
         if form == "none":
             assert job.gpu_request is None
         else:
@@ -251,3 +262,21 @@ def test_squeue_records_round_trip(jobs, nonce):
             assert job.gpu_request.total == total
             if job.running:
                 assert job.gpu_type_running == (t or "v100")
+
+
+def test_partition_lines_of_every_rule():
+    from slurm_fair.slurm.parse.partitions import parse_partitions
+
+    text = (
+        "PartitionName=v100 AllowGroups=ALL DenyAccounts=guest,ext AllowQos=ALL AllocNodes=ALL Default=NO "
+        "QoS=N/A DefaultTime=NONE MaxNodes=2 MaxTime=1-12:00:00 Nodes=v100-[1-2] PriorityTier=3 State=UP "
+        "TRES=cpu=32,mem=125G,gres/gpu=8\n"
+        "PartitionName=gpu AllowGroups=hpc,ml AllowAccounts=physics AllowQos=normal,high Default=YES "
+        "MaxNodes=UNLIMITED MaxTime=UNLIMITED Nodes=(null) PriorityTier=1 State=DRAIN\n"
+    )
+    v100, gpu = parse_partitions(text)
+    assert (v100.name, v100.nodes, v100.priority_tier, v100.max_time_min, v100.max_nodes) == (
+        "v100", ("v100-1", "v100-2"), 3, 36 * 60, 2)
+    assert v100.allow_accounts is None and v100.deny_accounts == {"guest", "ext"} and not v100.default
+    assert (gpu.allow_accounts, gpu.allow_qos, gpu.allow_groups) == ({"physics"}, {"normal", "high"}, {"hpc", "ml"})
+    assert gpu.default and gpu.state == "DRAIN" and gpu.nodes == () and gpu.max_time_min is None

@@ -75,6 +75,20 @@ def parse_elapsed(text: str) -> float:
     return days * 86400 + seconds
 
 
+def parse_minutes(text: str) -> int | None:
+    """A time limit (``UNLIMITED``, ``1-00:00:00``, ``30:00``, ``10``: minutes) -> whole minutes
+    (rounded up); None for unlimited or not set."""
+    t = text.strip()
+    if t.lower() in NONE or t.upper() in {"UNLIMITED", "INFINITE", "PARTITION_LIMIT"}:
+        return None
+    if re.fullmatch(r"\d+", t):  # a bare number is minutes (MaxTime=60, squeue's %l never)
+        return int(t)
+    try:
+        return int(-(-parse_elapsed(t) // 60))
+    except ValueError:
+        raise SlurmOutputError(f"not a Slurm time limit: {t!r}") from None
+
+
 @lru_cache(maxsize=4096)
 def fold_hostlist(nodes: Sequence[str]) -> str:
     """Node names -> Slurm's folded hostlist (``v100-[1-2]``); "" for none."""

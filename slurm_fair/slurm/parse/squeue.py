@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import replace
+from typing import Mapping, Sequence
 
 from ..model import SlurmJob
-from .fields import expand_hostlist, parse_int, parse_memory_mb, parse_time
+from .fields import expand_hostlist, parse_int, parse_memory_mb, parse_minutes, parse_time
 from .gres import gpu_request, gpus_in_tres_map, parse_tres_map
 from .records import split_records
 from .tags import parse_tags
@@ -35,6 +36,10 @@ SQUEUE_FIELDS: tuple[str, ...] = (
     "MinMemory",
     "MaxNodes",
     "ReqNodes",
+    "TimeLimit",
+    "Reservation",
+    "Dependency",
+    "Feature",
     "admin_comment",
     "Name",
     "Comment",
@@ -85,7 +90,8 @@ def job_from_record(f: Sequence[str]) -> SlurmJob:
     """One squeue record (:data:`SQUEUE_FIELDS` order) -> :class:`SlurmJob`."""
     (job_id, state, account, user, partition, qos, reason, submit, start, priority, nice,
      num_nodes, num_tasks, per_job, per_node, per_task, tres_alloc, nodelist, requeue,
-     min_cpus, min_memory, max_nodes, req_nodes, admin_comment, name, comment) = f
+     min_cpus, min_memory, max_nodes, req_nodes, time_limit, reservation, dependency, features,
+     admin_comment, name, comment) = f
     st = state_name(state)
     if comment == "(null)":  # how squeue prints "no comment"
         comment = ""
@@ -119,8 +125,30 @@ def job_from_record(f: Sequence[str]) -> SlurmJob:
         max_nodes=parse_int(max_nodes, nodes),
         admin_comment=_text(admin_comment),
         req_nodes=expand_hostlist(req_nodes),
+        time_limit_min=parse_minutes(time_limit),
+        reservation=_text(reservation),
+        dependency=_text(dependency),
+        features=_text(features),
     )
 
 
 def parse_squeue(text: str, fs: str) -> list[SlurmJob]:
     return [job_from_record(r) for r in split_records(text, fs, len(SQUEUE_FIELDS))]
+
+
+def parse_excluded(text: str, fs: str) -> dict[str, tuple[str, ...]]:
+    """``squeue -o %i<fs>%x``: job -> the nodes it excludes (jobs without any left out)."""
+    out = {}
+    for job_id, nodes in split_records(text, fs, 2):
+        hosts = expand_hostlist(nodes)
+        if hosts:
+            out[job_id.strip()] = hosts
+    return out
+
+
+def with_pending_extras(job: SlurmJob, excluded: Mapping[str, tuple[str, ...]],
+                        site: Mapping[str, int]) -> SlurmJob:
+    """A pending job with its excluded nodes and site factor (from the two extra reads)."""
+    if not job.pending:
+        return job
+    return replace(job, exc_nodes=excluded.get(job.job_id, ()), site_factor=site.get(job.job_id))
