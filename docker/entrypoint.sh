@@ -5,7 +5,7 @@
 #   slurmdbd             slurmdbd in the foreground (waits for MariaDB)
 #   slurmctld            register cluster/accounts, then slurmctld in the foreground
 #   slurmd               fake GPU device files from gres.conf, then slurmd in the foreground
-#   controller           QOS bootstrap, then `slurm-fair run --loop` every [controller].interval_s
+#   controller           bootstrap (accounts, AdminLevel), then `slurm-fair run --loop` every [controller].interval_s
 #                        (or every $SLURM_FAIR_INTERVAL seconds when that is set)
 set -euo pipefail
 
@@ -126,7 +126,7 @@ SQL
   controller)
     start_munge
     wait_for slurmctld slurmctld_up
-    until /etc/slurm-fair/qos-bootstrap.sh; do log "QOS bootstrap failed; retrying"; sleep 5; done
+    until /etc/slurm-fair/bootstrap.sh; do log "bootstrap failed; retrying"; sleep 5; done
     mkdir -p /var/lib/slurm-fair /var/log/slurm-fair
     if [ -n "${SLURM_FAIR_INTERVAL:-}" ]; then
       exec slurm-fair run --loop --interval "$SLURM_FAIR_INTERVAL"

@@ -65,9 +65,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
                          C.state_dir),
         "audit_log": Key((str,), "/var/log/slurm-fair/audit.jsonl", "JSONL audit log (an absolute path)",
                          C.path("file")),
-        "slack": Key(NUM, 0.0, "work-conserving slack added to QOS limits (fraction)", C.number(0, 1)),
-        "order": Key((str,), "nice", "how job order is enforced", C.one_of("nice", "priority")),
-        "accounts": Key((list,), [], "only these Slurm accounts take part (empty: every account)",
+        "slack": Key(NUM, 0.0, "ignored since 0.2 (slurm-fair sets no QOS limits)", C.number(0, 1)),
+        "order": Key((str,), "site_factor", "how the plan's order reaches Slurm: site_factor (pilot jobs the "
+                     "round does not place are pushed just behind those it does; nobody is pushed ahead) or none",
+                     C.one_of("site_factor", "none")),
+        "accounts": Key((list,), [], "old name of manage_accounts (used when manage_accounts is empty)",
                         C.list_of(names.SLURM_NAME, "Slurm account name")),
         "manage_accounts": Key((list,), [], "the pilot's accounts: only their jobs are planned and touched, "
                                "by cycles and job_submit.lua (empty: every account)",
@@ -85,10 +87,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
                                "(an absolute path; empty: none)", C.path("file", empty_ok=True)),
         "policy_options": Key((list,), [], "policy parameters, POLICY.KEY=VALUE (e.g. \"hops.lambda=2\"; "
                               "`slurm-fair policies --json` lists them)", C.policy_options),
-        "total_limit": Key((bool,), True, "also limit each tenant's untyped gres/gpu total (binds untyped jobs)"),
+        "total_limit": Key((bool,), True, "ignored since 0.2 (slurm-fair sets no QOS limits)"),
         "pin_gres_type": Key(
-            (bool, str), "auto", "type each pending job's GPU request so per-type QOS limits bind: "
-            "auto (where Slurm can undo it, >= 23.11; partitions steer on 22.05), true, or false",
+            (bool, str), "auto", "send a pending job to its GPU type by typing its GPU request rather than moving it to a "
+            "partition: auto (where Slurm can undo it, >= 23.11; partitions steer on 22.05), true, or false",
             C.pin_gres_type),
         "min_run_s": Key(NUM, 0.0, "time-sharing hysteresis: a job is requeued only after running this long (0: one round)",
                          C.number(0, 30 * DAY)),

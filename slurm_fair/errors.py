@@ -129,6 +129,16 @@ class LockHeld(SlurmFairError):
     """Another controller holds the cluster lock."""
 
 
+class StateWriteError(SlurmFairError):
+    """The state store or the audit log cannot be written (a full disk, a read-only file
+    system): nothing more is changed in Slurm, since a change that is not recorded could not
+    be undone."""
+
+    def __init__(self, path: str, reason: str):
+        self.path, self.reason = path, reason
+        super().__init__(f"cannot write {path}: {reason}; nothing more is changed in Slurm until it can be")
+
+
 class TestbedError(SlurmFairError):
     """The local testbed cannot be brought up, down, or read."""
 

@@ -12,9 +12,22 @@ partitions by PriorityTier (fastest type first in slurm-fair's configuration). I
 the request itself, also where Slurm could undo that (>= 23.11): the controller does at its next
 cycle, after recording the original request, so `slurm-fair revert` can give it back exactly.
 
-Never rejects or fails a job: on a missing, unreadable, malformed or stale plan, a typed request,
-a partition of one GPU type, no partition that can hold the job, or any error of its own, the job
-goes through untouched (always slurm.SUCCESS). Lua 5.1.
+The site's own job_submit.lua ([controller] site_job_submit, rendered below as SITE_SCRIPT)
+runs first, on every job: what it sets (a partition, a QOS, ...) is what the job asked for, and
+when it rejects a job, that is the answer. A site script that cannot be loaded rejects every job,
+as slurmctld would with a broken plugin (its policy is never skipped silently).
+
+Only the pilot's jobs are steered: accounts of "scope/accounts" (absent: all) submitted to a
+partition of "spans/" (the controller writes only the pilot's partitions). A user's choice of
+where a job runs is never narrowed: a job that names several partitions, nodes (-w), excluded
+nodes (-x), a reservation, features (-C), a dependency, or is submitted held is left as it is.
+A type's partition is offered only when its PriorityTier is not above the asked partition's
+(spantier/), and its MaxTime and MaxNodes admit the job (maxtime/, maxnodes/; the controller
+lists only partitions open to every pilot account, QOS and group).
+
+Never rejects or fails a job of its own accord: on a missing, unreadable, malformed or stale
+plan, a typed request, a partition of one GPU type, no partition that can hold the job, or any
+error of its own, the job goes through untouched (slurm.SUCCESS). Lua 5.1.
 
 Plan file (slurm_fair/controller/planfile.py): one flat JSON object, one pair per line:
     "format": 2, "generated_at": <unix s>, "expires_at": <unix s>,
@@ -27,6 +40,7 @@ The choice (M.prefer) mirrors slurm_fair.controller.planfile.prefer, tested agai
 --]]
 
 local PLAN_FILE = "/var/lib/slurm-fair/plan.json"
+local SITE_SCRIPT = ""
 local MAX_AGE_S = 180
 local PLAN_FORMAT = "2"
 local MAX_LINES = 100000
@@ -243,6 +257,31 @@ function M.asked(job_desc, part_list)
   return nil
 end
 
+-- Why where the job runs is its owner's choice (nil: it may be steered).
+function M.user_choice(job_desc, asked_by_user)
+  local function set(v) return type(v) == "string" and v ~= "" end
+  if asked_by_user and string.find(job_desc.partition, ",", 1, true) ~= nil then
+    return "asked for several partitions"
+  end
+  if set(job_desc.req_nodes) then return "asked for nodes" end
+  if set(job_desc.exc_nodes) then return "excludes nodes" end
+  if set(job_desc.reservation) then return "runs in a reservation" end
+  if set(job_desc.features) then return "asks for node features" end
+  if set(job_desc.dependency) then return "has a dependency" end
+  if tonumber(job_desc.priority) == 0 then return "submitted held" end
+  return nil
+end
+
+-- Whether the plan's pilot includes `account` ("scope/accounts" absent: every account).
+function M.in_scope(plan, account)
+  local scope = plan["scope/accounts"]
+  if scope == nil then return true end
+  for _, a in ipairs(M.words(scope)) do
+    if a == account then return true end
+  end
+  return false
+end
+
 -- The whole decision for one job. Returns (changes table or nil, reason). Pure apart from
 -- reading the plan file.
 function M.decide(job_desc, part_list, now)
@@ -265,20 +304,26 @@ function M.decide(job_desc, part_list, now)
     end
   end
   if not untyped then return nil, "no untyped GPU request" end
+  local chosen = M.user_choice(job_desc, type(job_desc.partition) == "string" and job_desc.partition ~= "")
+  if chosen ~= nil then return nil, "the user's choice: " .. chosen end
   local plan, why = M.read_plan(PLAN_FILE, now)
   if plan == nil then return nil, "plan " .. PLAN_FILE .. " " .. why end
-  local asked = M.asked(job_desc, part_list)
-  if asked == nil then return nil, "no partition" end
-  local allowed = {}
-  for _, p in ipairs(M.words(asked, ",")) do
-    local span = plan["spans/" .. p]
-    if span == nil then return nil, "partition " .. p .. " is not one of several GPU types" end
-    for _, t in ipairs(M.words(span)) do allowed[t] = true end
-  end
   local account = job_desc.account
   if account == nil or account == "" then account = job_desc.default_account end
   if account == nil or account == "" then account = "*" end
   account = string.lower(account)
+  if not M.in_scope(plan, account) then return nil, "account " .. account .. " is not in the pilot" end
+  local asked = M.asked(job_desc, part_list)
+  if asked == nil then return nil, "no partition" end
+  local allowed, top = {}, nil
+  for _, p in ipairs(M.words(asked, ",")) do
+    local span = plan["spans/" .. p]
+    if span == nil then return nil, "partition " .. p .. " is not one of several GPU types" end
+    for _, t in ipairs(M.words(span)) do allowed[t] = true end
+    local st = tonumber(plan["spantier/" .. p])
+    if st ~= nil and (top == nil or st > top) then top = st end
+  end
+  local limit = number(job_desc.time_limit)
   local class = M.job_class(job_desc.comment)
   local need = M.need(job_desc, field, count)
   local key = M.speed_key(plan, class, need.total)
@@ -290,7 +335,12 @@ function M.decide(job_desc, part_list, now)
   local tier, cands, part_of = {}, {}, {}
   for t, _ in pairs(allowed) do
     local part = plan["partition/" .. t]
-    if speed[t] ~= nil and valid_name(part) and M.fits(plan["shapes/" .. t], need) then
+    local ptier, maxtime, maxnodes = tonumber(plan["tier/" .. t]), tonumber(plan["maxtime/" .. t]),
+      tonumber(plan["maxnodes/" .. t])
+    local admitted = (top == nil or ptier == nil or ptier <= top)
+      and (maxtime == nil or limit == nil or limit <= maxtime)
+      and (maxnodes == nil or need.nodes <= maxnodes)
+    if speed[t] ~= nil and valid_name(part) and admitted and M.fits(plan["shapes/" .. t], need) then
       table.insert(cands, t)
       part_of[t] = part
       tier[t] = tonumber(plan["tier/" .. t]) or 0
@@ -325,7 +375,33 @@ local function log(fmt, ...)
   if slurm ~= nil and slurm.log_info ~= nil then slurm.log_info(fmt, ...) end
 end
 
+-- The site's own plugin, loaded first (SITE_SCRIPT; "": none). Its functions are kept before
+-- ours are defined (it defines the same global names).
+local site_submit, site_modify, site_error = nil, nil, nil
+if SITE_SCRIPT ~= "" then
+  local chunk, err = loadfile(SITE_SCRIPT)
+  if chunk == nil then
+    site_error = err
+  else
+    local ok, err2 = pcall(chunk)
+    if not ok then
+      site_error = err2
+    else
+      site_submit, site_modify = slurm_job_submit, slurm_job_modify
+    end
+  end
+end
+
 function slurm_job_submit(job_desc, part_list, submit_uid)
+  if site_error ~= nil then
+    log("slurm-fair: the site's job_submit.lua %s cannot be loaded (%s): job rejected", SITE_SCRIPT,
+        tostring(site_error))
+    return slurm.ERROR
+  end
+  if site_submit ~= nil then
+    local rc = site_submit(job_desc, part_list, submit_uid)
+    if rc ~= slurm.SUCCESS then return rc end
+  end
   local ok, err = pcall(function()
     local changes, why = M.decide(job_desc, part_list, os.time())
     if changes == nil then
@@ -346,6 +422,8 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
 end
 
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  if site_error ~= nil then return slurm.ERROR end
+  if site_modify ~= nil then return site_modify(job_desc, job_rec, part_list, modify_uid) end
   return slurm.SUCCESS
 end
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import sys
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import click
 from prometheus_client import start_http_server
@@ -50,9 +51,10 @@ def _text(res: CycleResult) -> str:
     if res.dry_run and res.plan is not None:
         lines.append("  plan (dry run, nothing changed):")
         for t, tp in sorted(res.plan.tenants.items()):
-            lines.append(f"    tenant {t}: QOS {tp.qos} GrpTRES {fmt(dict(sorted(tp.limits.items())))}")
+            lines.append(f"    tenant {t}: bundle {fmt(dict(sorted(tp.bundle.items())))}; "
+                         f"fair share {fmt({k: round(v, 2) for k, v in sorted(tp.fair_share.items())})}")
         for jp in sorted(res.plan.jobs.values(), key=lambda p: p.rank):
-            order = f"nice={jp.nice}" if jp.nice is not None else f"priority={jp.priority}"
+            order = f"site factor {jp.site_factor}" if jp.site_factor is not None else "priority left to Slurm"
             if jp.gpu_type:
                 how = "gres request"
             elif jp.partition:
@@ -73,13 +75,30 @@ def _text(res: CycleResult) -> str:
 
 
 class _Stop:
-    """SIGTERM/SIGINT set a flag; the loop stops between cycles, never inside one."""
+    """SIGTERM/SIGINT set a flag: the loop stops between cycles, and a cycle (or a revert)
+    stops between two writes, its intents recorded (the next cycle or revert completes it)."""
 
     def __init__(self) -> None:
         self.requested = False
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         self.requested = True
+
+    def asked(self) -> bool:
+        return self.requested
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[Callable[[], bool]]:
+    """SIGTERM and SIGINT ask the work inside to stop between two writes (module :class:`_Stop`);
+    the previous handlers come back afterwards."""
+    stop = _Stop()
+    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop.asked
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 #: a host name or an IP address ``--metrics-addr`` may listen on (an empty one would mean every
@@ -102,11 +121,13 @@ def _addr(ctx: click.Context, param: click.Parameter, value: str) -> str:
               help="With --loop: serve the live gauges of `slurm-fair metrics` over HTTP on this port.")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True, callback=_addr,
               help="Address --metrics-port listens on (0.0.0.0: every interface).")
+@click.option("--shadow", is_flag=True,
+              help="Decide and record every cycle, change nothing in Slurm ([controller] mode = \"shadow\").")
 @dry_run_option
 @config_option
 @json_option
 def command(once: bool, loop: bool, interval: float | None, metrics_port: int | None, metrics_addr: str,
-            dry_run: bool, config_path: str | None, as_json: bool) -> None:
+            shadow: bool, dry_run: bool, config_path: str | None, as_json: bool) -> None:
     """Reconcile Slurm with the fair allocation: read, decide, diff, apply, record."""
     if once and loop:
         raise click.UsageError("--once and --loop are mutually exclusive (one cycle, or cycles until SIGTERM)")
@@ -122,7 +143,8 @@ def command(once: bool, loop: bool, interval: float | None, metrics_port: int | 
         click.echo(json_line(res.to_dict()) if as_json else _text(res))
 
     if mode == "once":
-        res = run_cycle(port, config, dry_run=dry_run)
+        with stop_on_signals() as asked:
+            res = run_cycle(port, config, dry_run=dry_run, shadow=True if shadow else None, stop=asked)
         show(res)
         if res.exit_code:
             raise _CycleFailed(res)
@@ -136,7 +158,7 @@ def command(once: bool, loop: bool, interval: float | None, metrics_port: int | 
     while not stop.requested:
         started = time.monotonic()
         try:
-            show(run_cycle(port, config, dry_run=dry_run))
+            show(run_cycle(port, config, dry_run=dry_run, shadow=True if shadow else None, stop=stop.asked))
         except UserError:
             raise  # configuration or input problems do not fix themselves
         except SlurmFairError as exc:  # lock held, Slurm gone...: log and try again next cycle

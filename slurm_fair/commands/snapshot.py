@@ -22,7 +22,8 @@ from rich.table import Table
 
 from .. import config as config_mod
 from ..controller.cycle import decide_settings
-from ..controller.decide import in_scope, observe
+from ..controller.decide import observe
+from ..controller.scope import Scope, read_pilot
 from ..controller.history import read_history_at
 from ..controller.problem import configured_weights, tenant_weights
 from ..controller.settings import Settings
@@ -65,8 +66,10 @@ def controller_problem(port: SlurmPort, cfg: config_mod.Config) -> Problem:
     """The problem the controller would solve now (module docstring), with :func:`job_extra`."""
     s = Settings.from_config(cfg)
     ds = decide_settings(cfg, s, port)
-    snapshot = in_scope(port.snapshot(), s.accounts)
-    obs = observe(snapshot, read_history_at(s.state_dir, s.policy), ds)
+    history = read_history_at(s.state_dir, s.policy)
+    pilot = read_pilot(port.snapshot(), history.owned, Scope.of(s.accounts, s.partitions))
+    snapshot = pilot.view.snapshot
+    obs = observe(pilot, history, ds)
     by_id = {j.job_id: j for j in snapshot.jobs}
     jobs = tuple(replace(j, extra=job_extra(by_id[j.id], obs.estimates.get(j.id))) for j in obs.built.problem.jobs)
     return replace(obs.built.problem, jobs=jobs)

@@ -1,32 +1,36 @@
 """Phase 6b: carry out the actions through the port, recording each one's outcome.
 
-Rules, so a plan is never half-applied *silently*:
+Rules, so a plan is never half-applied *silently* and never left where ``revert`` cannot undo it:
 
-* before the first write to a job, its original request is in the state store (``revert`` needs
-  it, and a crash right after the write must not lose it); likewise a QOS and its account's
-  previous settings before slurm-fair first changes them;
+* before a job field is written, the state store holds the field's value then and the value
+  being written (the *intent*, :mod:`.state.fields`); after the write, the intent is confirmed
+  (or dropped when the write failed). A process killed between the two leaves an intent the next
+  cycle or ``revert`` settles by reading Slurm (:func:`.ownership.reconcile`). If the store cannot
+  be written (a full disk, a read-only file system), nothing more is written to Slurm;
+* a give-back that worked returns the field to the site (its row goes);
 * a job that ended or vanished (:class:`JobGone`) is *skipped*: not a failure, and the job's
   remaining actions are skipped too;
-* a failing command marks that action failed and the cycle partial (exit 1); when a QOS could
-  not be set up, the job moves into it are not attempted;
-* when Slurm becomes unreachable mid-way, nothing further is attempted and every remaining
-  action is reported as not applied.
+* a failing command marks that action failed (exit 1);
+* when Slurm becomes unreachable mid-way, or a stop is requested (SIGTERM, SIGINT), nothing
+  further is attempted and every remaining action is reported as not attempted.
+
+Job changes of one kind and value go to Slurm in one ``scontrol update JobId=a,b,c``; changes to
+accounting (older versions' QOS, given back: :mod:`.legacy`) run a few at a time.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import JobGone, SlurmError, SlurmUnavailable
+from ..errors import JobGone, SlurmError, SlurmUnavailable, StateWriteError
 from ..slurm.model import Snapshot, SlurmJob
-from ..slurm.parse.fields import fold_hostlist
 from ..slurm.port import SlurmPort
 from .diff import Action
+from .ownership import current
 from .state import StateStore
-from .state.originals import ManagedQos, OriginalRequest
-from .steer import submitted_partition
 
 
 @dataclass(frozen=True)
@@ -40,101 +44,103 @@ class ActionResult:
         return {**self.action.to_dict(), "applied": self.applied, "skipped": self.skipped, "error": self.error}
 
 
-def original_of(job: SlurmJob) -> OriginalRequest:
-    req = job.gpu_request
-    return OriginalRequest(
-        job_id=job.job_id, account=job.account, gres_raw=req.raw if req else "",
-        gpu_type=req.gpu_type if req else None, gpu_count=req.count if req else 0,
-        gpu_per=req.per if req else "node", priority=job.priority, nice=job.nice,
-        # what the user asked for, also when the submit plugin already chose the partitions
-        partition=submitted_partition(job), qos=job.qos, req_nodes=fold_hostlist(job.req_nodes),
-    )
+#: job actions carried out for many jobs at once: kind -> the ``scontrol update`` field it sets
+_BATCHED = {"set_job_qos": "QOS", "set_partition": "Partition", "set_nice": "Nice", "set_site_factor": "SiteFactor"}
+#: changes to accounting: independent between tenants, so run side by side
+_ACCOUNTING = ("restore_default_qos", "detach_qos", "clear_qos_limits", "delete_qos")
+#: sacctmgr calls in flight at once (each waits on slurmdbd round trips, not on CPU)
+DEFAULT_WORKERS = 8
 
 
-def _call(port: SlurmPort, action: Action, job: SlurmJob | None, exists: bool | None = None) -> None:
+def _call(port: SlurmPort, action: Action, job: SlurmJob | None) -> None:
     k, p = action.kind, action.params
-    if k == "ensure_qos":
-        port.ensure_qos(p["qos"], dict(action.after), exists=exists)
-    elif k == "attach_qos":
-        port.attach_qos(p["account"], p["qos"], default=True)
-    elif k == "set_job_qos":
-        port.update_job(action.job, {"QOS": p["qos"]})
-    elif k == "set_partition":
-        port.update_job(action.job, {"Partition": p["partition"]})
-    elif k == "set_gpu_type":
+    if k == "set_gpu_type":
         assert job is not None
-        port.set_gpu_type(job, action.after)
+        if p.get("raw") is not None and p.get("give_back"):
+            port.restore_gpu_request(job, p["raw"])
+        else:
+            port.set_gpu_type(job, p.get("gpu_type"))
     elif k == "set_nodes":  # one job per call: scontrol refuses a node list for several jobs
         port.update_job(action.job, {"ReqNodeList": p["nodes"]})
-    elif k == "set_nice":
-        port.set_nice(action.job, int(action.after))
     elif k == "set_priority":
-        port.set_priority(action.job, None if action.after is None else int(action.after))
+        port.set_priority(action.job, None)
     elif k == "requeue":
         port.requeue(action.job)
-    else:  # pragma: no cover - diff only produces the kinds above
+    elif k == "restore_default_qos":
+        port.attach_qos(p["account"], p["qos"], default=True)
+    elif k == "detach_qos":
+        port.detach_qos(p["account"], p["qos"])
+    elif k == "clear_qos_limits":
+        port.ensure_qos(p["qos"], dict(p["limits"]), exists=True)
+    elif k == "delete_qos":
+        port.delete_qos(p["qos"])
+    elif k in _BATCHED:  # one job alone
+        port.update_jobs([action.job], {_BATCHED[k]: _batch_value(action)})
+    else:  # pragma: no cover - diff and legacy only produce the kinds above
         raise ValueError(f"unknown action kind {k!r}")
 
 
-#: job actions carried out for many jobs at once: kind -> the ``scontrol update`` field it sets
-_BATCHED = {"set_job_qos": "QOS", "set_partition": "Partition", "set_nice": "Nice", "set_priority": "Priority"}
-#: per-tenant accounting changes: independent between tenants, so run side by side
-_PER_TENANT = ("ensure_qos", "attach_qos")
-#: sacctmgr calls in flight at once (each waits on slurmdbd round trips, not on CPU)
-DEFAULT_WORKERS = 8
+def _batch_value(action: Action) -> str:
+    p = action.params
+    if action.kind == "set_job_qos":
+        return str(p["qos"])
+    if action.kind == "set_partition":
+        return str(p["partition"])
+    return str(int(action.after))
 
 
 class _Run:
     """The bookkeeping one :func:`apply` keeps between actions."""
 
-    def __init__(self, snapshot: Snapshot, store: StateStore, cycle_id: str, now: float) -> None:
+    def __init__(self, snapshot: Snapshot, store: StateStore | None, cycle_id: str, now: float,
+                 stop: Callable[[], bool], on_requeue: Callable[[Action], None] | None) -> None:
         self.jobs = {j.job_id: j for j in snapshot.jobs}
-        self.qos_now = {q.name: q for q in snapshot.qos}
-        self.accounts = {a.name: a for a in snapshot.accounts}
         self.store, self.cycle_id, self.now = store, cycle_id, now
+        self.stop, self.on_requeue = stop, on_requeue
         self.gone: set[str] = set()
         self.not_requeued: set[str] = set()
-        self.failed_qos: set[str] = set()
-        self.unavailable = ""
+        self.failed_jobs_qos: set[str] = set()
+        self.halted = ""
 
     def precheck(self, action: Action) -> ActionResult | None:
         """The result of an action that is not attempted at all (None: attempt it)."""
-        if self.unavailable:
-            return ActionResult(action, False, False, f"not attempted: {self.unavailable}")
+        if not self.halted and self.stop():
+            self.halted = "interrupted (SIGTERM/SIGINT): the next cycle or revert completes it"
+        if self.halted:
+            return ActionResult(action, False, False, f"not attempted: {self.halted}")
         if action.job and action.job in self.gone:
             return ActionResult(action, False, True, "job ended")
         if action.job in self.not_requeued and action.params.get("after_requeue"):
             return ActionResult(action, False, True, "not requeued: still running")
-        if action.kind == "set_job_qos" and action.params.get("qos") in self.failed_qos:
-            return ActionResult(action, False, False, "not attempted: its QOS could not be set up")
+        if action.kind == "delete_qos":
+            if action.params.get("running"):
+                return ActionResult(action, False, True, "kept without limits: running jobs "
+                                    f"{', '.join(action.params['running'])} still carry it")
+            if action.params["qos"] in self.failed_jobs_qos:
+                return ActionResult(action, False, False, "not attempted: pending jobs still carry it")
         return None
 
-    def remember(self, action: Action) -> None:
-        """What ``revert`` needs, stored before the write (one job or one QOS)."""
-        job = self.jobs.get(action.job) if action.job else None
-        if job is not None and action.kind != "requeue":
-            self.store.record_original(original_of(job), self.cycle_id, self.now)
-        if action.kind in _PER_TENANT:
-            name = action.params["qos"]
-            acct = self.accounts.get(action.tenant)
-            prev = self.qos_now.get(name)
-            self.store.record_qos(
-                ManagedQos(
-                    name, action.tenant, prev is not None,
-                    bool(acct and name in acct.qos), acct.default_qos if acct else "",
-                    dict(prev.grp_tres) if prev else {},
-                ),
-                self.now,
-            )
+    def intend(self, actions: list[Action]) -> bool:
+        """Record the intents of ``actions`` (job fields) before they are written; False (and
+        the run halted) when the store cannot be written."""
+        rows = []
+        for a in actions:
+            job = self.jobs.get(a.job)
+            # an adopted give-back (a job we never wrote: the submit plugin's, or a job that
+            # got an older version's QOS as its default) has no row: nothing to settle later
+            if a.field and job is not None and a.kind != "set_priority" and not a.params.get("adopted"):
+                rows.append((a.job, a.field, job.account, current(job, a.field) or "", a.params["value"]))
+        return self._store(lambda s: s.record_intents(rows, self.cycle_id, self.now))
 
-    def attempt(self, port: SlurmPort, action: Action) -> BaseException | None:
-        """Carry out one action; the error it raised (None: it worked). Safe from threads."""
-        job = self.jobs.get(action.job) if action.job else None
+    def _store(self, fn: Callable[[StateStore], None]) -> bool:
+        if self.store is None:
+            return True
         try:
-            _call(port, action, job, action.params.get("qos") in self.qos_now)
-        except (SlurmError, ValueError) as exc:
-            return exc
-        return None
+            fn(self.store)
+        except (sqlite3.Error, OSError) as exc:
+            self.halted = f"the state store cannot be written ({exc}): nothing more is changed in Slurm"
+            raise StateWriteError(str(self.store.path), str(exc)) from None
+        return True
 
     def outcome(self, action: Action, exc: BaseException | None) -> ActionResult:
         """The result of an attempted action from the error it raised (None: applied)."""
@@ -144,41 +150,55 @@ class _Run:
             self.gone.add(action.job)
             result = ActionResult(action, False, True, f"job ended: {exc}")
         elif isinstance(exc, SlurmUnavailable):
-            self.unavailable = str(exc)
+            self.halted = str(exc)
             result = ActionResult(action, False, False, str(exc))
         elif isinstance(exc, (SlurmError, ValueError)):
             # ValueError: the adapter refused a name or value before running anything
-            if action.kind in _PER_TENANT:
-                self.failed_qos.add(action.params["qos"])
             result = ActionResult(action, False, False, str(exc))
         else:  # pragma: no cover - anything else is a bug and propagates
             raise exc
         if action.kind == "requeue" and not result.applied:
             self.not_requeued.add(action.job)
+        if action.kind == "set_job_qos" and not result.applied and not result.skipped:
+            self.failed_jobs_qos.add(str(action.before))
         return result
+
+    def settle(self, results: list[ActionResult]) -> None:
+        """After the writes: confirm applied intents, forget given-back fields, drop failed
+        intents; record applied requeues."""
+        fields = [r for r in results if r.action.field and r.action.job]
+        back = [(r.action.job, r.action.field) for r in fields if r.applied and r.action.params.get("give_back")]
+        done = [(r.action.job, r.action.field) for r in fields if r.applied and not r.action.params.get("give_back")]
+        failed = [(r.action.job, r.action.field) for r in fields if not r.applied]
+        self._store(lambda s: (s.confirm(done, self.now), s.forget_fields(back), s.drop_intents(failed)))
+        for r in results:
+            if r.applied and r.action.kind == "requeue" and self.on_requeue:
+                self._store(lambda s, a=r.action: self.on_requeue(a))  # type: ignore[misc]
 
 
 def apply(
     actions: list[Action],
     port: SlurmPort,
     snapshot: Snapshot,
-    store: StateStore,
+    store: StateStore | None,
     cycle_id: str,
     now: float,
     on_result: Callable[[ActionResult], None] | None = None,
     workers: int = DEFAULT_WORKERS,
+    stop: Callable[[], bool] = lambda: False,
+    on_requeue: Callable[[Action], None] | None = None,
 ) -> list[ActionResult]:
     """Run ``actions`` in order; one result per action, in the same order.
 
-    Actions come sorted by kind (:func:`..diff.diff`), and a run of one kind is carried out
-    as a whole: per-tenant QOS changes with up to ``workers`` sacctmgr calls in flight (they
-    touch different tenants; each costs slurmdbd round trips, ~0.2-0.5 s on the testbed), and
-    job changes of one kind grouped by value into one ``scontrol update`` per group (the
-    originals of the whole group are stored first, in one transaction). Thousands of pending
-    jobs then cost a few calls instead of one per job and field. Order between kinds, and so
-    every rule of the module docstring, is kept.
+    Actions come sorted by kind (:func:`..diff.diff`), and a run of one kind is carried out as a
+    whole: accounting changes with up to ``workers`` sacctmgr calls in flight, job changes of one
+    kind grouped by value into one ``scontrol update`` per group (their intents stored first, in
+    one transaction). Order between kinds, and so every rule of the module docstring, is kept.
+    ``store`` None: nothing is recorded (a failsafe without a writable store still lifts what
+    keeps GPUs idle). Raises :class:`StateWriteError` when the store cannot be written; what ran
+    until then is in Slurm and in the store's intents.
     """
-    st = _Run(snapshot, store, cycle_id, now)
+    st = _Run(snapshot, store, cycle_id, now, stop, on_requeue)
     results: list[ActionResult | None] = [None] * len(actions)
 
     def done(i: int, result: ActionResult) -> None:
@@ -194,15 +214,24 @@ def apply(
             j += 1
         run = list(range(i, j))
         kind = actions[i].kind
-        if kind in _PER_TENANT:
-            _per_tenant(st, port, actions, run, done, max(1, workers))
+        if kind in _ACCOUNTING:
+            _accounting(st, port, actions, run, done, max(1, workers))
         elif kind in _BATCHED:
             _batched(st, port, actions, run, done)
         else:
             for k in run:
                 _one(st, port, actions[k], k, done)
+        st.settle([results[k] for k in run if results[k] is not None])  # type: ignore[misc]
         i = j
     return [r for r in results if r is not None]
+
+
+def _attempt(st: _Run, port: SlurmPort, action: Action) -> BaseException | None:
+    try:
+        _call(port, action, st.jobs.get(action.job) if action.job else None)
+    except (SlurmError, ValueError) as exc:
+        return exc
+    return None
 
 
 def _one(st: _Run, port: SlurmPort, action: Action, index: int, done: Callable[[int, ActionResult], None]) -> None:
@@ -210,11 +239,11 @@ def _one(st: _Run, port: SlurmPort, action: Action, index: int, done: Callable[[
     if skip is not None:
         done(index, skip)
         return
-    st.remember(action)
-    done(index, st.outcome(action, st.attempt(port, action)))
+    st.intend([action])
+    done(index, st.outcome(action, _attempt(st, port, action)))
 
 
-def _per_tenant(st: _Run, port: SlurmPort, actions: list[Action], run: list[int],
+def _accounting(st: _Run, port: SlurmPort, actions: list[Action], run: list[int],
                 done: Callable[[int, ActionResult], None], workers: int) -> None:
     todo: list[int] = []
     for k in run:
@@ -222,37 +251,21 @@ def _per_tenant(st: _Run, port: SlurmPort, actions: list[Action], run: list[int]
         if skip is not None:
             done(k, skip)
         else:
-            st.remember(actions[k])  # the store is written from this thread only
             todo.append(k)
     if workers == 1 or len(todo) <= 1:
-        errors = [st.attempt(port, actions[k]) for k in todo]
+        errors = [_attempt(st, port, actions[k]) for k in todo]
     else:
-        with ThreadPoolExecutor(min(workers, len(todo)), thread_name_prefix="slurm-fair-qos") as pool:
-            errors = list(pool.map(lambda k: st.attempt(port, actions[k]), todo))
+        with ThreadPoolExecutor(min(workers, len(todo)), thread_name_prefix="slurm-fair-acct") as pool:
+            errors = list(pool.map(lambda k: _attempt(st, port, actions[k]), todo))
     for k, exc in zip(todo, errors):
         done(k, st.outcome(actions[k], exc))
-
-
-def _batch_value(action: Action) -> str | None:
-    """The value a batched action sets (None: this one goes alone)."""
-    if action.kind == "set_job_qos":
-        return str(action.params["qos"])
-    if action.kind == "set_partition":
-        return str(action.params["partition"])
-    if action.after is None:  # set_priority None: back to multifactor (hold + release, per job)
-        return None
-    return str(int(action.after))
 
 
 def _batched(st: _Run, port: SlurmPort, actions: list[Action], run: list[int],
              done: Callable[[int, ActionResult], None]) -> None:
     groups: dict[str, list[int]] = {}
     for k in run:
-        value = _batch_value(actions[k])
-        if value is None:
-            _one(st, port, actions[k], k, done)
-        else:
-            groups.setdefault(value, []).append(k)
+        groups.setdefault(_batch_value(actions[k]), []).append(k)
     for value, members in groups.items():
         todo = []
         for k in members:
@@ -263,8 +276,7 @@ def _batched(st: _Run, port: SlurmPort, actions: list[Action], run: list[int],
                 todo.append(k)
         if not todo:
             continue
-        st.store.record_originals(
-            [original_of(st.jobs[actions[k].job]) for k in todo if actions[k].job in st.jobs], st.cycle_id, st.now)
+        st.intend([actions[k] for k in todo])
         field = _BATCHED[actions[todo[0]].kind]
         try:
             failed: dict[str, BaseException] = dict(port.update_jobs([actions[k].job for k in todo], {field: value}))
@@ -281,4 +293,3 @@ def counts(results: list[ActionResult]) -> dict[str, int]:
         "skipped": sum(r.skipped for r in results),
         "failed": sum(1 for r in results if not r.applied and not r.skipped),
     }
-

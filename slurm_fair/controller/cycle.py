@@ -19,15 +19,16 @@ from __future__ import annotations
 import difflib
 import json
 import secrets
+import sqlite3
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 from .. import policies, rounding
 from ..config import Config
-from ..errors import SlurmError, SlurmFairError
+from ..errors import SlurmError, SlurmFairError, StateWriteError
 from ..estimates.classes import load_class_table
 from ..estimates.estimate import Estimate
 from ..estimates.rules import Rules
@@ -36,14 +37,19 @@ from ..slurm.port import SlurmPort
 from . import planfile
 from .apply import ActionResult, apply, counts
 from .audit import AuditLog
-from .decide import AllocateFn, DecideSettings, Decision, PlaceFn, Timer, decide, in_scope
+from .decide import AllocateFn, DecideSettings, Decision, PlaceFn, Timer, decide
 from .diff import Action
+from .legacy import finished_qos
 from .history import policy_state_key, read_history, read_history_at
 from .lock import ControllerLock
 from .plan.types import Plan
 from .settings import Settings
 from .state import DB_NAME, StateStore
 from .state.identity import check_store
+
+#: the store is pruned (``[controller] keep_days``) at most this often
+PRUNE_EVERY_S = 3600.0
+DAY_S = 86400.0
 
 
 @dataclass
@@ -56,6 +62,8 @@ class CycleResult:
     message: str = ""
     dry_run: bool = False
     policy: str = ""
+    #: ``live`` (applies) or ``shadow`` (decides and records only)
+    mode: str = "live"
     timings: dict[str, float] = field(default_factory=dict)
     results: list[ActionResult] = field(default_factory=list)
     planned: list[Action] = field(default_factory=list)
@@ -72,7 +80,7 @@ class CycleResult:
         )
         return {
             "cycle": self.cycle_id, "status": self.status, "exit_code": self.exit_code,
-            "message": self.message, "dry_run": self.dry_run, "policy": self.policy,
+            "message": self.message, "dry_run": self.dry_run, "policy": self.policy, "mode": self.mode,
             "timings_s": {k: round(v, 6) for k, v in self.timings.items()},
             "counts": counts(self.results) if self.results else {"actions": len(self.planned), "applied": 0, "skipped": 0, "failed": 0},
             "actions": actions, "warnings": self.warnings, "left_out": self.left_out,
@@ -109,16 +117,25 @@ def run_cycle(
     allocate: AllocateFn = policies.allocate,
     place: PlaceFn = rounding.place,
     take_lock: bool = True,
+    shadow: bool | None = None,
+    stop: Callable[[], bool] = lambda: False,
 ) -> CycleResult:
-    """Run one cycle. Raises LockHeld (nothing done); every other failure is in the result."""
+    """Run one cycle. Raises LockHeld (nothing done); every other failure is in the result.
+
+    ``shadow`` (None: ``[controller] mode``): decide and record, change nothing in Slurm.
+    ``stop``: asked between writes (SIGTERM, SIGINT); when it says so, nothing further is
+    written and the cycle ends ``interrupted`` (its intents are in the store: the next cycle or
+    ``revert`` settles them)."""
     s = Settings.from_config(config)
+    if shadow is not None:
+        s = replace(s, mode="shadow" if shadow else "live")
     # a state file that is not the controller's is refused before the lock, Slurm or the store
     check_store(Path(s.state_dir) / DB_NAME)
     lock = ControllerLock(s.state_dir) if take_lock and not dry_run else None
     if lock:
         lock.acquire()
     try:
-        return _cycle(port, config, s, dry_run, clock, allocate, place)
+        return _cycle(port, config, s, dry_run, clock, allocate, place, stop)
     finally:
         if lock:
             lock.release()
@@ -126,21 +143,20 @@ def run_cycle(
 
 def _cycle(
     port: SlurmPort, config: Config, s: Settings, dry_run: bool, clock: Callable[[], float],
-    allocate: AllocateFn, place: PlaceFn,
+    allocate: AllocateFn, place: PlaceFn, stop: Callable[[], bool] = lambda: False,
 ) -> CycleResult:
     started = clock()
-    res = CycleResult(new_cycle_id(started), dry_run=dry_run, policy=s.policy)
+    res = CycleResult(new_cycle_id(started), dry_run=dry_run, policy=s.policy, mode=s.mode)
     timer = Timer(res.timings)
     # a dry run changes nothing, the state store included: it reads the history read-only
     # (empty when the controller never ran) and never creates the store or its directory
     store = None if dry_run else StateStore.in_dir(s.state_dir)
     try:
         if store is not None:
-            store.start_cycle(res.cycle_id, started, s.policy, dry_run, s.mode)
+            _store_step(lambda: _begin(store, res, s, started))
         with timer.phase("snapshot"):
             try:
                 whole = port.snapshot()
-                snapshot = in_scope(whole, s.accounts)
                 res.warnings += unknown_accounts(whole, s.accounts)
             except SlurmError as exc:
                 res.status, res.exit_code = "slurm-unavailable", 1
@@ -149,39 +165,30 @@ def _cycle(
         with timer.phase("estimate"):
             ds = decide_settings(config, s, port)
             history = read_history(store, s.policy) if store is not None else read_history_at(s.state_dir, s.policy)
-        d = decide(snapshot, history, ds, allocate=allocate, place=place)
-        for name, secs in d.timings.items():
-            res.timings[name] = res.timings.get(name, 0.0) + secs
-        res.warnings += d.warnings
-        res.estimates = dict(d.observed.estimates)
-        res.left_out = dict(d.observed.built.left_out)
-        res.message = d.message
-        res.plan = d.plan
-        res.planned = list(d.actions)
-        if d.plan is None:
-            res.status, res.exit_code = "policy-failed", 1
-        elif dry_run:
-            res.status = "dry-run" if d.allocation is not None else "dry-run-policy-failed"
-            res.exit_code = 0 if d.allocation is not None else 1
+        d = decide(whole, history, ds, allocate=allocate, place=place)
+        _take(res, d)
         if store is None:
             return res
-        if d.plan is not None:
-            with timer.phase("apply"):
-                res.results = apply(res.planned, port, snapshot, store, res.cycle_id, clock(),
-                                    workers=int(config["slurm"]["parallel_calls"]))
-            c = counts(res.results)
-            if c["failed"]:
-                res.status, res.exit_code = "partial", 1
-                res.message = (res.message + "; " if res.message else "") + (
-                    f"{c['failed']} of {c['actions']} actions failed, {c['applied']} applied, "
-                    f"{c['skipped']} skipped (see the actions)"
-                )
-            elif d.allocation is None:
-                res.status, res.exit_code = "policy-failed", 1
-            else:
-                res.status = "ok"
+        assert d.pilot is not None
+        # what Slurm shows of the rows is settled first: a cycle killed later still leaves
+        # the rows as Slurm shows them
+        _store_step(lambda: (store.settle(d.pilot.reading.updates, d.now),
+                             store.forget_fields(d.pilot.reading.ended)))
+        audit = AuditLog(s.audit_log)
+        if s.mode == "shadow":
+            res.status = "ok" if d.allocation is not None else "policy-failed"
+            res.exit_code = 0 if d.allocation is not None else 1
+            _store_step(lambda: audit.write([{"ts": clock(), "cycle": res.cycle_id, "dry_run": False, "shadow": True,
+                                              **a.to_dict(), "applied": False, "skipped": False, "error": ""}
+                                             for a in res.planned]))
+        else:
+            _live(port, config, store, audit, res, d, whole, clock, timer, stop)
         with timer.phase("record"):
-            _record(store, AuditLog(s.audit_log), res, d, snapshot, s, ds, clock)
+            _store_step(lambda: _record(store, res, d, d.pilot.view.snapshot, s, ds, clock))
+        return res
+    except StateWriteError as exc:
+        res.status, res.exit_code = "failed", 1
+        res.message = (res.message + "; " if res.message else "") + exc.message()
         return res
     except SlurmFairError as exc:
         res.status, res.exit_code = "error", exc.exit_code
@@ -191,8 +198,95 @@ def _cycle(
         return res
     finally:
         if store is not None:
-            store.finish_cycle(res.cycle_id, clock(), res.status, counts(res.results), res.timings, res.message)
+            try:
+                store.finish_cycle(res.cycle_id, clock(), res.status, counts(res.results), res.timings, res.message)
+            except (sqlite3.Error, OSError):
+                pass  # the store cannot be written: the next cycle marks this one interrupted
             store.close()
+
+
+def _begin(store: StateStore, res: CycleResult, s: Settings, started: float) -> None:
+    """Cycles a killed process left running are interrupted; this one starts; the store is
+    pruned at most once an hour."""
+    for cycle_id in store.interrupt_stale(started):
+        res.warnings.append(f"cycle {cycle_id} was interrupted (the process ended before it finished); "
+                            "this cycle settles what it left")
+    store.start_cycle(res.cycle_id, started, s.policy, res.dry_run, s.mode)
+    last = float(store.get_meta("last_prune_at") or 0.0)
+    if started - last >= PRUNE_EVERY_S:
+        store.prune(started - s.keep_days * DAY_S)
+        store.set_meta("last_prune_at", repr(started))
+
+
+def _take(res: CycleResult, d: Decision) -> None:
+    for name, secs in d.timings.items():
+        res.timings[name] = res.timings.get(name, 0.0) + secs
+    res.warnings += d.warnings
+    res.estimates = dict(d.observed.estimates)
+    res.left_out = dict(d.observed.built.left_out)
+    res.message = d.message
+    res.plan = d.plan
+    res.planned = list(d.actions)
+    if d.plan is None:
+        res.status, res.exit_code = "policy-failed", 1
+    elif res.dry_run:
+        res.status = "dry-run" if d.allocation is not None else "dry-run-policy-failed"
+        res.exit_code = 0 if d.allocation is not None else 1
+
+
+def _live(port: SlurmPort, config: Config, store: StateStore, audit: AuditLog, res: CycleResult, d: Decision,
+          whole: Snapshot, clock: Callable[[], float], timer: Timer, stop: Callable[[], bool]) -> None:
+    """Apply the decision's actions: their intents go to the audit log first (a killed cycle
+    leaves a trace), then the writes (each job field's intent in the store before it,
+    :mod:`.apply`), then the outcomes."""
+    plan = d.plan
+
+    def requeued(a: Action) -> None:
+        j = a.job
+        store.record_requeue(j, res.cycle_id, d.now, a.before, tuple(a.params.get("for") or ()),
+                             "move-up" if a.params.get("to_type") else "make-room", a.params.get("to_type"))
+
+    _store_step(lambda: audit.write([{"ts": clock(), "cycle": res.cycle_id, "dry_run": False, "intent": True,
+                                      **a.to_dict()} for a in res.planned]))
+    with timer.phase("apply"):
+        try:
+            res.results = apply(res.planned, port, whole, store, res.cycle_id, clock(),
+                                workers=int(config["slurm"]["parallel_calls"]), stop=stop, on_requeue=requeued)
+        finally:
+            _store_step(lambda: audit.write([{"ts": clock(), "cycle": res.cycle_id, "dry_run": False,
+                                              **r.to_dict()} for r in res.results]))
+    managed = store.managed_qos()
+    if managed:
+        done = finished_qos(managed, res.results, {q.name for q in whole.qos})
+        _store_step(lambda: [store.forget_qos(name) for name in done])
+    c = counts(res.results)
+    if any(r.error.startswith("not attempted: interrupted") for r in res.results):
+        res.status, res.exit_code = "interrupted", 1
+        res.message = (res.message + "; " if res.message else "") + (
+            f"stopped by a signal after {c['applied']} of {c['actions']} actions; the next cycle or revert "
+            "completes it")
+    elif c["failed"]:
+        res.status, res.exit_code = "partial", 1
+        res.message = (res.message + "; " if res.message else "") + (
+            f"{c['failed']} of {c['actions']} actions failed, {c['applied']} applied, "
+            f"{c['skipped']} skipped (see the actions)"
+        )
+    elif d.allocation is None or plan is None:
+        res.status, res.exit_code = "policy-failed", 1
+    else:
+        res.status = "ok"
+
+
+def _store_step(fn: Callable[[], object]) -> None:
+    """A write to the state store or the audit log; a full disk or a read-only file system is
+    a :class:`StateWriteError` (the cycle is recorded failed where it still can be, and the loop
+    goes on), never a traceback."""
+    try:
+        fn()
+    except StateWriteError:
+        raise
+    except (sqlite3.Error, OSError) as exc:
+        raise StateWriteError("the controller state (state_dir / audit_log)", str(exc)) from None
 
 
 def unknown_accounts(snapshot: Snapshot, accounts: tuple[str, ...]) -> list[str]:
@@ -216,10 +310,11 @@ def unknown_accounts(snapshot: Snapshot, accounts: tuple[str, ...]) -> list[str]
     return out
 
 
-def _record(store: StateStore, audit: AuditLog, res: CycleResult, d: Decision, snapshot: Snapshot,
+def _record(store: StateStore, res: CycleResult, d: Decision, snapshot: Snapshot,
             s: Settings, ds: DecideSettings, clock: Callable[[], float]) -> None:
     """Phase 7: what the decision observed (estimates, service, sightings, refusals, the
-    policy's memory), then what was applied, the decisions for ``explain``, and the plan."""
+    policy's memory), the decisions for ``explain`` and the reports, and the plan (a shadow
+    cycle keeps its plan too, for ``report --shadow``; only a live one writes the plan file)."""
     obs, now = d.observed, d.now
     store.save_online(obs.online)
     store.add_received(res.cycle_id, now, obs.tenant_service)
@@ -233,28 +328,23 @@ def _record(store: StateStore, audit: AuditLog, res: CycleResult, d: Decision, s
             store.set_meta(policy_state_key(s.policy), json.dumps(d.policy_state))
         except (TypeError, ValueError):
             pass
-    audit.write([
-        {"ts": clock(), "cycle": res.cycle_id, "dry_run": False, **r.to_dict()} for r in res.results
-    ])
     plan = d.plan
     if plan is None:
         return
-    for r in res.results:
-        if r.applied and r.action.kind == "requeue":
-            j = r.action.job
-            store.record_requeue(j, res.cycle_id, now, r.action.before, plan.requeue_for.get(j, ()),
-                                 "move-up" if j in plan.move_up else "make-room", plan.move_up.get(j))
     if d.allocation is not None and d.placement is not None:
         _record_decisions(store, res.cycle_id, d, snapshot)
         if d.round_boundary:
             store.set_meta("round_started_at", repr(now))
     if res.status == "ok":
         store.save_plan(res.cycle_id, now, plan.to_dict())
-        entries = planfile.plan_entries(plan, snapshot, ds.table)
-        planfile.write(
-            s.plan_path,
-            planfile.render(entries, now, max(3 * s.interval_s, 180.0), res.cycle_id),
-        )
+        if s.mode == "live":
+            assert d.pilot is not None
+            entries = planfile.plan_entries(plan, snapshot, ds.table, {p.name: p for p in d.pilot.whole.partitions},
+                                            s.accounts)
+            planfile.write(
+                s.plan_path,
+                planfile.render(entries, now, max(3 * s.interval_s, 180.0), res.cycle_id),
+            )
 
 
 def _record_decisions(store: StateStore, cycle_id: str, d: Decision, snapshot: Snapshot) -> None:
@@ -284,6 +374,6 @@ def _record_decisions(store: StateStore, cycle_id: str, d: Decision, snapshot: S
     store.record_jobs(cycle_id, rows)
     store.record_tenants(cycle_id, [
         {"tenant": t, "weight": tp.weight, "fair_share": dict(tp.fair_share), "bundle": dict(tp.bundle),
-         "limits": dict(tp.limits)}
+         "limits": {}}
         for t, tp in plan.tenants.items()
     ])

@@ -14,8 +14,11 @@ still exist, or there is no plan when there is none.
 from __future__ import annotations
 
 import copy
+import grp
+import os
+import pwd
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from .. import policies, rounding
@@ -26,15 +29,16 @@ from ..estimates.online import OnlineUpdate, fold, observations, values
 from ..estimates.rules import Rules
 from ..model import Allocation, Problem
 from ..slurm.model import Snapshot
-from .diff import Action, diff
+from .diff import Action, diff, order
 from .history import History
+from .legacy import legacy_actions
 from .plan import PlanInputs, make_plan
-from .plan.limits import qos_name, tenant_limits
-from .plan.types import Plan, PlanSettings, TenantPlan
+from .plan.types import Plan, PlanSettings
 from .problem import BuiltProblem, build_problem
 from .requeue import eligible as rq_eligible
+from .scope import Pilot, Scope, read_pilot
 from .settings import Settings
-from .steer import partition_type, partition_types, submitted_partition, type_partitions
+from .steer import partition_type, partition_types, type_partition_lists
 
 AllocateFn = Callable[[str, Problem, policies.PolicyOptions], Allocation]
 PlaceFn = Callable[..., rounding.Placement]
@@ -117,16 +121,8 @@ class Decision:
     warnings: tuple[str, ...]
     message: str = ""
     timings: Mapping[str, float] = field(default_factory=dict)
-
-
-def in_scope(snapshot: Snapshot, accounts: tuple[str, ...]) -> Snapshot:
-    """Only the jobs of ``[controller].accounts`` (all when empty): other jobs are neither
-    planned nor touched, and only these accounts' QOS are managed. Capacity stays the whole
-    cluster's."""
-    if not accounts:
-        return snapshot
-    keep = set(accounts)
-    return replace(snapshot, jobs=tuple(j for j in snapshot.jobs if j.account in keep))
+    #: whose is what: the pilot's view, the settled rows (:mod:`.scope`)
+    pilot: Pilot | None = None
 
 
 def service_since(snapshot: Snapshot, last_at: float | None) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
@@ -153,20 +149,19 @@ def service_since(snapshot: Snapshot, last_at: float | None) -> tuple[dict[str, 
     return tenants, jobs
 
 
-def refused_now(snapshot: Snapshot, originals: Mapping[str, Any],
+def refused_now(snapshot: Snapshot, asked: Mapping[str, str],
                 ptypes: Mapping[str, frozenset[str]]) -> dict[str, tuple[str, str]]:
     """Pending jobs Slurm marks ``BadConstraints`` in a single-type partition they did not ask
-    for (so we, or the submit plugin, sent them there): job -> (that type, partition). Our own
-    check (:func:`.steer.partition_holds`) should prevent it; this catches what it cannot see
-    (features, licences, a node that changed), so the job is sent back and never there again."""
+    for (``asked``: :func:`.scope.asked_partition`; so we, or the submit plugin, sent them
+    there): job -> (that type, partition). Our own check (:func:`.steer.partition_holds`) should
+    prevent it; this catches what it cannot see (features, licences, a node that changed), so
+    the job is sent back and never there again."""
     out = {}
     for sj in snapshot.gpu_jobs():
         if not sj.pending or sj.reason != "BadConstraints":
             continue
-        o = originals.get(sj.job_id)
-        asked = o.partition if o is not None and o.partition else submitted_partition(sj)
         k = partition_type(sj.partition, ptypes)
-        if k and sj.partition != asked:
+        if k and sj.partition != asked.get(sj.job_id, sj.partition):
             out[sj.job_id] = (k, sj.partition)
     return out
 
@@ -188,116 +183,121 @@ def staying(snapshot: Snapshot, built: BuiltProblem, round_s: float, min_run_s: 
     return out
 
 
-def idle_tenant_limits(plan: Plan, idle: dict[str, float], capacity: dict[str, int], slack: float,
-                       total: bool = False) -> dict[str, dict[str, int]]:
-    """Limits for tenants whose QOS we manage but who have no job now: the share they would
-    get by joining (``w / (W + w)`` of every type), so a returning tenant is neither locked out
-    by an old zero limit nor unlimited until the next cycle."""
-    weights = sum(tp.weight for tp in plan.tenants.values())
-    out = {}
-    for t, w in idle.items():
-        share = {k: w / (weights + w) * c for k, c in capacity.items()}
-        out[t] = tenant_limits(share, {}, capacity, slack, total)
-    return out
-
-
-def _with_idle_tenants(plan: Plan, history: History, snapshot: Snapshot, s: Settings) -> Plan:
-    managed = {m.account for m in history.managed_qos.values()}
-    idle = {t: 1.0 for t in managed if t not in plan.tenants}
-    if not idle:
-        return plan
-    capacity = {k: int(c) for k, c in snapshot.capacity().items() if c > 0}
-    limits = idle_tenant_limits(plan, idle, capacity, s.slack, s.total_limit)
-    return plan.with_tenants({t: TenantPlan(t, qos_name(t), lim, {}, {}, 1.0) for t, lim in limits.items()})
-
-
-def observe(snapshot: Snapshot, history: History, ds: DecideSettings) -> Observed:
-    """Phase 3: estimates (this snapshot's reports folded in first), service, the problem."""
+def observe(pilot: Pilot, history: History, ds: DecideSettings) -> Observed:
+    """Phase 3: estimates (this snapshot's reports folded in first), service, the problem, all
+    of the pilot's view (:mod:`.scope`)."""
     s = ds.settings
+    snapshot = pilot.view.snapshot
     now = snapshot.taken_at.timestamp()
     ptypes = partition_types(snapshot.nodes)
     first, _ = estimate_all(snapshot, ds.table, ds.rules, values(history.online))
     online = fold(history.online, history.reported, observations(snapshot.jobs, first), s.ewma_alpha, now)
     tenant_service, job_service = service_since(snapshot, history.last_snapshot_at)
     running = {j.job_id: j.gpu_type_running for j in snapshot.gpu_jobs()}
-    refused = refused_now(snapshot, history.originals, ptypes)
+    refused = refused_now(snapshot, pilot.asked.partitions, ptypes)
     after = history.advanced(now, online, job_service, running, {j: k for j, (k, _) in refused.items()})
     est, warnings = estimate_all(snapshot, ds.table, ds.rules, values(after.online))
-    built = build_problem(snapshot, est, after, s.weights, ptypes, ds.retype_ok)
+    built = build_problem(snapshot, est, after, s.weights, ptypes, ds.retype_ok, pilot.asked)
     return Observed(est, tuple(warnings), online, tenant_service, job_service, running, refused, after, built)
 
 
+def plan_settings(snapshot: Snapshot, whole: Snapshot, ds: DecideSettings) -> PlanSettings:
+    """The plan's settings from the configuration and the pilot's view (``whole``: the
+    partitions' rules, read for every partition a job asked for)."""
+    s = ds.settings
+    return PlanSettings(
+        s.order, s.round_s, partition_types(snapshot.nodes), type_partition_lists(snapshot.nodes),
+        {p.name: p for p in whole.partitions}, user_groups, ds.retype_ok, s.min_run_s or None,
+        s.requeue_cost_s, s.move_up_gain, tuple(n for n in snapshot.nodes if n.schedulable),
+    )
+
+
+def user_groups(user: str) -> frozenset[str] | None:
+    """The groups of ``user`` as this host resolves them (a partition's ``AllowGroups``); None
+    when the user is unknown here (then only partitions open to every group are targets)."""
+    try:
+        pw = pwd.getpwnam(user)
+        return frozenset(grp.getgrgid(g).gr_name for g in os.getgrouplist(user, pw.pw_gid))
+    except (KeyError, OSError):
+        return None
+
+
+def _allocate(built: BuiltProblem, history: History, snapshot: Snapshot, ds: DecideSettings,
+              allocate: AllocateFn, place: PlaceFn, timer: Timer
+              ) -> tuple[Allocation | None, rounding.Placement | None, dict[str, Any] | None, str]:
+    """Phase 4: the policy's allocation and this round's placement (None, with the reason,
+    when the policy fails)."""
+    s = ds.settings
+    try:
+        policy_state: dict[str, Any] | None = None
+        if built.problem.jobs:
+            state = copy.deepcopy(dict(history.policy_state))
+            options = policies.PolicyOptions(
+                solver=s.solver, time_limit_s=s.time_limit_s, keep_lp_dir=str(s.state_dir),
+                round_s=s.round_s, state=state, params=s.policy_params,
+            )
+            allocation = allocate(s.policy, built.problem, options)
+            policy_state = state
+        else:
+            allocation = Allocation(policy=s.policy, x={}, status="empty")
+        with timer.phase("rounding"):
+            held = staying(snapshot, built, s.round_s, s.min_run_s, history.last_requeues)
+            placement = place(built.problem, allocation, built.received, built.prev,
+                              built.prev_nodes, held, sticky=True)
+        return allocation, placement, policy_state, ""
+    except (SolverError, ArithmeticError, ValueError) as exc:
+        return None, None, None, f"policy {s.policy!r} failed: {exc}"
+
+
 def decide(
-    snapshot: Snapshot, history: History, ds: DecideSettings, *,
+    whole: Snapshot, history: History, ds: DecideSettings, *,
     allocate: AllocateFn = policies.allocate, place: PlaceFn = rounding.place,
 ) -> Decision:
-    """Phases 3-6 (module docstring); ``snapshot`` is already in scope (:func:`in_scope`)."""
+    """Phases 3-6 (module docstring) on the whole snapshot: only the pilot's jobs are planned
+    (:mod:`.scope`); fields the controller holds on jobs outside it, or on jobs the plan no
+    longer mentions, are given back, and so is everything versions before 0.2 changed
+    (:mod:`.legacy`)."""
     s = ds.settings
     timer = Timer()
-    now = snapshot.taken_at.timestamp()
+    now = whole.taken_at.timestamp()
     warnings: list[str] = []
     if s.pin_gres_type is True and not ds.can_retype:
         warnings.append(RETYPE_WARNING)
+    pilot = read_pilot(whole, history.owned, Scope.of(s.accounts, s.partitions))
+    snapshot = pilot.view.snapshot
     with timer.phase("estimate"):
-        obs = observe(snapshot, history, ds)
+        obs = observe(pilot, history, ds)
         warnings += obs.warnings
-    built, after = obs.built, obs.history
-    message = ""
-    allocation: Allocation | None = None
-    placement: rounding.Placement | None = None
-    policy_state: dict[str, Any] | None = None
+    built = obs.built
     round_boundary = now - history.round_started_at >= s.round_s
     with timer.phase("policy"):
-        try:
-            if built.problem.jobs:
-                state = copy.deepcopy(dict(history.policy_state))
-                options = policies.PolicyOptions(
-                    solver=s.solver, time_limit_s=s.time_limit_s, keep_lp_dir=str(s.state_dir),
-                    round_s=s.round_s, state=state, params=s.policy_params,
-                )
-                allocation = allocate(s.policy, built.problem, options)
-                policy_state = state
-            else:
-                allocation = Allocation(policy=s.policy, x={}, status="empty")
-            with timer.phase("rounding"):
-                held = staying(snapshot, built, s.round_s, s.min_run_s, history.last_requeues)
-                placement = place(built.problem, allocation, built.received, built.prev,
-                                  built.prev_nodes, held, sticky=True)
-        except (SolverError, ArithmeticError, ValueError) as exc:
-            message = f"policy {s.policy!r} failed: {exc}"
-            allocation = None
+        allocation, placement, policy_state, message = _allocate(built, history, snapshot, ds, allocate,
+                                                                 place, timer)
     plan: Plan | None = None
-    actions: tuple[Action, ...] = ()
     with timer.phase("plan"):
         if allocation is not None and placement is not None:
-            ptypes = partition_types(snapshot.nodes)
-            settings = PlanSettings(
-                s.slack, s.order, s.round_s, ptypes, type_partitions(snapshot.nodes), ds.retype_ok,
-                s.total_limit, s.min_run_s or None, s.requeue_cost_s, s.move_up_gain,
-                tuple(n for n in snapshot.nodes if n.schedulable),
-            )
             inputs = PlanInputs(
-                placement.types, placement.priority, built.fixed_type,
-                {j: o.nice for j, o in after.originals.items()},
-                {j: o.partition for j, o in after.originals.items() if o.partition},
+                placement.types, placement.priority, built.fixed_type, pilot.asked.partitions,
                 history.last_requeues, round_boundary,
                 # a policy that names nodes (Hops) has its jobs pinned to the nodes placed
                 {j: tuple(placement.nodes[j]) for j in allocation.nodes if placement.nodes.get(j)},
-                {j: o.req_nodes for j, o in after.originals.items()},
+                pilot.asked.nodes, pilot.asked.choices, pilot.owned, pilot.released,
             )
-            plan = _with_idle_tenants(make_plan(snapshot, built.problem, allocation, inputs, settings),
-                                      history, snapshot, s)
+            plan = make_plan(snapshot, built.problem, allocation, inputs, plan_settings(snapshot, whole, ds))
             for job_id, k in sorted(plan.unsteered.items()):
-                warnings.append(f"job {job_id}: no partition has only {k} GPUs, so it cannot "
+                warnings.append(f"job {job_id}: no partition of only {k} GPUs admits it, so it cannot "
                                 "be steered there; left in its own partition")
         elif history.last_plan is not None:
             cycle_id, last = history.last_plan
             plan = Plan.from_dict(last).restricted_to({j.job_id for j in snapshot.jobs})
             message += f"; keeping the last good plan of cycle {cycle_id}"
         else:
-            message += "; no earlier plan: Slurm left as it is"
-    if plan is not None:
-        with timer.phase("diff"):
-            actions = tuple(diff(plan, snapshot))
-    return Decision(now, obs, allocation, placement, plan, actions, round_boundary, policy_state,
-                    tuple(warnings), message, dict(timer.timings))
+            message += "; no earlier plan: Slurm left as it is (older versions' changes given back)"
+    with timer.phase("diff"):
+        actions = diff(plan or Plan({}, {}), whole, pilot.owned, pilot.reading.ours)
+        actions = sorted(actions + legacy_actions(whole, history.managed_qos, pilot.owned), key=order)
+    for job_id, name in sorted(pilot.reading.newly_released):
+        warnings.append(f"job {job_id}: its {name} was changed by someone else after slurm-fair set it; "
+                        "their value stays and slurm-fair no longer manages that field of the job")
+    return Decision(now, obs, allocation, placement, plan, tuple(actions), round_boundary, policy_state,
+                    tuple(warnings), message, dict(timer.timings), pilot)

@@ -4,29 +4,40 @@ Only differences become actions, so a cycle on an unchanged cluster writes nothi
 change Slurm lost (a slurmctld restart drops ``scontrol`` partition/job edits that were never
 persisted) shows up as a difference again and is re-applied next cycle.
 
-Actions come out in a safe order: QOS limits first, then attaching the QOS to accounts (a job
-may only be moved to a QOS its account allows), then per job QOS, partition (the default way a
-job is steered to its GPU type), gres type (only with ``pin_gres_type``) and order, and requeues
-last (they are the only action on running jobs). A requeued job is pending once its requeue
-returns, so its own settings (QOS, partition, type, order) follow the requeue. Slurm then holds
-it for its credential lifetime + 1 s (a relaunch on the same node sooner would fail with
-"credential revoked"); the controller never shortens that hold.
+Every job action names the field it writes (``params["field"]``), so :mod:`.apply` records the
+intent in the state store before the write and what was written after it (:mod:`.ownership`).
+An action that puts back the value a field held before the controller first wrote it is a
+*give-back* (``params["give_back"]``): once it is applied the field is the site's again. A field
+someone else changed after the controller is never in an action (the plan leaves it).
+
+Actions come out in a safe order: give-backs of what older versions changed (:mod:`.legacy`:
+an account's default QOS first, then jobs out of those QOS, then the QOS themselves), then per
+job partition (the default way a job is steered to its GPU type), gres type (only with
+``pin_gres_type``), node list and site factor, and requeues last (they are the only action on
+running jobs). A requeued job is pending once its requeue returns, so its own settings follow
+the requeue. Slurm then holds it for its credential lifetime + 1 s (a relaunch on the same node
+sooner would fail with "credential revoked"); the controller never shortens that hold.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from ..model import frozen_map
-from ..slurm.model import Snapshot
+from ..slurm.model import Snapshot, SlurmJob
 from ..slurm.parse.fields import fold_hostlist
-from .plan.limits import TOTAL_KEY, is_gpu_tres
+from .ownership import current, same
 from .plan.types import Plan
+from .scope import asked_partition
+from .state.fields import LEGACY_FIELDS, Owned
 
-#: execution order of action kinds
-KIND_ORDER = ("ensure_qos", "attach_qos", "set_job_qos", "set_partition", "set_gpu_type", "set_nodes",
-              "set_nice", "set_priority", "requeue")
+#: execution order of action kinds (the legacy ones: :mod:`.legacy`)
+KIND_ORDER = ("restore_default_qos", "set_job_qos", "set_nice", "set_priority", "detach_qos", "clear_qos_limits",
+              "delete_qos", "set_partition", "set_gpu_type", "set_nodes", "set_site_factor", "requeue")
+#: job field -> the action kind that writes it
+FIELD_KIND = {"partition": "set_partition", "gres": "set_gpu_type", "nodes": "set_nodes",
+              "site_factor": "set_site_factor", "qos": "set_job_qos", "nice": "set_nice", "priority": "set_priority"}
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,11 @@ class Action:
     def target(self) -> str:
         return self.job or str(self.params.get("qos") or self.tenant)
 
+    @property
+    def field(self) -> str | None:
+        """The job field it writes (None: not a job field)."""
+        return self.params.get("field")
+
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "tenant": self.tenant, "job": self.job, "target": self.target,
                 "before": _plain(self.before), "after": _plain(self.after)}
@@ -56,56 +72,92 @@ def _plain(v: Any) -> Any:
     return dict(v) if isinstance(v, Mapping) else v
 
 
-def diff(plan: Plan, snapshot: Snapshot) -> list[Action]:
-    """Every difference between ``plan`` and ``snapshot``, in execution order."""
-    qos_now = {q.name: q for q in snapshot.qos}
-    accounts = {a.name: a for a in snapshot.accounts}
-    actions: list[Action] = []
-    for t, tp in sorted(plan.tenants.items()):
-        current = qos_now.get(tp.qos)
-        now_limits = {k: v for k, v in (current.grp_tres if current else {}).items() if is_gpu_tres(k)}
-        want: dict[str, int | None] = dict(tp.limits)
-        if TOTAL_KEY in now_limits and TOTAL_KEY not in want:
-            want[TOTAL_KEY] = None  # total_limit was turned off: remove it
-        if current is None or any(now_limits.get(k) != v for k, v in want.items()):
-            actions.append(Action("ensure_qos", t, before=now_limits if current else None,
-                                  after=want, params={"qos": tp.qos}))
-        acct = accounts.get(t)
-        if acct is None or tp.qos not in acct.qos or acct.default_qos != tp.qos:
-            before = {"qos": list(acct.qos), "default": acct.default_qos} if acct else None
-            actions.append(Action("attach_qos", t, before=before, after={"default": tp.qos},
-                                  params={"qos": tp.qos, "account": t}))
+def field_action(sj: SlurmJob, name: str, want: str, owned: Mapping[tuple[str, str], Owned],
+                 **extra: Any) -> Action:
+    """The action that writes ``want`` into field ``name`` of ``sj`` (a give-back when ``want``
+    is what the field held before the controller first wrote it)."""
+    row = owned.get((sj.job_id, name))
+    give_back = row is not None and same(name, want, row.original)
+    after: Any = int(want) if name in ("site_factor", "nice") else want
+    return Action(FIELD_KIND[name], sj.account, sj.job_id, current(sj, name), after,
+                  {"field": name, "value": want, "give_back": give_back, **extra})
+
+
+def diff(plan: Plan, snapshot: Snapshot, owned: Mapping[tuple[str, str], Owned] | None = None,
+         ours: Mapping[tuple[str, str], str] | None = None) -> list[Action]:
+    """Every difference between ``plan`` and ``snapshot``, in execution order. ``owned``: the
+    fields the controller wrote; ``ours``: those it still holds (:func:`.ownership.reconcile`);
+    a pending job the plan no longer mentions gets those back."""
+    owned, ours = owned or {}, ours or {}
     jobs = {j.job_id: j for j in snapshot.jobs}
     requeued = {j for j in plan.requeue if jobs.get(j) is not None and jobs[j].running}
+    actions: list[Action] = []
     for job_id, jp in sorted(plan.jobs.items(), key=lambda kv: kv[1].rank):
         sj = jobs.get(job_id)
         if sj is None or not (sj.pending or (jp.requeued and job_id in requeued)):
             continue
-        after = {"after_requeue": True} if sj.running else {}
-        if sj.qos != jp.qos:
-            actions.append(Action("set_job_qos", jp.tenant, job_id, sj.qos, jp.qos, {"qos": jp.qos, **after}))
-        if jp.partition and sj.partition != jp.partition:
-            actions.append(Action("set_partition", jp.tenant, job_id, sj.partition, jp.partition,
-                                  {"partition": jp.partition, **after}))
+        late = {"after_requeue": True} if sj.running else {}
+        if jp.partition and not same("partition", sj.partition, jp.partition):
+            actions.append(field_action(sj, "partition", jp.partition, owned, partition=jp.partition, **late))
         current_type = sj.gpu_request.gpu_type if sj.gpu_request else None
         if jp.gpu_type and current_type != jp.gpu_type:
-            raw = sj.gpu_request.raw if sj.gpu_request else ""
-            actions.append(Action("set_gpu_type", jp.tenant, job_id, raw or current_type, jp.gpu_type, after))
+            actions.append(field_action(sj, "gres", jp.gpu_type, owned, gpu_type=jp.gpu_type, **late))
+        elif jp.gpu_type is None and (job_id, "gres") in ours:
+            actions.append(_give_back(sj, owned[(job_id, "gres")], late))
         if jp.nodes is not None and fold_hostlist(sj.req_nodes) != jp.nodes:
-            actions.append(Action("set_nodes", jp.tenant, job_id, fold_hostlist(sj.req_nodes), jp.nodes,
-                                  {"nodes": jp.nodes, **after}))
-        if jp.nice is not None and sj.nice != jp.nice:
-            actions.append(Action("set_nice", jp.tenant, job_id, sj.nice, jp.nice, after))
-        if jp.priority is not None and sj.priority != jp.priority:
-            actions.append(Action("set_priority", jp.tenant, job_id, sj.priority, jp.priority, after))
+            actions.append(field_action(sj, "nodes", jp.nodes, owned, nodes=jp.nodes, **late))
+        if jp.site_factor is not None and sj.site_factor is not None and sj.site_factor != jp.site_factor:
+            actions.append(field_action(sj, "site_factor", str(jp.site_factor), owned, **late))
+    for (job_id, name), _value in sorted(ours.items()):
+        sj = jobs.get(job_id)
+        if sj is not None and sj.pending and (job_id not in plan.jobs or name in LEGACY_FIELDS) and \
+                name in FIELD_KIND and (job_id, name) in owned:
+            actions.append(_give_back(sj, owned[(job_id, name)], {}))
     for job_id in plan.requeue:
         sj = jobs.get(job_id)
         if sj is not None and sj.running:
-            actions.append(Action("requeue", sj.account, job_id, sj.gpu_type_running, "PENDING"))
-    return sorted(actions, key=_order)
+            actions.append(Action("requeue", sj.account, job_id, sj.gpu_type_running, "PENDING",
+                                  {"for": tuple(plan.requeue_for.get(job_id, ())),
+                                   "to_type": plan.move_up.get(job_id)}))
+    return sorted(actions, key=order)
 
 
-def _order(a: Action) -> tuple[int, int]:
+def _give_back(sj: SlurmJob, row: Owned, late: Mapping[str, Any]) -> Action:
+    """Put ``row``'s field back to what it held before the controller first wrote it."""
+    extra: dict[str, Any] = dict(late)
+    if row.field == "partition":
+        # what the job asked for (the submit plugin's record beats what it held when we came)
+        row = replace(row, original=asked_partition(sj, {(sj.job_id, "partition"): row}))
+        extra["partition"] = row.original
+    elif row.field == "gres":
+        extra["raw"] = row.original
+    elif row.field == "nodes":
+        extra["nodes"] = row.original
+    elif row.field == "qos":
+        extra["qos"] = row.original
+    return field_action(sj, row.field, row.original, {(sj.job_id, row.field): row}, **extra)
+
+
+def give_backs(snapshot: Snapshot, owned: Mapping[tuple[str, str], Owned],
+               ours: Mapping[tuple[str, str], str]) -> list[Action]:
+    """Every field the controller still holds on a pending job, put back (``revert``,
+    ``failsafe``), in execution order."""
+    jobs = {j.job_id: j for j in snapshot.jobs}
+    out = []
+    for key in sorted(ours):
+        sj = jobs.get(key[0])
+        row = owned.get(key)
+        if sj is None or row is None or not sj.pending:
+            continue
+        if row.field == "priority":  # older versions fixed it: back to multifactor
+            out.append(Action("set_priority", sj.account, sj.job_id, sj.priority, "multifactor",
+                              {"field": "priority", "value": None, "give_back": True}))
+            continue
+        out.append(_give_back(sj, row, {}))
+    return sorted(out, key=order)
+
+
+def order(a: Action) -> tuple[int, int]:
     """Execution order: every change to pending jobs and the requeues first, then what a
     requeued job gets once it is pending again (its settings)."""
     late = bool(a.params.get("after_requeue"))

@@ -82,8 +82,8 @@ def _recorded(s: Settings, path: Path, job_id: str) -> dict[str, Any]:
     """What the controller recorded about the job (module docstring)."""
     with StateStore.read_only(path) as store:
         history = store.job_history(job_id, limit=1)
-        actions = AuditLog(s.audit_log).for_job(job_id)
-        original = store.original(job_id)
+        actions = _outcomes(AuditLog(s.audit_log).for_job(job_id))
+        fields = {f: r for (j, f), r in store.owned().items() if j == job_id}
         if not history and not actions:
             raise UserError(
                 f"job {job_id}: no decision recorded in {s.state_dir} (not a GPU job, not seen by "
@@ -93,10 +93,9 @@ def _recorded(s: Settings, path: Path, job_id: str) -> dict[str, Any]:
             {"cycle": r["cycle_id"], "at": r["at"], "reason": r["reason"], "from_type": r["from_type"],
              "to_type": r["to_type"], "for_jobs": json.loads(r["for_jobs_json"] or "[]")}
             for r in store.requeues_of(job_id)]}
-        if original is not None:
-            out["original"] = {"gres": original.gres_raw, "partition": original.partition,
-                               "qos": original.qos, "nice": original.nice,
-                               "priority": original.priority}
+        if fields:
+            out["fields"] = {f: {"original": r.original, "written": r.written, "intent": r.intent,
+                                 "released": r.released} for f, r in sorted(fields.items())}
         if history:
             h = history[0]
             tenant = store.tenant_cycle(h["cycle_id"], h["tenant"]) or {}
@@ -111,8 +110,22 @@ def _recorded(s: Settings, path: Path, job_id: str) -> dict[str, Any]:
                 "partition": h["estimate"].get("partition"),
                 "pin_gres": bool(h["estimate"].get("pin_gres")),
                 "tenant_weight": tenant.get("weight"), "fair_share": tenant.get("fair_share", {}),
-                "bundle": tenant.get("bundle", {}), "qos_limits": tenant.get("limits", {}),
+                "bundle": tenant.get("bundle", {}),
             })
+    return out
+
+
+def _outcomes(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The audit log's outcomes of a job's actions; an intent with no outcome (its cycle was
+    killed between the two) is shown as such."""
+    done = {(e.get("cycle"), e.get("kind")) for e in entries if not e.get("intent")}
+    out = []
+    for e in entries:
+        if not e.get("intent"):
+            out.append(e)
+        elif (e.get("cycle"), e.get("kind")) not in done:
+            out.append({**e, "applied": False, "skipped": False,
+                        "error": "intended; no outcome recorded (the cycle was interrupted)"})
     return out
 
 
@@ -129,8 +142,7 @@ def render(e: dict[str, Any]) -> str:
             f"  throughput estimate (steps/s): {tput}; {cls}",
             f"  tenant {e['tenant']}: weight {e['tenant_weight']}, fair share "
             + ", ".join(f"{k} {v:.2f}" for k, v in sorted(e["fair_share"].items()))
-            + "; bundle " + (", ".join(f"{k} {v:.2f}" for k, v in sorted(e["bundle"].items())) or "none")
-            + "; QOS limits " + ", ".join(f"{k.split(':')[-1]}={v}" for k, v in sorted(e["qos_limits"].items())),
+            + "; bundle " + (", ".join(f"{k} {v:.2f}" for k, v in sorted(e["bundle"].items())) or "none"),
             f"  allocation x_jk (share of time per type): {x}",
             f"  rounding: deficit priority {e['deficit_priority']:.4g}; "
             + (f"placed on {e['placed_type']} this round" if e["placed_type"] else "not placed this round"),
@@ -138,10 +150,13 @@ def render(e: dict[str, Any]) -> str:
         if e["rank"] is not None:
             lines.append(f"  GPU type {e['planned_type'] or '(none)'}: {_how(e)}; "
                          f"place in line among pending GPU jobs: {e['rank']}")
-    if "original" in e:
-        o = e["original"]
-        lines.append(f"  original request: {o['gres']} partition={o['partition']} qos={o['qos']} "
-                     f"nice={o['nice']} (restored by slurm-fair revert)")
+    for name, f in e.get("fields", {}).items():
+        if f["released"]:
+            lines.append(f"  {name}: changed by someone else after slurm-fair set it to {f['written']}; "
+                         f"theirs now (slurm-fair no longer manages it; revert leaves it)")
+        else:
+            lines.append(f"  {name}: set by slurm-fair to {f['intent'] or f['written'] or '-'} "
+                         f"(was {f['original'] or '-'}; revert gives that back)")
     for r in e.get("requeues", []):
         why = (f"to move up to {r['to_type']}" if r["reason"] == "move-up"
                else "to make room for " + (", ".join(r["for_jobs"]) or "a pending job"))

@@ -16,7 +16,8 @@ from ..estimates.online import Online, OnlineUpdate, updated
 from ..model import frozen_map
 from .state import DB_NAME, StateStore
 from .state.identity import check_store
-from .state.originals import ManagedQos, OriginalRequest
+from .state.fields import Owned
+from .state.originals import ManagedQos
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,8 @@ class History:
     #: online throughput estimates and the last ``fair:tput`` counted per (job, type)
     online: Online = field(default_factory=dict)
     reported: Mapping[tuple[str, str], float] = field(default_factory=dict)
-    #: jobs as they were before our first change (not yet reverted)
-    originals: Mapping[str, OriginalRequest] = field(default_factory=dict)
+    #: (job, field) -> the field the controller wrote, its value before and the intent in flight
+    owned: Mapping[tuple[str, str], Owned] = field(default_factory=dict)
     #: seconds each job ran per GPU type
     job_service: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     seen: Mapping[str, Sighting] = field(default_factory=dict)
@@ -47,7 +48,7 @@ class History:
     #: when the previous cycle's snapshot was taken (service is counted from there)
     last_snapshot_at: float | None = None
     round_started_at: float = 0.0
-    #: the QOS slurm-fair manages (a tenant without jobs keeps a joining share)
+    #: the QOS versions before 0.2 made or changed (given back by every cycle, :mod:`.legacy`)
     managed_qos: Mapping[str, ManagedQos] = field(default_factory=dict)
     #: the configured policy's memory (dynamic policies), plain JSON
     policy_state: Mapping[str, Any] = field(default_factory=dict)
@@ -55,7 +56,7 @@ class History:
     last_plan: tuple[str, Mapping[str, Any]] | None = None
 
     def __post_init__(self) -> None:
-        for name in ("online", "reported", "originals", "job_service", "seen", "refused",
+        for name in ("online", "reported", "owned", "job_service", "seen", "refused",
                      "last_requeues", "managed_qos", "policy_state"):
             object.__setattr__(self, name, frozen_map(getattr(self, name)))
 
@@ -100,7 +101,7 @@ def read_history(store: StateStore, policy: str) -> History:
     last_at = store.get_meta("last_snapshot_at")
     return History(
         online=store.online_estimates(), reported=store.reported_tputs(),
-        originals=store.originals(), job_service=store.job_service(),
+        owned=store.owned(), job_service=store.job_service(),
         seen={j: Sighting(float(r["first_seen"]), r["last_type"]) for j, r in store.jobs_seen().items()},
         refused={j: frozenset(ks) for j, ks in store.refused_types().items()},
         last_requeues=store.last_requeues(),

@@ -69,10 +69,9 @@ from typing import Mapping, Sequence
 from ..inputs import fullmatch
 from .. import atomic
 from ..estimates.classes import ClassTable
-from ..slurm.model import Node, Snapshot
-from .plan.limits import gres_key
+from ..slurm.model import Node, Partition, Snapshot
 from .plan.types import Plan
-from .steer import current_type, partition_types, type_partitions
+from .steer import current_type, partition_types, type_partition_lists
 
 PLAN_FILE = "plan.json"
 FORMAT = 2
@@ -124,12 +123,31 @@ def _shapes(nodes: Sequence[Node], partition: str, gpu_type: str) -> str:
     return " ".join(f"{g}x{c}x{m}x{count}" for (g, c, m), count in sorted(sizes.items()))
 
 
-def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable) -> dict[str, str]:
-    """Every entry of the file but the header (pure)."""
+def open_to_all(rules: Partition | None, accounts: Sequence[str]) -> bool:
+    """Whether a partition admits any job of the pilot as far as the plugin cannot check itself
+    (accounts, QOS, groups; ``accounts`` empty: every account, so only a partition without an
+    account list does): the plugin only steers into such partitions (its time and node limits
+    it checks per job, ``maxtime/`` and ``maxnodes/``)."""
+    if rules is None:
+        return True
+    if rules.state != "UP" or rules.allow_qos is not None or rules.deny_qos or rules.allow_groups is not None:
+        return False
+    if rules.allow_accounts is not None and (not accounts or not set(accounts) <= rules.allow_accounts):
+        return False
+    return not (rules.deny_accounts & set(accounts)) and not (not accounts and rules.deny_accounts)
+
+
+def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable,
+                 partitions: Mapping[str, Partition] | None = None, accounts: Sequence[str] = ()) -> dict[str, str]:
+    """Every entry of the file but the header (pure). ``snapshot``: the pilot's view (only its
+    partitions); ``partitions``: every partition's rules; ``accounts``: the pilot's (empty:
+    all), written as ``scope/accounts`` so the plugin leaves every other account's jobs alone."""
+    rules = partitions or {}
     types = list(plan.gpu_types)
     capacity = snapshot.capacity()
     ptypes = partition_types(snapshot.nodes)
-    steer_to = type_partitions(snapshot.nodes)
+    steer_to = {k: next((p for p in ps if open_to_all(rules.get(p), accounts)), None)
+                for k, ps in type_partition_lists(snapshot.nodes).items()}
     free = dict(capacity)
     for node in snapshot.nodes:
         if node.schedulable:
@@ -146,15 +164,23 @@ def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable) -> dict[str,
             used[j.account][k] = used[j.account].get(k, 0) + j.gpu_request.total
 
     out: dict[str, str] = {}
+    if accounts and all(fullmatch(_SAFE, a) for a in accounts):
+        out["scope/accounts"] = " ".join(sorted(a.lower() for a in accounts))
     for p, ts in sorted(ptypes.items()):
         real = sorted(t for t in ts if t)
-        if len(real) > 1 and fullmatch(_SAFE, p) and all(t in steer_to for t in real):
+        if len(real) > 1 and fullmatch(_SAFE, p) and all(steer_to.get(t) for t in real):
             out[f"spans/{p}"] = " ".join(real)
+            out[f"spantier/{p}"] = str(_tier(rules, snapshot.nodes, p))
     for k in types:
         part = steer_to.get(k)
         if part and fullmatch(_SAFE, part) and fullmatch(_SAFE, k):
             out[f"partition/{k}"] = part
-            out[f"tier/{k}"] = str(partition_tier(snapshot.nodes, part))
+            out[f"tier/{k}"] = str(_tier(rules, snapshot.nodes, part))
+            r = rules.get(part)
+            if r is not None and r.max_time_min is not None:
+                out[f"maxtime/{k}"] = str(int(r.max_time_min))
+            if r is not None and r.max_nodes is not None:
+                out[f"maxnodes/{k}"] = str(int(r.max_nodes))
             shapes = _shapes(snapshot.nodes, part, k)
             if shapes:
                 out[f"shapes/{k}"] = shapes
@@ -172,9 +198,9 @@ def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable) -> dict[str,
     for t, tp in plan.tenants.items():
         if not fullmatch(_SAFE, t):
             continue
-        # the larger of its limit and its fair share: a tenant below its share is offered the
-        # type even when others hold it now (its limits only follow its current allocation)
-        room = {k: max(tp.limits.get(gres_key(k), 0), math.ceil(tp.fair_share.get(k, 0.0) - 1e-6))
+        # the larger of its bundle and its fair share: a tenant below its share is offered the
+        # type even when others hold it now (its bundle only follows its current allocation)
+        room = {k: max(math.ceil(tp.bundle.get(k, 0.0) - 1e-6), math.ceil(tp.fair_share.get(k, 0.0) - 1e-6))
                 - used.get(t, {}).get(k, 0) for k in types}
         out[f"room/{t}"] = " ".join(k for k in types if room[k] > 0)
     return {k: v for k, v in out.items() if v != ""}
@@ -184,6 +210,11 @@ def _speeds(tput: Mapping[str, float]) -> str:
     """``k=n_k`` of the types a class runs on (normalised by its best, 4 significant digits)."""
     best = max(tput.values(), default=0.0)
     return " ".join(f"{k}={v / best:.4g}" for k, v in sorted(tput.items()) if v > 0 and best > 0)
+
+
+def _tier(rules: Mapping[str, Partition], nodes: Sequence[Node], partition: str) -> int:
+    r = rules.get(partition)
+    return int(r.priority_tier) if r is not None else partition_tier(nodes, partition)
 
 
 def partition_tier(nodes: Sequence[Node], partition: str) -> int:

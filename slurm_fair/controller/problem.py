@@ -36,10 +36,11 @@ from typing import Any, Iterable, Mapping
 from ..estimates.estimate import Estimate
 from ..estimates.tags import plugin_typed, preemptible
 from ..model import Job, NodeCapacity, Problem, type_holds
-from ..slurm.model import Snapshot, SlurmJob
+from ..slurm.model import Node, Snapshot, SlurmJob
 from .history import History
-from .state.originals import OriginalRequest
-from .steer import partition_type, reachable_types, submitted_partition
+from ..slurm.parse.fields import expand_hostlist
+from ..slurm.parse.gres import gpu_request_of
+from .steer import partition_type, reachable_types
 
 
 def configured_weights(config: Any) -> dict[str, float]:
@@ -65,30 +66,45 @@ def tenant_weights(tenants: Iterable[str], configured: Mapping[str, float],
 
 def user_typed(
     job: SlurmJob,
-    original: OriginalRequest | None,
+    asked: str,
+    gres_original: str | None = None,
     ptypes: Mapping[str, frozenset[str]] | None = None,
     retype_ok: bool = False,
 ) -> str | None:
     """The GPU type this job must keep, or None when the type is ours to choose.
 
-    A typed request keeps its type unless ``retype_ok`` and the type is ours (we pinned it: the
-    original request was untyped) or the submit plugin's (``fair:auto``). An untyped job keeps
-    the type of its original partition when that partition has a single GPU type.
+    A typed request keeps its type unless ``retype_ok`` and the type is ours (we pinned it:
+    ``gres_original``, the request before our first rewrite, was untyped) or the submit plugin's
+    (``fair:auto``). An untyped job keeps the type of the partition it asked for (``asked``)
+    when that partition has a single GPU type.
     """
     req_type = job.gpu_request.gpu_type if job.gpu_request else None
     if req_type:
-        if retype_ok and (plugin_typed(job) or (original is not None and not original.gpu_type)):
+        ours = gres_original is not None and gpu_request_of(gres_original.split("=", 1)[-1])[1] is None
+        if retype_ok and (plugin_typed(job) or ours):
             return None
         return req_type
-    return partition_type(_asked_partition(job, original), ptypes or {})
+    return partition_type(asked, ptypes or {})
 
 
-def _asked_partition(job: SlurmJob, original: OriginalRequest | None) -> str:
-    """The partition(s) the user asked for: recorded before our first change, else the submit
-    plugin's record, else the job's own."""
-    if original is not None and original.partition:
-        return original.partition
-    return submitted_partition(job)
+@dataclass(frozen=True)
+class Asked:
+    """What each job asked for, as the controller knows it (:func:`.scope.asked_partition`, the
+    node list before any pin of ours) and why where it runs is its owner's choice
+    (:func:`.steer.user_choice`); ``foreign``: GPUs per node and type that jobs outside the
+    pilot hold (never handed out)."""
+
+    partitions: Mapping[str, str] = field(default_factory=dict)
+    nodes: Mapping[str, str] = field(default_factory=dict)
+    choices: Mapping[str, str] = field(default_factory=dict)
+    #: job -> its GPU request before the controller first rewrote it
+    gres_original: Mapping[str, str] = field(default_factory=dict)
+    foreign: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+
+#: choices that keep a job out of the problem: the plan cannot see where it may run (a
+#: reservation's nodes, features), or it is not ready to run (held, waiting for a dependency)
+LEFT_TO_SLURM = {"runs in a reservation", "asks for node features", "held", "waits for a dependency"}
 
 
 @dataclass(frozen=True)
@@ -120,45 +136,60 @@ def build_problem(
     weights: Mapping[str, float],
     ptypes: Mapping[str, frozenset[str]] | None = None,
     retype_ok: bool = False,
+    asked: Asked | None = None,
 ) -> BuiltProblem:
-    """The cycle's :class:`Problem` (pure). ``history`` is what the controller remembers with
-    this snapshot already counted (:meth:`History.advanced`): the originals, the service each
-    job received, first sightings and the types Slurm refused a job in; ``weights`` the
-    configured ones (:func:`tenant_weights`)."""
-    capacity = snapshot.capacity()
-    originals = history.originals
-    bad_types = history.refused
+    """The cycle's :class:`Problem` (pure). ``snapshot`` is the pilot's view (its jobs, its
+    nodes); ``history`` what the controller remembers with this snapshot already counted
+    (:meth:`History.advanced`): the service each job received, first sightings and the types
+    Slurm refused a job in; ``weights`` the configured ones (:func:`tenant_weights`); ``asked``
+    what each job asked for and what outsiders hold. A running job left out of the problem
+    holds its GPUs like an outsider's."""
+    asked = asked or Asked()
     up = [n for n in snapshot.nodes if n.schedulable]
-    nodes = tuple(NodeCapacity(n.name, k, int(c)) for n in up for k, c in sorted(n.gpus_total.items()) if c > 0)
+    left_out: dict[str, str] = {}
+    foreign = {n: dict(per) for n, per in asked.foreign.items()}
+    for sj in snapshot.gpu_jobs():
+        why = _left_to_slurm(sj, asked, estimates)
+        if why:
+            left_out[sj.job_id] = why
+            if sj.running and sj.gpu_type_running:
+                for node, gpus in sj.gpus_on_nodes().items():
+                    per = foreign.setdefault(node, {})
+                    per[sj.gpu_type_running] = per.get(sj.gpu_type_running, 0) + gpus
+    nodes = tuple(
+        NodeCapacity(n.name, k, free) for n in up for k, c in sorted(n.gpus_total.items())
+        if (free := int(c) - foreign.get(n.name, {}).get(k, 0)) > 0
+    )
+    capacity: dict[str, int] = {}
+    for nc in nodes:
+        capacity[nc.gpu_type] = capacity.get(nc.gpu_type, 0) + nc.gpus
     prev_nodes: dict[str, dict[str, int]] = {}
     now = snapshot.taken_at.timestamp()
     job_service = history.job_service
     jobs: list[Job] = []
-    left_out: dict[str, str] = {}
     fixed: dict[str, str] = {}
     received: dict[str, dict[str, float]] = {}
     prev: dict[str, str] = {}
     # a stable job order: squeue lists jobs by partition and priority, which our own changes
     # move; a reordered but otherwise equal problem must not get another (tied) answer
     for sj in sorted(snapshot.gpu_jobs(), key=_job_order):
-        est = estimates.get(sj.job_id)
-        if est is None:
-            left_out[sj.job_id] = "no throughput estimate"
+        if sj.job_id in left_out:
             continue
+        est = estimates[sj.job_id]
         g = sj.gpu_request.total if sj.gpu_request else 0
         shape = sj.shape
-        hosts = frozenset(n.name for n in up if n.can_host(sj))
+        hosts = _hosts(sj, up, asked)
         gang = Job(id=sj.job_id, tenant=sj.account, gpus=g, throughput={}, gpus_per_node=shape.per_node,
                    max_nodes=shape.max_nodes, hosts=None if len(hosts) == len(up) else hosts)
         tput = {k: v for k, v in est.throughput.items()
-                if k not in bad_types.get(sj.job_id, ()) and type_holds(gang, k, nodes, capacity.get(k, 0))}
-        original = originals.get(sj.job_id)
-        fixed_type = user_typed(sj, original, ptypes, retype_ok)
+                if k not in history.refused.get(sj.job_id, ()) and type_holds(gang, k, nodes, capacity.get(k, 0))}
+        partition = asked.partitions.get(sj.job_id) or sj.partition
+        fixed_type = user_typed(sj, partition, asked.gres_original.get(sj.job_id), ptypes, retype_ok)
         if fixed_type:
             fixed[sj.job_id] = fixed_type
             tput = {k: v for k, v in tput.items() if k == fixed_type}
         elif ptypes:
-            allowed = reachable_types(_asked_partition(sj, original), ptypes)
+            allowed = reachable_types(partition, ptypes)
             if allowed is not None:
                 tput = {k: v for k, v in tput.items() if k in allowed}
         if sj.running and not preemptible(sj):
@@ -188,3 +219,21 @@ def build_problem(
     problem = Problem(gpu_types={k: c for k, c in capacity.items() if c > 0}, tenants=tenants, jobs=tuple(jobs),
                       nodes=nodes)
     return BuiltProblem(problem, left_out, fixed, received, prev, prev_nodes)
+
+
+def _left_to_slurm(sj: SlurmJob, asked: Asked, estimates: Mapping[str, Estimate]) -> str:
+    """Why a job is not part of the problem ("" when it is)."""
+    if sj.job_id not in estimates:
+        return "no throughput estimate"
+    why = asked.choices.get(sj.job_id, "")
+    return f"left to Slurm: {why}" if why in LEFT_TO_SLURM else ""
+
+
+def _hosts(sj: SlurmJob, up: list[Node], asked: Asked) -> frozenset[str]:
+    """The schedulable nodes whose CPUs and memory hold one node's part of the job, within the
+    node list it asked for and outside the nodes it excludes."""
+    names = {n.name for n in up if n.can_host(sj)}
+    wanted = asked.nodes.get(sj.job_id)
+    if wanted:
+        names &= set(expand_hostlist(wanted))
+    return frozenset(names - set(sj.exc_nodes))

@@ -1,40 +1,45 @@
-"""``slurm-fair revert``: put Slurm back as if slurm-fair had never run.
+"""``slurm-fair revert`` (and ``failsafe``): give back everything slurm-fair holds in Slurm.
 
-From the state store, for every job we rewrote that is still pending, and for every pending
-job whose partitions the submit plugin chose (its admin comment records what it asked for): its original GPU request
-(the raw string, so the form ``--gres``/``--gpus`` comes back too; only ever changed where Slurm
-can undo it), its original partition (the default steering), its QOS, its nice value, and
-its priority handed back to priority/multifactor when we had fixed it. Jobs that ended are
-skipped (nothing to restore); running jobs cannot be changed by Slurm and are reported.
+Revert is a plan applied by the same machinery as a cycle (:mod:`.apply`): the actions that put
+back every field the controller still holds on a pending job (:func:`.diff.give_backs`: its
+partition, GPU request, node list, site factor, and the QOS, nice and priority versions before
+0.2 set), the partition of every pending job the submit plugin moved (its admin comment records
+what it asked for), and what versions before 0.2 changed in accounting, in the order that never
+strands a job (:mod:`.legacy`). A field someone else changed after the controller is theirs and
+is left as they set it; a running job cannot be changed (Slurm refuses) and is reported; a job
+that ended needs nothing.
 
-Then every QOS we created or changed: the account's previous default QOS is restored, our QOS
-is detached from the account when the account did not have it before, its limits are removed,
-and a QOS we created is deleted (a QOS still used by running jobs cannot be deleted: it is kept
-without limits and reported, and ``revert`` can be run again later). The plan file is removed
-so the submit plugin stops steering new jobs.
+Every intent is in the audit log and the state store before its write, so a revert stopped by
+SIGTERM/SIGINT (or killed) leaves a state the next revert completes. Afterwards revert reads
+Slurm again and checks every job it touched and every job carrying something slurm-fair made:
+its QOS, partitions and account exist, and nothing of the controller's is left on a pending
+job. The exit code is 1, naming each, when anything could not be given back.
 
-Each step is recorded in the audit log (``kind`` prefixed ``revert_``); the exit code is 1 when
-anything could not be restored.
+``failsafe`` (:mod:`.failsafe`) runs the same give-back when the loop has not finished a cycle
+for ``[controller] fail_open_after_s``; it keeps the store's memory (service, estimates).
 """
 
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..config import Config
-from ..errors import JobGone, SlurmError, SlurmUnavailable
-from ..slurm.parse.fields import fold_hostlist
+from ..errors import SlurmError
+from ..slurm.model import Snapshot
 from ..slurm.port import SlurmPort
+from .apply import ActionResult, apply
 from .audit import AuditLog
 from .cycle import new_cycle_id
-from .decide import in_scope
+from .diff import Action, field_action, give_backs, order
+from .legacy import finished_qos, legacy_actions
 from .lock import ControllerLock
-from .plan.limits import is_gpu_tres
+from .ownership import reconcile
+from .scope import settled
 from .settings import Settings
 from .state import StateStore
+from .state.fields import Owned
 from .steer import submitted_partition
 
 
@@ -42,8 +47,9 @@ from .steer import submitted_partition
 class RevertResult:
     cycle_id: str
     steps: list[dict[str, Any]] = field(default_factory=list)
-
     dry_run: bool = False
+    #: what the check after the give-back found still wrong (job or object: why)
+    problems: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> list[dict[str, Any]]:
@@ -53,16 +59,16 @@ class RevertResult:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.failed else 0
+        return 1 if self.failed or self.problems else 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"cycle": self.cycle_id, "dry_run": self.dry_run, "exit_code": self.exit_code,
-                "steps": self.steps, "failed": len(self.failed)}
+                "steps": self.steps, "failed": len(self.failed), "problems": self.problems}
 
 
 def revert(port: SlurmPort, config: Config, *, dry_run: bool = False,
-           clock: Callable[[], float] = time.time) -> RevertResult:
-    """Undo everything recorded in the state store (see the module docstring)."""
+           clock: Callable[[], float] = time.time, stop: Callable[[], bool] = lambda: False) -> RevertResult:
+    """Give back everything recorded in the state store (see the module docstring)."""
     s = Settings.from_config(config)
     lock = None if dry_run else ControllerLock(s.state_dir)
     if lock:
@@ -72,166 +78,110 @@ def revert(port: SlurmPort, config: Config, *, dry_run: bool = False,
         opened = (StateStore.read_only(StateStore.existing(s.state_dir, "revert to undo")) if dry_run
                   else StateStore.in_dir(s.state_dir))
         with opened as store:
-            return _revert(port, store, AuditLog(s.audit_log), s, dry_run, clock,
-                           workers=int(config["slurm"]["parallel_calls"]))
+            res = give_back_all(port, store, AuditLog(s.audit_log), "revert", dry_run, clock,
+                                int(config["slurm"]["parallel_calls"]), stop)
+        if not dry_run and not res.failed:
+            s.plan_path.unlink(missing_ok=True)  # the submit plugin stops steering new jobs
+        return res
     finally:
         if lock:
             lock.release()
 
 
-#: job fields restored for many jobs at once, in this order: step kind -> scontrol field
-_JOB_FIELDS = (("partition", "Partition"), ("qos", "QOS"), ("nice", "Nice"))
-
-
-def _revert(port: SlurmPort, store: StateStore, audit: AuditLog, s: Settings, dry_run: bool,
-            clock: Callable[[], float], workers: int = 8) -> RevertResult:
-    res = RevertResult("revert-" + new_cycle_id(clock()), dry_run=dry_run)
-    snapshot = in_scope(port.snapshot(), s.accounts)  # SlurmUnavailable: nothing done, exit 1
-    jobs = {j.job_id: j for j in snapshot.jobs}
-    prioritised = {
-        str(e.get("job")) for e in audit.entries() if e.get("kind") == "set_priority" and e.get("applied")
-    }
-    down = ""
-
-    def entry(kind: str, tenant: str, job: str, before: Any, after: Any) -> dict[str, Any]:
-        return {"kind": "revert_" + kind, "tenant": tenant, "job": job, "target": job or tenant,
-                "before": before, "after": after, "applied": False, "skipped": False, "error": ""}
-
-    def settle(e: dict[str, Any], exc: BaseException | None) -> bool:
-        """Fill in the outcome of an attempted step (``exc`` None: it worked)."""
-        nonlocal down
-        if exc is None:
-            e["applied"] = True
-        elif isinstance(exc, JobGone):
-            e["skipped"], e["error"] = True, f"job ended: {exc}"
-        elif isinstance(exc, SlurmUnavailable):
-            down = str(exc)
-            e["error"] = down
-        else:
-            e["error"] = str(exc)
-        return bool(e["applied"] or e["skipped"])
-
-    def run(e: dict[str, Any], fn: Callable[[], None] | None) -> bool:
-        """One step: skipped (fn None), not attempted (Slurm down), listed (dry run) or done."""
-        if fn is None:
-            e["skipped"] = True
-        elif down:
-            e["error"] = f"not attempted: {down}"
-        elif not dry_run:
-            try:
-                fn()
-            except (SlurmError, ValueError) as exc:
-                return settle(e, exc)
-            return settle(e, None)
-        return bool(e["applied"] or e["skipped"])
-
-    def step(kind: str, tenant: str, job: str, before: Any, after: Any, fn: Callable[[], None] | None,
-             into: list[dict[str, Any]] | None = None) -> bool:
-        e = entry(kind, tenant, job, before, after)
-        (res.steps if into is None else into).append(e)
-        return run(e, fn)
-
-    ok: dict[str, bool] = {}
-    # field -> original value -> [(job, tenant, current value)]: one scontrol call per group
-    batches: dict[str, dict[str, list[tuple[str, str, Any]]]] = {kind: {} for kind, _ in _JOB_FIELDS}
-    for job_id, orig in sorted(store.originals().items()):
-        job = jobs.get(job_id)
-        if job is None:
-            step("job", orig.account, job_id, None, None, None)
-            res.steps[-1]["error"] = "job ended"
-            ok[job_id] = True
-            continue
-        if not job.pending:
-            step("job", orig.account, job_id, job.state, None, None)
-            res.steps[-1]["error"] = f"{job.state.lower()}: Slurm cannot change it"
-            continue
-        ok[job_id] = True
-        req = job.gpu_request
-        if orig.gres_raw and req is not None and (req.raw != orig.gres_raw or req.gpu_type != orig.gpu_type):
-            ok[job_id] &= step("gpu_request", orig.account, job_id, req.raw, orig.gres_raw,
-                               lambda j=job, raw=orig.gres_raw: port.restore_gpu_request(j, raw))
-        if orig.partition and job.partition != orig.partition:
-            batches["partition"].setdefault(orig.partition, []).append((job_id, orig.account, job.partition))
-        if orig.qos and job.qos != orig.qos:
-            batches["qos"].setdefault(orig.qos, []).append((job_id, orig.account, job.qos))
-        if fold_hostlist(job.req_nodes) != orig.req_nodes:
-            ok[job_id] &= step("nodes", orig.account, job_id, fold_hostlist(job.req_nodes), orig.req_nodes,
-                               lambda j=job_id, n=orig.req_nodes: port.update_job(j, {"ReqNodeList": n}))
-        if job.nice != orig.nice:
-            batches["nice"].setdefault(str(int(orig.nice)), []).append((job_id, orig.account, job.nice))
-    for kind, fld in _JOB_FIELDS:
-        for value, members in batches[kind].items():
-            after: Any = int(value) if kind == "nice" else value
-            entries = [entry(kind, tenant, job_id, before, after) for job_id, tenant, before in members]
-            res.steps.extend(entries)
-            if down or dry_run:
-                for e in entries:
-                    run(e, lambda: None)
-                continue
-            try:
-                failed: dict[str, BaseException] = dict(port.update_jobs([m[0] for m in members], {fld: value}))
-            except (SlurmError, ValueError) as exc:
-                failed = {m[0]: exc for m in members}
-            for e, (job_id, _, _) in zip(entries, members):
-                ok[job_id] &= settle(e, failed.get(job_id))
-    for job_id in sorted(prioritised & set(ok)):
-        job = jobs.get(job_id)
-        if job is not None and job.pending:
-            ok[job_id] &= step("priority", job.account, job_id, job.priority, "multifactor",
-                               lambda j=job_id: port.set_priority(j, None))
-    if not dry_run:
-        store.forget_originals(j for j, good in ok.items() if good)
-
-    # jobs only the submit plugin touched: their partition back to what they asked for
-    recorded = store.originals()
-    for job_id, job in sorted(jobs.items()):
+def marked_jobs(snapshot: Snapshot, owned: dict[tuple[str, str], Owned]) -> list[Action]:
+    """Pending jobs the submit plugin moved (the admin comment records the partitions they
+    asked for) that the controller holds no partition row of: back to what they asked for."""
+    out = []
+    for job in snapshot.jobs:
         asked = submitted_partition(job)
-        if job_id in recorded or not job.pending or asked == job.partition:
+        if not job.pending or asked == job.partition or (job.job_id, "partition") in owned:
             continue
-        step("partition", job.account, job_id, job.partition, asked,
-             lambda j=job_id, p=asked: port.update_job(j, {"Partition": p}))
+        a = field_action(job, "partition", asked, {}, partition=asked, adopted=True)
+        out.append(Action(a.kind, a.tenant, a.job, a.before, a.after, {**a.params, "give_back": True}))
+    return out
 
-    accounts = {a.name: a for a in snapshot.accounts}
-    qos_now = {q.name: q for q in snapshot.qos}
 
-    def undo_qos(name: str, m: Any) -> tuple[list[dict[str, Any]], bool]:
-        """The steps of one managed QOS (run beside other tenants'; touches no store)."""
-        steps: list[dict[str, Any]] = []
-        good = True
-        acct = accounts.get(m.account)
-        if acct is not None and acct.default_qos == name and m.prev_default_qos:
-            good &= step("default_qos", m.account, "", name, m.prev_default_qos,
-                         lambda: port.attach_qos(m.account, m.prev_default_qos, default=True), steps)
-        if acct is not None and name in acct.qos and not m.account_had_qos:
-            good &= step("detach_qos", m.account, "", name, None, lambda: port.detach_qos(m.account, name), steps)
-        current = qos_now.get(name)
-        if current is not None:
-            if m.existed_before:
-                ours = {k: m.prev_grp_tres.get(k) for k in current.grp_tres if is_gpu_tres(k)}
-                if any(current.grp_tres.get(k) != v for k, v in ours.items()):
-                    good &= step("qos_limits", m.account, "", dict(current.grp_tres), ours,
-                                 lambda: port.ensure_qos(name, ours, exists=True), steps)
-            else:
-                limits = {k: None for k in current.grp_tres if is_gpu_tres(k)}
-                if limits:
-                    good &= step("qos_limits", m.account, "", dict(current.grp_tres), None,
-                                 lambda: port.ensure_qos(name, limits, exists=True), steps)
-                good &= step("delete_qos", m.account, "", name, None, lambda: port.delete_qos(name), steps)
-        return steps, good
-
-    managed = sorted(store.managed_qos().items())
-    if dry_run or workers <= 1 or len(managed) <= 1:
-        outcomes = [undo_qos(name, m) for name, m in managed]
-    else:  # tenants are independent; each step waits on slurmdbd round trips
-        with ThreadPoolExecutor(min(workers, len(managed)), thread_name_prefix="slurm-fair-revert") as pool:
-            outcomes = list(pool.map(lambda item: undo_qos(*item), managed))
-    for (name, _), (steps, good) in zip(managed, outcomes):
-        res.steps.extend(steps)
-        if good and not dry_run:
-            store.forget_qos(name)
-
+def give_back_all(port: SlurmPort, store: StateStore, audit: AuditLog, label: str, dry_run: bool,
+                  clock: Callable[[], float], workers: int = 8,
+                  stop: Callable[[], bool] = lambda: False) -> RevertResult:
+    """Revert's work on an open store (``label``: ``revert`` or ``failsafe``, the audit kind
+    prefix); raises SlurmUnavailable (nothing done) when Slurm cannot be read."""
+    res = RevertResult(f"{label}-" + new_cycle_id(clock()), dry_run=dry_run)
+    snapshot = port.snapshot()
+    owned = store.owned()
+    reading = reconcile(owned, {j.job_id: j for j in snapshot.jobs})
+    rows = settled(owned, reading)
+    managed = store.managed_qos()
     if not dry_run:
-        s.plan_path.unlink(missing_ok=True)
-        now = clock()
-        audit.write([{"ts": now, "cycle": res.cycle_id, "dry_run": False, **e} for e in res.steps])
+        store.settle(reading.updates, clock())
+        store.forget_fields(reading.ended)
+    actions = sorted(give_backs(snapshot, rows, reading.ours) + marked_jobs(snapshot, rows)
+                     + legacy_actions(snapshot, managed, rows), key=order)
+    for (job_id, name), row in sorted(rows.items()):
+        job = next((j for j in snapshot.jobs if j.job_id == job_id), None)
+        if job is not None and not job.pending and not row.released and (job_id, name) in reading.ours:
+            res.steps.append(_step(label, "job", row.account, job_id, row.written, row.original, skipped=True,
+                                   error=f"{job.state.lower()}: Slurm cannot change it; given back when "
+                                         "it is pending again, or needs nothing once it ends"))
+    if dry_run:
+        res.steps += [_step(label, a.kind, a.tenant, a.job, a.before, a.after) for a in actions]
+        return res
+    now = clock()
+    audit.write([{"ts": now, "cycle": res.cycle_id, "dry_run": False, "intent": True,
+                  **_prefixed(label, a.to_dict())} for a in actions])
+    results: list[ActionResult] = []
+    try:
+        results = apply(actions, port, snapshot, store, res.cycle_id, now, workers=workers, stop=stop)
+    finally:
+        done = [_prefixed(label, r.to_dict()) for r in results]
+        res.steps += done
+        audit.write([{"ts": clock(), "cycle": res.cycle_id, "dry_run": False, **e} for e in done])
+    for name in finished_qos(managed, results, {q.name for q in snapshot.qos}):
+        store.forget_qos(name)
+    res.problems = check(port, store, managed, {a.job for a in actions if a.job})
     return res
+
+
+def check(port: SlurmPort, store: StateStore, managed: dict[str, Any], touched: set[str]) -> list[str]:
+    """Read Slurm again: every job touched and every job carrying something slurm-fair made
+    must be able to run (its QOS, partitions and account exist) and no pending job may keep a
+    field of the controller's. One line per problem."""
+    try:
+        snap = port.snapshot()
+    except SlurmError as exc:
+        return [f"cannot read Slurm to check the result: {exc}"]
+    problems = []
+    qos = {q.name for q in snap.qos}
+    parts = {p.name for p in snap.partitions} | {p for n in snap.nodes for p in n.partitions}
+    accounts = {a.name for a in snap.accounts}
+    for j in snap.jobs:
+        if j.job_id not in touched and j.qos not in managed and not j.pending:
+            continue
+        if qos and j.qos and j.qos not in qos:
+            problems.append(f"job {j.job_id}: its QOS {j.qos} does not exist")
+        elif j.qos in managed and j.pending:
+            problems.append(f"job {j.job_id}: still carries {j.qos}, a QOS an older slurm-fair made")
+        missing = [p for p in j.partition.split(",") if p and parts and p not in parts]
+        if missing:
+            problems.append(f"job {j.job_id}: partition {','.join(missing)} does not exist")
+        if accounts and j.account not in accounts:
+            problems.append(f"job {j.job_id}: account {j.account} does not exist")
+    pending = {j.job_id for j in snap.jobs if j.pending}
+    for (job_id, name), row in sorted(store.owned().items()):
+        if job_id in pending and not row.released:
+            problems.append(f"job {job_id}: its {name} is still slurm-fair's ({row.written or row.intent}; "
+                            f"was {row.original or '-'})")
+    for a in snap.accounts:
+        if a.default_qos in managed:
+            problems.append(f"account {a.name}: its default QOS is still {a.default_qos}")
+    return problems
+
+
+def _prefixed(label: str, d: dict[str, Any]) -> dict[str, Any]:
+    return {**d, "kind": f"{label}_{d['kind']}"}
+
+
+def _step(label: str, kind: str, tenant: str, job: str, before: Any, after: Any, skipped: bool = False,
+          error: str = "") -> dict[str, Any]:
+    return {"kind": f"{label}_{kind}", "tenant": tenant, "job": job, "target": job or tenant,
+            "before": before, "after": after, "applied": False, "skipped": skipped, "error": error}

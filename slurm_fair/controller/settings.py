@@ -22,7 +22,6 @@ class Settings:
     time_limit_s: float
     round_s: float
     interval_s: float
-    slack: float
     order: str
     ewma_alpha: float
     state_dir: Path
@@ -30,8 +29,8 @@ class Settings:
     class_table: str
     #: ``[tenants.NAME].weight`` (:func:`.problem.tenant_weights` is the whole rule)
     weights: dict[str, float]
+    #: the pilot's accounts (empty: all)
     accounts: tuple[str, ...] = ()
-    total_limit: bool = True
     pin_gres_type: bool | str = "auto"  # True, False or "auto" (where Slurm can undo it)
     min_run_s: float = 0.0
     requeue_cost_s: float = 150.0
@@ -57,10 +56,10 @@ class Settings:
         c, t = config["controller"], config["throughput"]
         return cls(
             c["policy"], c["solver"], float(c["time_limit_s"]), float(c["round_s"]),
-            float(c["interval_s"]), float(c["slack"]), c["order"], float(t["ewma_alpha"]),
+            float(c["interval_s"]), c["order"], float(t["ewma_alpha"]),
             Path(c["state_dir"]), Path(c["audit_log"]), t["class_table"],
             configured_weights(config),
-            tuple(str(a) for a in (c["manage_accounts"] or c["accounts"])), bool(c["total_limit"]), c["pin_gres_type"],
+            tuple(str(a) for a in (c["manage_accounts"] or c["accounts"])), c["pin_gres_type"],
             float(c["min_run_s"]), float(c["requeue_cost_s"]), float(c["move_up_gain"]),
             Path(c["plan_file"]) if c["plan_file"] else None,
             parse_params(c["policy_options"]),

@@ -16,10 +16,10 @@ with the most nodes of ``k`` wins (then the name, for a stable choice).
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from ..gangs import can_hold
-from ..slurm.model import Node, SlurmJob
+from ..slurm.model import Node, Partition, SlurmJob
 
 #: what the submit plugin writes into a job's admin comment when it chooses the partitions:
 #: the partition(s) the job asked for (users cannot set an admin comment, so it can be trusted)
@@ -37,23 +37,28 @@ def partition_types(nodes: Iterable[Node]) -> dict[str, frozenset[str]]:
     return {p: frozenset(t) for p, t in out.items()}
 
 
-def type_partitions(nodes: Iterable[Node]) -> dict[str, str]:
-    """GPU type -> the partition to steer its jobs to (module docstring)."""
+def type_partition_lists(nodes: Iterable[Node]) -> dict[str, tuple[str, ...]]:
+    """GPU type -> every partition whose nodes carry only that type, the preferred first (the
+    most nodes, then by name): where its jobs may be steered (module docstring)."""
     nodes = list(nodes)
     ptypes = partition_types(nodes)
     size: dict[str, int] = {}
     for n in nodes:
         for p in n.partitions:
             size[p] = size.get(p, 0) + 1
-    best: dict[str, tuple[int, str]] = {}
+    out: dict[str, list[str]] = {}
     for p, types in ptypes.items():
         if len(types) != 1 or "" in types:
             continue
         (k,) = types
-        key = (-size.get(p, 0), p)
-        if k not in best or key < best[k]:
-            best[k] = key
-    return {k: p for k, (_, p) in best.items()}
+        out.setdefault(k, []).append(p)
+    return {k: tuple(sorted(ps, key=lambda p: (-size.get(p, 0), p))) for k, ps in out.items()}
+
+
+def type_partitions(nodes: Iterable[Node]) -> dict[str, str]:
+    """GPU type -> the partition to steer its jobs to by default (the first of
+    :func:`type_partition_lists`; the submit plugin's plan file names this one)."""
+    return {k: ps[0] for k, ps in type_partition_lists(nodes).items()}
 
 
 def job_partitions(partition: str) -> list[str]:
@@ -106,3 +111,58 @@ def partition_holds(job: SlurmJob, partition: str, nodes: Iterable[Node]) -> boo
             if want is None or k == want:
                 sizes.setdefault(k, []).append(int(c))
     return any(can_hold(job.shape, counts) for counts in sizes.values())
+
+
+def user_choice(job: SlurmJob, asked: str, asked_nodes: str) -> str | None:
+    """Why the job's partition, GPU request and node list are its owner's to decide (None: the
+    controller may steer it). A user who asked for several partitions, for nodes, against
+    nodes, for a reservation or for features has chosen where it runs; a held job or one
+    waiting for a dependency is not ready to run, and its owner may still change it."""
+    if len(job_partitions(asked)) > 1:
+        return "asked for several partitions"
+    if asked_nodes:
+        return "asked for nodes"
+    if job.exc_nodes:
+        return "excludes nodes"
+    if job.reservation:
+        return "runs in a reservation"
+    if job.features:
+        return "asks for node features"
+    if job.held:
+        return "held"
+    if job.waits_for_dependency:
+        return "waits for a dependency"
+    return None
+
+
+def admits(target: Partition, job: SlurmJob, asked: Iterable[Partition],
+           groups: Callable[[str], frozenset[str] | None] | None = None) -> bool:
+    """Whether the job may be moved into ``target``: it is UP; its rules admit the job's
+    account, QOS, user's groups (``groups`` None or a user it cannot resolve: only partitions
+    open to all groups), time limit and node count; its tier is not above the tier of any
+    partition the job asked for (a higher tier would schedule it ahead of other accounts' jobs,
+    and under partition preemption could preempt them); and every one of its nodes is a node
+    the job asked for (steering only narrows the job's own choice)."""
+    asked = list(asked)
+    if target.state != "UP" or not asked:
+        return False
+    if target.allow_accounts is not None and job.account not in target.allow_accounts:
+        return False
+    if job.account in target.deny_accounts:
+        return False
+    if target.allow_qos is not None and job.qos not in target.allow_qos:
+        return False
+    if job.qos in target.deny_qos:
+        return False
+    if target.allow_groups is not None:
+        mine = groups(job.user) if groups else None
+        if not mine or not (mine & target.allow_groups):
+            return False
+    if target.max_time_min is not None and (job.time_limit_min is None or job.time_limit_min > target.max_time_min):
+        return False
+    if target.max_nodes is not None and (job.shape.nodes_needed or 1) > target.max_nodes:
+        return False
+    if target.priority_tier > max(p.priority_tier for p in asked):
+        return False
+    allowed = {n for p in asked for n in p.nodes}
+    return set(target.nodes) <= allowed

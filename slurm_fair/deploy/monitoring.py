@@ -20,7 +20,7 @@ from typing import Any, Mapping
 LIVE_METRICS: tuple[str, ...] = (
     "slurm_fair_tenant_entitled_gpus",
     "slurm_fair_tenant_allocated_gpus",
-    "slurm_fair_tenant_limit_gpus",
+    "slurm_fair_tenant_planned_gpus",
     "slurm_fair_tenant_pending_gpus",
     "slurm_fair_controller_last_success_timestamp_seconds",
     "slurm_fair_controller_cycle_duration_seconds",
@@ -71,10 +71,10 @@ def panels(interval_s: int) -> list[dict[str, Any]]:
     ts = "timeseries"
     return [
         _row("Shares now (the controller's last cycle)", 0),
-        _panel(ts, "GPUs of $account: allocated, entitled, QOS limit", (0, 1, 12, 8), [
+        _panel(ts, "GPUs of $account: allocated, entitled, planned", (0, 1, 12, 8), [
             (f"sum by (gpu_type) (slurm_fair_tenant_allocated_gpus{{{ACC},{TYP}}})", "allocated {{gpu_type}}"),
             (f"sum by (gpu_type) (slurm_fair_tenant_entitled_gpus{{{ACC},{TYP}}})", "entitled {{gpu_type}}"),
-            (f"sum by (gpu_type) (slurm_fair_tenant_limit_gpus{{{ACC},{TYP}}})", "limit {{gpu_type}}"),
+            (f"sum by (gpu_type) (slurm_fair_tenant_planned_gpus{{{ACC},{TYP}}})", "planned {{gpu_type}}"),
         ], description="Running GPUs against the tenant's entitlement and the QOS limit the controller "
                         "wrote, per GPU type.", repeat="account", repeatDirection="h", maxPerRow=2),
         _panel(ts, "Pending GPUs per tenant and type", (0, 9, 12, 8), [

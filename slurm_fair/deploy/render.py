@@ -3,14 +3,14 @@
 Two targets:
 
 * ``cluster`` (a real cluster): the slurm.conf fragment, gres.conf (the testbed's own
-  ``templates/slurm/gres.conf.j2``), job_submit.lua, the QOS bootstrap script, the hardened
+  ``templates/slurm/gres.conf.j2``), job_submit.lua, the bootstrap script, the hardened
   systemd service and its timer, the cron entry, the logrotate rule, the Prometheus alert
   rules and the Grafana dashboard (built in :mod:`.monitoring`, not templated);
 * ``docker`` (the docker-compose test cluster): slurm.conf, gres.conf and slurmdbd.conf rendered
   from the *same* ``templates/slurm/*.j2`` as the native testbed, with the testbed's own context
   (:func:`slurm_fair.testbed.render.testbed_context`) and only the documented container
   differences (:data:`DOCKER_OVERRIDES`: hostnames, standard ports, Debian paths), plus
-  job_submit.lua, the accounts list and the QOS bootstrap script.
+  job_submit.lua, the accounts list and the bootstrap script.
 
 Templates use StrictUndefined (a missing variable is an error, never an empty string) and no
 autoescaping (none of these formats is HTML). What protects the files instead: every value is
@@ -32,7 +32,6 @@ from ..inputs import fullmatch
 from .. import atomic
 from ..config import Config
 from ..controller.planfile import PLAN_FILE
-from ..controller.plan.limits import qos_name
 from ..errors import ConfigError, Finding, UserError
 from ..estimates.gavel import ThroughputTable
 from .. import names
@@ -44,19 +43,34 @@ from .weights import billing_weights, speed_order
 PATH_RE = re.compile(r"^/(?!.*(^|/)\.\.(/|$))[A-Za-z0-9_./@+-]*$")
 USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 LEVELS = ("operator", "administrator")
+#: a path job_submit.lua may name in a string literal
+_LUA_PATH = re.compile(r"/[A-Za-z0-9_./-]{1,4095}")
 
 #: output file -> (template, file mode) for a real cluster; template "" = built by a BUILDERS function
 CLUSTER_FILES: dict[str, tuple[str, int]] = {
     "slurm-fair.conf": ("deploy/slurm-fair.conf.j2", 0o644),
     "gres.conf": ("slurm/gres.conf.j2", 0o644),
     "job_submit.lua": ("deploy/job_submit.lua.j2", 0o644),
-    "qos-bootstrap.sh": ("deploy/qos-bootstrap.sh.j2", 0o755),
+    "bootstrap.sh": ("deploy/bootstrap.sh.j2", 0o755),
     "slurm-fair.service": ("deploy/slurm-fair.service.j2", 0o644),
     "slurm-fair.timer": ("deploy/slurm-fair.timer.j2", 0o644),
+    "slurm-fair-failsafe.service": ("deploy/slurm-fair.service.j2", 0o644),
+    "slurm-fair-failsafe.timer": ("deploy/slurm-fair.timer.j2", 0o644),
     "slurm-fair.cron": ("deploy/slurm-fair.cron.j2", 0o644),
     "slurm-fair.logrotate": ("deploy/logrotate.j2", 0o644),
     "slurm-fair-alerts.yml": ("deploy/slurm-fair-alerts.yml.j2", 0o644),
     "slurm-fair-dashboard.json": ("", 0o644),
+}
+
+#: per output file: what its template renders differently (one unit template, two commands)
+FILE_CONTEXT: dict[str, dict[str, str]] = {
+    "slurm-fair.service": {"unit": "slurm-fair", "command": "run --once",
+                           "what": "controller cycle (heterogeneity-aware fair GPU sharing)"},
+    "slurm-fair.timer": {"unit": "slurm-fair", "what": "controller"},
+    "slurm-fair-failsafe.service": {"unit": "slurm-fair-failsafe", "command": "failsafe",
+                                    "what": "failsafe (gives back what the controller set once it has "
+                                            "completed no cycle for fail_open_after_s)"},
+    "slurm-fair-failsafe.timer": {"unit": "slurm-fair-failsafe", "what": "failsafe"},
 }
 
 #: files made in Python from the same context (JSON is safer dumped than templated)
@@ -69,7 +83,7 @@ DOCKER_FILES: dict[str, tuple[str, int]] = {
     "slurmdbd.conf": ("slurm/slurmdbd.conf.j2", 0o600),
     "job_submit.lua": ("deploy/job_submit.lua.j2", 0o644),
     "accounts.txt": ("deploy/accounts.txt.j2", 0o644),
-    "qos-bootstrap.sh": ("deploy/qos-bootstrap.sh.j2", 0o755),
+    "bootstrap.sh": ("deploy/bootstrap.sh.j2", 0o755),
 }
 
 #: the docker cluster's database password: a throwaway test cluster on a private network
@@ -207,11 +221,17 @@ def plan_max_age(config: Config) -> int:
 
 
 def _common(config: Config, tenants: Mapping[str, int], state_dir: str) -> dict[str, Any]:
+    site = config["controller"]["site_job_submit"]
+    if site and not fullmatch(_LUA_PATH, site):
+        raise ConfigError(config.source, [Finding(
+            "controller.site_job_submit", f"must be an absolute path of letters, digits and ._-/ only (it is "
+            f"written into job_submit.lua), got {site!r}")])
     accounts = sorted(set(tenants) | set(config.tenants))
     return {
         "plan_path": f"{state_dir.rstrip('/')}/{PLAN_FILE}",
         "max_age_s": plan_max_age(config),
-        "accounts": [{"name": a, "qos": qos_name(a), "fairshare": int(tenants.get(a, 1))} for a in accounts],
+        "site_job_submit": config["controller"]["site_job_submit"],
+        "accounts": [{"name": a, "fairshare": int(tenants.get(a, 1))} for a in accounts],
     }
 
 
@@ -235,7 +255,9 @@ def cluster_context(
         "gpu_types": list(inv.gpu_types),
         "nodes": [{"name": n.name, "gpu_type": n.gpu_type, "device_files": n.files} for n in inv.nodes],
         "node_gres": _node_gres(inv, rank),
-        "tiers": {t: len(rank) + 1 - r for t, r in rank.items()},
+        # PriorityTier 1 (Slurm's default, the lowest a site's own partition has): a job
+        # steered into a type's partition is never evaluated ahead of the partition it asked for
+        "tiers": {t: 1 for t in rank},
         "nodes_by_type": {t: inv.hostlist(t) for t in inv.gpu_types},
         "capacity": inv.capacity(),
         "weights": {t: _fmt(w) for t, w in weights.items()},
@@ -297,7 +319,9 @@ def _raise_unsafe(ctx: Mapping[str, Any], source: str) -> None:
 def render_cluster(config: Config, inv: Inventory, table: ThroughputTable, opts: DeployOptions) -> dict[str, str]:
     """Output file name -> text for a real cluster."""
     ctx = cluster_context(config, inv, table, opts)
-    return {name: render_template(tpl, ctx) if tpl else BUILDERS[name](ctx)
+    return {name: render_template(tpl, {**ctx, **FILE_CONTEXT.get(name, {}),
+                                        "unit_interval_s": 60 if "failsafe" in name else ctx["interval_s"]})
+            if tpl else BUILDERS[name](ctx)
             for name, (tpl, _mode) in CLUSTER_FILES.items()}
 
 

@@ -62,10 +62,10 @@ def billing_weights(
 def speed_order(weights: Mapping[str, float]) -> dict[str, int]:
     """``{gpu_type: rank}``, 1 = fastest (largest billing weight), ties by name.
 
-    Slurm gets this order twice: node ``Weight=rank`` (Slurm fills the lowest weight first, so a
-    job that may run anywhere lands on the fastest free GPUs, not on ``k80-1`` because of its
-    name) and partition ``PriorityTier = number of types + 1 - rank`` (a job offered several
-    single-type partitions is tried in the fastest one first).
+    Slurm gets this order as node ``Weight=rank`` (Slurm fills the lowest weight first, so a job
+    that may run anywhere lands on the fastest free GPUs, not on ``k80-1`` because of its name).
+    Partitions all keep one ``PriorityTier``: a tier above the partition a job asked for would
+    let the controller's steering put it ahead of other accounts' jobs.
     """
     ordered = sorted(weights, key=lambda k: (-weights[k], k))
     return {k: i for i, k in enumerate(ordered, start=1)}

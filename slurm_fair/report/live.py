@@ -8,8 +8,9 @@ tenant's share beside its entitlement and an alert can see a stalled controller.
 * ``tenant_entitled_gpus``: the tenant's fair share of the type (``tenant_cycle.fair_share``);
 * ``tenant_allocated_gpus``: GPUs of the tenant's RUNNING jobs, on the type the cycle placed
   them on (their fixed type when they have one);
-* ``tenant_limit_gpus``: the QOS GrpTRES the cycle wrote, per type (``tenant_limit_total_gpus``
-  for the ``gres/gpu`` total, kept apart so ``sum by (account)`` of the per-type gauge is right);
+* ``tenant_planned_gpus``: the tenant's bundle in the last cycle's plan (``sum_j g_j x_jk``,
+  GPUs per type averaged over the round); slurm-fair writes no QOS limit, so this is what the
+  plan aims at, not a cap;
 * ``tenant_pending_gpus``: GPUs of PENDING jobs on the type the plan sends them to
   (``gpu_type="any"`` when the plan names none);
 * controller health: the last success, the last cycle's duration and its applied/failed actions.
@@ -25,7 +26,6 @@ from collections import defaultdict
 from pathlib import Path
 
 from .. import __version__
-from ..controller.plan.limits import TOTAL_KEY
 from ..controller.state import StateStore
 from .prometheus import Family
 
@@ -62,8 +62,7 @@ def store_families(last: dict | None, success: float | None,
     P = "slurm_fair_"
     entitled = Family(P + "tenant_entitled_gpus", "Tenant's fair share of the GPU type in the last cycle's plan.")
     allocated = Family(P + "tenant_allocated_gpus", "GPUs of the tenant's running jobs, per GPU type (last cycle).")
-    limit = Family(P + "tenant_limit_gpus", "QOS GrpTRES limit written for the tenant, per GPU type (last cycle).")
-    limit_total = Family(P + "tenant_limit_total_gpus", "QOS GrpTRES gres/gpu limit written for the tenant (last cycle).")
+    planned = Family(P + "tenant_planned_gpus", "Tenant's bundle in the last cycle's plan, per GPU type (not a cap).")
     pending = Family(P + "tenant_pending_gpus", "GPUs of the tenant's pending jobs, per GPU type the plan sends them to.")
     ok_at = Family(P + "controller_last_success_timestamp_seconds", "When the last cycle that ended ok finished (Unix time).")
     duration = Family(P + "controller_cycle_duration_seconds", "Wall time of the last finished controller cycle.")
@@ -83,11 +82,8 @@ def store_families(last: dict | None, success: float | None,
             u = str(t["tenant"])
             for k, v in sorted((t.get("fair_share") or {}).items()):
                 entitled.add(v, account=u, gpu_type=str(k))
-            for key, v in sorted((t.get("limits") or {}).items()):
-                if key == TOTAL_KEY:
-                    limit_total.add(v, account=u)
-                elif str(key).startswith(GPU_PREFIX):
-                    limit.add(v, account=u, gpu_type=str(key)[len(GPU_PREFIX):])
+            for k, v in sorted((t.get("bundle") or {}).items()):
+                planned.add(v, account=u, gpu_type=str(k))
         run: dict[tuple[str, str], float] = defaultdict(float)
         wait: dict[tuple[str, str], float] = defaultdict(float)
         for j in jobs:
@@ -102,4 +98,4 @@ def store_families(last: dict | None, success: float | None,
             allocated.add(g, account=u, gpu_type=k)
         for (u, k), g in sorted(wait.items()):
             pending.add(g, account=u, gpu_type=k)
-    return [entitled, allocated, limit, limit_total, pending, ok_at, duration, applied, failed, last_ok]
+    return [entitled, allocated, planned, pending, ok_at, duration, applied, failed, last_ok]

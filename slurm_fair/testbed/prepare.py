@@ -71,7 +71,7 @@ def prepare_dir(config: TestbedConfig, layout: Layout, rendered: Mapping[str, st
         from ..deploy.render import render_template
 
         (L.etc / "job_submit.lua").write_text(render_template(
-            "deploy/job_submit.lua.j2", {"plan_path": str(L.plan_file), "max_age_s": 180}))
+            "deploy/job_submit.lua.j2", {"plan_path": str(L.plan_file), "max_age_s": 180, "site_job_submit": ""}))
     elif config.job_submit_lua:
         script = Path(config.job_submit_script)
         if not script.is_absolute():

@@ -147,7 +147,9 @@ def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
         "default_partition": "gpu",
         # fair-share charges a GPU-hour by the type's measured speed; fastest type = 1
         "billing": {t: f"{w:g}" for t, w in billing.items()},
-        "tiers": {t: len(rank) + 1 - r for t, r in rank.items()},
+        # every partition on one PriorityTier: a job steered into a type's partition is never
+        # evaluated (or preempting) ahead of jobs of the partition it asked for
+        "tiers": {t: 1 for t in rank},
     }
 
 

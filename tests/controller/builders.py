@@ -48,6 +48,9 @@ def job(
     partition: str = "gpu",
     on_node: str | None = None,
     reason: str = "",
+    priority: int = 1000,
+    site_factor: int | None = 0,
+    **extra: object,
 ) -> SlurmJob:
     """A job; a running one is on ``on_node`` (default: the first node of its type,
     ``<type>-1`` as :func:`cluster` names them)."""
@@ -57,11 +60,12 @@ def job(
         job_id=job_id, name=name, user="u", account=account, partition=partition, qos=qos,
         state=state, submit_time=submitted or T0 - timedelta(minutes=10),
         start_time=started if started else (T0 - timedelta(minutes=5) if state == "RUNNING" else None),
-        priority=1000, nice=nice,
+        priority=priority, nice=nice, site_factor=site_factor,
         gpu_request=GpuRequest(gpus, gpu_type, per, 1, f"{field}={spec}"),
         gpu_type_running=running_on if state == "RUNNING" else None,
         comment=comment, tags=parse_tags(comment), requeue=requeue, reason=reason,
         nodes=((on_node or f"{running_on}-1"),) if state == "RUNNING" and running_on else (),
+        **extra,  # type: ignore[arg-type]
     )
 
 

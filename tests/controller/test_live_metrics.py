@@ -14,7 +14,6 @@ from slurm_fair.cli import main
 from slurm_fair.commands import report as report_cmd
 from slurm_fair.config import validate
 from slurm_fair.controller.cycle import run_cycle
-from slurm_fair.controller.plan.limits import qos_name
 from slurm_fair.controller.state import StateStore
 from slurm_fair.report.live import live_families, store_families
 from slurm_fair.report.prometheus import exposition
@@ -87,15 +86,10 @@ def test_live_gauges_agree_with_the_cluster_and_the_store(cycled, capsys):
     ent = by(m["slurm_fair_tenant_entitled_gpus"], "account", "gpu_type")
     assert ent == {(u, k): pytest.approx(v) for u, r in rows.items() for k, v in r["fair_share"].items()}
     assert ent and math.isclose(sum(ent.values()), sum(sum(r["fair_share"].values()) for r in rows.values()))
-    lim = by(m["slurm_fair_tenant_limit_gpus"], "account", "gpu_type")
-    assert lim == {(u, k.removeprefix("gres/gpu:")): v for u, r in rows.items()
-                   for k, v in r["limits"].items() if k.startswith("gres/gpu:") and v is not None}
-    # and the QOS the fake now holds carries the same limits
-    qos = {q.name: q for q in fake.qos()}
-    for u, r in rows.items():
-        for k, v in r["limits"].items():
-            if k.startswith("gres/gpu:"):
-                assert qos[qos_name(u)].grp_tres.get(k) == v
+    planned = by(m["slurm_fair_tenant_planned_gpus"], "account", "gpu_type")
+    assert planned == {(u, k): pytest.approx(v) for u, r in rows.items() for k, v in r["bundle"].items()}
+    # and no QOS was made for it: slurm-fair writes no limits
+    assert [q.name for q in fake.qos()] == ["normal"]
 
     # controller health
     one = lambda name: next(iter(m[name].values()))  # noqa: E731
@@ -123,8 +117,7 @@ def test_store_is_not_written(cycled, capsys):
 
 def test_failed_last_cycle_and_totals_kept_apart():
     last = {"started_at": 10.0, "finished_at": 13.5, "status": "partial", "applied": 3, "failed": 2}
-    tenants = [{"tenant": "a", "fair_share": {"v100": 1.5}, "limits": {"gres/gpu:v100": 2, "gres/gpu": 5,
-                                                                       "gres/gpu:k80": None}}]
+    tenants = [{"tenant": "a", "fair_share": {"v100": 1.5}, "bundle": {"v100": 2.0}, "limits": {}}]
     jobs = [{"tenant": "a", "state": "RUNNING", "gpus": 2, "placed_type": None, "planned_type": None,
              "estimate": {"fixed_type": "k80"}},
             {"tenant": "a", "state": "PENDING", "gpus": 4, "placed_type": None, "planned_type": None, "estimate": {}}]
@@ -133,8 +126,7 @@ def test_failed_last_cycle_and_totals_kept_apart():
     assert by(m["slurm_fair_controller_cycle_duration_seconds"]) == {(): 3.5}
     assert by(m["slurm_fair_controller_actions_failed"]) == {(): 2}
     assert by(m["slurm_fair_controller_last_cycle_ok"], "status") == {("partial",): 0}
-    assert by(m["slurm_fair_tenant_limit_gpus"], "gpu_type") == {("v100",): 2}  # unlimited k80: absent
-    assert by(m["slurm_fair_tenant_limit_total_gpus"], "account") == {("a",): 5}
+    assert by(m["slurm_fair_tenant_planned_gpus"], "gpu_type") == {("v100",): 2.0}
     assert by(m["slurm_fair_tenant_allocated_gpus"], "gpu_type") == {("k80",): 2, ("v100",): 0}
     assert by(m["slurm_fair_tenant_pending_gpus"], "gpu_type") == {("any",): 4}
 

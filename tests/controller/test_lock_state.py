@@ -12,7 +12,6 @@ import pytest
 
 from slurm_fair.controller.lock import LOCK_NAME, ControllerLock, read_lock
 from slurm_fair.controller.state import StateStore
-from slurm_fair.controller.state.originals import OriginalRequest
 from slurm_fair.estimates.online import OnlineEstimate, fold
 from slurm_fair.errors import LockHeld
 
@@ -68,17 +67,17 @@ def test_garbage_lock_file_is_free_and_rewritten(tmp_path):
         assert held["pid"] == os.getpid()
 
 
-def orig(job_id, nice=0):
-    return OriginalRequest(job_id, "a", "TresPerNode=gres:gpu:2", None, 2, "node", 100, nice, "gpu", "normal")
-
-
-def test_first_original_wins(tmp_path):
+def test_job_fields_keep_the_first_original_and_settle_intents(tmp_path):
     with StateStore.in_dir(tmp_path) as s:
-        assert s.record_original(orig("1", nice=0), "c1", 1.0)
-        assert not s.record_original(orig("1", nice=99), "c2", 2.0)
-        assert s.original("1").nice == 0
+        s.record_intents([("1", "partition", "a", "gpu", "v100"), ("2", "partition", "a", "gpu", "k80")], "c1", 1.0)
+        s.confirm([("1", "partition")], 2.0)
+        s.drop_intents([("2", "partition")])  # never written: the row goes
+        s.record_intents([("1", "partition", "a", "v100", "p100")], "c2", 3.0)
     with StateStore.in_dir(tmp_path) as s:  # survives a new process
-        assert s.originals()["1"].gres_raw == "TresPerNode=gres:gpu:2"
+        rows = s.owned()
+    assert set(rows) == {("1", "partition")}
+    r = rows[("1", "partition")]
+    assert (r.original, r.written, r.intent, r.released) == ("gpu", "v100", "p100", False)
 
 
 def test_ewma_and_repeated_reports(tmp_path):

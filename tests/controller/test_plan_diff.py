@@ -1,20 +1,24 @@
-"""Phases 5 and 6a: plan and diff on scenario tables."""
+"""Phases 5 and 6a: plan and diff on scenario tables; ownership, scope and order invariants."""
 
 from __future__ import annotations
 
-import math
+from dataclasses import replace
 from datetime import timedelta
 
 from hypothesis import given, settings, strategies as st
 
-from slurm_fair.model import Allocation, Job, Problem
-from slurm_fair.controller.diff import diff
+from slurm_fair.controller.diff import diff, give_backs
+from slurm_fair.controller.legacy import legacy_actions
+from slurm_fair.controller.ownership import reconcile
 from slurm_fair.controller.plan import PlanInputs, make_plan
-from slurm_fair.controller.plan.jobs import NICE_BAND
-from slurm_fair.controller.plan.limits import qos_name, tenant_limits
-from slurm_fair.controller.plan.types import PlanSettings
-from slurm_fair.controller.steer import partition_types, type_partitions
-from slurm_fair.slurm.model import Account, Qos
+from slurm_fair.controller.plan.order import natural, site_factors
+from slurm_fair.controller.plan.types import JobPlan, PlanSettings
+from slurm_fair.controller.scope import Scope, read_pilot
+from slurm_fair.controller.state.fields import Owned
+from slurm_fair.controller.state.originals import ManagedQos
+from slurm_fair.controller.steer import partition_types, type_partition_lists
+from slurm_fair.model import Allocation, Job, Problem
+from slurm_fair.slurm.model import Account, Partition, Qos
 
 from .builders import T0, cluster, job, snapshot
 
@@ -31,20 +35,25 @@ def problem_of(snap, tput=None, attained=None):
     return Problem(cap, {}, tuple(jobs))
 
 
-def steering(snap, **kw):
+def steering(snap, partitions=(), **kw):
     """PlanSettings with the partition maps of the snapshot (what the cycle passes)."""
-    return PlanSettings(ptypes=partition_types(snap.nodes), type_partition=type_partitions(snap.nodes), **kw)
+    return PlanSettings(ptypes=partition_types(snap.nodes), type_partitions=type_partition_lists(snap.nodes),
+                        partitions={p.name: p for p in partitions}, **kw)
 
 
-def plan_for(snap, x, placed, deficit=None, fixed=None, s=None, boundary=False):
+def plan_for(snap, x, placed, deficit=None, fixed=None, s=None, boundary=False, owned=None, scope=Scope()):
     prob = problem_of(snap)
     s = s or steering(snap)
-    return make_plan(snap, prob, Allocation("test", x), PlanInputs(placed, deficit or {}, fixed or {}, round_boundary=boundary), s)
+    pilot = read_pilot(snap, owned or {}, scope)
+    inputs = PlanInputs(placed, deficit or {}, fixed or {}, pilot.asked.partitions, round_boundary=boundary,
+                        asked_nodes=pilot.asked.nodes, choices=pilot.asked.choices, owned=pilot.owned,
+                        released=pilot.released)
+    return make_plan(snap, prob, Allocation("test", x), inputs, s)
 
 
-def test_scenario_two_tenants_get_typed_ordered_and_limited():
+def test_scenario_two_tenants_get_typed_and_ordered_without_any_qos():
     snap = snapshot(cluster(v100=4, k80=4), [
-        job("1", "alice"), job("2", "alice"), job("3", "bob", gpus=2),
+        job("1", "alice", priority=900), job("2", "alice", priority=1000), job("3", "bob", gpus=2, priority=950),
     ])
     x = {"1": {"v100": 1.0}, "2": {"k80": 0.5}, "3": {"v100": 0.5, "k80": 0.5}}
     plan = plan_for(snap, x, {"1": "v100", "3": "k80"}, {"1": 2.0, "3": 1.0, "2": 0.5})
@@ -53,13 +62,13 @@ def test_scenario_two_tenants_get_typed_ordered_and_limited():
     assert {j: p.partition for j, p in plan.jobs.items()} == {"1": "v100", "2": "k80", "3": "k80"}
     assert all(p.gpu_type is None for p in plan.jobs.values())
     assert [plan.jobs[j].rank for j in ("1", "3", "2")] == [1, 2, 3]
-    # this round's jobs go a band ahead; the others keep their own nice (and their
-    # multifactor order among themselves)
-    assert plan.jobs["2"].nice == 0 and plan.jobs["1"].nice == -NICE_BAND
-    # alice: bundle v100 1.0, k80 0.5 -> ceil; bob: 1 GPU of each on average, 2 placed on k80
-    assert dict(plan.tenants["alice"].limits) == {"gres/gpu:v100": 1, "gres/gpu:k80": 1}
-    assert dict(plan.tenants["bob"].limits) == {"gres/gpu:v100": 1, "gres/gpu:k80": 2}
-    assert plan.tenants["alice"].qos == "fair_alice"
+    # this round's jobs keep their priority; job 2 (k80, not placed, above job 3) is pushed
+    # just behind job 3; nobody is pushed up
+    assert plan.jobs["1"].site_factor == 0 and plan.jobs["3"].site_factor == 0
+    assert 1000 + plan.jobs["2"].site_factor < 950
+    assert dict(plan.tenants["alice"].bundle) == {"v100": 1.0, "k80": 0.5}
+    kinds = {a.kind for a in diff(plan, snap)}
+    assert kinds == {"set_partition", "set_site_factor"}  # no QOS, no nice, no priority
 
 
 def test_user_typed_job_is_never_retyped():
@@ -73,8 +82,8 @@ def test_user_typed_job_is_never_retyped():
 def test_pin_gres_mode_rewrites_the_request_instead_of_the_partition():
     snap = snapshot(cluster(v100=4, k80=4), [job("1", "alice")])
     plan = plan_for(snap, {"1": {"k80": 1.0}}, {"1": "k80"}, s=steering(snap, pin_gres=True))
-    assert (plan.jobs["1"].gpu_type, plan.jobs["1"].partition) == ("k80", None)
-    assert [a.kind for a in diff(plan, snap) if a.job] == ["set_job_qos", "set_gpu_type", "set_nice"]
+    assert (plan.jobs["1"].gpu_type, plan.jobs["1"].partition) == ("k80", "gpu")
+    assert [a.kind for a in diff(plan, snap) if a.job] == ["set_gpu_type"]
 
 
 def test_type_without_its_own_partition_is_not_steered_and_reported():
@@ -90,22 +99,132 @@ def test_job_in_a_type_partition_keeps_it_while_allocated_there():
     assert plan.jobs["1"].partition == "k80"
 
 
-def test_total_limit_is_the_sum_of_the_typed_limits():
-    lim = tenant_limits({"v100": 1.5, "k80": 0.2}, {}, {"v100": 4, "k80": 8}, 0.0, total=True)
-    assert lim == {"gres/gpu:v100": 2, "gres/gpu:k80": 1, "gres/gpu": 3}
+def test_order_none_writes_no_site_factor():
+    snap = snapshot(cluster(v100=4), [job(str(i), "a", priority=1000 + i) for i in range(1, 4)])
+    plan = plan_for(snap, {}, {"1": "v100"}, s=steering(snap, order="none"))
+    assert all(p.site_factor is None for p in plan.jobs.values())
+    assert not [a for a in diff(plan, snap) if a.kind == "set_site_factor"]
 
 
-def test_pending_job_keeps_its_current_type_while_allocated_there():
-    snap = snapshot(cluster(v100=4, k80=4), [job("1", "a", gpu_type="k80")])
-    plan = plan_for(snap, {"1": {"v100": 0.6, "k80": 0.4}}, {}, s=steering(snap, pin_gres=True))
-    assert plan.jobs["1"].gpu_type == "k80"
+USER_CHOICES = {
+    "several partitions": dict(partition="v100,k80"),
+    "nodes": dict(req_nodes=("k80-1",)),
+    "exclude": dict(exc_nodes=("v100-1",)),
+    "reservation": dict(reservation="maint"),
+    "features": dict(features="nvlink"),
+    "held": dict(reason="JobHeldUser"),
+    "dependency": dict(reason="Dependency", dependency="afterok:7"),
+}
 
 
-def test_priority_order_mode_sets_a_total_order():
-    snap = snapshot(cluster(v100=4), [job(str(i), "a") for i in range(1, 4)])
-    plan = plan_for(snap, {}, {"2": "v100"}, s=steering(snap, order="priority"))
-    prios = {j: p.priority for j, p in plan.jobs.items()}
-    assert prios["2"] > prios["1"] > prios["3"] and all(p.nice is None for p in plan.jobs.values())
+def test_a_users_choice_of_where_to_run_is_never_narrowed():
+    """-p a,b, -w, -x, --reservation, -C, a hold or a dependency: neither partition, request nor
+    node list is written, whatever the allocation wants."""
+    snap = snapshot(cluster(v100=4, k80=4), [job(name, "a", **kw) for name, kw in USER_CHOICES.items()])
+    x = {j.job_id: {"v100": 1.0} for j in snap.jobs}
+    plan = plan_for(snap, x, {j.job_id: "v100" for j in snap.jobs})
+    for a in diff(plan, snap):
+        assert a.kind == "set_site_factor", (a.job, a.kind)
+    for j in snap.jobs:
+        assert plan.jobs[j.job_id].partition is None and plan.jobs[j.job_id].nodes is None
+
+
+def test_partition_rules_decide_the_steering_targets():
+    nodes = cluster(v100=4, p100=4, k80=4)
+    rules = [Partition("gpu", tuple(n.name for n in nodes), priority_tier=1),
+             Partition("v100", ("v100-1",), allow_accounts=frozenset({"other"})),  # not for account a
+             Partition("p100", ("p100-1",), max_time_min=60),  # the job asks for 2 h
+             Partition("k80", ("k80-1",), priority_tier=5)]  # would jump the queue: never
+    snap = snapshot(nodes, [job("1", "a", time_limit_min=120)])
+    s = steering(snap, partitions=rules)
+    for k in ("v100", "p100", "k80"):
+        plan = plan_for(snap, {"1": {k: 1.0}}, {"1": k}, s=s)
+        assert plan.jobs["1"].partition == "gpu" and plan.unsteered == {"1": k}
+    ok = [replace(r, allow_accounts=None, max_time_min=None, priority_tier=1) for r in rules]
+    plan = plan_for(snap, {"1": {"k80": 1.0}}, {"1": "k80"}, s=steering(snap, partitions=ok))
+    assert plan.jobs["1"].partition == "k80"
+
+
+def test_a_field_someone_changed_is_released_and_never_written_again():
+    snap0 = snapshot(cluster(v100=4, k80=4), [job("1", "a")])
+    owned = {("1", "partition"): Owned("1", "partition", "a", "gpu", written="v100")}
+    # the user moved it to k80 after the controller moved it to v100
+    snap = snapshot(cluster(v100=4, k80=4), [job("1", "a", partition="k80")])
+    reading = reconcile(owned, {j.job_id: j for j in snap.jobs})
+    assert reading.newly_released == {("1", "partition")} and reading.updates[("1", "partition")][2]
+    released = {k: replace(r, released=True) for k, r in owned.items()}
+    plan = plan_for(snap, {"1": {"v100": 1.0}}, {"1": "v100"}, owned=released)
+    assert plan.jobs["1"].partition is None
+    assert not [a for a in diff(plan, snap, released, {}) if a.kind == "set_partition"]
+    assert give_backs(snap, released, reconcile(released, {"1": snap.jobs[0]}).ours) == []
+    assert snap0  # the controller's own value is confirmed, not released
+    assert not reconcile(owned, {"1": replace(snap.jobs[0], partition="v100")}).newly_released
+
+
+def test_intents_are_settled_from_what_slurm_shows():
+    j = job("1", "a", partition="v100")
+    row = Owned("1", "partition", "a", "gpu", written=None, intent="v100")
+    assert reconcile({("1", "partition"): row}, {"1": j}).updates[("1", "partition")] == ("v100", None, False)
+    # never written: the row goes (the field holds its original)
+    r = reconcile({("1", "partition"): row}, {"1": replace(j, partition="gpu")})
+    assert ("1", "partition") in r.ended and not r.ours
+    # something else: someone changed it
+    r = reconcile({("1", "partition"): row}, {"1": replace(j, partition="k80")})
+    assert r.newly_released == {("1", "partition")}
+    # a job that ended: forgotten
+    assert reconcile({("1", "partition"): row}, {}).ended == {("1", "partition")}
+
+
+def test_a_job_the_plan_drops_gets_its_fields_back():
+    snap = snapshot(cluster(v100=4, k80=4), [job("1", "a", partition="v100", site_factor=-64)])
+    owned = {("1", "partition"): Owned("1", "partition", "a", "gpu", written="v100"),
+             ("1", "site_factor"): Owned("1", "site_factor", "a", "0", written="-64")}
+    ours = reconcile(owned, {"1": snap.jobs[0]}).ours
+    from slurm_fair.controller.plan.types import Plan
+    acts = diff(Plan({}, {}), snap, owned, ours)
+    assert {(a.kind, a.after, a.params["give_back"]) for a in acts} == {
+        ("set_partition", "gpu", True), ("set_site_factor", 0, True)}
+
+
+def test_pilot_plans_only_its_jobs_and_subtracts_outsiders_gpus():
+    snap = snapshot(cluster(v100=8, k80=4), [
+        job("mine", "a"), job("theirs", "b"),
+        job("run", "b", state="RUNNING", running_on="v100", gpus=4),  # an outsider holds v100-1
+    ])
+    pilot = read_pilot(snap, {}, Scope.of(["a"]))
+    assert [j.job_id for j in pilot.view.snapshot.jobs] == ["mine"]
+    assert pilot.view.foreign == {"v100-1": {"v100": 4}}
+    from slurm_fair.controller.problem import build_problem
+    from slurm_fair.controller.history import History
+    from slurm_fair.estimates.estimate import Estimate
+    est = {"mine": Estimate("mine", {"v100": 1.0, "k80": 1.0}, {"v100": "flat", "k80": "flat"})}
+    built = build_problem(pilot.view.snapshot, est, History(), {}, partition_types(snap.nodes), False, pilot.asked)
+    assert dict(built.problem.gpu_types) == {"v100": 4, "k80": 4}
+    # a partition outside the pilot is no target and its jobs are outside
+    p = read_pilot(snapshot(cluster(v100=4, k80=4), [job("1", "a"), job("2", "a", partition="k80")]),
+                   {}, Scope.of((), ["gpu", "v100"]))
+    assert [j.job_id for j in p.view.snapshot.jobs] == ["1"]
+    assert all("k80" not in n.partitions for n in p.view.snapshot.nodes)
+
+
+def test_legacy_qos_is_given_back_in_an_order_that_strands_nobody():
+    """A store of 0.1: fair_a made by it, the account's default; a job that got it as its
+    default (no record) and one moved into it (a record)."""
+    snap = snapshot(cluster(v100=4), [job("1", "a", qos="fair_a"), job("2", "a", qos="fair_a"),
+                                      job("3", "a", qos="fair_a", state="RUNNING", running_on="v100")],
+                    accounts=[Account("a", 1.0, ("normal", "fair_a"), "fair_a")],
+                    qos=[Qos("normal"), Qos("fair_a", {"gres/gpu:v100": 1})])
+    managed = {"fair_a": ManagedQos("fair_a", "a", False, False, "normal", {})}
+    owned = {("1", "qos"): Owned("1", "qos", "a", "normal", legacy=True)}
+    ours = reconcile(owned, {j.job_id: j for j in snap.jobs}).ours
+    acts = sorted(give_backs(snap, owned, ours) + legacy_actions(snap, managed, owned),
+                  key=lambda a: __import__("slurm_fair.controller.diff", fromlist=["order"]).order(a))
+    kinds = [(a.kind, a.job) for a in acts]
+    assert kinds[0] == ("restore_default_qos", "")
+    assert {k for k in kinds[1:3]} == {("set_job_qos", "1"), ("set_job_qos", "2")}
+    assert [k for k, _ in kinds[3:]] == ["detach_qos", "clear_qos_limits", "delete_qos"]
+    # the running job still carries it: the delete is kept back for a later cycle
+    assert acts[-1].params["running"] == ["3"]
 
 
 def test_requeue_only_opted_in_jobs_at_round_boundaries():
@@ -128,67 +247,26 @@ def test_requeue_only_opted_in_jobs_at_round_boundaries():
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    caps=st.dictionaries(st.sampled_from(["a100", "v100", "k80"]), st.integers(0, 64), min_size=1),
-    bundle=st.dictionaries(st.sampled_from(["a100", "v100", "k80"]), st.floats(0, 64)),
-    placed=st.dictionaries(st.sampled_from(["a100", "v100", "k80"]), st.integers(0, 64)),
-    slack=st.floats(0, 1),
-)
-def test_limits_never_exceed_capacity_and_cover_bundle_and_placement(caps, bundle, placed, slack):
-    lim = tenant_limits(bundle, placed, caps, slack)
-    assert set(lim) == {f"gres/gpu:{k}" for k in caps}
-    for k, c in caps.items():
-        n = lim[f"gres/gpu:{k}"]
-        assert 0 <= n <= c
-        want = max(math.ceil(bundle.get(k, 0.0) - 1e-6), placed.get(k, 0))
-        assert n >= min(c, want)
-
-
-def test_diff_is_empty_when_slurm_already_matches():
-    snap = snapshot(cluster(v100=4, k80=4), [job("1", "a")])
-    plan = plan_for(snap, {"1": {"v100": 1.0}}, {"1": "v100"})
-    first = diff(plan, snap)
-    assert [a.kind for a in first] == ["ensure_qos", "attach_qos", "set_job_qos", "set_partition", "set_nice"]
-    applied = snapshot(
-        cluster(v100=4, k80=4),
-        [job("1", "a", partition="v100", qos="fair_a", nice=-NICE_BAND)],
-        accounts=[Account("a", 1.0, ("normal", "fair_a"), "fair_a")],
-        qos=[Qos("normal"), Qos("fair_a", {"gres/gpu:v100": 1, "gres/gpu:k80": 0, "cpu": 8})],
-    )
-    assert diff(plan, applied) == []
-
-
-def test_diff_sees_a_lost_change_again():
-    plan_snap = snapshot(cluster(v100=4, k80=4), [job("1", "a")])
-    plan = plan_for(plan_snap, {"1": {"v100": 1.0}}, {"1": "v100"})
-    lost = snapshot(cluster(v100=4, k80=4), [job("1", "a", partition="gpu", qos="fair_a", nice=-NICE_BAND)],
-                    accounts=[Account("a", 1.0, ("fair_a",), "fair_a")],
-                    qos=[Qos("fair_a", {"gres/gpu:v100": 1, "gres/gpu:k80": 0})])
-    assert [a.kind for a in diff(plan, lost)] == ["set_partition"]
-
-
-def test_diff_removes_a_total_limit_that_was_turned_off():
-    snap = snapshot(cluster(v100=4, k80=4), [job("1", "a", partition="v100", qos="fair_a", nice=-NICE_BAND)],
-                    accounts=[Account("a", 1.0, ("fair_a",), "fair_a")],
-                    qos=[Qos("fair_a", {"gres/gpu:v100": 1, "gres/gpu:k80": 0, "gres/gpu": 1})])
-    plan = plan_for(snap, {"1": {"v100": 1.0}}, {"1": "v100"})
-    [a] = diff(plan, snap)
-    assert a.kind == "ensure_qos" and a.after == {"gres/gpu:v100": 1, "gres/gpu:k80": 0, "gres/gpu": None}
-
-
-def test_qos_name_is_safe():
-    assert qos_name("Phys ics;drop") == "fair_phys_ics_drop"
-
-
-def test_an_idle_tenant_gets_a_total_limit_only_when_total_limits_are_on():
-    from slurm_fair.controller.decide import idle_tenant_limits
-    from slurm_fair.controller.plan.limits import TOTAL_KEY
-    from slurm_fair.controller.plan.types import Plan, TenantPlan
-
-    plan = Plan({"a": TenantPlan("a", "fair_a", {}, {}, {}, 2.0), "b": TenantPlan("b", "fair_b", {}, {}, {}, 1.0)}, {})
-    capacity = {"v100": 8, "k80": 4}
-    off = idle_tenant_limits(plan, {"c": 1.0}, capacity, 0.0, total=False)["c"]
-    on = idle_tenant_limits(plan, {"c": 1.0}, capacity, 0.0, total=True)["c"]
-    # joining beside weights 2 + 1 with weight 1: a quarter of every type
-    assert off == {"gres/gpu:v100": 2, "gres/gpu:k80": 1}
-    assert on == {**off, TOTAL_KEY: 3}
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.booleans(), st.sampled_from(["v100", "k80"]),
+                          st.integers(-4096, 0)), min_size=1, max_size=12))
+def test_site_factors_only_push_down_and_put_unplaced_competitors_behind(rows):
+    """Independent of the plan's code path: for random priorities, placements and existing
+    pushes, no job ever gets a factor above the one it had before the controller, and every
+    unplaced job ends strictly below the lowest placed job of its type."""
+    jobs, plans, owned = {}, {}, {}
+    for i, (prio, placed, k, pushed) in enumerate(rows):
+        jid = str(i)
+        jobs[jid] = job(jid, "a", priority=prio + pushed, site_factor=pushed)
+        owned[(jid, "site_factor")] = Owned(jid, "site_factor", "a", "0", written=str(pushed))
+        plans[jid] = JobPlan(jid, "a", None, i + 1, placed, planned_type=k)
+    out = site_factors(plans, jobs, owned, {j: ("v100", "k80") for j in jobs})
+    own = {j: natural(jobs[j], owned[(j, "site_factor")]) for j in jobs}
+    for j, f in out.items():
+        assert f <= 0  # never above the job's own factor (0)
+    for k in ("v100", "k80"):
+        placed = [own[j] for j, p in plans.items() if p.placed and p.planned_type == k]
+        if not placed:
+            continue
+        for j, p in plans.items():
+            if not p.placed and p.planned_type == k:
+                assert own[j] + out[j] < min(placed)

@@ -22,7 +22,7 @@ from .conftest import make_config
 def view(fake):
     """What 'as if slurm-fair never ran' compares: pending jobs' requests and order, accounts, QOS."""
     jobs = {j.job_id: (j.gpu_request.raw, j.gpu_request.gpu_type, j.partition, j.qos, j.nice, j.priority,
-                       j.req_nodes) for j in fake.jobs()}
+                       j.req_nodes, j.site_factor) for j in fake.jobs()}
     accounts = {a.name: (tuple(sorted(a.qos)), a.default_qos) for a in fake.accounts()}
     qos = {q.name: dict(q.grp_tres) for q in fake.qos()}
     return jobs, accounts, qos
@@ -37,7 +37,7 @@ def submit(fake):
     ]
 
 
-@pytest.mark.parametrize("order,pin", [("nice", False), ("priority", False), ("nice", True)])
+@pytest.mark.parametrize("order,pin", [("site_factor", False), ("none", False), ("site_factor", True)])
 def test_revert_restores_everything(fake, tmp_path, order, pin):
     config = make_config(tmp_path, order=order, pin_gres_type=pin)
     submit(fake)
@@ -48,7 +48,7 @@ def test_revert_restores_everything(fake, tmp_path, order, pin):
     assert res.exit_code == 0, res.failed
     assert view(fake) == before
     with StateStore.in_dir(tmp_path / "state") as store:
-        assert store.originals() == {} and store.managed_qos() == {}
+        assert store.owned() == {} and store.managed_qos() == {}
     assert not (tmp_path / "state" / "plan.json").exists()
     # a second revert has nothing to do
     assert revert(fake, config).steps == []
@@ -59,8 +59,9 @@ def test_revert_skips_jobs_that_ended(fake, config):
     run_cycle(fake, config)
     fake.finish(ids[0])
     res = revert(fake, config)
-    assert res.exit_code == 0
-    assert [s for s in res.steps if s["job"] == ids[0]][0]["skipped"]
+    assert res.exit_code == 0 and not res.problems
+    assert not [s for s in res.steps if s["job"] == ids[0]]  # nothing to give back
+    assert [s for s in res.steps if s["job"] == ids[3] and s["applied"]]
 
 
 def test_revert_keeps_an_existing_qos_and_restores_its_limits(fake, config):
@@ -84,7 +85,7 @@ def test_explain_tells_type_source_share_and_actions(fake, config):
     applied = {a["kind"] for a in e["actions"] if a["applied"]}
     assert "set_partition" in applied and "set_gpu_type" not in applied
     assert e["planned_type"] == e["partition"] == fake.job(ids[0]).partition
-    assert e["original"]["partition"] == "gpu"
+    assert e["fields"]["partition"]["original"] == "gpu" and not e["fields"]["partition"]["released"]
     text = render(e)
     assert "resnet-50-bs32" in text and "place in line" in text
     assert f"moving it to partition {e['partition']}" in text
@@ -190,7 +191,7 @@ def test_commands_through_click(fake, tmp_path, monkeypatch):
     assert ej["job"] == ids[0] and ej["slurm"]["state"] == "PENDING" and ej["slurm"]["priority_factors"]
     dry = runner.invoke(cli.cli, ["revert", "--dry-run", "--config", str(cfg)], standalone_mode=False)
     assert dry.exit_code == 0 and "would apply" in dry.output and "dry run, nothing changed" in dry.output
-    assert "revert_partition" in dry.output and "gpu" in dry.output
+    assert "revert_set_partition" in dry.output and "gpu" in dry.output
     rv = runner.invoke(cli.cli, ["revert", "--config", str(cfg)], standalone_mode=False)
     assert rv.exit_code == 0 and "0 failed" in rv.output
 

@@ -23,7 +23,7 @@ from slurm_fair.controller.revert import revert
 from slurm_fair.controller.state import StateStore
 from slurm_fair.slurm import make_port
 
-from .test_testbed import _run, accounts, sub, tb_env  # noqa: F401 (fixtures)
+from .test_testbed import _run, accounts, start_now, sub, tb_env  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.slurm
 
@@ -33,13 +33,13 @@ PRE = "fair:preemptible"
 def config(tmp_path, accounts, **controller):
     return validate({
         "controller": {"state_dir": str(tmp_path / "state"), "audit_log": str(tmp_path / "audit.jsonl"),
-                       "accounts": list(accounts), **controller},
+                       "manage_accounts": list(accounts), **controller},
         "slurm": {"command_timeout_s": 15},
     }, str(tmp_path / "slurm-fair.toml"))
 
 
 def running(sub, account: str, *args: str, comment: str = "") -> str:
-    """An unheld job (the ``sub`` fixture holds its jobs): sbatch without --hold."""
+    """A job that may start at once (the ``sub`` fixture's wait for their begin time)."""
     argv = ["sbatch", "--parsable", "-A", account, *args, "-o", "/dev/null", "--wrap", "sleep 900"]
     if comment:
         argv.insert(2, f"--comment={comment}")
@@ -75,7 +75,7 @@ def test_eight_gpu_gangs_only_go_where_a_node_holds_them(sub, accounts, tmp_path
         assert jobs[j].partition == "k80" or (jobs[j].gpu_request.gpu_type == "k80" and jobs[j].partition == "gpu")
         assert set(res.estimates[j].throughput) >= {"v100", "p100"}  # it would be faster there
     assert res.plan.jobs[small].planned_type in ("v100", "p100")
-    _run(["scontrol", "release", ",".join([*big, small])], sub.full_env)
+    start_now([*big, small], sub.full_env)
     deadline = time.time() + 60
     while time.time() < deadline:
         now = {j.job_id: j for j in port.jobs() if j.job_id in big}
@@ -99,7 +99,7 @@ def test_a_job_slurm_refuses_where_it_was_sent_goes_back_and_never_again(sub, ac
     # as an older version (or the plugin with a wrong shape) would have done: sent to v100
     _run(["scontrol", "update", f"JobId={job}", "Partition=v100",
           "AdminComment=slurm-fair:partition=gpu"], sub.full_env)
-    _run(["scontrol", "release", job], sub.full_env)
+    start_now([job], sub.full_env)
     wait_for(port, job, lambda j: j.reason == "BadConstraints", timeout=60)
     res = run_cycle(port, cfg)
     assert res.exit_code == 0, res.to_dict()
@@ -197,40 +197,3 @@ def test_round_boundary_requeues_a_running_job_to_make_room(sub, accounts, tmp_p
     assert j.gpu_type_running == "k80"
     [victim] = requeued
     assert {x.job_id: x for x in port.jobs()}[victim].pending  # requeued, never cancelled
-
-
-def test_a_typed_qos_limit_binds_a_typed_request_only(sub, accounts, tmp_path, slurm_version):
-    """What binds on each version (docs/controller.md): a tenant QOS limit of 4 V100s holds
-    three 2-GPU V100 jobs to two only when their requests name the type. On 24.11 the
-    controller types them (``pin_gres_type = "auto"``), so the limit binds; on 22.05 a job
-    steered by partition keeps an untyped request and the per-type limit does not count it."""
-    a, _ = accounts
-    port = make_port(config(tmp_path, accounts), env=sub.env)
-    qos = f"fair_{a}"  # removed with the accounts by the fixture
-    port.ensure_qos(qos, {"gres/gpu:v100": 4})
-    port.attach_qos(a, qos, default=True)
-    ids = [sub(a, "--gres=gpu:2", f"--qos={qos}") for _ in range(3)]
-    jobs = {j.job_id: j for j in port.jobs() if j.job_id in ids}
-    for j in ids:
-        if port.can_retype_gpu():
-            port.set_gpu_type(jobs[j], "v100")
-        else:
-            port.update_job(j, {"Partition": "v100"})
-    _run(["scontrol", "release", ",".join(ids)], sub.full_env)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        now = {j.job_id: j for j in port.jobs() if j.job_id in ids}
-        if sum(j.running for j in now.values()) >= 2 and all(j.running or j.reason not in ("JobHeldUser", "None", "")
-                                                             for j in now.values()):
-            break
-        time.sleep(0.5)
-    time.sleep(3)  # give Slurm a few scheduling passes to start a third one if it would
-    now = {j.job_id: j for j in port.jobs() if j.job_id in ids}
-    assert all(j.gpu_type_running in (None, "v100") for j in now.values())
-    if slurm_version == "22.05":
-        assert sum(j.running for j in now.values()) == 3, now  # the untyped requests are not counted
-    else:
-        assert sum(j.running for j in now.values()) == 2, now
-        (waiting,) = [j for j in now.values() if j.pending]
-        assert waiting.reason.startswith("QOSGrp"), waiting.reason
-        assert waiting.gpu_request.gpu_type == "v100"

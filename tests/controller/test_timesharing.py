@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from slurm_fair.controller.cycle import run_cycle
 from slurm_fair.controller.diff import diff
 from slurm_fair.controller.plan import PlanInputs, make_plan
-from slurm_fair.controller.plan.jobs import NICE_BAND, sent_to
+from slurm_fair.controller.plan.jobs import sent_to
 from slurm_fair.model import Allocation
 
 from .builders import T0, cluster, job, node, snapshot
@@ -130,11 +130,11 @@ def test_requeued_job_is_planned_like_a_pending_one_after_its_requeue():
     plan = requeues(snap, placed)
     assert plan.requeue == ("A",)
     jp = plan.jobs["A"]
-    assert (jp.requeued, jp.placed, jp.planned_type, jp.partition, jp.nice) == (True, True, "v100", "v100", -NICE_BAND)
+    assert (jp.requeued, jp.placed, jp.planned_type, jp.partition) == (True, True, "v100", "v100")
     kinds = [(a.kind, a.job) for a in diff(plan, snap) if a.job == "A"]
     # Slurm's own requeue hold is left alone: releasing it early makes a relaunch on the same
     # node fail ("credential revoked")
-    assert kinds == [("requeue", "A"), ("set_job_qos", "A"), ("set_partition", "A"), ("set_nice", "A")]
+    assert kinds == [("requeue", "A"), ("set_partition", "A")]
     # every change to pending jobs (the taker is steered to k80) comes before the requeue
     order = [(a.kind, a.job) for a in diff(plan, snap)]
     assert order.index(("set_partition", "P")) < order.index(("requeue", "A"))
@@ -143,8 +143,8 @@ def test_requeued_job_is_planned_like_a_pending_one_after_its_requeue():
 def test_requeued_job_left_out_of_the_round_goes_to_the_back_of_the_line():
     snap = snapshot(cluster(v100=4, k80=4), K80_FULL + [job("P", "b")])
     plan = requeues(snap, {"P": "k80", "B": "k80", "C": "k80", "D": "k80"}, x={"A": {"k80": 0.5}})
-    assert plan.jobs["A"].nice == 0 and plan.jobs["A"].planned_type == "k80"
-    assert plan.jobs["P"].nice == -NICE_BAND
+    assert plan.jobs["A"].planned_type == "k80" and not plan.jobs["A"].placed and plan.jobs["P"].placed
+    assert plan.jobs["P"].rank < plan.jobs["A"].rank
 
 
 def test_a_last_good_plan_never_replays_requeue_settings():
@@ -269,7 +269,8 @@ def test_property_no_job_is_requeued_twice_within_the_minimum_run_time(seed, min
 # --- the fake: several rounds with time-sharing jobs -------------------------------------------
 def _slurm_schedules(fake, held_until):
     """What Slurm's scheduler would do between two cycles: start eligible pending jobs in
-    priority order (lower nice first, then job id) on nodes of their partition with room."""
+    priority order (highest first, site factor included, then job id) on nodes of their
+    partition with room."""
     used: dict[str, int] = {}
     for j in fake.jobs():
         if j.running:
@@ -277,7 +278,7 @@ def _slurm_schedules(fake, held_until):
                 used[n] = used.get(n, 0) + j.gpu_request.total
     nodes = {n.name: n for n in fake.nodes()}
     now = fake.now
-    for j in sorted((j for j in fake.jobs() if j.pending), key=lambda j: (j.nice, int(j.job_id))):
+    for j in sorted((j for j in fake.jobs() if j.pending), key=lambda j: (-j.priority, int(j.job_id))):
         if j.reason == "BeginTime":
             if now < held_until.get(j.job_id, now):
                 continue

@@ -40,7 +40,7 @@ elseif case == "submit" then
   local rc2 = slurm_job_submit(job, parts, 1000)
   print("rc=" .. show(rc2))
   for _, f in ipairs({ "tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task", "comment",
-                       "partition", "admin_comment" }) do
+                       "partition", "admin_comment", "qos" }) do
     print(f .. "=" .. show(job[f]))
   end
   for _, l in ipairs(slurm.logged) do print("log=" .. l) end

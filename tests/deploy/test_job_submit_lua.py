@@ -27,18 +27,27 @@ pytestmark = pytest.mark.skipif(LUA is None, reason="lua5.1 not installed (scrip
 NOW = 1_800_000_000
 
 
-@pytest.fixture
-def script(tmp_path) -> tuple[Path, Path]:
-    """The rendered plugin (plan in tmp_path/state) and the plan path."""
+def render_plugin(tmp_path, site: str = "") -> tuple[Path, Path]:
+    """The rendered plugin (plan in tmp_path/state; ``site``: the site's own script's text)."""
     state = tmp_path / "state"
-    state.mkdir()
-    config = validate_config({"controller": {"state_dir": str(state), "interval_s": 60}})
+    state.mkdir(exist_ok=True)
+    controller = {"state_dir": str(state), "interval_s": 60}
+    if site:
+        (tmp_path / "site.lua").write_text(site)
+        controller["site_job_submit"] = str(tmp_path / "site.lua")
+    config = validate_config({"controller": controller})
     inv = inventory.validate({"gpu_types": {"v100": {"nodes": "a", "gpus_per_node": 4},
                                             "k80": {"nodes": "b", "gpus_per_node": 4}}})
     text = render_cluster(config, inv, load_table(None), DeployOptions())["job_submit.lua"]
     path = tmp_path / "job_submit.lua"
     path.write_text(text)
     return path, state / "plan.json"
+
+
+@pytest.fixture
+def script(tmp_path) -> tuple[Path, Path]:
+    """The rendered plugin (plan in tmp_path/state) and the plan path."""
+    return render_plugin(tmp_path)
 
 
 def lua(script: Path, *args: str) -> dict[str, list[str]]:
@@ -219,6 +228,76 @@ def test_submit_leaves_untouched(script):
     plan.write_text("not a plan at all\n")
     bad = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2")
     assert (one(bad, "rc"), one(bad, "tres_per_node"), one(bad, "partition")) == ("0", "gres:gpu:2", "nil")
+
+
+@pytest.mark.parametrize("field,value", [
+    ("partition", "v100,p100"), ("req_nodes", "k80-1"), ("exc_nodes", "v100-1"), ("reservation", "maint"),
+    ("features", "nvlink"), ("dependency", "afterok:7"), ("priority", "0"),
+])
+def test_a_users_choice_of_where_to_run_is_never_narrowed(script, field, value):
+    """-p a,b, -w, -x, --reservation, -C, --dependency, -H: the job goes through as submitted."""
+    _, plan = script
+    plan.write_text(plan_text(NOW, **{"spans/v100": "v100", "spans/p100": "p100"}))
+    out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:1", **{field: value})
+    assert (one(out, "rc"), one(out, "admin_comment")) == ("0", "nil")
+    assert one(out, "partition") == (value if field == "partition" else "nil")
+
+
+def test_only_the_pilots_accounts_are_steered(script):
+    _, plan = script
+    plan.write_text(plan_text(NOW, **{"scope/accounts": "bio chem"}))
+    assert one(submit(script, NOW, account="BIO", tres_per_node="gres:gpu:1"), "partition") == "v100,p100,k80"
+    out = submit(script, NOW, account="physics", tres_per_node="gres:gpu:1")
+    assert (one(out, "partition"), one(out, "admin_comment")) == ("nil", "nil")
+
+
+def test_partition_tier_and_limits_decide_what_is_offered(script):
+    _, plan = script
+    # v100's partition is above the asked one's tier; p100's MaxTime is 60 min; k80 takes 1 node
+    plan.write_text(plan_text(NOW, **{"spantier/gpu": "2", "tier/v100": "3", "tier/p100": "2", "tier/k80": "1",
+                                      "maxtime/p100": "60", "maxnodes/k80": "1"}))
+    assert one(submit(script, NOW, account="a", tres_per_node="gres:gpu:1", time_limit="30"), "partition") == "p100,k80"
+    assert one(submit(script, NOW, account="a", tres_per_node="gres:gpu:1", time_limit="120"), "partition") == "k80"
+    # no time limit asked: the partition's own default applies there, within its MaxTime
+    assert one(submit(script, NOW, account="a", tres_per_node="gres:gpu:1"), "partition") == "p100,k80"
+    out = submit(script, NOW, account="a", tres_per_node="gres:gpu:2", min_nodes="2", time_limit="120")
+    assert one(out, "partition") == "nil"
+
+
+SITE = """
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  if job_desc.comment == "site:reject" then return slurm.ERROR end
+  if job_desc.account == "bio" then job_desc.qos = "siteqos" end
+  if job_desc.comment == "site:gpu" then job_desc.partition = "gpu" end
+  return slurm.SUCCESS
+end
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  return 7
+end
+return slurm.SUCCESS
+"""
+
+
+def test_the_sites_own_plugin_runs_first_and_its_choices_count(tmp_path):
+    path, plan = render_plugin(tmp_path, SITE)
+    plan.write_text(plan_text(NOW, **{"room/bio": "k80"}))
+    # the site sets a QOS: kept; our steering follows
+    out = submit((path, plan), NOW, account="bio", tres_per_node="gres:gpu:1")
+    assert (one(out, "qos"), one(out, "partition")) == ("siteqos", "k80")
+    # the site sets the partition (over the user's one-type choice): that is what the job asked for
+    out = submit((path, plan), NOW, account="bio", tres_per_node="gres:gpu:1", partition="v100", comment="site:gpu")
+    assert (one(out, "partition"), one(out, "admin_comment")) == ("k80", "slurm-fair:partition=gpu")
+    # the site rejects: rejected, untouched by us
+    out = submit((path, plan), NOW, account="bio", tres_per_node="gres:gpu:1", comment="site:reject")
+    assert (one(out, "rc"), one(out, "partition")) == ("-1", "nil")
+    assert one(lua(path, "modify"), "rc") == "7"  # the site's modify hook is the answer
+
+
+def test_a_site_plugin_that_cannot_load_rejects_rather_than_skipping_its_policy(tmp_path):
+    path, plan = render_plugin(tmp_path, "this is not lua (")
+    plan.write_text(plan_text(NOW))
+    out = submit((path, plan), NOW, account="bio", tres_per_node="gres:gpu:1")
+    assert one(out, "rc") == "-1" and any("cannot be loaded" in line for line in out["log"])
 
 
 def test_never_types_the_request_itself(script):

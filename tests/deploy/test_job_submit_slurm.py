@@ -224,17 +224,21 @@ def test_billing_weights_charge_fast_gpus_more(cluster):
     assert billing["v100"] > billing["p100"] > billing["k80"] > 0
 
 
-def test_qos_bootstrap_is_idempotent(cluster):
-    script = cluster.tb.dir.parent / "qos-bootstrap.sh"
-    script.write_text(cluster.rendered["qos-bootstrap.sh"])
+def test_bootstrap_is_idempotent_and_makes_no_qos(cluster):
+    script = cluster.tb.dir.parent / "bootstrap.sh"
+    script.write_text(cluster.rendered["bootstrap.sh"])
     script.chmod(0o755)
     env = {**cluster.tb.client_env(), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    before = cluster.tb.run(["sacctmgr", "-n", "-P", "show", "assoc", "format=account,user,qos,defaultqos"],
+                            timeout=15).stdout
     first = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert first.returncode == 0, first.stderr
-    assert "+ sacctmgr -i add qos fair_biology" in first.stdout
+    assert "bootstrap done" in first.stdout
     second = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert second.returncode == 0, second.stderr
     assert "+ sacctmgr" not in second.stdout  # nothing left to do
-    qos = cluster.tb.run(["sacctmgr", "-n", "-P", "show", "assoc", "where", "account=biology",
-                          "format=user,qos"], timeout=15).stdout
-    assert all("fair_biology" in row.split("|")[1] for row in qos.splitlines() if row.strip())
+    qos = cluster.tb.run(["sacctmgr", "-n", "-P", "show", "qos", "format=name"], timeout=15).stdout.split()
+    assert not [q for q in qos if q.startswith("fair_")]
+    after = cluster.tb.run(["sacctmgr", "-n", "-P", "show", "assoc", "format=account,user,qos,defaultqos"],
+                           timeout=15).stdout
+    assert after == before  # no association changed

@@ -16,6 +16,7 @@ from slurm_fair.cli import cli, main
 from slurm_fair.config import validate as validate_config
 from slurm_fair.deploy import inventory
 from slurm_fair.deploy.render import (
+    FILE_CONTEXT,
     CLUSTER_FILES,
     DeployOptions,
     check_context,
@@ -66,7 +67,7 @@ def test_every_file_written_and_listed(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(CLUSTER_FILES)
     for name in CLUSTER_FILES:
         assert f"wrote {out / name}" in result.output
-    assert (out / "qos-bootstrap.sh").stat().st_mode & 0o111
+    assert (out / "bootstrap.sh").stat().st_mode & 0o111
 
 
 def test_slurm_conf_fragment_keys(rendered):
@@ -118,10 +119,15 @@ def test_systemd_units_and_cron(rendered):
     assert "ExecStart=/usr/local/bin/slurm-fair run --once" in service
     assert "Type=oneshot" in service and "Environment=SLURM_FAIR_CONFIG=/etc/slurm-fair/slurm-fair.toml" in service
     entries = [ln for ln in cron.splitlines() if ln and not ln.startswith("#") and not re.match(r"^[A-Z_]+=", ln)]
-    assert len(entries) == 1
+    assert len(entries) == 2
     fields = entries[0].split()
     assert fields[:5] == ["*/2", "*", "*", "*", "*"]  # 120 s -> every 2 minutes
     assert fields[5] == "slurm-fair" and fields[6:9] == ["/usr/local/bin/slurm-fair", "run", "--once"]
+    fields = entries[1].split()  # the failsafe, every minute
+    assert fields[:5] == ["*"] * 5 and fields[6:8] == ["/usr/local/bin/slurm-fair", "failsafe"]
+    fs, fst = rendered["slurm-fair-failsafe.service"], rendered["slurm-fair-failsafe.timer"]
+    assert "ExecStart=/usr/local/bin/slurm-fair failsafe" in fs and "Type=oneshot" in fs
+    assert "OnUnitActiveSec=60s" in fst and "Unit=slurm-fair-failsafe.service" in fst
     assert "/var/log/sf/audit.jsonl" in rendered["slurm-fair.logrotate"]
 
 
@@ -132,18 +138,18 @@ def test_job_submit_lua_has_plan_path_and_age(rendered):
     assert "return slurm.SUCCESS" in lua
 
 
-def test_qos_bootstrap_is_valid_bash(rendered, tmp_path):
+def test_bootstrap_is_valid_bash(rendered, tmp_path):
     bash = shutil.which("bash")
     script = tmp_path / "qos.sh"
-    script.write_text(rendered["qos-bootstrap.sh"])
+    script.write_text(rendered["bootstrap.sh"])
     proc = subprocess.run([bash, "-n", str(script)], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
-    text = rendered["qos-bootstrap.sh"]
+    text = rendered["bootstrap.sh"]
     assert "set -euo pipefail" in text
     assert "ACCOUNTS=('biology' 'chemistry' 'physics' )" in text
 
 
-def test_qos_bootstrap_broken_script_detected(tmp_path):
+def test_bootstrap_broken_script_detected(tmp_path):
     """bash -n is a real check: a rendering that broke quoting would fail it."""
     script = tmp_path / "bad.sh"
     script.write_text("ACCOUNTS=('a' 'b\nfor x in; do\n")
@@ -170,7 +176,8 @@ def test_service_directories_outside_var_are_not_systemd_managed(tmp_path):
     ctx = cluster_context(validate_config({"controller": {"state_dir": "/srv/sf", "audit_log": "/var/log/a.jsonl"}}),
                           inventory.load(TESTBED_TOML), load_table(None), DeployOptions())
     assert ctx["state_directory"] == "" and ctx["logs_directory"] == ""
-    keys = unit_keys(environment().get_template("deploy/slurm-fair.service.j2").render(**ctx))
+    keys = unit_keys(environment().get_template("deploy/slurm-fair.service.j2").render(
+        **ctx, **FILE_CONTEXT["slurm-fair.service"]))
     assert "StateDirectory" not in keys and "LogsDirectory" not in keys
     assert keys["ReadWritePaths"] == "/srv/sf /var/log"
 

@@ -1,44 +1,34 @@
 """Phase 5 (pure): from the allocation and this round's placement to the state Slurm should have.
 
-Nothing here reads or writes Slurm; the plan is a value the diff compares with a snapshot.
+Nothing here reads or writes Slurm; the plan is a value the diff compares with a snapshot. It
+only ever concerns the pilot's jobs (:mod:`..scope`), and never a field someone else changed
+after the controller (:mod:`..ownership`).
 
-**Per tenant** (a Slurm account): a QOS ``fair_<account>`` with a ``GrpTRES`` limit on every GPU
-type of the cluster, attached to the account as its default QOS. The limit on type ``k`` is::
+**Per tenant**: its bundle (``y_uk = sum g_j x_jk``) and fair share, recorded for ``explain``,
+the reports and the shadow report. No hard per-tenant cap is written to Slurm (no QOS is made
+or changed): a tenant keeps to its share through which of its jobs go where and in which order,
+so when the controller stops, nothing it set keeps a GPU idle (docs/controller.md, "Tenant
+limits: why none").
 
-    N_uk = min(C_k, max(ceil(y_uk - 1e-6), placed_uk) + ceil(slack * C_k))
-
-``y_uk`` is the tenant's bundle (``sum g_j x_jk``, a fractional number of GPUs averaged over
-time); rounding it *up* lets a tenant run a gang that its share covers only part of the time
-(the rounding step decides which round), and ``placed_uk`` (GPUs of its jobs this round's
-placement puts on ``k``) makes sure the limit never blocks the placement itself. ``slack`` (a
-fraction of the type's capacity, ``[controller].slack``) is the work-conserving margin: with
-``0`` the limits are strict; with e.g. ``0.1`` each tenant may go 10% of a type beyond its share
-when those GPUs would otherwise sit idle. A type the tenant has no share of gets an explicit
-limit of ``ceil(slack * C_k)`` (0 when strict), because a missing limit would mean "unlimited".
-
-**Per pending GPU job**: its QOS (the tenant's), its GPU type and its place in line.
+**Per pending GPU job**: its GPU type and its place in line.
 
 * Type: the placement's type when this round runs it; otherwise its current type when the
   allocation still gives it time there (no churn), else the type with the largest ``x_jk``, else
-  its fastest type; the first of these a partition can hold (:func:`.jobs.rank_types`). A fixed type
-  (typed request, single-type partition: :mod:`..problem`) is never changed.
-* How the type is enforced (:mod:`..steer`): by default the job moves to the partition of that
-  type (``partition``; reversible, the request stays untyped); with ``pin_gres`` (only on a
+  its fastest type; the first of these it can be sent to (:func:`.jobs.rank_types`). A fixed type
+  (typed request, single-type partition: :mod:`..problem`) is never changed, and a job whose owner
+  chose where it runs (several partitions, nodes, an exclude list, a reservation, features) or
+  that is held or waits for a dependency is never moved (:func:`..steer.user_choice`).
+* How the type is enforced (:mod:`..steer`): by default the job moves to a partition of that
+  type (``partition``; reversible, the request stays untyped) whose rules admit it and whose tier
+  is not above the one it asked for (:func:`..steer.admits`); with ``pin_gres`` (only on a
   Slurm that can undo it) its gres request is rewritten to the type (``gpu_type``). Never
   where no node of the partition could hold the job's gang, CPUs and memory
   (:func:`..steer.partition_holds`): Slurm would keep it pending for ever. A type without a
   partition that holds it cannot be steered: the job stays in (or goes back to) its original
   partition, unplaced, and is listed in :attr:`.types.Plan.unsteered`.
-* ``total_limit`` adds ``GrpTRES=gres/gpu=<sum of the typed limits>`` to each tenant's QOS:
-  typed limits bind typed requests only (checked on 22.05: an untyped job ran in a partition
-  of ``k`` under ``gres/gpu:k=1`` while using 2), the total binds every GPU request.
-* Order, ``[controller].order``: ``nice`` (default) puts the jobs this round places a band
-  (``NICE_BAND``) ahead of every other pending GPU job, which keeps the user's own nice. Nice is
-  an offset on the multifactor priority, so fair-share, age and QOS keep ordering jobs *within*
-  each band, and the values only change when the placement does (a quiet second cycle writes
-  nothing). ``priority`` sets ``Priority=`` from the job's rank: a total order that follows the
-  plan exactly, but it freezes multifactor priority for those jobs (Slurm stops updating it
-  until ``revert``), and ranks move whenever jobs arrive, so it writes more.
+* Order (:mod:`.order`): the jobs this round places keep their priority; the pilot's other
+  pending jobs that compete with them get a site factor that puts them just behind (pushed
+  down only, so no pilot job is pushed ahead of anyone).
 
 **Requeues** (opt-in: ``--requeue`` plus ``fair:preemptible``; :mod:`..requeue`): a running job
 is requeued to make room for a pending job this round places on the type it holds and that
@@ -50,30 +40,30 @@ planned like a pending one in the same cycle (partition of its planned type, its
 Slurm holds it for its credential lifetime + 1 s before it may start again (the controller never
 shortens that: a relaunch on the same node sooner fails). Jobs are never cancelled.
 
-Modules: :mod:`.types` (the plan, its settings, its JSON form), :mod:`.limits` (tenant QOS and
-their ``GrpTRES``), :mod:`.jobs` (type, enforcement and place in line of each job); this module
-puts them together and picks the requeues.
+Modules: :mod:`.types` (the plan, its settings, its JSON form), :mod:`.jobs` (type, enforcement
+and place in line of each job), :mod:`.order` (the site factors); this module puts them
+together and picks the requeues.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from ...fairness import equal_share, tenant_bundles
 from ...model import Allocation, Problem
 from ...slurm.model import Snapshot, SlurmJob
 from .. import requeue as rq
-from ..steer import submitted_partition
+from ..state.fields import Owned
 from .jobs import JobContext, job_plans, sent_to, steerable
-from .limits import qos_name, tenant_limits
+from .order import site_factors
 from .types import Plan, PlanSettings, TenantPlan
 
 
 @dataclass(frozen=True)
 class PlanInputs:
     """What a cycle's plan is made from besides the problem and its allocation: this round's
-    placement (:mod:`slurm_fair.rounding`) and what the controller remembers of each job."""
+    placement (:mod:`slurm_fair.rounding`) and what the controller knows of each job."""
 
     #: job -> the type this round's placement runs it on
     placed: Mapping[str, str] = field(default_factory=dict)
@@ -81,9 +71,8 @@ class PlanInputs:
     deficit: Mapping[str, float] = field(default_factory=dict)
     #: job -> the type it must keep (:func:`..problem.user_typed`)
     fixed_type: Mapping[str, str] = field(default_factory=dict)
-    #: nice and partition of each job before our first change
-    base_nice: Mapping[str, int] = field(default_factory=dict)
-    base_partition: Mapping[str, str] = field(default_factory=dict)
+    #: job -> the partition(s) it asked for (:func:`..scope.asked_partition`)
+    asked: Mapping[str, str] = field(default_factory=dict)
     #: when the controller last requeued each job (epoch seconds)
     last_requeued: Mapping[str, float] = field(default_factory=dict)
     #: a new round starts this cycle (time-sharing may rotate running jobs)
@@ -91,8 +80,13 @@ class PlanInputs:
     #: job -> the nodes this round's placement runs it on, for the jobs whose policy named
     #: nodes (Hops' per-server configurations, ``Allocation.nodes``): pinned with ReqNodeList
     nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    #: the node list (folded hostlist, "" for none) of each job before our first change
-    base_nodes: Mapping[str, str] = field(default_factory=dict)
+    #: job -> the node list it asked for (folded hostlist, "" for none)
+    asked_nodes: Mapping[str, str] = field(default_factory=dict)
+    #: job -> why where it runs is its owner's choice (:func:`..steer.user_choice`)
+    choices: Mapping[str, str] = field(default_factory=dict)
+    #: the fields the controller wrote (:mod:`..state.fields`) and those it may no longer write
+    owned: Mapping[tuple[str, str], Owned] = field(default_factory=dict)
+    released: frozenset[tuple[str, str]] = frozenset()
 
 
 def make_plan(
@@ -100,36 +94,25 @@ def make_plan(
 ) -> Plan:
     """The desired state for this cycle (pure; see the module docstring)."""
     placed_types, deficit = inputs.placed, inputs.deficit
-    base_partition, last_requeued = inputs.base_partition, inputs.last_requeued
     capacity = {k: int(c) for k, c in problem.gpu_types.items()}
     by_id = {j.job_id: j for j in snapshot.jobs}
     pjobs = {j.id: j for j in problem.jobs}
     bundles = tenant_bundles(problem, allocation.x)
-
-    tenants: dict[str, TenantPlan] = {}
-    for t in problem.active_tenants:
-        placed: dict[str, int] = {}
-        for j in problem.jobs_of(t):
-            if j.id in placed_types:
-                k = placed_types[j.id]
-                placed[k] = placed.get(k, 0) + j.gpus
-        bundle = bundles[t]
-        tenants[t] = TenantPlan(
-            t, qos_name(t), tenant_limits(bundle, placed, capacity, settings.slack, settings.total_limit),
-            {k: round(v, 6) for k, v in bundle.items() if v > 1e-9},
-            {k: round(v, 6) for k, v in equal_share(problem, t).items()}, problem.weight(t),
-        )
-
+    tenants = {
+        t: TenantPlan(t, {k: round(v, 6) for k, v in bundles[t].items() if v > 1e-9},
+                      {k: round(v, 6) for k, v in equal_share(problem, t).items()}, problem.weight(t))
+        for t in problem.active_tenants
+    }
     pending = [by_id[j] for j in pjobs if j in by_id and by_id[j].pending]
-    ctx = JobContext(by_id, pjobs, allocation, placed_types, deficit, inputs.fixed_type, inputs.base_nice,
-                     settings, capacity, base_partition, inputs.nodes, inputs.base_nodes)
+    ctx = JobContext(by_id, pjobs, allocation, placed_types, deficit, inputs.fixed_type, settings, capacity,
+                     inputs.asked, inputs.nodes, inputs.asked_nodes, inputs.choices, inputs.released)
     jobs, unsteered = job_plans(pending, ctx)
 
     # who is requeued (controller/requeue.py): to make room, to move up
     now = snapshot.taken_at.timestamp()
     free = rq.free_gpus(snapshot)
     eligible = [sj for sj in snapshot.jobs
-                if sj.job_id in pjobs and rq.eligible(sj, now, settings.min_run, last_requeued)]
+                if sj.job_id in pjobs and rq.eligible(sj, now, settings.min_run, inputs.last_requeued)]
     takers = [rq.Taker(by_id[jp.job_id], placed_types[jp.job_id])
               for jp in sorted(jobs.values(), key=lambda jp: jp.rank)
               if jp.job_id in placed_types and sent_to(jp, placed_types[jp.job_id], settings)]
@@ -146,17 +129,20 @@ def make_plan(
                  and (inputs.round_boundary or pjobs[t.job.job_id].attained_s <= 0)]
     requeue_for = rq.make_room(free, startable, victims, _hosts(settings))
     rq.make_room(free, [t for t in takers if t not in startable], {}, _hosts(settings))  # not idle for moves
-    movers = sorted((sj for sj in eligible if sj.job_id not in requeue_for),
+    movers = sorted((sj for sj in eligible if sj.job_id not in requeue_for and sj.job_id not in inputs.choices),
                     key=lambda sj: (-pjobs[sj.job_id].attained_s, sj.job_id))
     moves = rq.move_up(free, movers, problem, settings.requeue_cost_s, settings.move_up_gain,
-                       _hosts(settings),
-                       lambda sj, k: steerable(sj, k, settings, base_partition.get(sj.job_id) or submitted_partition(sj)))
+                       _hosts(settings), lambda sj, k: steerable(sj, k, settings, ctx.asked_of(sj)))
     requeue = sorted(set(requeue_for) | set(moves))
     if requeue:
         # a requeued job is pending as soon as the requeue returns: plan it like one (its type,
         # partition and place in line), so it does not simply restart where it was
         jobs, unsteered = job_plans(pending + [by_id[j] for j in requeue], ctx,
                                     requeued=set(requeue), moves=moves)
+    if settings.order == "site_factor":
+        reachable = {j: tuple(pjobs[j].throughput) for j in jobs}
+        factors = site_factors(jobs, by_id, inputs.owned, reachable, inputs.released)
+        jobs = {j: replace(jp, site_factor=factors.get(j)) for j, jp in jobs.items()}
     return Plan(
         tenants, jobs, tuple(requeue), tuple(sorted(capacity)), allocation.policy, allocation.status,
         unsteered, {j: tuple(t) for j, t in requeue_for.items()}, moves,

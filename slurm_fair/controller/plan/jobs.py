@@ -1,6 +1,13 @@
 """Each job of the plan: the GPU type it is sent to, how that is enforced (partition or pinned
-gres, :mod:`..steer`) and its place in line (nice band or priority); see "Per pending GPU job" in
-:mod:`slurm_fair.controller.plan`."""
+gres, :mod:`..steer`) and its place in line; see "Per pending GPU job" in
+:mod:`slurm_fair.controller.plan`.
+
+What the plan never writes: a field someone else changed after the controller (released,
+:mod:`..ownership`), and anything of a job whose owner chose where it runs (several partitions,
+nodes, an exclude list, a reservation, features) or that is not ready to run (held, waiting for
+a dependency): :func:`..steer.user_choice`. Such a job keeps its type and its partitions; only
+its place in line among the pilot's jobs may change (:mod:`.order`).
+"""
 
 from __future__ import annotations
 
@@ -8,19 +15,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from ...model import Allocation
-from ...slurm.model import SlurmJob
+from ...slurm.model import Partition, SlurmJob
 from ...slurm.parse.fields import fold_hostlist
-from ..steer import current_type, job_partitions, partition_holds, submitted_partition
-from .limits import qos_name
+from ..steer import admits, current_type, job_partitions, partition_holds
 from .types import JobPlan, PlanSettings
-
-#: nice taken off the jobs this round places (order = nice): a band above every multifactor
-#: priority (the sum of the PriorityWeight* factors is far below it), so they go first and every
-#: job keeps its own multifactor order inside its band
-NICE_BAND = 10_000_000
-#: priorities used with order = priority: placed jobs from PRIORITY_TOP down, the rest below
-PRIORITY_TOP = 1_000_000
-PRIORITY_REST = 500_000
 
 
 def rank_types(
@@ -51,27 +49,49 @@ class JobContext:
     placed_types: Mapping[str, str]
     deficit: Mapping[str, float]
     fixed_type: Mapping[str, str]
-    base_nice: Mapping[str, int]
     settings: PlanSettings
     capacity: Mapping[str, int]
-    base_partition: Mapping[str, str]
+    #: job -> the partition(s) it asked for (:func:`..scope.asked_partition`)
+    asked: Mapping[str, str]
     nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    base_nodes: Mapping[str, str] = field(default_factory=dict)
+    #: job -> the node list it asked for (folded; "" for none)
+    asked_nodes: Mapping[str, str] = field(default_factory=dict)
+    #: job -> why its placement is its owner's (:func:`..steer.user_choice`)
+    choices: Mapping[str, str] = field(default_factory=dict)
+    #: (job, field) someone else changed after the controller: never written again
+    released: frozenset[tuple[str, str]] = frozenset()
+
+    def asked_of(self, sj: SlurmJob) -> str:
+        return self.asked.get(sj.job_id) or sj.partition
 
 
-def steerable(sj: SlurmJob, k: str, settings: PlanSettings, base: str) -> bool:
-    """The job can be sent to type ``k`` and held there (never strand a job): with ``pin_gres``
-    a partition it asked for (``base``) has nodes of ``k`` that can hold it typed; else a
-    partition of type ``k`` exists and its nodes can hold it."""
+def _asked_partitions(asked: str, settings: PlanSettings) -> list[Partition]:
+    return [settings.partitions[p] for p in job_partitions(asked) if p in settings.partitions]
+
+
+def steer_target(sj: SlurmJob, k: str, settings: PlanSettings, asked: str) -> str | None:
+    """The partition that sends the job to type ``k`` (never strand a job, never overstep a
+    partition's rules): with ``pin_gres``, a partition it asked for whose nodes of ``k`` hold it
+    typed (the job stays there); else a partition of type ``k`` that admits it
+    (:func:`..steer.admits`) and whose nodes hold it. None: ``k`` cannot be reached."""
     if settings.pin_gres:
-        if not settings.nodes:
-            return True
         typed = replace(sj, gpu_request=replace(sj.gpu_request, gpu_type=k)) if sj.gpu_request else sj
-        return any(partition_holds(typed, p, settings.nodes) for p in job_partitions(base))
-    part = settings.type_partition.get(k)
-    if part is None:
-        return False
-    return not settings.nodes or partition_holds(sj, part, settings.nodes)
+        for p in job_partitions(asked):
+            if not settings.nodes or partition_holds(typed, p, settings.nodes):
+                return p
+        return None
+    asked_parts = _asked_partitions(asked, settings)
+    for p in settings.type_partitions.get(k, ()):
+        rules = settings.partitions.get(p)
+        if settings.partitions and (rules is None or not admits(rules, sj, asked_parts, settings.groups)):
+            continue
+        if not settings.nodes or partition_holds(sj, p, settings.nodes):
+            return p
+    return None
+
+
+def steerable(sj: SlurmJob, k: str, settings: PlanSettings, asked: str) -> bool:
+    return steer_target(sj, k, settings, asked) is not None
 
 
 def job_plans(
@@ -80,7 +100,6 @@ def job_plans(
 ) -> tuple[dict[str, JobPlan], dict[str, str]]:
     """Type, enforcement and place in line of every job of ``queue`` (pending, or requeued now)."""
     moves = moves or {}
-    settings = ctx.settings
 
     def placed_type(job_id: str) -> str | None:
         return moves.get(job_id) or ctx.placed_types.get(job_id)
@@ -94,69 +113,66 @@ def job_plans(
     jobs: dict[str, JobPlan] = {}
     unsteered: dict[str, str] = {}
     for rank, sj in enumerate(sorted(queue, key=line_key), start=1):
-        placed = placed_type(sj.job_id) is not None
-        gpu_type = partition = None
-        planned = ctx.fixed_type.get(sj.job_id)
-        if planned is None:
-            ranked = rank_types(
-                sj, ctx.allocation.x.get(sj.job_id, {}), placed_type(sj.job_id),
-                ctx.pjobs[sj.job_id].throughput, ctx.capacity, current_type(sj, settings.ptypes),
-            )
-            base = ctx.base_partition.get(sj.job_id) or submitted_partition(sj)
-            ok = [k for k in ranked if steerable(sj, k, settings, base)]
-            planned = ok[0] if ok else (ranked[0] if ranked else None)
-            if planned and settings.pin_gres:
-                # typed where it asked to run (back there if a plugin or an older cycle moved it)
-                gpu_type = planned if ok else None
-                partition = base if base != sj.partition else None
-            elif planned and ok:
-                partition = settings.type_partition[planned]
-            elif planned:
-                unsteered[sj.job_id] = planned
-                partition = ctx.base_partition.get(sj.job_id, sj.partition)
-            if placed and planned != placed_type(sj.job_id):
-                placed = False  # its placed type cannot be reached: it waits like the others
-        nice = priority = None
-        if settings.order == "nice":
-            nice = own_nice(sj, ctx.base_nice) - (NICE_BAND if placed else 0)
-        else:
-            priority = (PRIORITY_TOP if placed else PRIORITY_REST) - rank
-        jobs[sj.job_id] = JobPlan(sj.job_id, sj.account, qos_name(sj.account), gpu_type, rank, placed,
-                                  nice, priority, partition, planned, sj.job_id in requeued,
-                                  node_list(sj, ctx, placed and planned == placed_type(sj.job_id)))
+        jp, why = _one(sj, rank, placed_type(sj.job_id), ctx, sj.job_id in requeued)
+        jobs[sj.job_id] = jp
+        if why:
+            unsteered[sj.job_id] = why
     return jobs, unsteered
+
+
+def _one(sj: SlurmJob, rank: int, placed_k: str | None, ctx: JobContext, requeued: bool) -> tuple[JobPlan, str]:
+    """One job's plan and, when its planned type cannot be reached, that type."""
+    settings = ctx.settings
+    asked = ctx.asked_of(sj)
+    gpu_type = partition = None
+    unsteered = ""
+    planned = ctx.fixed_type.get(sj.job_id)
+    if planned is None and sj.job_id not in ctx.choices:
+        ranked = rank_types(
+            sj, ctx.allocation.x.get(sj.job_id, {}), placed_k,
+            ctx.pjobs[sj.job_id].throughput, ctx.capacity, current_type(sj, settings.ptypes),
+        )
+        targets = {k: steer_target(sj, k, settings, asked) for k in ranked}
+        ok = [k for k in ranked if targets[k]]
+        planned = ok[0] if ok else (ranked[0] if ranked else None)
+        if planned and settings.pin_gres:
+            # typed where it asked to run (back there if a plugin or an older cycle moved it)
+            gpu_type = planned if ok else None
+            partition = targets.get(planned) or asked
+        elif planned and ok:
+            partition = targets[planned]
+        elif planned:
+            unsteered, partition = planned, asked
+    placed = placed_k is not None and planned == placed_k
+    nodes = node_list(sj, ctx, placed) if sj.job_id not in ctx.choices else None
+    if (sj.job_id, "partition") in ctx.released:
+        partition = None
+    if (sj.job_id, "gres") in ctx.released:
+        gpu_type = None
+    if (sj.job_id, "nodes") in ctx.released:
+        nodes = None
+    return JobPlan(sj.job_id, sj.account, gpu_type, rank, placed, partition=partition, planned_type=planned,
+                   requeued=requeued, nodes=nodes), unsteered
 
 
 def node_list(sj: SlurmJob, ctx: JobContext, placed: bool) -> str | None:
     """The ReqNodeList the job should carry (a folded hostlist, "" for none), None: leave it.
 
-    A user's own node list is never touched. Otherwise a job this round places on nodes its
-    policy named (Hops) is pinned to them, and every other job carries no node list (a pin of
-    an earlier cycle is lifted)."""
-    user = ctx.base_nodes.get(sj.job_id, fold_hostlist(sj.req_nodes))
-    if user:
+    A user's own node list is never touched (such a job is a user's choice anyway). Otherwise a
+    job this round places on nodes its policy named (Hops) is pinned to them, and every other
+    job carries no node list (a pin of an earlier cycle is lifted)."""
+    if ctx.asked_nodes.get(sj.job_id, fold_hostlist(sj.req_nodes)):
         return None
     nodes = ctx.nodes.get(sj.job_id)
     return fold_hostlist(nodes) if placed and nodes else ""
 
 
-def own_nice(sj: SlurmJob, recorded: Mapping[str, int]) -> int:
-    """The job's nice without our band: as recorded before our first change, else as it is,
-    unless it already carries the band (only an administrator can set a negative nice, so a
-    nice that low is ours: never stack a second band on it)."""
-    if sj.job_id in recorded:
-        return int(recorded[sj.job_id])
-    return sj.nice + NICE_BAND if sj.nice <= -NICE_BAND // 2 else sj.nice
-
-
 def sent_to(jp: JobPlan, k: str, settings: PlanSettings) -> bool:
     """Whether this cycle's plan sends a pending job to type ``k`` (so it will take GPUs freed
-    there): its type is pinned, or it is steered to ``k``'s partition, or it can run on ``k``
-    only (a fixed type: the plan leaves partition and request as they are)."""
+    there): its type is pinned, or it is steered to a partition of ``k`` only, or it can run on
+    ``k`` only (a fixed type: the plan leaves partition and request as they are)."""
     if jp.planned_type != k:
         return False
-    if jp.gpu_type == k:
+    if jp.gpu_type == k or jp.partition is None:
         return True
-    if jp.partition is None:
-        return True
-    return jp.partition == settings.type_partition.get(k)
+    return settings.ptypes.get(jp.partition) == frozenset({k})

@@ -4,24 +4,28 @@ settings it is made with, and its JSON form (``run --json``, the last good plan 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ...model import frozen_map
-from ...slurm.model import Node
+from ...slurm.model import Node, Partition
 
 
 @dataclass(frozen=True)
 class PlanSettings:
-    slack: float = 0.0
-    order: str = "nice"
+    #: how the plan's order is given to Slurm: ``site_factor`` (pushed down, the pilot's jobs
+    #: only) or ``none``
+    order: str = "site_factor"
     round_s: float = 360.0
-    #: partition -> its GPU types; GPU type -> the partition jobs are steered to (:mod:`..steer`)
+    #: partition -> its GPU types; GPU type -> the single-type partitions jobs may be steered
+    #: to, best first (:func:`..steer.type_partitions`)
     ptypes: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    type_partition: Mapping[str, str] = field(default_factory=dict)
+    type_partitions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the partitions' rules (empty: not read, nothing checked beyond the nodes)
+    partitions: Mapping[str, Partition] = field(default_factory=dict)
+    #: a user's groups (None: unknown), for partitions with AllowGroups
+    groups: Callable[[str], frozenset[str] | None] | None = None
     #: rewrite the gres request instead of moving the job (only where Slurm can undo it)
     pin_gres: bool = False
-    #: add the untyped total ``gres/gpu`` to every tenant's limits
-    total_limit: bool = False
     #: hysteresis: a job is requeued only after running this long (None or 0: one round)
     min_run_s: float | None = None
     #: what a requeue costs a job (Slurm's requeue hold + a restart), for moves to a faster type
@@ -31,6 +35,10 @@ class PlanSettings:
     #: schedulable nodes, to check that a partition can hold a job before it is sent there
     nodes: tuple[Node, ...] = ()
 
+    def __post_init__(self) -> None:
+        for name in ("ptypes", "type_partitions", "partitions"):
+            object.__setattr__(self, name, frozen_map(getattr(self, name)))
+
     @property
     def min_run(self) -> float:
         return float(self.min_run_s) if self.min_run_s else float(self.round_s)
@@ -38,16 +46,16 @@ class PlanSettings:
 
 @dataclass(frozen=True)
 class TenantPlan:
+    """What the plan gives a tenant: its bundle (GPUs per type, averaged over time), its fair
+    share and weight. Recorded per cycle for ``explain``, the reports and the shadow report."""
+
     tenant: str
-    qos: str
-    #: GrpTRES per ``gres/gpu:<type>``
-    limits: Mapping[str, int]
     bundle: Mapping[str, float]
     fair_share: Mapping[str, float]
     weight: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("limits", "bundle", "fair_share"):
+        for name in ("bundle", "fair_share"):
             object.__setattr__(self, name, frozen_map(getattr(self, name)))
 
 
@@ -55,13 +63,12 @@ class TenantPlan:
 class JobPlan:
     job_id: str
     tenant: str
-    qos: str
     #: the type to write into the gres request, None: leave the request as it is
     gpu_type: str | None
     rank: int
     placed: bool
-    nice: int | None = None
-    priority: int | None = None
+    #: the site factor to give the job (its order among the pilot's jobs), None: leave it
+    site_factor: int | None = None
     #: the partition to move the job to, None: leave it where it is
     partition: str | None = None
     #: the type the job is meant to run on (fixed or chosen), whichever way it is enforced
@@ -74,7 +81,7 @@ class JobPlan:
 
 @dataclass(frozen=True)
 class Plan:
-    """The desired state: QOS per tenant, settings per pending job, jobs to requeue."""
+    """The desired state: what each tenant gets, settings per pending job, jobs to requeue."""
 
     tenants: Mapping[str, TenantPlan]
     jobs: Mapping[str, JobPlan]
@@ -113,10 +120,11 @@ class Plan:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Plan":
+        """A stored plan; one an older version stored (its QOS, limits, nice) loses those keys."""
         info = d.get("info", {}) or {}
         return cls(
-            tenants={t: TenantPlan(**p) for t, p in d.get("tenants", {}).items()},
-            jobs={j: JobPlan(**p) for j, p in d.get("jobs", {}).items()},
+            tenants={t: TenantPlan(**_known(TenantPlan, p)) for t, p in d.get("tenants", {}).items()},
+            jobs={j: JobPlan(**_known(JobPlan, p)) for j, p in d.get("jobs", {}).items()},
             requeue=tuple(d.get("requeue", ())), gpu_types=tuple(d.get("gpu_types", ())),
             policy=d.get("policy", ""), status=d.get("status", ""),
             unsteered=info.get("unsteered", {}), requeue_for=info.get("requeue_for", {}),
@@ -129,9 +137,11 @@ class Plan:
         return replace(self, jobs={j: p for j, p in self.jobs.items() if j in live_jobs and not p.requeued},
                        requeue=())
 
-    def with_tenants(self, extra: Mapping[str, TenantPlan]) -> "Plan":
-        """This plan with more tenants (those without jobs whose QOS we manage)."""
-        return replace(self, tenants={**self.tenants, **extra})
+
+
+def _known(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in d.items() if k in names}
 
 
 def _fields(obj: Any) -> dict[str, Any]:

@@ -12,7 +12,10 @@ each, over the one connection of :class:`.base.Tables`:
 * :mod:`.identity`: whether a file is a store (an empty file or another program's database is
   refused before it is opened, never written to);
 * :mod:`.schema`: the tables, :data:`.schema.SCHEMA_VERSION` and the migration of older stores;
-* :mod:`.originals`: what ``revert`` puts back (original requests, the QOS slurm-fair manages);
+* :mod:`.fields`: every job field the controller wrote, with its value before and the intent in
+  flight (what ``revert`` puts back, and which fields someone else changed since);
+* :mod:`.originals`: the QOS versions before 0.2 managed (and their per-job records, migrated
+  into :mod:`.fields`);
 * :mod:`.service`: GPU-seconds received per tenant and per job, jobs seen;
 * :mod:`.observations`: requeues, types Slurm refused, online throughput estimates;
 * :mod:`.cycles`: cycles, per-cycle decisions (``explain``, reports), the last good plans.
@@ -27,6 +30,7 @@ from typing import Any
 
 from ...errors import UserError
 from .cycles import CycleTables
+from .fields import FieldTables
 from .identity import APPLICATION_ID, check_store
 from .observations import ObservationTables
 from .originals import OriginalTables
@@ -36,7 +40,7 @@ from .service import ServiceTables
 DB_NAME = "state.sqlite"
 
 
-class StateStore(OriginalTables, ServiceTables, ObservationTables, CycleTables):
+class StateStore(FieldTables, OriginalTables, ServiceTables, ObservationTables, CycleTables):
     """Thin typed access to the SQLite file; one short transaction per call.
 
     Every write commits at once: a cycle that dies half-way leaves a consistent store (the

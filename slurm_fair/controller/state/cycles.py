@@ -33,6 +33,47 @@ class CycleTables(Tables):
              error, cycle_id),
         )
 
+    def interrupt_stale(self, now: float) -> list[str]:
+        """Cycles still marked running when a new one starts under the lock were killed
+        (SIGKILL, a crash, the host down): they become ``interrupted``; their intents are
+        settled by this cycle (:func:`..ownership.reconcile`). Returns their ids."""
+        ids = [r["cycle_id"] for r in self._exec("SELECT cycle_id FROM cycles WHERE status = 'running'"
+                                                 " AND dry_run = 0")]
+        self._many("UPDATE cycles SET status = 'interrupted', finished_at = ?, error = ? WHERE cycle_id = ?",
+                   ((now, "the process ended before the cycle finished; settled by the next cycle", c)
+                    for c in ids))
+        return ids
+
+    def prune(self, before: float) -> dict[str, int]:
+        """Forget what is older than ``before`` (``[controller] keep_days``): cycles and their
+        decisions, the per-cycle service log, plans, requeues and refusals, and the memory of
+        jobs last seen before then. Totals (``received``) and the fields the controller still
+        owns are kept. Returns rows deleted per table."""
+        stmts = {
+            "job_cycle": "DELETE FROM job_cycle WHERE cycle_id IN (SELECT cycle_id FROM cycles WHERE started_at < ?)",
+            "tenant_cycle": "DELETE FROM tenant_cycle WHERE cycle_id IN"
+                            " (SELECT cycle_id FROM cycles WHERE started_at < ?)",
+            "cycles": "DELETE FROM cycles WHERE started_at < ? AND status != 'running'",
+            "received_log": "DELETE FROM received_log WHERE at < ?",
+            "plans": "DELETE FROM plans WHERE created_at < ? AND cycle_id NOT IN"
+                     " (SELECT cycle_id FROM plans ORDER BY created_at DESC LIMIT 1)",
+            "requeues": "DELETE FROM requeues WHERE at < ?",
+            "refused_types": "DELETE FROM refused_types WHERE at < ?",
+            "job_service": "DELETE FROM job_service WHERE job_id IN (SELECT job_id FROM job_seen WHERE last_seen < ?)",
+            "tput_seen": "DELETE FROM tput_seen WHERE job_id IN (SELECT job_id FROM job_seen WHERE last_seen < ?)",
+            "job_seen": "DELETE FROM job_seen WHERE last_seen < ?",
+        }
+        out: dict[str, int] = {}
+        self._db.execute("BEGIN")
+        try:
+            for table, sql in stmts.items():
+                out[table] = self._db.execute(sql, (before,)).rowcount
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+        return out
+
     def cycles(self, limit: int = 20) -> list[dict[str, Any]]:
         rows = self._exec("SELECT * FROM cycles ORDER BY started_at DESC LIMIT ?", (limit,))
         return [dict(r) for r in rows]
@@ -53,6 +94,13 @@ class CycleTables(Tables):
     def last_success_at(self) -> float | None:
         """When the newest cycle that ended ``ok`` finished (Unix time), None if none did."""
         row = self._exec("SELECT MAX(finished_at) AS at FROM cycles WHERE dry_run = 0 AND status = 'ok'").fetchone()
+        return float(row["at"]) if row and row["at"] is not None else None
+
+    def last_completed_at(self) -> float | None:
+        """When the newest live or shadow cycle that got as far as deciding finished (``ok``,
+        ``partial`` or ``policy-failed``): the failsafe's clock."""
+        row = self._exec("SELECT MAX(finished_at) AS at FROM cycles WHERE dry_run = 0 AND status IN"
+                         " ('ok', 'partial', 'policy-failed')").fetchone()
         return float(row["at"]) if row and row["at"] is not None else None
 
     def last_decisions(self) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]] | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -65,6 +65,11 @@ CREATE TABLE IF NOT EXISTS requeues (
 CREATE TABLE IF NOT EXISTS refused_types (
     job_id TEXT NOT NULL, gpu_type TEXT NOT NULL, partition TEXT NOT NULL, at REAL NOT NULL,
     PRIMARY KEY (job_id, gpu_type));
+CREATE TABLE IF NOT EXISTS job_fields (
+    job_id TEXT NOT NULL, field TEXT NOT NULL, account TEXT NOT NULL, original TEXT NOT NULL,
+    written TEXT, intent TEXT, released INTEGER NOT NULL DEFAULT 0, legacy INTEGER NOT NULL DEFAULT 0,
+    cycle_id TEXT NOT NULL DEFAULT '', updated_at REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (job_id, field));
 CREATE INDEX IF NOT EXISTS job_cycle_job ON job_cycle (job_id);
 """
 
@@ -81,3 +86,32 @@ def migrate(db: sqlite3.Connection) -> None:
         for name, decl in columns:
             if name not in cols:
                 db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+    _legacy_originals(db)
+
+
+#: original_requests column -> job_fields field (what versions before 0.2 wrote)
+_LEGACY = (("partition", "partition"), ("gres_raw", "gres"), ("qos", "qos"), ("nice", "nice"),
+           ("req_nodes", "nodes"))
+
+
+def _legacy_originals(db: sqlite3.Connection) -> None:
+    """An older store's original requests become legacy ``job_fields`` rows (once): one per
+    field those versions may have written, so revert and the next cycle give them back."""
+    rows = db.execute("SELECT * FROM original_requests WHERE reverted = 0").fetchall()
+    if not rows:
+        return
+    db.execute("BEGIN")
+    try:
+        for r in rows:
+            for column, field in _LEGACY:
+                if column == "gres_raw" and not r["gres_raw"]:
+                    continue
+                db.execute(
+                    "INSERT OR IGNORE INTO job_fields (job_id, field, account, original, legacy, cycle_id,"
+                    " updated_at) VALUES (?, ?, ?, ?, 1, ?, ?)",
+                    (r["job_id"], field, r["account"], str(r[column]), r["cycle_id"], r["recorded_at"]))
+        db.execute("DELETE FROM original_requests")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")

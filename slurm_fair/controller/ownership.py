@@ -1,0 +1,139 @@
+"""Which job fields are the controller's, read from Slurm and the state store (pure).
+
+The rule (docs/controller.md, "What slurm-fair changes in your Slurm"): a field is the site's
+until the controller writes it; it stays the controller's while Slurm shows what the controller
+wrote; the moment it shows anything else, someone changed it after us (a user's ``scontrol
+update``, an administrator, the site's own tooling) and their value wins: the field is
+*released*, never written again by the controller, and ``revert`` leaves it as they set it.
+
+Values are compared in a canonical form (:func:`canonical`): a partition list as a sorted set
+(Slurm prints ``-p gpu,v100`` as ``v100,gpu``), a node list folded, a GPU request by its GPU type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..slurm.model import SlurmJob
+from ..slurm.parse.fields import fold_hostlist
+from ..slurm.parse.gres import gpu_request_of
+from .state.fields import Owned
+
+
+def current(job: SlurmJob, name: str) -> str | None:
+    """The value of field ``name`` of ``job`` as Slurm shows it now (None: Slurm did not say,
+    e.g. the site factor of a job sprio does not list)."""
+    if name == "partition":
+        return job.partition
+    if name == "gres":
+        return job.gpu_request.raw if job.gpu_request else ""
+    if name == "site_factor":
+        return None if job.site_factor is None else str(int(job.site_factor))
+    if name == "nodes":
+        return fold_hostlist(job.req_nodes)
+    if name == "qos":
+        return job.qos
+    if name == "nice":
+        return str(int(job.nice))
+    if name == "priority":
+        return str(int(job.priority))
+    raise ValueError(f"unknown job field {name!r}")
+
+
+def canonical(name: str, value: str | None) -> str | None:
+    """The form two values of field ``name`` are compared in (module docstring)."""
+    if value is None:
+        return None
+    if name == "partition":
+        return ",".join(sorted(p for p in value.split(",") if p))
+    if name == "gres":
+        # compared by GPU type: the controller writes a type (``v100``) into a request Slurm
+        # shows whole (``TresPerNode=gres:gpu:v100:1``); the original is kept whole for revert
+        if ":" not in value and "=" not in value:
+            return value
+        return gpu_request_of(value.split("=", 1)[-1])[1] or ""
+    if name == "site_factor":
+        return str(int(value or 0))
+    return value
+
+
+def same(name: str, a: str | None, b: str | None) -> bool:
+    return canonical(name, a) == canonical(name, b)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a cycle reads from its rows and the snapshot (:func:`reconcile`)."""
+
+    #: key -> the row as it should be stored now ``(written, intent, released)``
+    updates: Mapping[tuple[str, str], tuple[str | None, str | None, bool]] = field(default_factory=dict)
+    #: keys of jobs that ended, and of fields that hold their original value again (rows to
+    #: forget)
+    ended: frozenset[tuple[str, str]] = frozenset()
+    #: keys someone else changed after us, this cycle (for the cycle's output)
+    newly_released: frozenset[tuple[str, str]] = frozenset()
+    #: key -> the value the controller holds now (None: not ours; released)
+    ours: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+
+def reconcile(owned: Mapping[tuple[str, str], Owned], jobs: Mapping[str, SlurmJob]) -> Reading:
+    """Settle every row against what Slurm shows (``jobs``: every job Slurm lists, in or out of
+    the pilot's scope; a row of a job not listed is of a job that ended).
+
+    * an intent Slurm shows was written: confirmed; one Slurm does not show, while the field
+      still holds what it held before, was never written: dropped; anything else is a change
+      by someone else: released;
+    * with no intent in flight, a field that no longer holds what the controller wrote is
+      released (a legacy row: ours while it differs from its original);
+    * a field of a pending job that holds its original value again (given back, by us or by
+      its owner) is no longer the controller's: the row goes;
+    * a running job's fields cannot change (Slurm refuses), and a value Slurm did not show
+      (``current`` None) proves nothing: such rows are left as they are.
+    """
+    updates: dict[tuple[str, str], tuple[str | None, str | None, bool]] = {}
+    ended: set[tuple[str, str]] = set()
+    released: set[tuple[str, str]] = set()
+    ours: dict[tuple[str, str], str] = {}
+    for key, row in owned.items():
+        job = jobs.get(row.job_id)
+        if job is None:
+            ended.add(key)
+            continue
+        if row.released:
+            continue
+        now = current(job, row.field)
+        before = row.written if row.written is not None else row.original
+        if now is None or not job.pending:
+            if row.written is not None:
+                ours[key] = row.written
+            elif row.legacy and now is not None and not same(row.field, now, row.original):
+                ours[key] = now
+            continue
+        back = same(row.field, now, row.original)
+        if back and (row.written is None or same(row.field, row.written, row.original)
+                     or (row.intent is not None and same(row.field, row.intent, row.original))):
+            ended.add(key)  # given back (or never written): the field is the site's again
+            continue
+        if row.intent is not None:
+            if same(row.field, now, row.intent):
+                updates[key] = (row.intent, None, False)
+                ours[key] = row.intent
+            elif same(row.field, now, before):
+                updates[key] = (row.written, None, False)
+                if row.written is not None:
+                    ours[key] = row.written
+            else:
+                updates[key] = (row.written, None, True)
+                released.add(key)
+            continue
+        if row.legacy:
+            if not same(row.field, now, row.original):
+                ours[key] = now
+            continue
+        if same(row.field, now, row.written):
+            ours[key] = now
+        else:
+            updates[key] = (row.written, None, True)
+            released.add(key)
+    return Reading(updates, frozenset(ended), frozenset(released), ours)

@@ -1,0 +1,143 @@
+"""The pilot: which jobs, partitions and GPUs a controller manages (pure).
+
+``[controller] manage_accounts`` and ``manage_partitions`` (both empty: everything) let an admin
+run slurm-fair on part of a cluster beside everyone else's jobs. A job is *managed* when its
+account is one of the pilot's and every partition it asked for is one of the pilot's; nothing
+else is planned, ordered or written, by cycles or by ``job_submit.lua``. Only the pilot's
+partitions are steering targets, and only the GPUs of their nodes are planned, minus what
+unmanaged jobs running there hold now (``foreign``): the plan never hands out GPUs that
+someone outside the pilot is using.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Mapping
+
+from ..slurm.model import Node, SlurmJob, Snapshot
+from ..slurm.parse.fields import fold_hostlist
+from .ownership import Reading, reconcile
+from .problem import Asked
+from .state.fields import Owned
+from .steer import job_partitions, submitted_partition, user_choice
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The pilot (empty sets: every account, every partition)."""
+
+    accounts: frozenset[str] = frozenset()
+    partitions: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, accounts: Iterable[str] = (), partitions: Iterable[str] = ()) -> "Scope":
+        return cls(frozenset(accounts), frozenset(partitions))
+
+    def partition(self, name: str) -> bool:
+        return not self.partitions or name in self.partitions
+
+    def manages(self, job: SlurmJob, asked: str) -> bool:
+        """The job's account is the pilot's and every partition it asked for is."""
+        if self.accounts and job.account not in self.accounts:
+            return False
+        return all(self.partition(p) for p in job_partitions(asked)) if self.partitions else True
+
+
+def asked_partition(job: SlurmJob, owned: Mapping[tuple[str, str], Owned]) -> str:
+    """The partition(s) the job asked for: what the submit plugin recorded it asked for (in
+    the admin comment, which users cannot set) when it chose the partitions itself, else what
+    it held before the controller first moved it, else its partition now."""
+    marked = submitted_partition(job)
+    if marked != job.partition:
+        return marked
+    row = owned.get((job.job_id, "partition"))
+    return row.original if row is not None else job.partition
+
+
+@dataclass(frozen=True)
+class PilotView:
+    """The snapshot as the pilot sees it (:func:`pilot_view`)."""
+
+    snapshot: Snapshot
+    #: node -> GPU type -> GPUs that running unmanaged jobs hold there
+    foreign: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    #: jobs Slurm lists that the pilot does not manage
+    outside: tuple[SlurmJob, ...] = ()
+
+
+def pilot_view(snapshot: Snapshot, scope: Scope, owned: Mapping[tuple[str, str], Owned]) -> PilotView:
+    """Only the managed jobs, the nodes of the pilot's partitions (each carrying only the pilot's
+    partition names, so nothing else is a steering target), and what outsiders hold on them."""
+    mine: list[SlurmJob] = []
+    outside: list[SlurmJob] = []
+    for j in snapshot.jobs:
+        (mine if scope.manages(j, asked_partition(j, owned)) else outside).append(j)
+    if not scope.accounts and not scope.partitions:
+        return PilotView(snapshot, {}, tuple(outside))
+    nodes: list[Node] = []
+    for n in snapshot.nodes:
+        parts = tuple(p for p in n.partitions if scope.partition(p))
+        if parts:
+            nodes.append(replace(n, partitions=parts, tiers={p: t for p, t in n.tiers.items() if p in parts}))
+    kept = {n.name for n in nodes}
+    foreign: dict[str, dict[str, int]] = {}
+    for j in outside:
+        if not j.running or not j.gpu_type_running:
+            continue
+        for node, gpus in j.gpus_on_nodes().items():
+            if node in kept:
+                per = foreign.setdefault(node, {})
+                per[j.gpu_type_running] = per.get(j.gpu_type_running, 0) + gpus
+    view = replace(snapshot, jobs=tuple(mine), nodes=tuple(nodes))
+    return PilotView(view, foreign, tuple(outside))
+
+
+@dataclass(frozen=True)
+class Pilot:
+    """Everything a cycle (or ``revert``) knows about whose is what (:func:`read_pilot`)."""
+
+    view: PilotView
+    #: the whole snapshot (every partition's rules, every job)
+    whole: Snapshot
+    #: the store's rows settled against Slurm (:func:`.ownership.reconcile`)
+    reading: Reading
+    #: the rows as they stand after the reading (ended jobs gone)
+    owned: Mapping[tuple[str, str], Owned]
+    #: what each managed job asked for and what outsiders hold (:class:`.problem.Asked`)
+    asked: Asked
+    #: fields someone else changed after the controller: never written again
+    released: frozenset[tuple[str, str]]
+
+
+def settled(owned: Mapping[tuple[str, str], Owned], reading: Reading) -> dict[tuple[str, str], Owned]:
+    """``owned`` with ``reading`` applied: the rows the store holds once it is recorded."""
+    out = {}
+    for key, row in owned.items():
+        if key in reading.ended:
+            continue
+        if key in reading.updates:
+            written, intent, released = reading.updates[key]
+            row = replace(row, written=written, intent=intent, released=released)
+        out[key] = row
+    return out
+
+
+def read_pilot(whole: Snapshot, owned: Mapping[tuple[str, str], Owned], scope: Scope) -> Pilot:
+    """Settle the rows against Slurm, then the pilot's view and what each of its jobs asked."""
+    reading = reconcile(owned, {j.job_id: j for j in whole.jobs})
+    rows = settled(owned, reading)
+    view = pilot_view(whole, scope, rows)
+    partitions: dict[str, str] = {}
+    nodes: dict[str, str] = {}
+    choices: dict[str, str] = {}
+    for j in view.snapshot.jobs:
+        partitions[j.job_id] = asked_partition(j, rows)
+        pin = rows.get((j.job_id, "nodes"))
+        nodes[j.job_id] = pin.original if pin is not None else fold_hostlist(j.req_nodes)
+        why = user_choice(j, partitions[j.job_id], nodes[j.job_id])
+        if why:
+            choices[j.job_id] = why
+    gres = {j: r.original for (j, f), r in rows.items() if f == "gres"}
+    asked = Asked(partitions, nodes, choices, gres, view.foreign)
+    released = frozenset(k for k, r in rows.items() if r.released)
+    return Pilot(view, whole, reading, rows, asked, released)
