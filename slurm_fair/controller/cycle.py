@@ -129,12 +129,13 @@ def run_cycle(
     s = Settings.from_config(config)
     if shadow is not None:
         s = replace(s, mode="shadow" if shadow else "live")
-    # a state file that is not the controller's is refused before the lock, Slurm or the store
-    check_store(Path(s.state_dir) / DB_NAME)
     lock = ControllerLock(s.state_dir) if take_lock and not dry_run else None
     if lock:
         lock.acquire()
     try:
+        # under the lock (another controller creating the store is not a foreign file), before
+        # Slurm or the store: a state file that is not the controller's is refused
+        check_store(Path(s.state_dir) / DB_NAME)
         return _cycle(port, config, s, dry_run, clock, allocate, place, stop)
     finally:
         if lock:

@@ -164,8 +164,9 @@ class SlurmJob:
 
     @property
     def held(self) -> bool:
-        """Held by its user or an administrator (priority 0): its owner decides when it runs."""
-        return self.pending and (self.reason in ("JobHeldUser", "JobHeldAdmin") or self.priority == 0)
+        """Held by its user or an administrator: its owner decides when it runs. (By the reason:
+        a priority of 0 alone is also what Slurm gives a job it cannot run, ``BadConstraints``.)"""
+        return self.pending and self.reason in ("JobHeldUser", "JobHeldAdmin")
 
     @property
     def waits_for_dependency(self) -> bool:

@@ -2,8 +2,9 @@
 
 The shared testbed (.testbed/) is never touched: this module brings up its own cluster in a
 short temporary directory on its own ports, with the rendered job_submit.lua installed beside
-slurm.conf, and takes it down at the end. Jobs are submitted ``--hold`` so nothing runs; what
-the plugin did is read back with ``scontrol show job``.
+slurm.conf, and takes it down at the end. Jobs are submitted to begin two hours ahead so nothing
+runs (not held: the plugin leaves a job submitted held alone); what the plugin did is read back
+with ``scontrol show job``.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class Cluster:
         self.plan.write_text("{\n" + ",\n".join(lines) + "\n}\n")
 
     def sbatch(self, *args: str) -> subprocess.CompletedProcess:
-        argv = ["sbatch", "--parsable", "--hold", f"--output={self.tb.layout.log}/job-%j.out", *args,
+        argv = ["sbatch", "--parsable", "--begin=now+7200", f"--output={self.tb.layout.log}/job-%j.out", *args,
                 "--wrap", "sleep 1"]
         return self.tb.run(argv, timeout=30, check=False)
 
@@ -206,6 +207,76 @@ def test_hostile_plan_value_is_not_used(cluster):
     cluster.write_plan({"speeds/*": "v100=1 p100;x=1 k80=oops", "room/biology": "p100:9 k80;x"})
     job = cluster.submit("-A", "biology", "--gres=gpu:2")
     assert job["Partition"] == "v100"  # the only valid speed; no valid room: any type will do
+
+
+def test_a_users_choice_is_never_narrowed_in_slurmctld(cluster):
+    cluster.write_plan(PLAN)
+    for args in (["-p", "gpu,k80"], ["-w", "jv100-1"], ["-x", "jk80-1"], ["--hold"]):
+        job = cluster.submit("-A", "biology", "--gres=gpu:1", *args)
+        assert job.get("AdminComment", "(null)") == "(null)", (args, job)
+        assert job["Partition"] in ("gpu", "gpu,k80", "k80,gpu"), (args, job["Partition"])
+    first = cluster.submit("-A", "biology", "--gres=gpu:1")
+    job = cluster.submit("-A", "biology", "--gres=gpu:1", f"--dependency=afterok:{first['JobId']}")
+    assert job["Partition"] == "gpu" and job.get("AdminComment", "(null)") == "(null)"
+
+
+def test_only_the_pilots_accounts_are_steered_in_slurmctld(cluster):
+    cluster.write_plan({**PLAN, "scope/accounts": "physics"})
+    assert cluster.submit("-A", "biology", "--gres=gpu:2")["Partition"] == "gpu"
+    assert cluster.submit("-A", "physics", "--gres=gpu:2")["Partition"] == "k80"
+
+
+SITE_SCRIPT = """
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  if job_desc.comment == "site:reject" then
+    slurm.log_user("rejected by the site")
+    return slurm.ERROR
+  end
+  if job_desc.comment == "site:route" then
+    job_desc.partition = "gpu"
+    job_desc.qos = "siteq"
+  end
+  return slurm.SUCCESS
+end
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  return slurm.SUCCESS
+end
+return slurm.SUCCESS
+"""
+
+
+def test_the_sites_own_job_submit_lua_runs_first_in_slurmctld(cluster, tmp_path):
+    """A site script that sets a partition and a QOS: both stand (the partition is what the job
+    asked for, so slurm-fair steers from there); a job it rejects is rejected."""
+    site = cluster.tb.dir.parent / "site_job_submit.lua"
+    site.write_text(SITE_SCRIPT)
+    state = cluster.plan.parent
+    config = validate_config({"controller": {"state_dir": str(state), "site_job_submit": str(site)}})
+    composed = render_cluster(config, inventory.validate(DESCRIPTION), load_table(None),
+                              DeployOptions(run_as="root"))["job_submit.lua"]
+    installed = cluster.tb.layout.etc / "job_submit.lua"
+    original = installed.read_text()
+    run = cluster.tb.run
+    run(["sacctmgr", "-i", "add", "qos", "siteq"], timeout=30, check=False)
+    run(["sacctmgr", "-i", "modify", "account", "biology", "set", "qos+=siteq"], timeout=30)
+    run(["sacctmgr", "-i", "modify", "user", "root", "where", "account=biology", "set", "qos+=siteq"], timeout=30)
+    try:
+        installed.write_text(composed)  # slurmctld re-reads a changed script
+        run(["scontrol", "reconfigure"], timeout=30)
+        cluster.write_plan(PLAN)
+        deadline = time.time() + 30
+        while True:
+            job = cluster.submit("-A", "biology", "-p", "v100", "--gres=gpu:2", "--comment=site:route")
+            if job["QOS"] == "siteq" or time.time() > deadline:
+                break
+            time.sleep(2)
+        assert job["QOS"] == "siteq"  # the site's QOS stands
+        assert (job["Partition"], job["AdminComment"]) == ("p100,k80", MARK)  # steered from the site's gpu
+        rejected = cluster.sbatch("-A", "biology", "--gres=gpu:1", "--comment=site:reject")
+        assert rejected.returncode != 0 and "rejected by the site" in rejected.stderr
+    finally:
+        installed.write_text(original)
+        run(["scontrol", "reconfigure"], timeout=30)
 
 
 def test_billing_weights_charge_fast_gpus_more(cluster):

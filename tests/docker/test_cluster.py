@@ -5,8 +5,8 @@ system with every Debian package of the image (``docker import``), slurm-fair an
 dependencies come from cached wheels (``pip --no-index``), the image build runs with
 ``network: none`` and the cluster's compose network is internal. Per compose client (v2, v1):
 bring the cluster up, wait for every node to be idle, submit untyped GPU jobs of two tenants,
-see the controller steer them (single-type partition or typed gres) and write the tenants' QOS
-limits, read ``slurm-fair report`` inside the controller container, and take it all down
+see the controller steer them (single-type partition or typed gres) without making any QOS,
+read ``slurm-fair report`` inside the controller container, and take it all down
 (containers, networks, volumes; the daemon at the end of the session). See docs/deployment.md.
 """
 
@@ -93,9 +93,8 @@ def _steered(job: dict[str, str]) -> bool:
     return job["partition"] in TYPES or re.search(r"gpu:(%s)" % "|".join(TYPES), job["gres"]) is not None
 
 
-def _qos_limits(c: Compose) -> dict[str, str]:
-    out = c.exec("slurmctld", "sacctmgr", "-n", "-P", "show", "qos", "format=name,grptres").stdout
-    return {name: tres for name, tres in (ln.split("|", 1) for ln in out.splitlines() if "|" in ln)}
+def _qos_names(c: Compose) -> list[str]:
+    return c.exec("slurmctld", "sacctmgr", "-n", "-P", "show", "qos", "format=name").stdout.split()
 
 
 def test_cluster(compose_client: list[str], context: Path, engine: PrivateDocker, phases: Phases) -> None:
@@ -121,7 +120,8 @@ def test_cluster(compose_client: list[str], context: Path, engine: PrivateDocker
             _wait("the controller's plan.json", lambda: c.exec(
                 "controller", "test", "-s", "/var/lib/slurm-fair/plan.json", check=False).returncode == 0,
                 180)
-        with phases.run(f"[{label}] submit + steer + QOS limits"):
+        with phases.run(f"[{label}] submit + steer"):
+            qos_before = _qos_names(c)
             for tenant in TENANTS:
                 for _ in range(JOBS_PER_TENANT):
                     c.exec("slurmctld", "sbatch", "-A", tenant, "--gres=gpu:4", "-N1", "-n1",
@@ -136,13 +136,11 @@ def test_cluster(compose_client: list[str], context: Path, engine: PrivateDocker
                 return by_tenant if all(by_tenant.values()) and pending else None
 
             steered_jobs = _wait("jobs of both tenants steered", steered, 6 * INTERVAL_S + 60, 3)
-            limits = _wait("QOS GPU limits of both tenants", lambda: (
-                lambda q: q if all("gres/gpu" in q.get(f"fair_{t}", "") for t in TENANTS) else None)(_qos_limits(c)),
-                6 * INTERVAL_S + 60, 3)
+            assert _qos_names(c) == qos_before  # slurm-fair 0.2 makes no QOS
+            assert all(j["qos"] == "normal" for j in _jobs(c))
             phases.say(f"[{label}] steered: " + "; ".join(
                 f"{t}: " + ", ".join(f"{j['id']} {j['partition']} {j['gres']}" for j in js)
                 for t, js in steered_jobs.items()))
-            phases.say(f"[{label}] QOS limits: " + "; ".join(f"fair_{t}={limits[f'fair_{t}']}" for t in TENANTS))
         with phases.run(f"[{label}] slurm-fair report"):
             report = c.exec("controller", "slurm-fair", "report", timeout_s=180).stdout
             # tenants with GPU-hours (the running jobs' tenant) and the controller's cycles

@@ -186,6 +186,16 @@ class CycleTables(Tables):
                 out[str(r["job_id"])] = (r["class"], tput)
         return out
 
+    def tenants_of(self, cycle_id: str) -> list[dict[str, Any]]:
+        """Every tenant row of one cycle, JSON columns decoded (``report --shadow``)."""
+        out = []
+        for r in self._exec("SELECT * FROM tenant_cycle WHERE cycle_id = ? ORDER BY tenant", (cycle_id,)):
+            d = dict(r)
+            for col in ("fair_share_json", "bundle_json", "limits_json"):
+                d[col[:-5]] = json.loads(d.pop(col))
+            out.append(d)
+        return out
+
     def tenant_cycle(self, cycle_id: str, tenant: str) -> dict[str, Any] | None:
         row = self._exec(
             "SELECT * FROM tenant_cycle WHERE cycle_id = ? AND tenant = ?", (cycle_id, tenant)

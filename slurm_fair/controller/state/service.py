@@ -31,6 +31,10 @@ class ServiceTables(Tables):
             out.setdefault(r["tenant"], {})[r["gpu_type"]] = r["gpu_seconds"]
         return out
 
+    def received_between(self, since: float, until: float) -> list[dict[str, Any]]:
+        """The per-cycle service log in ``[since, until)`` (``report --shadow``)."""
+        return [dict(r) for r in self._exec("SELECT * FROM received_log WHERE at >= ? AND at < ?", (since, until))]
+
     def add_job_service(self, seconds: Mapping[str, Mapping[str, float]]) -> None:
         rows = [(j, k, s, s) for j, per in seconds.items() for k, s in per.items() if s > 0]
         self._many(
