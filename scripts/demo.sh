@@ -27,7 +27,7 @@ $SF snapshot
 echo
 echo "== Emulated workload: $(($(wc -l < "$TRACE") - 1)) Philly-derived jobs of 3 tenants (1- to 8-GPU gangs), policy $POLICY =="
 echo "   Jobs are submitted untyped (--gres=gpu:N); job_submit.lua sends each new job to the types"
-echo "   the latest plan prefers, the controller plans every trace minute (QOS limits, order,"
+echo "   the latest plan prefers, the controller plans every trace minute (partitions, order,"
 echo "   requeues to time-share and to move jobs up to idle faster GPUs)."
 echo "   ${SCALE} trace seconds pass per real second; takes about $((12000 / SCALE / 60 + 1)) minutes."
 rm -rf "$RUN_DIR" && mkdir -p "$RUN_DIR"  # -o below is checked before the replay runs: its directory must exist

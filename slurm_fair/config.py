@@ -81,7 +81,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
                     "in Slurm (report --shadow compares)", C.one_of("live", "shadow")),
         "fail_open_after_s": Key(NUM, 600.0, "after this long without a completed cycle, `slurm-fair failsafe` "
                                  "lifts everything the controller set that could keep a GPU idle", C.number(60, 7 * DAY)),
-        "keep_days": Key(NUM, 30.0, "the state store keeps per-cycle records (decisions, plans, service log) this "
+        "keep_days": Key(NUM, 7.0, "the state store keeps per-cycle records (decisions, plans, service log) this "
                          "long", C.number(0, 3650, lo_open=True)),
         "site_job_submit": Key((str,), "", "the site's own job_submit.lua, called first by the rendered one "
                                "(an absolute path; empty: none)", C.path("file", empty_ok=True)),

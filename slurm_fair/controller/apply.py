@@ -3,8 +3,9 @@
 Rules, so a plan is never half-applied *silently* and never left where ``revert`` cannot undo it:
 
 * before a job field is written, the state store holds the field's value then and the value
-  being written (the *intent*, :mod:`.state.fields`); after the write, the intent is confirmed
-  (or dropped when the write failed). A process killed between the two leaves an intent the next
+  being written (the *intent*, :mod:`.state.fields`); after the write, the intent is confirmed,
+  dropped when Slurm refused the write, and kept when Slurm did not answer in time (the write
+  may still happen: slurmctld carries out a request it got before it stalled). A process killed between the two leaves an intent the next
   cycle or ``revert`` settles by reading Slurm (:func:`.ownership.reconcile`). If the store cannot
   be written (a full disk, a read-only file system), nothing more is written to Slurm;
 * a give-back that worked returns the field to the site (its row goes);
@@ -39,6 +40,9 @@ class ActionResult:
     applied: bool
     skipped: bool = False
     error: str = ""
+    #: the write may have happened (Slurm did not answer in time): its intent stays in the
+    #: store for the next cycle or revert to settle from what Slurm then shows
+    uncertain: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.action.to_dict(), "applied": self.applied, "skipped": self.skipped, "error": self.error}
@@ -151,7 +155,7 @@ class _Run:
             result = ActionResult(action, False, True, f"job ended: {exc}")
         elif isinstance(exc, SlurmUnavailable):
             self.halted = str(exc)
-            result = ActionResult(action, False, False, str(exc))
+            result = ActionResult(action, False, False, str(exc), uncertain=True)
         elif isinstance(exc, (SlurmError, ValueError)):
             # ValueError: the adapter refused a name or value before running anything
             result = ActionResult(action, False, False, str(exc))
@@ -169,7 +173,9 @@ class _Run:
         fields = [r for r in results if r.action.field and r.action.job]
         back = [(r.action.job, r.action.field) for r in fields if r.applied and r.action.params.get("give_back")]
         done = [(r.action.job, r.action.field) for r in fields if r.applied and not r.action.params.get("give_back")]
-        failed = [(r.action.job, r.action.field) for r in fields if not r.applied]
+        # a write Slurm refused did not happen: its intent goes; one that timed out may have
+        # happened (slurmctld resumed and carried it out): its intent stays to be settled
+        failed = [(r.action.job, r.action.field) for r in fields if not r.applied and not r.uncertain]
         self._store(lambda s: (s.confirm(done, self.now), s.forget_fields(back), s.drop_intents(failed)))
         for r in results:
             if r.applied and r.action.kind == "requeue" and self.on_requeue:

@@ -4,7 +4,7 @@ Everything comes from what the controller recorded (state store + audit log), so
 what the controller actually decided, not a recomputation with today's data: the job's
 throughput estimate and where each number came from, its tenant's weight, fair share and bundle,
 the allocation ``x_jk``, the rounding step's deficit priority and whether this round placed it,
-its place in line, the QOS limits of its tenant, every requeue of it (to make room for which
+its place in line, each field slurm-fair set on it, every requeue of it (to make room for which
 pending jobs, or to move up to which faster type) and every action applied to it.
 
 Beside it, Slurm's own view now (through the port, never a shell): state and pending reason,

@@ -43,7 +43,7 @@ class Settings:
     #: ``live`` or ``shadow`` (decide and record, change nothing)
     mode: str = "live"
     fail_open_after_s: float = 600.0
-    keep_days: float = 30.0
+    keep_days: float = 7.0
     #: the site's own job_submit.lua the rendered one calls first ("" for none)
     site_job_submit: str = ""
 

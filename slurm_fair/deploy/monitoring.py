@@ -75,8 +75,8 @@ def panels(interval_s: int) -> list[dict[str, Any]]:
             (f"sum by (gpu_type) (slurm_fair_tenant_allocated_gpus{{{ACC},{TYP}}})", "allocated {{gpu_type}}"),
             (f"sum by (gpu_type) (slurm_fair_tenant_entitled_gpus{{{ACC},{TYP}}})", "entitled {{gpu_type}}"),
             (f"sum by (gpu_type) (slurm_fair_tenant_planned_gpus{{{ACC},{TYP}}})", "planned {{gpu_type}}"),
-        ], description="Running GPUs against the tenant's entitlement and the QOS limit the controller "
-                        "wrote, per GPU type.", repeat="account", repeatDirection="h", maxPerRow=2),
+        ], description="Running GPUs against the tenant's entitlement and the bundle the controller's "
+                        "plan gives it, per GPU type.", repeat="account", repeatDirection="h", maxPerRow=2),
         _panel(ts, "Pending GPUs per tenant and type", (0, 9, 12, 8), [
             (f"sum by (account, gpu_type) (slurm_fair_tenant_pending_gpus{{{ACC},{TYP}}})",
              "{{account}} {{gpu_type}}")], description="GPUs requested by the tenant's pending jobs."),

@@ -1,7 +1,8 @@
 """The adapter's writes to Slurm's accounting database: QOS and the accounts they are attached to.
 
 Through ``sacctmgr -i`` (slurmdbd), apart from the job writes that go through ``scontrol``
-(slurmctld); idempotent: "Nothing modified", "Nothing new added" and "already exists" are
+(slurmctld); idempotent: "Nothing modified" (24.11: "Request didn't affect anything"), "Nothing
+new added" and "already exists" are
 success, so a cycle that repeats a change after a crash does no harm.
 """
 
@@ -16,7 +17,10 @@ from .run import Runner
 from .write_rules import check_name
 
 _TRES_KEY = re.compile(r"^(cpu|mem|node|billing|energy|gres/[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+)?)$")
-_NOTHING = re.compile(r"nothing (modified|deleted|new added)|already exists", re.IGNORECASE)
+#: 24.11 says a modify that matched nothing with "Request didn't affect anything" (22.05:
+#: "Nothing modified")
+_NOTHING = re.compile(r"nothing (modified|deleted|new added)|already exists|request didn't affect anything",
+                      re.IGNORECASE)
 
 
 class Sacctmgr:

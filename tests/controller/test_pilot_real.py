@@ -184,7 +184,7 @@ def test_revert_after_a_0_1_controller_strands_no_job(sub, accounts, tmp_path):
         from slurm_fair.controller.state.originals import ManagedQos
         store.record_qos(ManagedQos(qos, a, False, False, "normal", {}), 1.0)
     res = revert(port, cfg)
-    assert res.exit_code == 0, (res.failed, res.problems)
+    assert res.exit_code == 0, ([(s["kind"], s["error"]) for s in res.failed], res.problems)
     assert {j.qos for j in jobs(port, ids).values()} == {"normal"}
     assert qos not in {q.name for q in port.qos()}
     assert {x.name: x.default_qos for x in port.accounts()}[a] == "normal"

@@ -1,8 +1,8 @@
 """SIGTERM to a running ``slurm-fair testbed replay --policy oef`` on the real testbed.
 
 The replay must leave nothing behind: it exits 143 within a minute, no job of its run is left
-pending or running, no ``slurm-fair run --loop`` of its run directory survives, and the QOS
-limits its controller set are gone. Other sessions may use the shared testbed meanwhile, so
+pending or running, no ``slurm-fair run --loop`` of its run directory survives, and its
+controller's revert ran (nothing of the controller's is left on any job). Other sessions may use the shared testbed meanwhile, so
 only this run's jobs (their working directory is the run directory) and processes (the run's
 controller.toml on their command line) are looked at.
 """
@@ -67,19 +67,23 @@ def _controllers(config: Path) -> list[psutil.Process]:
     return found
 
 
-def _qos_set(run_dir: Path) -> set[str]:
-    """The QOS whose limits this run's controller set (its audit log)."""
+def _applied(run_dir: Path) -> set[str]:
+    """The jobs this run's controller wrote to (its audit log)."""
     path = run_dir / "controller" / "audit.jsonl"
     lines = path.read_text().splitlines() if path.is_file() else []
     entries = [json.loads(line) for line in lines if line.strip()]
-    return {e["target"] for e in entries if e.get("kind") == "ensure_qos" and e.get("applied")}
+    return {e["job"] for e in entries if e.get("job") and e.get("applied") and not e.get("intent")}
 
 
-def _gpu_limits(tb: Testbed, names: set[str]) -> dict[str, str]:
-    """QOS of ``names`` that still carry a GPU limit -> their GrpTRES."""
-    out = tb.run(["sacctmgr", "-n", "-P", "show", "qos", "format=Name,GrpTRES"], timeout=30).stdout
-    rows = dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
-    return {n: rows[n] for n in names if n in rows and "gres/gpu" in rows[n]}
+def _held_fields(run_dir: Path) -> list[tuple[str, str]]:
+    """(job, field) the controller's store still holds as its own, not released."""
+    from slurm_fair.controller.state import StateStore
+
+    path = run_dir / "controller" / "state.sqlite"
+    if not path.exists():
+        return []
+    with StateStore.read_only(path) as store:
+        return sorted(k for k, r in store.owned().items() if not r.released)
 
 
 def test_sigterm_stops_the_controller_cancels_the_jobs_and_reverts(testbed: Testbed, tmp_path: Path) -> None:
@@ -93,13 +97,12 @@ def test_sigterm_stops_the_controller_cancels_the_jobs_and_reverts(testbed: Test
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=testbed.client_env())
     try:
-        # until the controller has set QOS limits and a job of the run runs
+        # until the controller has written to a job and a job of the run runs
         deadline = time.monotonic() + 120
-        while not (_qos_set(run_dir) and "RUNNING" in _our_jobs(testbed, run_dir).values()):
+        while not (_applied(run_dir) and "RUNNING" in _our_jobs(testbed, run_dir).values()):
             assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, "no QOS limits and running job within 120 s:\n" + log_path.read_text()
+            assert time.monotonic() < deadline, "no controller write and running job within 120 s:\n" + log_path.read_text()
             time.sleep(0.5)
-        qos = _qos_set(run_dir)
         assert _controllers(config), "the controller runs"
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
@@ -110,7 +113,7 @@ def test_sigterm_stops_the_controller_cancels_the_jobs_and_reverts(testbed: Test
         assert took < 60
         assert _our_jobs(testbed, run_dir) == {}, output
         assert _controllers(config) == [], output
-        assert _gpu_limits(testbed, qos) == {}, output
+        assert not [k for k in _held_fields(run_dir) if k[0] in _our_jobs(testbed, run_dir)], output
         last = output.strip().splitlines()[-1]
         assert last.startswith("slurm-fair: interrupted by SIGTERM; cancelled "), output
         assert "controller stopped (exit 0)" in last and "revert" in last, output
@@ -128,6 +131,6 @@ def _leave_nothing(tb: Testbed, proc: subprocess.Popen, run_dir: Path, config: P
     left = sorted(_our_jobs(tb, run_dir))
     if left:
         tb.run(["scancel", *left], timeout=30, check=False)
-    if _gpu_limits(tb, _qos_set(run_dir)):
+    if _held_fields(run_dir):
         subprocess.run([sys.executable, "-m", "slurm_fair.cli", "revert", "--config", str(config)],
                        env=tb.client_env(), capture_output=True, timeout=120, check=False)

@@ -80,7 +80,7 @@ class SignalGuard:
     """Turns SIGINT/SIGTERM/SIGHUP into :class:`Interrupted` while a run is in progress.
 
     Without it SIGTERM kills the replay and leaves its controller (own session) looping with its
-    QOS limits in place and the jobs running. Handlers are installed only in the main thread
+    steering in place and the jobs running. Handlers are installed only in the main thread
     (Python refuses them elsewhere and delivers signals there only; the replay is also a library)
     and the previous ones come back on exit. Inside :meth:`deferred` a signal is only recorded
     and raised when the block ends, so an ``sbatch`` whose job id we would never learn, or a
