@@ -128,6 +128,12 @@ quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress mes
 
 dry_run_option = click.option("--dry-run", is_flag=True, help="Print what would change; change nothing.")
 
+shadow_option = click.option(
+    "--shadow", is_flag=True,
+    help="Shadow mode ([controller] mode = \"shadow\"): `run` decides and records every cycle and changes "
+    "nothing in Slurm; `report` shows what Slurm gave each tenant and GPU type during those cycles beside "
+    "what the plans would have given, and the jobs they would have moved (formats: table, json).")
+
 since_option = click.option(
     "--since", default=None, metavar="T",
     help="Window start: ISO date/time, or 7d, 12h, 90m ago (default: the window's end minus "
@@ -166,7 +172,7 @@ slurm_option = click.option(
 
 #: the decorators a test checks every command against, by long name; ``testbed`` replaces some
 SHARED = (config_option, json_option, output_option, solver_option, policy_option, trace_option,
-          throughputs_option, round_option, quiet_option, dry_run_option, since_option)
+          throughputs_option, round_option, quiet_option, dry_run_option, shadow_option, since_option)
 TESTBED = (testbed_dir_option, testbed_config_option, slurm_option)
 
 

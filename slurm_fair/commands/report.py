@@ -16,7 +16,7 @@ from ..report import data, render, tables
 from ..report.window import Window, window as make_window
 from ..slurm import make_port
 from ..slurm.port import SlurmPort
-from .options import config_option, output_option, since_option, tenant_option
+from .options import config_option, output_option, shadow_option, since_option, tenant_option
 from .output import check_distinct, write_output
 
 
@@ -61,9 +61,7 @@ def check_tenant(tenant: str, inputs: data.ReportInputs, port: SlurmPort) -> Non
 @tenant_option
 @click.option("--format", "fmt", type=click.Choice(render.FORMATS), default="table", show_default=True,
               help="Output format (html: one self-contained page).")
-@click.option("--shadow", is_flag=True,
-              help="What Slurm gave each tenant and GPU type during shadow-mode cycles beside what the "
-                   "plan would have given, and the jobs it would have moved (formats: table, json).")
+@shadow_option
 @output_option
 @config_option
 def command(since: str | None, until: str | None, tenant: str | None, fmt: str, shadow: bool, output: str | None,

@@ -22,7 +22,7 @@ from ..inputs import FiniteFloat, Integer, fullmatch
 from ..report.live import live_families
 from ..report.prometheus import registry
 from ..slurm import make_port
-from .options import config_option, dry_run_option, json_option
+from .options import config_option, dry_run_option, json_option, shadow_option
 from .output import json_line
 
 
@@ -121,8 +121,7 @@ def _addr(ctx: click.Context, param: click.Parameter, value: str) -> str:
               help="With --loop: serve the live gauges of `slurm-fair metrics` over HTTP on this port.")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True, callback=_addr,
               help="Address --metrics-port listens on (0.0.0.0: every interface).")
-@click.option("--shadow", is_flag=True,
-              help="Decide and record every cycle, change nothing in Slurm ([controller] mode = \"shadow\").")
+@shadow_option
 @dry_run_option
 @config_option
 @json_option

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from .. import policies, rounding
 from ..config import Config
-from ..errors import SlurmError, SlurmFairError, StateWriteError
+from ..errors import SlurmError, SlurmFairError, StateWriteError, UserError
 from ..estimates.classes import load_class_table
 from ..estimates.estimate import Estimate
 from ..estimates.rules import Rules
@@ -41,7 +41,7 @@ from .decide import AllocateFn, DecideSettings, Decision, PlaceFn, Timer, decide
 from .diff import Action
 from .legacy import finished_qos
 from .history import policy_state_key, read_history, read_history_at
-from .lock import ControllerLock
+from .lock import ControllerLock, held_elsewhere
 from .plan.types import Plan
 from .settings import Settings
 from .state import DB_NAME, StateStore
@@ -130,12 +130,18 @@ def run_cycle(
     if shadow is not None:
         s = replace(s, mode="shadow" if shadow else "live")
     lock = ControllerLock(s.state_dir) if take_lock and not dry_run else None
+    # a state file that is not the controller's is refused before the lock, Slurm or the store
+    # (nothing is created beside it); an empty one another controller is creating right now
+    # under the lock is that controller's: the lock is held
+    try:
+        check_store(Path(s.state_dir) / DB_NAME)
+    except UserError:
+        if lock is not None and held_elsewhere(s.state_dir):
+            lock.acquire()  # raises LockHeld naming the holder
+        raise
     if lock:
         lock.acquire()
     try:
-        # under the lock (another controller creating the store is not a foreign file), before
-        # Slurm or the store: a state file that is not the controller's is refused
-        check_store(Path(s.state_dir) / DB_NAME)
         return _cycle(port, config, s, dry_run, clock, allocate, place, stop)
     finally:
         if lock:

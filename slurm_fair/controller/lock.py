@@ -42,6 +42,25 @@ def read_lock(path: Path) -> dict[str, object] | None:
     return info if isinstance(info, dict) else {}
 
 
+def held_elsewhere(state_dir: str | Path) -> bool:
+    """Whether another process holds the lock of ``state_dir`` now (creates nothing: a missing
+    lock file is a lock nobody holds)."""
+    path = Path(state_dir) / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing drops a lock we may just have taken
+    return False
+
+
 class ControllerLock:
     """Context manager holding the cluster lock for one cycle (or one ``revert``)."""
 

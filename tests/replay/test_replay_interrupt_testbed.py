@@ -9,7 +9,6 @@ controller.toml on their command line) are looked at.
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -67,12 +66,18 @@ def _controllers(config: Path) -> list[psutil.Process]:
     return found
 
 
-def _applied(run_dir: Path) -> set[str]:
-    """The jobs this run's controller wrote to (its audit log)."""
-    path = run_dir / "controller" / "audit.jsonl"
-    lines = path.read_text().splitlines() if path.is_file() else []
-    entries = [json.loads(line) for line in lines if line.strip()]
-    return {e["job"] for e in entries if e.get("job") and e.get("applied") and not e.get("intent")}
+def _cycled(run_dir: Path) -> bool:
+    """Whether this run's controller has completed a cycle (its state store says so)."""
+    from slurm_fair.controller.state import StateStore
+
+    path = run_dir / "controller" / "state.sqlite"
+    if not path.exists():
+        return False
+    try:
+        with StateStore.read_only(path) as store:
+            return store.last_completed_at() is not None
+    except Exception:  # noqa: BLE001 - being created right now: not yet
+        return False
 
 
 def _held_fields(run_dir: Path) -> list[tuple[str, str]]:
@@ -97,11 +102,11 @@ def test_sigterm_stops_the_controller_cancels_the_jobs_and_reverts(testbed: Test
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=testbed.client_env())
     try:
-        # until the controller has written to a job and a job of the run runs
+        # until the controller has completed a cycle and a job of the run runs
         deadline = time.monotonic() + 120
-        while not (_applied(run_dir) and "RUNNING" in _our_jobs(testbed, run_dir).values()):
+        while not (_cycled(run_dir) and "RUNNING" in _our_jobs(testbed, run_dir).values()):
             assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, "no controller write and running job within 120 s:\n" + log_path.read_text()
+            assert time.monotonic() < deadline, "no controller cycle and running job within 120 s:\n" + log_path.read_text()
             time.sleep(0.5)
         assert _controllers(config), "the controller runs"
         sent = time.monotonic()

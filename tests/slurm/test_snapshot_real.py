@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slurm
 def test_snapshot_json_matches_slurm(testbed, capsys):
     env = dict(testbed.env)
     out = subprocess.run(
-        ["sbatch", "--parsable", "--hold", "-A", "physics", "-J", "sf-snap", "-o", "/dev/null",
+        ["sbatch", "--parsable", "--begin=now+3600", "-A", "physics", "-J", "sf-snap", "-o", "/dev/null",
          "--gpus=2", "--comment=fair:class=a3c", "--wrap", "sleep 1"],
         env={**os.environ, **env}, capture_output=True, text=True, timeout=30, check=True,
     )

@@ -114,12 +114,7 @@ class CycleTables(Tables):
         if row is None:
             return None
         cycle_id = row["cycle_id"]
-        tenants = []
-        for r in self._exec("SELECT * FROM tenant_cycle WHERE cycle_id = ? ORDER BY tenant", (cycle_id,)):
-            d = dict(r)
-            for col in ("fair_share_json", "bundle_json", "limits_json"):
-                d[col[:-5]] = json.loads(d.pop(col))
-            tenants.append(d)
+        tenants = self.tenants_of(cycle_id)
         jobs = []
         for r in self._exec("SELECT job_id, tenant, state, gpus, placed_type, planned_type, estimate_json"
                             " FROM job_cycle WHERE cycle_id = ? ORDER BY job_id", (cycle_id,)):
@@ -188,24 +183,14 @@ class CycleTables(Tables):
 
     def tenants_of(self, cycle_id: str) -> list[dict[str, Any]]:
         """Every tenant row of one cycle, JSON columns decoded (``report --shadow``)."""
-        out = []
-        for r in self._exec("SELECT * FROM tenant_cycle WHERE cycle_id = ? ORDER BY tenant", (cycle_id,)):
-            d = dict(r)
-            for col in ("fair_share_json", "bundle_json", "limits_json"):
-                d[col[:-5]] = json.loads(d.pop(col))
-            out.append(d)
-        return out
+        return [_tenant_row(r) for r in
+                self._exec("SELECT * FROM tenant_cycle WHERE cycle_id = ? ORDER BY tenant", (cycle_id,))]
 
     def tenant_cycle(self, cycle_id: str, tenant: str) -> dict[str, Any] | None:
         row = self._exec(
             "SELECT * FROM tenant_cycle WHERE cycle_id = ? AND tenant = ?", (cycle_id, tenant)
         ).fetchone()
-        if row is None:
-            return None
-        d = dict(row)
-        for col in ("fair_share_json", "bundle_json", "limits_json"):
-            d[col[:-5]] = json.loads(d.pop(col))
-        return d
+        return None if row is None else _tenant_row(row)
 
     # --- plans --------------------------------------------------------------------------------
     def save_plan(self, cycle_id: str, at: float, plan: Mapping[str, Any], keep: int = 50) -> None:
@@ -223,6 +208,14 @@ class CycleTables(Tables):
         """The newest plan that was applied without failure (saved only for good cycles)."""
         row = self._exec("SELECT * FROM plans ORDER BY created_at DESC LIMIT 1").fetchone()
         return (row["cycle_id"], json.loads(row["plan_json"])) if row else None
+
+
+def _tenant_row(r: Any) -> dict[str, Any]:
+    """A ``tenant_cycle`` row with its JSON columns decoded (``fair_share``, ``bundle``, ``limits``)."""
+    d = dict(r)
+    for col in ("fair_share_json", "bundle_json", "limits_json"):
+        d[col[:-5]] = json.loads(d.pop(col))
+    return d
 
 
 def _estimate_throughput(text: str | None) -> dict[str, float]:
