@@ -17,7 +17,7 @@ import difflib
 import json
 import os
 import re
-import tomllib
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -25,6 +25,11 @@ from typing import Any, Callable, Mapping
 from . import config_checks as C, names
 from .errors import ConfigError, Finding, InputError
 from .inputs import fullmatch, quoted, read_text
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10 (Ubuntu 22.04): tomli is the parser that became tomllib
+    import tomli as tomllib
 
 #: environment variable naming the config file (beats the search path)
 CONFIG_ENV = "SLURM_FAIR_CONFIG"

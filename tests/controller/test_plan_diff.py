@@ -6,6 +6,7 @@ import math
 from datetime import timedelta
 
 from hypothesis import given, settings, strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair.model import Allocation, Job, Problem
 from slurm_fair.controller.diff import diff
@@ -127,7 +128,7 @@ def test_requeue_only_opted_in_jobs_at_round_boundaries():
     assert plan_for(snap, {}, {}, boundary=True).requeue == ()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=scaled(200), deadline=None)
 @given(
     caps=st.dictionaries(st.sampled_from(["a100", "v100", "k80"]), st.integers(0, 64), min_size=1),
     bundle=st.dictionaries(st.sampled_from(["a100", "v100", "k80"]), st.floats(0, 64)),

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair import config, policies
 from slurm_fair.cli import COMMANDS, cli, main
@@ -72,7 +73,7 @@ def test_unreadable_files_are_config_errors(tmp_path, text, what):
     assert what in info.value.message() and info.value.exit_code == 2
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(40), deadline=None)
 @given(st.dictionaries(st.sampled_from(sorted(config.SCHEMA["controller"])),
                        st.one_of(st.integers(-5, 5), st.floats(-2, 2, allow_nan=False), st.text(max_size=5),
                                  st.booleans()), max_size=5))

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair import fairness, policies
 from slurm_fair.model import Job, Problem
@@ -59,7 +60,7 @@ def _pair(age: float, att_a: float, att_b: float, rem: float) -> Problem:
         Job("b", "B", 1, thr, remaining_work=rem, age_s=age, attained_s=att_b)))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(60), deadline=None)
 @given(age=st.floats(10, 50 * R), frac=st.floats(0, 1), gap=st.floats(0.05, 1), rem=st.floats(100, 1e6),
        later=st.floats(0, 10 * R))
 def test_a_job_that_waited_longer_gets_more_compensation(age, frac, gap, rem, later) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair.estimates import gavel as tt
 from slurm_fair.errors import InputError, UserError
@@ -181,7 +182,7 @@ job_rows = st.lists(
 )
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(rows=job_rows)
 def test_csv_round_trip(tmp_path_factory: pytest.TempPathFactory, rows: list) -> None:
     """What --save-workload writes reads back the same (the nodes column when any job has one)."""
