@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 SF      := $(VENV)/bin/slurm-fair
 PYTEST_ARGS ?=
 
-.PHONY: setup system-packages venv test test-fast demo clean dist check-wheel test-pythons
+.PHONY: setup system-packages venv lint test test-fast demo clean dist check-wheel test-pythons
 
 setup: system-packages venv
 
@@ -20,7 +20,12 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PY) -m pip install -q -e '.[test,highs]'
 	touch $@
 
-test: setup
+# ruff on the whole tree, mypy on slurm_fair/ (strict on model.py and policies/; pyproject.toml)
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: setup lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test-fast: venv

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 from .gangs import Shape, can_hold
 from .inputs import number_problem
@@ -44,7 +44,7 @@ def throughput_problem(value: object) -> str | None:
     return None
 
 
-def frozen_map(m: Mapping | None) -> Mapping:
+def frozen_map(m: Mapping[Any, Any] | None) -> Mapping[Any, Any]:
     """A read-only view of a copy of ``m`` (dataclasses stay hashable-ish and immutable)."""
     return MappingProxyType(dict(m or {}))
 

@@ -271,11 +271,11 @@ def place(
     for *_, job_id, k in pairs:
         if job_id in types:
             continue
-        got = take(job_id, k)
-        if got is not None:
+        placed = take(job_id, k)
+        if placed is not None:
             types[job_id] = k
             if pool.with_nodes:
-                node_gpus[job_id] = got
+                node_gpus[job_id] = placed
 
     # work conservation: leftover GPUs go to waiting jobs that can use them, the most deprived
     # first (the least served among equals), each on its fastest type that still fits (its
@@ -294,11 +294,11 @@ def place(
             key=lambda k: (-job.normalised(k), 0 if prev.get(job.id) == k else 1, k),
         )
         for k in options:
-            got = take(job.id, k)
-            if got is not None:
+            placed = take(job.id, k)
+            if placed is not None:
                 types[job.id] = k
                 if pool.with_nodes:
-                    node_gpus[job.id] = got
+                    node_gpus[job.id] = placed
                 break
 
     nodes = {j: tuple(sorted(used)) for j, used in node_gpus.items()}

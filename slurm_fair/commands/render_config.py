@@ -47,7 +47,8 @@ def _output_dir_problem(value: str) -> str | None:
 
 @click.command("render-config")
 @click.option("--output-dir", "output_dir", type=click.Path(file_okay=False), default="slurm-fair-deploy",
-              show_default=True, callback=_checked(_output_dir_problem), metavar="DIR", help="Directory to write the rendered files into.")
+              show_default=True, callback=_checked(_output_dir_problem), metavar="DIR",
+              help="Directory to write the rendered files into.")
 @config_option
 @click.option("--inventory", "inventory", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Cluster description (TOML or JSON, the shape of conf/testbed.toml; --target docker: "

@@ -137,7 +137,7 @@ class Climb:
                 set_const(i, j)
                 add(i, j)
 
-    def polish(self, X: ClassX) -> tuple[dict | None, float]:
+    def polish(self, X: ClassX) -> tuple[ClassX | None, float]:
         """A Pareto improvement of ``X`` (or None) and the gap ``max E' - E`` found.
 
         Stage 1: ``max E`` with ``U_u >= U_u(X)``; stage 2: at that ``E``, move the bundles as
@@ -154,7 +154,7 @@ class Climb:
             self.cm.lp.truncate(self.base)
             self.cm.set_objective(self.cm.efficiency())
 
-    def _polish(self, X: ClassX) -> tuple[dict | None, float]:
+    def _polish(self, X: ClassX) -> tuple[ClassX | None, float]:
         t, cm = self.t, self.cm
         cm.lp.truncate(self.base)
         util = class_utilities(t.classes, X)

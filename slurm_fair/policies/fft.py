@@ -129,8 +129,8 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
     gpus = {j.id: float(j.gpus) for j in problem.jobs}
     a = {(jid, k): pulp.LpVariable(f"a_{index[jid]}_{types[k]}", lowBound=0, upBound=1) for jid, k in value}
     model += pulp.LpAffineExpression({v: -value[key] for key, v in a.items()})
-    by_job: dict[str, dict] = {}
-    by_type: dict[str, dict] = {}
+    by_job: dict[str, dict[pulp.LpVariable, float]] = {}
+    by_type: dict[str, dict[pulp.LpVariable, float]] = {}
     for (jid, k), v in a.items():
         by_job.setdefault(jid, {})[v] = 1.0
         by_type.setdefault(k, {})[v] = gpus[jid]

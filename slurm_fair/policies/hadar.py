@@ -70,7 +70,7 @@ def price(load: float, capacity: float, low: float, high: float, backlog: float 
     if capacity <= 0:
         return float("inf")
     b = max(0.0, backlog)
-    return low * (high / low) ** ((min(load, capacity) + b) / (capacity + b))
+    return float(low * (high / low) ** ((min(load, capacity) + b) / (capacity + b)))
 
 
 def carry(state: MutableMapping[str, Any], problem: Problem, dens: dict[tuple[str, str], float]) -> dict[str, float]:
@@ -93,7 +93,9 @@ def carry(state: MutableMapping[str, Any], problem: Problem, dens: dict[tuple[st
     return dict(book)
 
 
-def hadar_assign(problem: Problem, backlog: dict[str, float] | None = None) -> tuple[dict[str, str], dict[str, float], dict[str, float]]:
+def hadar_assign(
+    problem: Problem, backlog: dict[str, float] | None = None,
+) -> tuple[dict[str, str], dict[str, float], dict[str, float]]:
     """The primal-dual pass from the carried ``backlog`` per type: ``(job -> type, load per type,
     final price per type)``."""
     dens = densities(problem)
@@ -124,7 +126,9 @@ def hadar_assign(problem: Problem, backlog: dict[str, float] | None = None) -> t
     return chosen, load, final
 
 
-def _round(problem: Problem, options: PolicyOptions) -> tuple[dict[str, str], dict[str, float], dict[str, float], dict[str, float]]:
+def _round(
+    problem: Problem, options: PolicyOptions,
+) -> tuple[dict[str, str], dict[str, float], dict[str, float], dict[str, float]]:
     """One round of Hadar from the carried state: ``(job -> type, load, prices, backlog used)``;
     the state is advanced for the next round."""
     book = options.state.get(KEY, {}).get("backlog", {})
@@ -134,7 +138,8 @@ def _round(problem: Problem, options: PolicyOptions) -> tuple[dict[str, str], di
     return chosen, load, prices, used
 
 
-@register("hadar", "Hadar: per-type prices rising with load; each job on the type with the best utility minus price", dynamic=True)
+@register("hadar", "Hadar: per-type prices rising with load; each job on the type with the best utility minus price",
+          dynamic=True)
 def hadar(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
     chosen, load, prices, backlog = _round(problem, options)
@@ -151,7 +156,9 @@ def _fork_gain(job: Job, members: list[str], extra: str, sync: float) -> float:
     return after - now
 
 
-@register("hadare", "HadarE: Hadar plus forking jobs into copies on otherwise idle GPUs of other types (simulator only)", dynamic=True)
+@register("hadare",
+          "HadarE: Hadar plus forking jobs into copies on otherwise idle GPUs of other types (simulator only)",
+          dynamic=True)
 def hadare(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
     sync = options.fork_sync

@@ -126,7 +126,8 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
     memory = options.state.get("hops_nodes", {})
     prefer = {j.id: memory[j.id] for j in problem.jobs if j.id in memory and j.prev_type}
     placed: dict[str, tuple[str, dict[str, int]]] = {}
-    info: dict[str, object] = {"latency_ratio": prio, "plans": []}
+    plans: list[dict[str, object]] = []
+    info: dict[str, object] = {"latency_ratio": prio, "plans": plans}
     solver_name = "none"
     for step in ("first", "replan"):
         waiting = [j for j in queue if j.id not in placed]
@@ -148,8 +149,8 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
                     free[n] -= g
             else:
                 free[k] -= next(j.gpus for j in problem.jobs if j.id == jid)
-        info["plans"].append({"step": step, "window": len(win), "promoted": [j.id for j in promoted],
-                              "placed": len(got), **stats})  # type: ignore[union-attr]
+        plans.append({"step": step, "window": len(win), "promoted": [j.id for j in promoted],
+                      "placed": len(got), **stats})
     options.state["hops_nodes"] = {jid: on for jid, (_, on) in placed.items() if on}
     x = {j.id: ({placed[j.id][0]: 1.0} if j.id in placed else {}) for j in problem.jobs}
     nodes = {jid: tuple(sorted(on)) for jid, (_, on) in placed.items() if on}

@@ -61,7 +61,7 @@ def render(template: str, context: Mapping[str, Any]) -> str:
 
 def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
     """The template variables for the local testbed: everything on 127.0.0.1, state in one dir."""
-    nodes = []
+    nodes: list[dict[str, Any]] = []
     for n in cfg.nodes:
         devices = layout.device_files(n.name, n.gpus)
         nodes.append(

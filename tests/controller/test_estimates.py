@@ -26,7 +26,10 @@ TABLE = ClassTable({"resnet": {"k80": 1.0, "p100": 4.0, "v100": 8.0},
 REPO = Path(__file__).resolve().parents[2]
 
 
-def est(j, rules=Rules(), online=None, types=TYPES, table=TABLE):
+NO_RULES = Rules()
+
+
+def est(j, rules=NO_RULES, online=None, types=TYPES, table=TABLE):
     warnings: set[str] = set()
     return estimate_job(j, types, table, rules, online or {}, warnings), warnings
 

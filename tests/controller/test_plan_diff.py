@@ -40,7 +40,8 @@ def steering(snap, **kw):
 def plan_for(snap, x, placed, deficit=None, fixed=None, s=None, boundary=False):
     prob = problem_of(snap)
     s = s or steering(snap)
-    return make_plan(snap, prob, Allocation("test", x), PlanInputs(placed, deficit or {}, fixed or {}, round_boundary=boundary), s)
+    inputs = PlanInputs(placed, deficit or {}, fixed or {}, round_boundary=boundary)
+    return make_plan(snap, prob, Allocation("test", x), inputs, s)
 
 
 def test_scenario_two_tenants_get_typed_ordered_and_limited():

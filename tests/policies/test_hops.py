@@ -229,7 +229,8 @@ def test_policy_options_are_checked() -> None:
     assert policies.parse_params(["hops.lambda=2"]) == {"hops.lambda": 2.0}
     assert PolicyOptions(params={"hops.lambda": 2.0}).param("hops", "lambda") == 2.0
     assert PolicyOptions().param("hops", "sigma") == 1.4
-    for bad, words in (("hops.bogus=1", "no parameter 'bogus'"), ("hops.lambda=x", "not a finite number"), ("hops.lambda=nan", "not a finite number"),
+    for bad, words in (("hops.bogus=1", "no parameter 'bogus'"), ("hops.lambda=x", "not a finite number"),
+                       ("hops.lambda=nan", "not a finite number"),
                        ("hops.lambda=-1", "outside"), ("lambda=1", "POLICY.KEY=VALUE"), ("nope.x=1", "unknown policy")):
         with pytest.raises(UserError, match=words):
             policies.parse_params([bad])

@@ -138,7 +138,8 @@ def test_gavel_physical_cluster_layout(tmp_path: Path) -> None:
 
 def test_bad_gavel_trace(tmp_path: Path) -> None:
     path = tmp_path / "bad.trace"
-    path.write_text(GAVEL_LINE.format(steps=10, arrival=0, gpus=1) + "A3C\tonly\tthree\n" + GAVEL_LINE.format(steps=10, arrival=0, gpus="two"))
+    path.write_text(GAVEL_LINE.format(steps=10, arrival=0, gpus=1) + "A3C\tonly\tthree\n"
+                    + GAVEL_LINE.format(steps=10, arrival=0, gpus="two"))
     with pytest.raises(InputError) as info:
         wl.load_traces([path], TABLE)
     message = info.value.message()

@@ -145,7 +145,7 @@ class Replay:
                 "trace": str(spec.trace), "policy": spec.policy or "none", "time_scale": spec.time_scale,
                 "round_s": spec.round_s, "interval_real_s": spec.interval_real_s if spec.policy else None,
                 "tenant_map": mapping, "weights": weights, "cluster": self.tb.config.cluster_name,
-                "capacity": self.capacity, "node_layout": node_layout(self.node_gpus.values()),
+                "capacity": self.capacity, "node_layout": node_layout(list(self.node_gpus.values())),
                 "started_at": datetime.fromtimestamp(t0).isoformat(),
                 "timed_out": timed_out, "run_dir": str(spec.run_dir),
                 "requeue_hold_real_s": self.tb.config.cred_expire_s + 1,
