@@ -80,6 +80,7 @@ def make_solver(solver: str, time_limit_s: float | None, gap_rel: float | None =
             raise UserError(
                 "solver 'highs' needs highspy: pip install 'slurm-fair[highs]' (or use --solver cbc)"
             )
+        _new_highs()  # PuLP's HiGHS makes its own Highs: the process's banner is spent here first
         return pulp.HiGHS(msg=False, timeLimit=time_limit_s, gapRel=gap_rel)
     raise UserError(f"unknown solver {solver!r}; choose one of: {', '.join(SOLVER_CHOICES)}")
 
