@@ -56,6 +56,8 @@ class ControllerProcess:
         #: real seconds the controller gets to finish its cycle after SIGTERM before SIGKILL
         self.grace_s = min(30.0, max(10.0, 2.0 * spec.interval_real_s))
         self.process: subprocess.Popen | None = None
+        #: cycles counted so far by :meth:`cycles_so_far`, and how far into the log that read
+        self._counted, self._offset = 0, 0
 
     @property
     def started(self) -> bool:
@@ -126,6 +128,20 @@ class ControllerProcess:
             return f"failed: {exc}"
         log.write_text(proc.stdout + proc.stderr)
         return "ok" if proc.returncode == 0 else f"exit {proc.returncode} (see {log})"
+
+    def cycles_so_far(self) -> int:
+        """Cycles the controller has reported until now (its --json lines), reading only what
+        the log gained since the last call: a progress display asks every half second."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._offset)
+                new = log.read()
+        except OSError:
+            return self._counted
+        complete = new[:new.rfind(b"\n") + 1]  # a line still being written counts next time
+        self._offset += len(complete)
+        self._counted += sum(1 for line in complete.splitlines() if line.startswith(b"{"))
+        return self._counted
 
     def cycles(self) -> dict[str, Any]:
         """Counts from the controller's --json output lines (one JSON object per cycle)."""
