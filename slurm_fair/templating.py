@@ -44,6 +44,13 @@ def templates_dir(marker: str) -> Path | None:
     return None
 
 
+def not_found(marker: str) -> str:
+    """What a command says when no candidate holds ``marker``: where it looked, and the way out."""
+    return (f"cannot find the templates ({marker}); looked in "
+            + ", ".join(str(c) for c in candidates())
+            + f". Set ${TEMPLATES_ENV} to the templates directory.")
+
+
 def environment(directory: Path, *, autoescape: bool) -> jinja2.Environment:
     """A strict environment over ``directory``; ``autoescape`` for HTML, off for config files,
     shell and Lua (whose values are validated before they reach a template instead)."""

@@ -18,8 +18,8 @@ import click
 
 from .. import atomic, config as config_mod
 from ..deploy import inventory as inv_mod
-from ..deploy.render import (CLUSTER_FILES, DOCKER_FILES, DeployOptions, path_problem, render_cluster,
-                             render_docker, run_as_problem, write)
+from ..deploy.render import CLUSTER_FILES, DeployOptions, path_problem, render_cluster, run_as_problem, write
+from ..testbed.docker import DOCKER_FILES, render_docker
 from ..errors import ConfigError, Finding, UserError
 from ..estimates.gavel import load as load_table
 from .options import config_option, throughputs_option

@@ -38,11 +38,7 @@ def templates_dir() -> Path:
     """Find the templates directory (search order: :mod:`slurm_fair.templating`)."""
     found = templating.templates_dir("slurm/slurm.conf.j2")
     if found is None:
-        raise TestbedError(
-            "cannot find the Slurm templates (templates/slurm/slurm.conf.j2); looked in "
-            + ", ".join(str(c) for c in templating.candidates())
-            + f". Set ${templating.TEMPLATES_ENV} to the templates directory."
-        )
+        raise TestbedError(templating.not_found("slurm/slurm.conf.j2"))
     return found
 
 
