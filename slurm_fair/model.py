@@ -61,8 +61,16 @@ def normalised_throughput(throughput: Mapping[str, float], gpu_type: str) -> flo
     0 for a type the job cannot use (``T_jk`` missing or 0) and for a job that can run nowhere:
     no time on such a type has any value. (A job whose speed is *unknown* is another matter: the
     callers give it flat throughputs, 1 on every type, before asking.)"""
+    return relative_speed(throughput.get(gpu_type, 0.0), throughput)
+
+
+def relative_speed(speed: float, throughput: Mapping[str, float]) -> float:
+    """``speed / max_k T_jk``: a rate against the job's fastest type (0 when it has none).
+
+    ``n_jk`` is this for ``T_jk`` itself; the simulator's members, which run on nodes with speed
+    factors, measure their actual rate with it (above 1 on a node faster than the type's mean)."""
     best = max(throughput.values(), default=0.0)
-    return float(throughput.get(gpu_type, 0.0)) / best if best > 0 else 0.0
+    return float(speed) / best if best > 0 else 0.0
 
 
 @dataclass(frozen=True)
