@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from .gangs import Shape, can_hold
 from .inputs import number_problem
+from .statuses import AllocationStatus
 
 # --- the ranges every input of a problem is held to (PROBLEM.json, traces, --cluster) ---------
 # Far beyond any real cluster or job, far below where an LP's coefficients lose their meaning
@@ -205,7 +206,7 @@ class Allocation:
 
     policy: str
     x: Mapping[str, Mapping[str, float]]
-    status: str = "optimal"
+    status: str = AllocationStatus.OPTIMAL
     solver: str = "none"
     solve_seconds: float = 0.0
     #: nodes the policy chose for a job (``{job: (node, ...)}``, Hops): the rounding step tries

@@ -31,6 +31,7 @@ from ..model import Allocation, Job, Problem
 from . import PolicyOptions, register
 from ._lp import class_lp, fallback_allocation, max_min_classes, max_throughput_classes, result
 from ..solver import INF
+from ..statuses import AllocationStatus
 
 #: relative width at which gavel-ftf's bisection on the largest rho stops
 _FTF_TOLERANCE = 1e-5
@@ -161,5 +162,5 @@ def fifo(problem: Problem, options: PolicyOptions) -> Allocation:
                 break
         else:
             x[job.id] = {}
-    return Allocation(policy="fifo", x=x, status="heuristic", solver="none",
+    return Allocation(policy="fifo", x=x, status=AllocationStatus.HEURISTIC, solver="none",
                       solve_seconds=time.perf_counter() - started)

@@ -36,6 +36,7 @@ from ..solver import solve
 from . import PolicyOptions, register
 from ._fft_ledger import update_ledger
 from ._lp import fallback_allocation
+from ..statuses import AllocationStatus
 
 #: weight of the fairness compensation (per round of deficit)
 LAMBDA = 1.0
@@ -119,10 +120,12 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
     value = values(problem, comp, rem, options.round_s)
     info = {"compensation": {jid: c for jid, c in comp.items() if c > 0}}
     if not value:
-        return Allocation("fft", {j.id: {} for j in problem.jobs}, "optimal", "none", time.perf_counter() - started, info=info)
+        return Allocation("fft", {j.id: {} for j in problem.jobs}, AllocationStatus.OPTIMAL, "none",
+                          time.perf_counter() - started, info=info)
     trivial = _independent_optimum(problem, value)
     if trivial is not None:
-        return Allocation("fft", trivial, "optimal", "none", time.perf_counter() - started, info={**info, "trivial": True})
+        return Allocation("fft", trivial, AllocationStatus.OPTIMAL, "none", time.perf_counter() - started,
+                          info={**info, "trivial": True})
     model = pulp.LpProblem("fft", pulp.LpMinimize)
     types = {k: t for t, k in enumerate(problem.types)}
     index = {j.id: i for i, j in enumerate(problem.jobs)}
@@ -147,4 +150,4 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
         val = float(v.varValue or 0.0)
         if val > 1e-9:
             x[jid][k] = min(1.0, val)
-    return Allocation("fft", x, "optimal", res.solver, time.perf_counter() - started, info=info)
+    return Allocation("fft", x, AllocationStatus.OPTIMAL, res.solver, time.perf_counter() - started, info=info)

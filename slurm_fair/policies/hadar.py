@@ -41,6 +41,7 @@ from typing import Any, MutableMapping
 
 from ..model import Allocation, Job, Problem
 from . import PolicyOptions, register
+from ..statuses import AllocationStatus
 
 #: extra copies per job at most (HadarE)
 MAX_COPIES = 2
@@ -144,7 +145,7 @@ def hadar(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
     chosen, load, prices, backlog = _round(problem, options)
     x = {j.id: ({chosen[j.id]: 1.0} if j.id in chosen else {}) for j in problem.jobs}
-    return Allocation("hadar", x, "heuristic", "none", time.perf_counter() - started,
+    return Allocation("hadar", x, AllocationStatus.HEURISTIC, "none", time.perf_counter() - started,
                       info={"prices": prices, "load": load, "backlog": backlog})
 
 
@@ -195,5 +196,5 @@ def hadare(problem: Problem, options: PolicyOptions) -> Allocation:
         forks[copy_id] = jid
         x[copy_id] = {k: 1.0}
         free[k] -= jobs[jid].gpus
-    return Allocation("hadare", x, "heuristic", "none", time.perf_counter() - started,
+    return Allocation("hadare", x, AllocationStatus.HEURISTIC, "none", time.perf_counter() - started,
                       forks=forks, info={"prices": prices, "load": load, "backlog": backlog})

@@ -40,6 +40,7 @@ from . import Param, PolicyOptions, register
 from ._hops_configs import SIGMA, Config, classes, configurations, job_sensitivity, pack
 from ._hops_ilp import solve_plan
 from ._lp import fallback_allocation
+from ..statuses import AllocationStatus
 
 PARAMS = {
     "lambda": Param(1.0, 0.0, 10.0, "exponent of (prio + b) in the ILP's weights; 0: max throughput"),
@@ -155,7 +156,7 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
     x = {j.id: ({placed[j.id][0]: 1.0} if j.id in placed else {}) for j in problem.jobs}
     nodes = {jid: tuple(sorted(on)) for jid, (_, on) in placed.items() if on}
     info["node_gpus"] = {jid: dict(on) for jid, (_, on) in placed.items() if on}
-    return Allocation("hops", x, "optimal", solver_name, time.perf_counter() - started, nodes=nodes, info=info)
+    return Allocation("hops", x, AllocationStatus.OPTIMAL, solver_name, time.perf_counter() - started, nodes=nodes, info=info)
 
 
 def _plan(problem: Problem, jobs: list[Job], free: dict[str, int], prio: Mapping[str, float], lam: float,

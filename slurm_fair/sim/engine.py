@@ -60,6 +60,7 @@ from .fairness_check import FairnessChecker
 from .metrics import JobRecord, RoundSample
 from .playout import JobState, Placed, RoundPlay, Seat, finish_time, progress_in
 from .workload import TraceJob, Workload
+from ..statuses import AllocationStatus
 
 __all__ = ["SimConfig", "SimResult", "Simulator", "finish_time", "job_throughputs", "progress_in", "simulate"]
 
@@ -242,7 +243,7 @@ class Simulator:
                 allocation = self.policy.allocate(problem, options)
                 solves += 1
                 solve_seconds += allocation.solve_seconds
-                fallback_allocs += allocation.status == "fallback"
+                fallback_allocs += allocation.status == AllocationStatus.FALLBACK
                 placed_problem = self._with_forks(problem, allocation, active)
                 verdict: tuple[bool | None, bool | None] = (None, None)
                 if self.checker is not None:

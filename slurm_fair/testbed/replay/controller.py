@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .plan import ReplaySpec
+from ...statuses import CycleStatus
 
 #: real seconds from a requeue to a restart besides Slurm's hold (scheduling, launch, resume)
 RESTART_REAL_S = 2.0
@@ -156,7 +157,7 @@ class ControllerProcess:
                 except json.JSONDecodeError:
                     continue
                 cycles += 1
-                ok += c.get("status") == "ok"
+                ok += c.get("status") == CycleStatus.OK
                 seconds.append(sum(c.get("timings_s", {}).values()))
                 for a in c.get("actions", []):
                     if a.get("applied") and a.get("kind") == "requeue":
