@@ -57,6 +57,31 @@ def render(template: str, context: Mapping[str, Any]) -> str:
 
 def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
     """The template variables for the local testbed: everything on 127.0.0.1, state in one dir."""
+    nodes, billing, rank = _nodes(cfg, layout)
+    return {
+        "cluster_name": cfg.cluster_name,
+        "control_host": "localhost",
+        "control_addr": "127.0.0.1",
+        "slurmctld_port": cfg.ports["slurmctld"],
+        "slurm_user": "root",
+        "munge_socket": str(layout.munge_socket),
+        "paths": _paths(layout),
+        **_slurm_settings(cfg),
+        **_accounting(cfg, layout),
+        "gpu_types": list(cfg.gpu_types),
+        "nodes": nodes,
+        "nodes_by_type": {t: ",".join(n.name for n in cfg.nodes_of(t)) for t in cfg.gpu_types},
+        "all_nodes": ",".join(n.name for n in cfg.nodes),
+        "default_partition": "gpu",
+        # fair-share charges a GPU-hour by the type's measured speed; fastest type = 1
+        "billing": {t: f"{w:g}" for t, w in billing.items()},
+        "tiers": {t: len(rank) + 1 - r for t, r in rank.items()},
+    }
+
+
+def _nodes(cfg: TestbedConfig, layout: Layout) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, int]]:
+    """The nodes' variables, with their speed rank as Slurm's node ``Weight`` (the fastest type
+    filled first), the billing weights and the rank they come from."""
     nodes: list[dict[str, Any]] = []
     for n in cfg.nodes:
         devices = layout.device_files(n.name, n.gpus)
@@ -73,7 +98,6 @@ def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
                 "device_files": _device_expr(devices),
             }
         )
-    by_type = {t: ",".join(n.name for n in cfg.nodes_of(t)) for t in cfg.gpu_types}
     try:
         billing = billing_weights(list(cfg.gpu_types), load_table(None), source=cfg.source)
     except ConfigError:  # a type the measured table does not know: no speed order to give
@@ -81,23 +105,26 @@ def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
     rank = speed_order(billing)
     for node in nodes:
         node["weight"] = rank[node["gpu_type"]]
+    return nodes, billing, rank
+
+
+def _paths(layout: Layout) -> dict[str, str]:
+    """Every daemon's state, pid and log file, under the testbed's directory."""
     return {
-        "cluster_name": cfg.cluster_name,
-        "control_host": "localhost",
-        "control_addr": "127.0.0.1",
-        "slurmctld_port": cfg.ports["slurmctld"],
-        "slurm_user": "root",
-        "munge_socket": str(layout.munge_socket),
-        "paths": {
-            "state_save": str(layout.ctld_state),
-            "slurmd_spool": str(layout.spool / "slurmd-%n"),
-            "slurmctld_pid": str(layout.pid_file("slurmctld")),
-            "slurmd_pid": str(layout.run / "slurmd-%n.pid"),
-            "slurmctld_log": str(layout.log_file("slurmctld")),
-            "slurmd_log": str(layout.log / "slurmd-%n.log"),
-            "slurmdbd_pid": str(layout.pid_file("slurmdbd")),
-            "slurmdbd_log": str(layout.log_file("slurmdbd")),
-        },
+        "state_save": str(layout.ctld_state),
+        "slurmd_spool": str(layout.spool / "slurmd-%n"),
+        "slurmctld_pid": str(layout.pid_file("slurmctld")),
+        "slurmd_pid": str(layout.run / "slurmd-%n.pid"),
+        "slurmctld_log": str(layout.log_file("slurmctld")),
+        "slurmd_log": str(layout.log / "slurmd-%n.log"),
+        "slurmdbd_pid": str(layout.pid_file("slurmdbd")),
+        "slurmdbd_log": str(layout.log_file("slurmdbd")),
+    }
+
+
+def _slurm_settings(cfg: TestbedConfig) -> dict[str, Any]:
+    """slurm.conf's plugins, limits, timeouts and priority weights for a one-machine cluster."""
+    return {
         "proctrack_type": "proctrack/linuxproc",
         "task_plugin": "task/none",
         "config_overrides": True,
@@ -117,6 +144,12 @@ def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
             "weight_partition": 0,
             "weight_qos": 10000,
         },
+    }
+
+
+def _accounting(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
+    """slurmdbd and its MariaDB, on the testbed's own ports and directory."""
+    return {
         "slurmdbd_host": "localhost",
         "slurmdbd_addr": "127.0.0.1",
         "slurmdbd_port": cfg.ports["slurmdbd"],
@@ -136,14 +169,6 @@ def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
             "log_file": str(layout.log_file("mariadbd")),
             "user": "root",
         },
-        "gpu_types": list(cfg.gpu_types),
-        "nodes": nodes,
-        "nodes_by_type": by_type,
-        "all_nodes": ",".join(n.name for n in cfg.nodes),
-        "default_partition": "gpu",
-        # fair-share charges a GPU-hour by the type's measured speed; fastest type = 1
-        "billing": {t: f"{w:g}" for t, w in billing.items()},
-        "tiers": {t: len(rank) + 1 - r for t, r in rank.items()},
     }
 
 
