@@ -69,6 +69,20 @@ _EPS = 1e-9
 _TOLERANCE_S = 1e-6
 
 
+#: one solve's answer reused until the active set changes: the problem, the allocation, the
+#: problem with HadarE's copies as jobs, and the (SI, EF) verdicts when checked
+_Solved = tuple[Problem, Allocation, Problem, tuple[bool | None, bool | None]]
+
+
+@dataclass
+class _SolveCounts:
+    """How many times the policy ran, for how long, and how often it fell back."""
+
+    solves: int = 0
+    seconds: float = 0.0
+    fallbacks: int = 0
+
+
 @dataclass(frozen=True)
 class SimConfig:
     round_s: float = 360.0
@@ -206,9 +220,9 @@ class Simulator:
             round_s=cfg.round_s, fork_sync=cfg.fork_sync, state=self.state, params=dict(cfg.policy_params),
         )
         cache_key: frozenset[str] | None = None
-        cached: tuple[Problem, Allocation, Problem, tuple[bool | None, bool | None]] | None = None
+        cached: _Solved | None = None
         rounds_since_solve = 0
-        solves, solve_seconds, fallback_allocs = 0, 0.0, 0
+        counts = _SolveCounts()
         ran_last: set[str] = set()
         t = self.workload.jobs[0].arrival_s if self.workload.jobs else 0.0
 
@@ -239,16 +253,7 @@ class Simulator:
             if self.policy.dynamic and rounds_since_solve >= cfg.resolve_every:
                 stale = True
             if stale:
-                problem = self._problem(active, t)
-                allocation = self.policy.allocate(problem, options)
-                solves += 1
-                solve_seconds += allocation.solve_seconds
-                fallback_allocs += allocation.status == AllocationStatus.FALLBACK
-                placed_problem = self._with_forks(problem, allocation, active)
-                verdict: tuple[bool | None, bool | None] = (None, None)
-                if self.checker is not None:
-                    verdict = self.checker.check(placed_problem, allocation.x)
-                cached = (problem, allocation, placed_problem, verdict)
+                cached = self._solve(active, t, options, counts)
                 cache_key = key
                 rounds_since_solve = 0
             assert cached is not None
@@ -279,14 +284,28 @@ class Simulator:
             samples=samples,
             capacity=dict(self.cluster.capacity),
             wall_seconds=time.perf_counter() - wall0,
-            solves=solves,
-            solve_seconds=solve_seconds,
+            solves=counts.solves,
+            solve_seconds=counts.seconds,
             restarts=sum(s.restarts for s in states.values()),
-            fallback_allocations=fallback_allocs,
+            fallback_allocations=counts.fallbacks,
             unschedulable=unschedulable,
             throughput_fallbacks=self.table.fallback_count - fallbacks_before,
             work_done={s.trace.id: s.work_done for s in states.values()},
         )
+
+    def _solve(self, active: list[JobState], t: float, options: PolicyOptions, counts: _SolveCounts) -> _Solved:
+        """The policy on the round's problem, its placed problem (HadarE's copies as jobs) and,
+        when checking, the SI and EF verdicts of its answer; ``counts`` keeps the tally."""
+        problem = self._problem(active, t)
+        allocation = self.policy.allocate(problem, options)
+        counts.solves += 1
+        counts.seconds += allocation.solve_seconds
+        counts.fallbacks += allocation.status == AllocationStatus.FALLBACK
+        placed_problem = self._with_forks(problem, allocation, active)
+        verdict: tuple[bool | None, bool | None] = (None, None)
+        if self.checker is not None:
+            verdict = self.checker.check(placed_problem, allocation.x)
+        return problem, allocation, placed_problem, verdict
 
     def _received(self, active: list[JobState], forks: Mapping[str, str],
                   states: Mapping[str, JobState]) -> dict[str, dict[str, float]]:
