@@ -259,11 +259,7 @@ def place(
     # previous type when equally fast), but not on a type much slower than one it is allocated
     # time on: it would have to be stopped and restarted there later, which costs more than
     # the little it does meanwhile (a job allocated nothing takes any free GPU)
-    waiting = sorted(
-        (j for j in problem.jobs if j.id not in types and j.best_throughput > 0),
-        key=lambda j: (-_rounded(job_priority[j.id]), _rounded(service[j.id]), j.id),
-    )
-    for job in waiting:
+    for job in _waiting(problem, types, job_priority, service):
         for k in _fill_types(job, problem, allocation, prev, sticky):
             placed = take(job.id, k)
             if placed is not None:
@@ -307,6 +303,16 @@ def _ranked_pairs(
         job_priority[job.id] = best
     pairs.sort(key=lambda p: (p[0], p[1], _rounded(p[2]), p[3], p[4], p[5], p[6], p[7]))
     return [(p[6], p[7]) for p in pairs], job_priority
+
+
+def _waiting(problem: Problem, types: Mapping[str, str], job_priority: Mapping[str, float],
+             service: Mapping[str, float]) -> list[Job]:
+    """Jobs not placed that can run somewhere: the most deprived first, the least served among
+    equals."""
+    return sorted(
+        (j for j in problem.jobs if j.id not in types and j.best_throughput > 0),
+        key=lambda j: (-_rounded(job_priority[j.id]), _rounded(service[j.id]), j.id),
+    )
 
 
 def _fill_types(job: Job, problem: Problem, allocation: Allocation, prev: Mapping[str, str],

@@ -215,10 +215,7 @@ class Simulator:
         arrivals: deque[TraceJob] = deque(self.workload.jobs)
         active: list[JobState] = []
         samples: list[RoundSample] = []
-        options = PolicyOptions(
-            solver=cfg.solver, time_limit_s=cfg.time_limit_s, keep_lp_dir=cfg.keep_lp_dir,
-            round_s=cfg.round_s, fork_sync=cfg.fork_sync, state=self.state, params=dict(cfg.policy_params),
-        )
+        options = self._policy_options()
         cache_key: frozenset[str] | None = None
         cached: _Solved | None = None
         rounds_since_solve = 0
@@ -274,23 +271,35 @@ class Simulator:
             if len(samples) >= MAX_ROUNDS:
                 raise too_long(len(samples), cfg.round_s, len(active))
             if self.progress:
-                finished = len(states) - len(active)
-                self.progress(finished / max(1, len(self.workload.jobs)))
+                self.progress((len(states) - len(active)) / max(1, len(self.workload.jobs)))
 
-        records = [self._record(s) for s in states.values() if s.trace.id not in unschedulable]
+        return self._result(states, samples, unschedulable, counts, time.perf_counter() - wall0,
+                            self.table.fallback_count - fallbacks_before)
+
+    def _result(self, states: Mapping[str, JobState], samples: list[RoundSample], unschedulable: list[str],
+                counts: _SolveCounts, wall_seconds: float, throughput_fallbacks: int) -> SimResult:
+        """The run's records (the unschedulable jobs left out) and its tallies."""
         return SimResult(
             policy=self.policy.name,
-            records=records,
+            records=[self._record(s) for s in states.values() if s.trace.id not in unschedulable],
             samples=samples,
             capacity=dict(self.cluster.capacity),
-            wall_seconds=time.perf_counter() - wall0,
+            wall_seconds=wall_seconds,
             solves=counts.solves,
             solve_seconds=counts.seconds,
             restarts=sum(s.restarts for s in states.values()),
             fallback_allocations=counts.fallbacks,
             unschedulable=unschedulable,
-            throughput_fallbacks=self.table.fallback_count - fallbacks_before,
+            throughput_fallbacks=throughput_fallbacks,
             work_done={s.trace.id: s.work_done for s in states.values()},
+        )
+
+    def _policy_options(self) -> PolicyOptions:
+        """What every solve of the run gets (its state carries a dynamic policy's memory)."""
+        cfg = self.config
+        return PolicyOptions(
+            solver=cfg.solver, time_limit_s=cfg.time_limit_s, keep_lp_dir=cfg.keep_lp_dir,
+            round_s=cfg.round_s, fork_sync=cfg.fork_sync, state=self.state, params=dict(cfg.policy_params),
         )
 
     def _solve(self, active: list[JobState], t: float, options: PolicyOptions, counts: _SolveCounts) -> _Solved:
