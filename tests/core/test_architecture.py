@@ -99,3 +99,25 @@ def test_import_walk_sees_function_local_and_relative_imports(tmp_path):
     f.write_text("import os\ndef f():\n    from ..testbed.render import x\n    from . import weights\n"
                  "    import slurm_fair.sim.engine\n")
     assert _imported_packages(f, ("slurm_fair", "deploy", "probe")) == {"testbed", "deploy", "sim"}
+
+
+#: functions allowed over the line while their rewrite is under way elsewhere (issue 27: revert
+#: becomes give-back actions applied by apply; issue 29: oef). Remove an entry when it lands.
+LONG_FUNCTIONS_BEING_REWRITTEN = {("controller/revert.py", "_revert"), ("policies/oef.py", "oef")}
+MAX_FUNCTION_LINES = 80
+
+
+def test_functions_stay_short():
+    """STYLE: functions under ~80 lines (the docstring counts: a long one says the function
+    does too much to explain briefly)."""
+    import ast
+
+    long = []
+    for f in sorted((REPO / "slurm_fair").rglob("*.py")):
+        rel = str(f.relative_to(REPO / "slurm_fair"))
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES and (rel, node.name) not in LONG_FUNCTIONS_BEING_REWRITTEN:
+                    long.append(f"{rel}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == []
