@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 SF      := $(VENV)/bin/slurm-fair
 PYTEST_ARGS ?=
 
-.PHONY: setup system-packages venv test test-fast demo clean
+.PHONY: setup system-packages venv lint test test-fast demo clean dist check-wheel test-pythons
 
 setup: system-packages venv
 
@@ -20,7 +20,12 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PY) -m pip install -q -e '.[test,highs]'
 	touch $@
 
-test: setup
+# ruff on the whole tree, mypy on slurm_fair/ (strict on model.py and policies/; pyproject.toml)
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: setup lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test-fast: venv
@@ -30,7 +35,24 @@ demo: setup
 	scripts/demo.sh
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache build dist
+
+# A wheel and an sdist into dist/ (the version is slurm_fair.__version__). Built without build
+# isolation, from the venv's own setuptools, so a host that reached PyPI once builds it again.
+dist: venv
+	$(PY) -m pip install -q build 'setuptools>=64' wheel
+	rm -rf dist build
+	$(PY) -m build --no-isolation --outdir dist .
+	@ls dist
+
+# The wheel installed into clean virtualenvs away from the checkout on each Python the project
+# supports that this host has, with a smoke set run from there; then the unit tests on the oldest
+# and newest (scripts/ci-pythons.sh says how it finds the interpreters).
+check-wheel: dist
+	scripts/ci-pythons.sh wheel 3.10 3.11 3.12 3.13
+
+test-pythons: venv
+	scripts/ci-pythons.sh unit 3.10 3.13
 
 # Render the docker-compose cluster's configs (docker/rendered/) from templates/slurm (issue 8).
 .PHONY: docker-configs

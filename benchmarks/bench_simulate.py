@@ -36,12 +36,14 @@ def main() -> None:
     parser.add_argument("--gpus-per-node", type=int, default=4)
     args = parser.parse_args()
     console = Console()
-    console.print(f"machine: {platform.machine()} {platform.processor() or ''}, Python {platform.python_version()}, solver {fastest_available()}")
+    console.print(f"machine: {platform.machine()} {platform.processor() or ''}, "
+                  f"Python {platform.python_version()}, solver {fastest_available()}")
     table_t = tt.load()
     names = [n for n in (args.policy or POLICIES) if n in policies.names()]
     workload = load_traces([TRACE], table_t)
     cluster = parse_cluster("v100=8,p100=8,k80=8", args.gpus_per_node)
-    out = Table(title=f"{TRACE.name}: {len(workload.jobs)} jobs, {len(workload.tenants)} tenants, 24 GPUs, {args.gpus_per_node}/node")
+    out = Table(title=f"{TRACE.name}: {len(workload.jobs)} jobs, {len(workload.tenants)} tenants, "
+                      f"24 GPUs, {args.gpus_per_node}/node")
     for col in ("policy", "wall s", "rounds", "solves", "solve s", "avg JCT h", "makespan h"):
         out.add_column(col, justify="right")
     for name in names:

@@ -86,7 +86,8 @@ def report(doc: dict[str, Any], out: Path, name: str, weights: dict[str, float])
     controller = Path(doc["replay"]["run_dir"]) / "controller.toml"
     config = controller if controller.is_file() else out / "weights.toml"
     if not controller.is_file():
-        lines = ["[controller]", f'state_dir = "{out / "no-controller"}"', f'audit_log = "{out / "no-controller" / "a.jsonl"}"', ""]
+        lines = ["[controller]", f'state_dir = "{out / "no-controller"}"',
+                 f'audit_log = "{out / "no-controller" / "a.jsonl"}"', ""]
         for t, w in sorted(weights.items()):
             lines += [f"[tenants.{t}]", f"weight = {w!r}", ""]
         config.write_text("\n".join(lines))

@@ -77,7 +77,7 @@ def _plot(path: str, rates: dict[str, Sequence[float]], series: dict, jobs: int,
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(rates), figsize=(5.5 * len(rates), 4), squeeze=False)
-    for ax, (mix, rs), (label, by_policy) in zip(axes[0], rates.items(), series.items()):
+    for ax, (_mix, rs), (label, by_policy) in zip(axes[0], rates.items(), series.items()):
         for name, values in by_policy.items():
             pts = [(x, v) for x, v in zip(rs, values) if v is not None]
             if pts:

@@ -81,7 +81,10 @@ def compare(selected: Sequence[Case], names: Sequence[str], log: Any = None) -> 
              "|" + "---|" * (len(cols) + 4)]
     for label, res in data.items():
         cells = [fmt(res[n].get("makespan_s"), "h") for n in names] + [fmt(res[n].get("utilization"), ".2f") for n in names]
-        get = lambda n, k: res.get(n, {}).get(k)  # noqa: E731
+
+        def get(n, k, res=res):
+            return res.get(n, {}).get(k)
+
         lines.append(f"| {label} | " + " | ".join(cells)
                      + f" | {ratio(get('gavel-mmf', 'makespan_s'), get('hadar', 'makespan_s'))}"
                      + f" | {ratio(get('gavel-mmf', 'makespan_s'), get('hadare', 'makespan_s'))}"

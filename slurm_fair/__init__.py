@@ -1,3 +1,4 @@
 """slurm-fair: heterogeneity-aware fair GPU sharing for Slurm."""
 
-__version__ = "0.1.0"
+#: the one place the version is written (setup.cfg reads it; ``slurm-fair --version`` prints it)
+__version__ = "0.2.0"

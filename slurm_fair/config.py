@@ -13,31 +13,23 @@ numbers in range, names matched whole, absolute paths, a registered policy) is o
 
 from __future__ import annotations
 
-import difflib
-import json
 import os
-import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from . import config_checks as C, names
-from .errors import ConfigError, Finding, InputError
-from .inputs import fullmatch, quoted, read_text
+from .errors import ConfigError, Finding
+from .inputs import fullmatch
+# the validator is shared with the inventory and the testbed description; these names stay
+# importable from here (tests and older callers use config.Key, config.read_toml, ...)
+from .toml_schema import (Key, check_named_tables, check_sections, check_table, expand_hostlist,  # noqa: F401
+                          key_name, read_toml, tomllib)
 
 #: environment variable naming the config file (beats the search path)
 CONFIG_ENV = "SLURM_FAIR_CONFIG"
 
 
-@dataclass(frozen=True)
-class Key:
-    """One setting: its type(s), default, an optional check returning an error text, and help."""
-
-    types: tuple[type, ...]
-    default: Any
-    help: str
-    check: Callable[[Any], str | None] | None = None
 
 
 NUM = (int, float)
@@ -149,147 +141,14 @@ class Config:
         return self.values[section]
 
 
-def _suggest(name: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-def _type_ok(value: Any, types: tuple[type, ...]) -> bool:
-    if isinstance(value, bool) and bool not in types:
-        return False  # TOML true is not a number
-    return isinstance(value, types)
-
-
-def _type_name(types: tuple[type, ...]) -> str:
-    """``a number``, ``an integer``, ``a boolean or string``: what a key takes, in words."""
-    names = {int: "integer", float: "number", str: "string", list: "list", bool: "boolean", dict: "table"}
-    words = " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types if not (t is int and float in types)))
-    return ("an " if words[0] in "aeiou" else "a ") + words
-
-
-def key_name(name: str) -> str:
-    """A key as a message shows it: itself when plain, else quoted with escapes, so a key with a
-    newline (``[tenants."physics\\n"]``) cannot split the one-line message."""
-    return name if fullmatch(_PLAIN_KEY, name) else json.dumps(name)
-
-
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
-
-
-def _check_table(
-    table: Mapping[str, Any], keys: dict[str, Key], prefix: str, problems: list[Finding]
-) -> dict[str, Any]:
-    out = {name: k.default for name, k in keys.items()}
-    for name, value in table.items():
-        where = f"{prefix}.{key_name(name)}"
-        if name not in keys:
-            problems.append(Finding(where, "unknown key" + _suggest(name, list(keys))))
-            continue
-        spec = keys[name]
-        if not _type_ok(value, spec.types):
-            problems.append(Finding(where, f"must be {_type_name(spec.types)}, got {quoted(value)}"))
-            continue
-        if spec.check and (msg := spec.check(value)):
-            # the checks of config_checks name the value themselves; older ones do not
-            problems.append(Finding(where, msg if ", got " in msg else f"{msg}, got {quoted(value)}"))
-            continue
-        out[name] = value
-    return out
-
-
-def expand_hostlist(hostlist: str, where: str, problems: list[Finding]) -> list[str] | None:
-    """Node names of a Slurm hostlist (``gpu-[1-4]``) via ClusterShell; None and a Finding
-    at ``where`` when it is not a hostlist."""
-    from ClusterShell.NodeSet import NodeSet, NodeSetException
-
-    if not isinstance(hostlist, str) or not re.fullmatch(r"[A-Za-z0-9._\[\],-]+", hostlist):
-        # ClusterShell would read '@' as a node group, '?'/'*' as globs, '!&^' as set operators:
-        # '@x' or '?' would name no node at all, silently
-        problems.append(Finding(where, f"not a hostlist (node names, [ranges], commas), got {hostlist!r}"))
-        return None
-    if hostlist_bound(hostlist) > MAX_HOSTS:
-        problems.append(Finding(where, f"names more than {MAX_HOSTS} nodes"))
-        return None
-    try:
-        names = list(NodeSet(hostlist))
-    except (NodeSetException, AssertionError, ValueError) as exc:  # AssertionError: "range too large"
-        problems.append(Finding(where, f"not a valid hostlist: {exc}"))
-        return None
-    if not names:
-        problems.append(Finding(where, f"names no node, got {hostlist!r}"))
-        return None
-    return names
-
-
-#: most nodes one hostlist of a description file may name (ClusterShell expands a hostlist into
-#: memory: ``n[1-100000000]`` would take minutes and gigabytes before any check could run)
-MAX_HOSTS = 100_000
-
-
-def hostlist_bound(hostlist: str) -> int:
-    """An upper bound of how many names ``hostlist`` expands to, from its text alone (the
-    product of its bracket ranges per comma-separated pattern), checked before ClusterShell
-    expands it."""
-    import re
-
-    total = 0
-    for part in re.split(r",(?![^\[]*\])", hostlist):
-        n = 1
-        for group in re.findall(r"\[([^\]]*)\]", part):
-            size = 0
-            for rng in group.split(","):
-                lo, _, hi = rng.partition("-")
-                hi = hi.split("/")[0]
-                if len(lo) > 12 or len(hi) > 12:
-                    return MAX_HOSTS + 1
-                if lo.isdigit() and hi.isdigit():
-                    size += max(int(hi) - int(lo) + 1, 1)
-                else:
-                    size += 1
-            n *= max(size, 1)
-        total += n
-    return total
-
-def check_sections(
-    data: Mapping[str, Any],
-    schema: Mapping[str, dict[str, Key]],
-    problems: list[Finding],
-    other_sections: tuple[str, ...] = (),
-) -> dict[str, dict[str, Any]]:
-    """Check every ``[section]`` of ``schema`` in ``data`` (defaults filled in) and flag sections
-    that are neither in ``schema`` nor in ``other_sections`` (checked by the caller)."""
-    values: dict[str, dict[str, Any]] = {}
-    for section, keys in schema.items():
-        raw = data.get(section, {})
-        if not isinstance(raw, dict):
-            problems.append(Finding(section, "must be a table ([section])"))
-            raw = {}
-        values[section] = _check_table(raw, keys, section, problems)
-    known = list(schema) + list(other_sections)
-    for section in data:
-        if section not in known:
-            problems.append(Finding(key_name(section), "unknown section" + _suggest(section, known)))
-    return values
-
-
 def validate(data: Mapping[str, Any], source: str = "<config>") -> Config:
     """Validate a parsed TOML document; raise one ConfigError listing every problem."""
     problems: list[Finding] = []
     values = check_sections(data, SCHEMA, problems, ("tenants",))
-    tenants: dict[str, dict[str, Any]] = {}
-    raw_tenants = data.get("tenants", {})
-    if not isinstance(raw_tenants, dict):
-        problems.append(Finding("tenants", "must be a table of tenants ([tenants.NAME])"))
-        raw_tenants = {}
-    for name, table in raw_tenants.items():
-        where = f"tenants.{key_name(name)}"
-        if not fullmatch(names.SLURM_NAME, name):
-            problems.append(Finding(where, "a tenant is a Slurm account: letters, digits, _ . + - (at most 64)"))
-            continue
-        if not isinstance(table, dict):
-            problems.append(Finding(where, "must be a table ([tenants.NAME])"))
-            continue
-        tenants[name] = _check_table(table, _TENANT_KEYS, where, problems)
+    tenants = check_named_tables(
+        data, "tenants", _TENANT_KEYS, problems,
+        lambda name: None if fullmatch(names.SLURM_NAME, name)
+        else "a tenant is a Slurm account: letters, digits, _ . + - (at most 64)")
     problems += [Finding(key, why) for key, why in C.output_clashes(values, source)]
     problems += [Finding(key, why) for key, why in C.unused_policy_options(values)]
     if problems:
@@ -310,28 +169,6 @@ def default_path() -> Path | None:
     if env:
         return Path(env)
     return SYSTEM_PATH if SYSTEM_PATH.is_file() else None
-
-
-def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Parse a TOML file; a missing, unreadable, non-regular, non-UTF-8 or malformed file is a
-    ConfigError naming it (and the line, for TOML's own errors)."""
-    if not os.path.lexists(path):
-        raise ConfigError(str(path), ["file not found"])
-    try:
-        text = read_text(path, "configuration")
-    except InputError as exc:
-        raise ConfigError(exc.source, exc.problems) from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        msg = str(exc)
-        at = re.search(r"\s*\(at line (\d+), column (\d+)\)$", msg)
-        where = f"line {at.group(1)} column {at.group(2)}" if at else ""
-        raise ConfigError(str(path), [Finding(where, f"not valid TOML: {msg[:at.start()] if at else msg}")]) from None
-    except RecursionError:
-        raise ConfigError(str(path), [Finding("", "not valid TOML: nested too deeply")]) from None
-    except ValueError as exc:  # an integer beyond Python's 4300-digit limit
-        raise ConfigError(str(path), [Finding("", f"not valid TOML: {str(exc)[:80]}")]) from None
 
 
 def load(path: str | os.PathLike[str] | None = None) -> Config:

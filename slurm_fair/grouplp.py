@@ -57,7 +57,7 @@ class GroupLP:
                     cap_terms[k][1].append(float(c.gpus))
             if row:
                 dem_rows.append((c.key, list(row.values())))
-        rows = []
+        rows: list[tuple[list[int], list[float], float, float]] = []
         #: the row of each type's capacity and of each class's demand
         self.cap_row: dict[str, int] = {}
         self.dem_row: dict[int, int] = {}

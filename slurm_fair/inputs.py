@@ -173,14 +173,14 @@ def _duplicate_line(text: str) -> int | None:
 
     def parse_object(s_and_end: tuple[str, int], *args: Any, **kwargs: Any) -> Any:
         try:
-            return json.decoder.JSONObject(s_and_end, *args, **kwargs)
+            return json.decoder.JSONObject(s_and_end, *args, **kwargs)  # type: ignore[attr-defined]
         except _DuplicateKey as exc:
             if exc.line is None:
                 doc, end = s_and_end
                 exc.line = doc.count("\n", 0, end) + 1
             raise
 
-    decoder.parse_object = parse_object  # type: ignore[assignment]
+    decoder.parse_object = parse_object  # type: ignore[attr-defined]
     decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
     try:
         decoder.decode(text)

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 from .gangs import Shape, can_hold
 from .inputs import number_problem
+from .statuses import AllocationStatus
 
 # --- the ranges every input of a problem is held to (PROBLEM.json, traces, --cluster) ---------
 # Far beyond any real cluster or job, far below where an LP's coefficients lose their meaning
@@ -44,7 +45,7 @@ def throughput_problem(value: object) -> str | None:
     return None
 
 
-def frozen_map(m: Mapping | None) -> Mapping:
+def frozen_map(m: Mapping[Any, Any] | None) -> Mapping[Any, Any]:
     """A read-only view of a copy of ``m`` (dataclasses stay hashable-ish and immutable)."""
     return MappingProxyType(dict(m or {}))
 
@@ -61,8 +62,16 @@ def normalised_throughput(throughput: Mapping[str, float], gpu_type: str) -> flo
     0 for a type the job cannot use (``T_jk`` missing or 0) and for a job that can run nowhere:
     no time on such a type has any value. (A job whose speed is *unknown* is another matter: the
     callers give it flat throughputs, 1 on every type, before asking.)"""
+    return relative_speed(throughput.get(gpu_type, 0.0), throughput)
+
+
+def relative_speed(speed: float, throughput: Mapping[str, float]) -> float:
+    """``speed / max_k T_jk``: a rate against the job's fastest type (0 when it has none).
+
+    ``n_jk`` is this for ``T_jk`` itself; the simulator's members, which run on nodes with speed
+    factors, measure their actual rate with it (above 1 on a node faster than the type's mean)."""
     best = max(throughput.values(), default=0.0)
-    return float(throughput.get(gpu_type, 0.0)) / best if best > 0 else 0.0
+    return float(speed) / best if best > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -197,7 +206,7 @@ class Allocation:
 
     policy: str
     x: Mapping[str, Mapping[str, float]]
-    status: str = "optimal"
+    status: str = AllocationStatus.OPTIMAL
     solver: str = "none"
     solve_seconds: float = 0.0
     #: nodes the policy chose for a job (``{job: (node, ...)}``, Hops): the rounding step tries

@@ -244,6 +244,45 @@ def place(
     # service received so far (share of the job's rounds it ran, any type): among "never ran
     # here" pairs, a job that never ran anywhere goes before one that ran on another type
     service = {j: sum(float(v) for v in received.get(j, {}).values()) for j in jobs}
+    pairs, job_priority = _ranked_pairs(problem, allocation, received, prev, service, sticky)
+    for job_id, k in pairs:
+        if job_id in types:
+            continue
+        placed = take(job_id, k)
+        if placed is not None:
+            types[job_id] = k
+            if pool.with_nodes:
+                node_gpus[job_id] = placed
+
+    # work conservation: leftover GPUs go to waiting jobs that can use them, the most deprived
+    # first (the least served among equals), each on its fastest type that still fits (its
+    # previous type when equally fast), but not on a type much slower than one it is allocated
+    # time on: it would have to be stopped and restarted there later, which costs more than
+    # the little it does meanwhile (a job allocated nothing takes any free GPU)
+    for job in _waiting(problem, types, job_priority, service):
+        for k in _fill_types(job, problem, allocation, prev, sticky):
+            placed = take(job.id, k)
+            if placed is not None:
+                types[job.id] = k
+                if pool.with_nodes:
+                    node_gpus[job.id] = placed
+                break
+
+    nodes = {j: tuple(sorted(used)) for j, used in node_gpus.items()}
+    return Placement(types=types, nodes=nodes, priority=job_priority, node_gpus=node_gpus)
+
+
+def _ranked_pairs(
+    problem: Problem, allocation: Allocation, received: Mapping[str, Mapping[str, float]],
+    prev: Mapping[str, str], service: Mapping[str, float], sticky: bool,
+) -> tuple[list[tuple[str, str]], dict[str, float]]:
+    """The (job, type) pairs with a positive priority in the order they are placed, and each
+    job's best pair priority.
+
+    Pairs allocated the whole period first (nothing allocated less displaces them), then the
+    others; in each group "never ran here" pairs first, the least served job first, then by
+    Gavel's priority (one stopped and behind before one that kept running); ties: previous
+    type, larger share, then a stable name order."""
     pairs: list[tuple[int, int, float, float, int, float, str, str]] = []
     job_priority: dict[str, float] = {}
     for job in problem.jobs:
@@ -262,47 +301,31 @@ def place(
                 pairs.append((tier, 0 if never else 1, service[job.id] if never else 0.0,
                               -_rounded(pr), -keep, -x, job.id, k))
         job_priority[job.id] = best
-    # pairs allocated the whole period first (nothing allocated less displaces them), then the
-    # others; in each group "never ran here" pairs first, the least served job first, then by
-    # Gavel's priority (one stopped and behind before one that kept running); ties: previous
-    # type, larger share, then a stable name order
     pairs.sort(key=lambda p: (p[0], p[1], _rounded(p[2]), p[3], p[4], p[5], p[6], p[7]))
+    return [(p[6], p[7]) for p in pairs], job_priority
 
-    for *_, job_id, k in pairs:
-        if job_id in types:
-            continue
-        got = take(job_id, k)
-        if got is not None:
-            types[job_id] = k
-            if pool.with_nodes:
-                node_gpus[job_id] = got
 
-    # work conservation: leftover GPUs go to waiting jobs that can use them, the most deprived
-    # first (the least served among equals), each on its fastest type that still fits (its
-    # previous type when equally fast), but not on a type much slower than one it is allocated
-    # time on: it would have to be stopped and restarted there later, which costs more than
-    # the little it does meanwhile (a job allocated nothing takes any free GPU)
-    waiting = sorted(
+def _waiting(problem: Problem, types: Mapping[str, str], job_priority: Mapping[str, float],
+             service: Mapping[str, float]) -> list[Job]:
+    """Jobs not placed that can run somewhere: the most deprived first, the least served among
+    equals."""
+    return sorted(
         (j for j in problem.jobs if j.id not in types and j.best_throughput > 0),
         key=lambda j: (-_rounded(job_priority[j.id]), _rounded(service[j.id]), j.id),
     )
-    for job in waiting:
-        allocated = [job.normalised(k) for k in problem.gpu_types if allocation.fraction(job.id, k) > _EPS]
-        floor = FILL_SLOWER * max(allocated) if allocated and sticky else 0.0
-        options = sorted(
-            (k for k in problem.gpu_types if job.throughput.get(k, 0.0) > 0 and job.normalised(k) >= floor - _EPS),
-            key=lambda k: (-job.normalised(k), 0 if prev.get(job.id) == k else 1, k),
-        )
-        for k in options:
-            got = take(job.id, k)
-            if got is not None:
-                types[job.id] = k
-                if pool.with_nodes:
-                    node_gpus[job.id] = got
-                break
 
-    nodes = {j: tuple(sorted(used)) for j, used in node_gpus.items()}
-    return Placement(types=types, nodes=nodes, priority=job_priority, node_gpus=node_gpus)
+
+def _fill_types(job: Job, problem: Problem, allocation: Allocation, prev: Mapping[str, str],
+                sticky: bool) -> list[str]:
+    """The types a waiting job may take leftover GPUs on, best first: its fastest (its previous
+    type when equally fast), never much slower than one it is allocated time on when stops are
+    expensive (``sticky``)."""
+    allocated = [job.normalised(k) for k in problem.gpu_types if allocation.fraction(job.id, k) > _EPS]
+    floor = FILL_SLOWER * max(allocated) if allocated and sticky else 0.0
+    return sorted(
+        (k for k in problem.gpu_types if job.throughput.get(k, 0.0) > 0 and job.normalised(k) >= floor - _EPS),
+        key=lambda k: (-job.normalised(k), 0 if prev.get(job.id) == k else 1, k),
+    )
 
 
 def _rounded(value: float) -> float:

@@ -22,7 +22,7 @@ import sys
 import re
 import time
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 import pulp
 
@@ -80,6 +80,7 @@ def make_solver(solver: str, time_limit_s: float | None, gap_rel: float | None =
             raise UserError(
                 "solver 'highs' needs highspy: pip install 'slurm-fair[highs]' (or use --solver cbc)"
             )
+        _new_highs()  # PuLP's HiGHS makes its own Highs: the process's banner is spent here first
         return pulp.HiGHS(msg=False, timeLimit=time_limit_s, gapRel=gap_rel)
     raise UserError(f"unknown solver {solver!r}; choose one of: {', '.join(SOLVER_CHOICES)}")
 
@@ -218,7 +219,7 @@ class SmallLP:
     keep_lp_dir: str | None = None
 
     def __post_init__(self) -> None:
-        self._h = None
+        self._h: Any = None  # a highspy.Highs (untyped)
         self._h_rows = 0
         self.x: list[float] = []
         self.duals: list[float] = []
@@ -323,7 +324,9 @@ class SmallLP:
         h = self._h
         new = self.rows[self._h_rows:]
         if new:
-            starts, index, value = [], [], []
+            starts: list[int] = []
+            index: list[int] = []
+            value: list[float] = []
             for cols, vals, _, _ in new:
                 starts.append(len(index))
                 index.extend(cols)
@@ -359,7 +362,7 @@ class SmallLP:
         xs = [pulp.LpVariable(f"x{i}", lowBound=None if lo == -INF else lo, upBound=None if hi == INF else hi)
               for i, (lo, hi) in enumerate(zip(self.lb, self.ub))]
         model += pulp.LpAffineExpression({xs[i]: c for i, c in enumerate(self.cost) if c})
-        names = []
+        names: list[tuple[str, ...]] = []
         for r, (cols, vals, lo, hi) in enumerate(self.rows):
             expr = pulp.LpAffineExpression({xs[i]: v for i, v in zip(cols, vals)})
             if lo == hi:

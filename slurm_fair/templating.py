@@ -5,7 +5,8 @@ a packaged install and a source checkout find all of them the same way:
 
 1. ``$SLURM_FAIR_TEMPLATES``,
 2. ``templates/`` beside the ``slurm_fair`` package (a source checkout or an editable install),
-3. ``<sys.prefix>/share/slurm-fair/templates`` (where ``pip install`` puts the data files).
+3. ``<sys.prefix>/share/slurm-fair/templates`` (where ``pip install`` of the wheel puts the data
+   files), then ``<user base>/share/slurm-fair/templates`` (``pip install --user``).
 
 Every environment uses ``StrictUndefined``: a missing variable is an error, never an empty
 string silently written into a slurm.conf.
@@ -14,6 +15,7 @@ string silently written into a slurm.conf.
 from __future__ import annotations
 
 import os
+import site
 import sys
 from pathlib import Path
 
@@ -30,7 +32,8 @@ def repo_root() -> Path:
 def candidates() -> list[Path]:
     """Where templates are looked for, in order."""
     out = [Path(env)] if (env := os.environ.get(TEMPLATES_ENV)) else []
-    return out + [repo_root() / "templates", Path(sys.prefix) / "share" / "slurm-fair" / "templates"]
+    prefixes = [Path(sys.prefix), Path(site.getuserbase())]
+    return out + [repo_root() / "templates"] + [p / "share" / "slurm-fair" / "templates" for p in prefixes]
 
 
 def templates_dir(marker: str) -> Path | None:
@@ -39,6 +42,13 @@ def templates_dir(marker: str) -> Path | None:
         if (c / marker).is_file():
             return c
     return None
+
+
+def not_found(marker: str) -> str:
+    """What a command says when no candidate holds ``marker``: where it looked, and the way out."""
+    return (f"cannot find the templates ({marker}); looked in "
+            + ", ".join(str(c) for c in candidates())
+            + f". Set ${TEMPLATES_ENV} to the templates directory.")
 
 
 def environment(directory: Path, *, autoescape: bool) -> jinja2.Environment:

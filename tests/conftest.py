@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
 
+import hypo_profiles  # noqa: F401  (registers and loads the Hypothesis profile)
 import pytest
 
 from slurm_fair.testbed import Testbed

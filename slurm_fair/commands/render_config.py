@@ -18,8 +18,8 @@ import click
 
 from .. import atomic, config as config_mod
 from ..deploy import inventory as inv_mod
-from ..deploy.render import (CLUSTER_FILES, DOCKER_FILES, DeployOptions, path_problem, render_cluster,
-                             render_docker, run_as_problem, write)
+from ..deploy.render import CLUSTER_FILES, DeployOptions, path_problem, render_cluster, run_as_problem, write
+from ..testbed.docker import DOCKER_FILES, render_docker
 from ..errors import ConfigError, Finding, UserError
 from ..estimates.gavel import load as load_table
 from .options import config_option, throughputs_option
@@ -47,7 +47,8 @@ def _output_dir_problem(value: str) -> str | None:
 
 @click.command("render-config")
 @click.option("--output-dir", "output_dir", type=click.Path(file_okay=False), default="slurm-fair-deploy",
-              show_default=True, callback=_checked(_output_dir_problem), metavar="DIR", help="Directory to write the rendered files into.")
+              show_default=True, callback=_checked(_output_dir_problem), metavar="DIR",
+              help="Directory to write the rendered files into.")
 @config_option
 @click.option("--inventory", "inventory", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Cluster description (TOML or JSON, the shape of conf/testbed.toml; --target docker: "

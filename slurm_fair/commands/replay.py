@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..errors import SlurmFairError
@@ -21,7 +23,7 @@ from .options import (json_option, output_option, policy_option, quiet_option, r
 from .output import check_distinct, table_or_json
 from ..testbed.replay.interrupt import Interrupted
 from ..testbed.replay.plan import ReplaySpec
-from ..testbed.replay.run import Replay, fresh_run_dir
+from ..testbed.replay.run import Progress as RunProgress, Replay, fresh_run_dir
 
 #: extra rows of a replay (real-run figures the simulator has no equivalent for)
 REPLAY_ROWS: tuple[tuple[str, str, str], ...] = (
@@ -50,6 +52,21 @@ def results_table(docs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
     for key, header, fmt in [c for c in COLUMNS if c[0] != "wall_seconds"] + list(REPLAY_ROWS):
         table.add_row(header, *[format_metric(d["metrics"].get(key), fmt) for d in docs.values()])
     return table
+
+
+def progress_bar(console: Console) -> Progress:
+    """Jobs done of the trace's, the simulated (trace) time and the controller's cycle: a
+    replay runs for minutes, and a person watching it sees it move (on a terminal; elsewhere
+    rich shows only the last state)."""
+    return Progress(TextColumn("replay"), BarColumn(), MofNCompleteColumn(), TextColumn("jobs done"),
+                    TextColumn("trace {task.fields[trace]}"), TextColumn("cycle {task.fields[cycle]}"),
+                    TimeElapsedColumn(), console=console, transient=False)
+
+
+def trace_time(seconds: float) -> str:
+    """Trace seconds as h:mm:ss."""
+    s = int(max(0.0, seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 @click.command("replay")
@@ -88,10 +105,16 @@ def replay(trace: str, time_scale: float, policy: str, as_json: bool, output: st
         timeout_real_s=timeout_s, solver=solver, throughputs=throughputs,
     )
     say(f"run directory {spec.run_dir}")
-    try:
-        result = Replay(tb, spec, say).run()
-    except Interrupted as exc:
-        raise ReplayInterrupted(exc) from None
+    with progress_bar(Console(stderr=True)) as bar:
+        task = bar.add_task("replay", total=None, trace=trace_time(0), cycle=0, visible=not quiet)
+
+        def show(p: RunProgress) -> None:
+            bar.update(task, total=p.jobs, completed=p.done, trace=trace_time(p.trace_s), cycle=p.cycles)
+
+        try:
+            result = Replay(tb, spec, say, progress=None if quiet else show).run()
+        except Interrupted as exc:
+            raise ReplayInterrupted(exc) from None
     doc = result.doc
     name = doc["replay"]["policy"]
     table_or_json(results_table({name: doc}, f"testbed {doc['replay']['cluster']}: {name} "

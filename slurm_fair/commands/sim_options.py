@@ -36,7 +36,7 @@ def _group(options: list[Callable[[F], F]], name: str, fold: Callable[[dict[str,
     """Apply ``options`` (in the order written) and pass ``fold(their values)`` as ``name``."""
 
     def decorate(f: F) -> F:
-        params = set()
+        params: set[str] = set()
 
         @functools.wraps(f)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -58,7 +58,8 @@ workload_options = _group([
                  help="Generate N jobs of Gavel's mix instead of reading traces."),
     click.option("--tenants", type=Integer(1, MAX_SYNTHETIC_JOBS), default=4, show_default=True,
                  help="Tenants of --synthetic."),
-    click.option("--seed", type=Integer(0, 2**64 - 1), default=0, show_default=True, help="Seed of --synthetic and --node-speed-spread."),
+    click.option("--seed", type=Integer(0, 2**64 - 1), default=0, show_default=True,
+                 help="Seed of --synthetic and --node-speed-spread."),
     click.option("--rate", type=FiniteFloat(1e-3, 1e6), default=20.0, show_default=True,
                  help="Arrivals per hour of --synthetic (Poisson)."),
     click.option("--max-duration-h", type=FiniteFloat(MIN_DURATION_H, 1e6), default=None,

@@ -8,9 +8,11 @@ JSON with ``--json``), ``--plot`` and ``--save-workload`` write files of their o
 
 from __future__ import annotations
 
+from functools import partial
+
 import click
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from .. import policies
 from ..sim import results as sim_results, scenario
@@ -71,9 +73,14 @@ def _run(scene: scenario.Scenario, infos: list[policies.PolicyInfo], engine: Sim
         for info in infos:
             task = progress.add_task(info.name, total=1.0)
             results[info.name] = simulate(scene.workload, scene.cluster, scene.table, info, engine,
-                                          lambda f, task=task: progress.update(task, completed=f))
+                                          partial(_advance, progress, task))
             progress.update(task, completed=1.0)
     return results
+
+
+def _advance(progress: Progress, task: TaskID, fraction: float) -> None:
+    """The engine's progress callback: the fraction of the trace simulated so far."""
+    progress.update(task, completed=fraction)
 
 
 def _notes(results: dict[str, SimResult]) -> list[str]:

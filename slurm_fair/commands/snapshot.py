@@ -14,10 +14,11 @@ the configuration plus the process environment (``SLURM_CONF``), so
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .. import config as config_mod
@@ -75,6 +76,11 @@ def controller_problem(port: SlurmPort, cfg: config_mod.Config) -> Problem:
     return replace(obs.built.problem, jobs=jobs)
 
 
+def _gpus(jobs: Iterable[SlurmJob]) -> int:
+    """The GPUs the jobs ask for."""
+    return sum(j.gpu_request.total for j in jobs if j.gpu_request)
+
+
 def render(snapshot: Snapshot, console: Console, configured: Mapping[str, float]) -> None:
     """Rich tables: capacity per GPU type, nodes, tenants (every Slurm account, with the weight
     the controller would use, :func:`~slurm_fair.controller.problem.tenant_weights`, and its
@@ -109,16 +115,18 @@ def render(snapshot: Snapshot, console: Console, configured: Mapping[str, float]
     tenants = sorted({j.account for j in jobs} | {a.name for a in snapshot.accounts})
     weights = tenant_weights(tenants, configured, {a.name: a.shares for a in snapshot.accounts})
     total_weight = sum(weights.values()) or 1.0
+    # short headers and values, the words in the caption: the table fits an 80-column terminal
     t = Table(title="Tenants (Slurm accounts): weight and share of the GPUs")
-    for col in ("tenant", "weight", "share", "weight from", "GPU jobs", "GPUs running", "GPUs pending"):
-        t.add_column(col, justify="left" if col in ("tenant", "weight from") else "right")
+    for col in ("tenant", "weight", "share", "from", "jobs", "running", "pending"):
+        t.add_column(col, justify="left" if col in ("tenant", "from") else "right")
     for u in tenants:
         mine = [j for j in jobs if j.account == u]
-        gpus = lambda js: sum(j.gpu_request.total for j in js if j.gpu_request)  # noqa: E731
         t.add_row(u, f"{weights[u]:g}", f"{weights[u] / total_weight:.0%}",
-                  "config" if u in configured else "Slurm shares or 1", str(len(mine)),
-                  str(gpus([j for j in mine if j.running])), str(gpus([j for j in mine if j.pending])))
+                  "config" if u in configured else "shares", str(len(mine)),
+                  str(_gpus(j for j in mine if j.running)), str(_gpus(j for j in mine if j.pending)))
     console.print(t)
+    console.print(escape("from: config ([tenants.NAME].weight) or shares (Slurm's fairshare, 1 if unset)"))
+    console.print("jobs: its GPU jobs; running, pending: the GPUs they ask for")
 
     t = Table(title=f"GPU jobs ({len(jobs)}; {len(snapshot.jobs) - len(jobs)} other jobs not shown)")
     for col in ("job", "tenant", "state", "GPUs", "per", "type", "priority", "nice", "reason/nodes", "name"):

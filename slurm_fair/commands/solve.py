@@ -19,6 +19,7 @@ from ..policies import PolicyOptions
 from ..problem_io import allocation_to_dict, load_problem
 from .options import keep_lp_dir_option, output_option, policy_option, solver_option
 from .output import check_distinct, json_text, write_output
+from ..statuses import AllocationStatus
 
 #: longest --time-limit: a day per LP (a model that needs longer is a problem of its own)
 MAX_TIME_LIMIT_S = 86400.0
@@ -56,7 +57,7 @@ def command(input_path: str, policy: str, solver: str, time_limit: float, output
     placement = rounding.place(problem, allocation)
     out["placement"] = {"types": dict(placement.types), "priority": dict(placement.priority)}
     out["total_seconds"] = round(time.perf_counter() - started, 6)
-    if allocation.status == "fallback":
+    if allocation.status == AllocationStatus.FALLBACK:
         click.echo(
             f"slurm-fair: warning: the {policy} model could not be solved; using the equal split "
             f"with best use instead ({allocation.fallback_reason})",

@@ -35,7 +35,7 @@ from typing import Any, Mapping
 from ClusterShell.NodeSet import NodeSet
 
 from ..inputs import fullmatch, number_problem, parse_json, read_text
-from ..config import Key, _check_table, _suggest, expand_hostlist, read_toml
+from ..toml_schema import Key, check_named_tables, check_sections, expand_hostlist, read_toml
 from .. import names
 from ..errors import ConfigError, Finding
 
@@ -167,32 +167,16 @@ def device_problem(files: str, gpus: int) -> str | None:
 def validate(data: Mapping[str, Any], source: str = "<inventory>") -> Inventory:
     """Validate a parsed description; raise one ConfigError listing every problem."""
     problems: list[Finding] = []
-    known = ["cluster", "gpu_types", "tenants", *_IGNORED_SECTIONS]
-    for section in data:
-        if section not in known:
-            problems.append(Finding(section, "unknown section" + _suggest(section, known)))
-    raw_cluster = data.get("cluster", {})
-    if not isinstance(raw_cluster, dict):
-        problems.append(Finding("cluster", "must be a table ([cluster])"))
-        raw_cluster = {}
-    cluster = _check_table(raw_cluster, _CLUSTER_KEYS, "cluster", problems)
-
+    cluster = check_sections(data, {"cluster": _CLUSTER_KEYS}, problems,
+                             ("gpu_types", "tenants", *_IGNORED_SECTIONS))["cluster"]
+    types = check_named_tables(
+        data, "gpu_types", _GPU_KEYS, problems, required=True,
+        name_problem=lambda t: None if fullmatch(names.GPU_TYPE, t) else f"GPU type must match {names.GPU_TYPE.pattern}")
     nodes: list[GpuNode] = []
     overrides: dict[str, float] = {}
-    raw_types = data.get("gpu_types")
-    if not isinstance(raw_types, dict) or not raw_types:
-        problems.append(Finding("gpu_types", "must be a non-empty table ([gpu_types.TYPE])"))
-        raw_types = {}
     used: dict[str, int] = {}  # node -> next device index (several types on one node)
-    for gpu_type, table in raw_types.items():
+    for gpu_type, spec in types.items():
         where = f"gpu_types.{gpu_type}"
-        if not fullmatch(names.GPU_TYPE, gpu_type):
-            problems.append(Finding(where, f"GPU type must match {names.GPU_TYPE.pattern}"))
-            continue
-        if not isinstance(table, dict):
-            problems.append(Finding(where, "must be a table ([gpu_types.TYPE])"))
-            continue
-        spec = _check_table(table, _GPU_KEYS, where, problems)
         if not spec["nodes"]:
             problems.append(Finding(f"{where}.nodes", "missing (a hostlist such as gpu-[1-4])"))
             continue
@@ -213,20 +197,10 @@ def validate(data: Mapping[str, Any], source: str = "<inventory>") -> Inventory:
             files = spec["files"] or default_files(first, spec["gpus_per_node"])
             nodes.append(GpuNode(name, gpu_type, spec["gpus_per_node"], files))
 
-    tenants: dict[str, int] = {}
-    raw_tenants = data.get("tenants", {})
-    if not isinstance(raw_tenants, dict):
-        problems.append(Finding("tenants", "must be a table ([tenants.NAME])"))
-        raw_tenants = {}
-    for name, table in raw_tenants.items():
-        where = f"tenants.{name}"
-        if not fullmatch(names.ACCOUNT, name) or name == "root":
-            problems.append(Finding(where, f"account name must match {names.ACCOUNT.pattern} (not root)"))
-            continue
-        if not isinstance(table, dict):
-            problems.append(Finding(where, "must be a table ([tenants.NAME])"))
-            continue
-        tenants[name] = _check_table(table, _TENANT_KEYS, where, problems)["fairshare"]
+    tenants = {name: spec["fairshare"] for name, spec in check_named_tables(
+        data, "tenants", _TENANT_KEYS, problems,
+        name_problem=lambda u: None if fullmatch(names.ACCOUNT, u) and u != "root"
+        else f"account name must match {names.ACCOUNT.pattern} (not root)").items()}
     if problems:
         raise ConfigError(source, problems)
     return Inventory(cluster["name"], tuple(nodes), tenants, overrides, source)

@@ -6,11 +6,10 @@ Two targets:
   ``templates/slurm/gres.conf.j2``), job_submit.lua, the bootstrap script, the hardened
   systemd service and its timer, the cron entry, the logrotate rule, the Prometheus alert
   rules and the Grafana dashboard (built in :mod:`.monitoring`, not templated);
-* ``docker`` (the docker-compose test cluster): slurm.conf, gres.conf and slurmdbd.conf rendered
-  from the *same* ``templates/slurm/*.j2`` as the native testbed, with the testbed's own context
-  (:func:`slurm_fair.testbed.render.testbed_context`) and only the documented container
-  differences (:data:`DOCKER_OVERRIDES`: hostnames, standard ports, Debian paths), plus
-  job_submit.lua, the accounts list and the bootstrap script.
+* ``docker`` (the docker-compose test cluster): built from the testbed's context, so it lives
+  in :mod:`slurm_fair.testbed.docker` (``testbed`` imports ``deploy``, never the reverse) and
+  uses :func:`render_template`, :func:`common_context`, :func:`check_options` and
+  :func:`raise_unsafe` from here.
 
 Templates use StrictUndefined (a missing variable is an error, never an empty string) and no
 autoescaping (none of these formats is HTML). What protects the files instead: every value is
@@ -21,7 +20,6 @@ value can bring a newline, ``#``, ``=``, a quote or a shell metacharacter into a
 from __future__ import annotations
 
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -29,7 +27,7 @@ from typing import Any, Callable, Mapping
 import jinja2
 
 from ..inputs import fullmatch
-from .. import atomic
+from .. import atomic, templating
 from ..config import Config
 from ..controller.planfile import PLAN_FILE
 from ..errors import ConfigError, Finding, UserError
@@ -77,47 +75,6 @@ FILE_CONTEXT: dict[str, dict[str, str]] = {
 BUILDERS: dict[str, Callable[[Mapping[str, Any]], str]] = {"slurm-fair-dashboard.json": dashboard_json}
 
 #: output file -> (template, mode) for the docker-compose cluster
-DOCKER_FILES: dict[str, tuple[str, int]] = {
-    "slurm.conf": ("slurm/slurm.conf.j2", 0o644),
-    "gres.conf": ("slurm/gres.conf.j2", 0o644),
-    "slurmdbd.conf": ("slurm/slurmdbd.conf.j2", 0o600),
-    "job_submit.lua": ("deploy/job_submit.lua.j2", 0o644),
-    "accounts.txt": ("deploy/accounts.txt.j2", 0o644),
-    "bootstrap.sh": ("deploy/bootstrap.sh.j2", 0o755),
-}
-
-#: the docker cluster's database password: a throwaway test cluster on a private network
-DOCKER_DB_PASSWORD = "slurm-fair-test-only"
-
-#: what the docker cluster changes in the testbed's context (documented in docs/deployment.md)
-DOCKER_OVERRIDES: dict[str, Any] = {
-    "control_host": "slurmctld",
-    "control_addr": "",
-    "slurmctld_port": 6817,
-    "slurm_user": "slurm",
-    "munge_socket": "",
-    "paths": {
-        "state_save": "/var/spool/slurmctld",
-        "slurmd_spool": "/var/spool/slurmd",
-        "slurmctld_pid": "/run/slurmctld.pid",
-        "slurmd_pid": "/run/slurmd.pid",
-        "slurmctld_log": "/var/log/slurm/slurmctld.log",
-        "slurmd_log": "/var/log/slurm/slurmd.log",
-        "slurmdbd_pid": "/run/slurmdbd.pid",
-        "slurmdbd_log": "/var/log/slurm/slurmdbd.log",
-    },
-    "slurmdbd_host": "slurmdbd",
-    "slurmdbd_addr": "slurmdbd",
-    "slurmdbd_port": 6819,
-    "job_submit_lua": True,
-    "storage": {
-        "host": "mariadb",
-        "port": 3306,
-        "user": "slurm",
-        "password": DOCKER_DB_PASSWORD,
-        "database": "slurm_acct_db",
-    },
-}
 
 
 @dataclass(frozen=True)
@@ -133,10 +90,11 @@ class DeployOptions:
 
 
 def environment() -> jinja2.Environment:
-    """StrictUndefined, no autoescape (conf/shell/Lua, not HTML), same loader as the testbed."""
-    from ..testbed.render import environment as testbed_environment
-
-    return testbed_environment()
+    """StrictUndefined, no autoescape (conf/shell/Lua, not HTML), over the one templates/."""
+    found = templating.templates_dir("deploy/job_submit.lua.j2")
+    if found is None:
+        raise UserError(templating.not_found("deploy/job_submit.lua.j2"))
+    return templating.environment(found, autoescape=False)
 
 
 def render_template(template: str, context: Mapping[str, Any]) -> str:
@@ -197,7 +155,7 @@ def _check_path(value: str, where: str, problems: list[Finding]) -> None:
         problems.append(Finding(where, msg))
 
 
-def _check_options(config: Config, opts: DeployOptions, problems: list[Finding]) -> None:
+def check_options(config: Config, opts: DeployOptions, problems: list[Finding]) -> None:
     c = config["controller"]
     _check_path(c["state_dir"], "controller.state_dir", problems)
     _check_path(c["audit_log"], "controller.audit_log", problems)
@@ -220,7 +178,7 @@ def plan_max_age(config: Config) -> int:
     return int(max(3 * float(config["controller"]["interval_s"]), 180.0))
 
 
-def _common(config: Config, tenants: Mapping[str, int], state_dir: str) -> dict[str, Any]:
+def common_context(config: Config, tenants: Mapping[str, int], state_dir: str) -> dict[str, Any]:
     site = config["controller"]["site_job_submit"]
     if site and not fullmatch(_LUA_PATH, site):
         raise ConfigError(config.source, [Finding(
@@ -240,7 +198,7 @@ def cluster_context(
 ) -> dict[str, Any]:
     """The template variables for a real cluster (validated)."""
     problems: list[Finding] = []
-    _check_options(config, opts, problems)
+    check_options(config, opts, problems)
     if problems:
         raise ConfigError(config.source, problems)
     weights = billing_weights(inv.gpu_types, table, inv.billing_overrides, inv.source)
@@ -249,7 +207,7 @@ def cluster_context(
     interval = float(c["interval_s"])
     cluster_name = config["cluster"]["name"] or inv.cluster_name
     ctx: dict[str, Any] = {
-        **_common(config, inv.tenants, c["state_dir"]),
+        **common_context(config, inv.tenants, c["state_dir"]),
         "cluster_name": cluster_name or "unnamed",
         "cluster_where": cluster_name,
         "gpu_types": list(inv.gpu_types),
@@ -276,7 +234,7 @@ def cluster_context(
         "run_as": opts.run_as,
         "admin_level": opts.admin_level,
     }
-    _raise_unsafe(ctx, config.source)
+    raise_unsafe(ctx, config.source)
     return ctx
 
 
@@ -307,7 +265,7 @@ def _node_gres(inv: Inventory, rank: Mapping[str, int]) -> list[dict[str, Any]]:
     return [{"nodes": str(NodeSet.fromlist(names)), "gres": g, "weight": w} for (g, w), names in groups.items()]
 
 
-def _raise_unsafe(ctx: Mapping[str, Any], source: str) -> None:
+def raise_unsafe(ctx: Mapping[str, Any], source: str) -> None:
     problems = check_context(ctx)
     for t in ctx.get("gpu_types", []):
         if not fullmatch(names.GPU_TYPE, t):
@@ -323,47 +281,6 @@ def render_cluster(config: Config, inv: Inventory, table: ThroughputTable, opts:
                                         "unit_interval_s": 60 if "failsafe" in name else ctx["interval_s"]})
             if tpl else BUILDERS[name](ctx)
             for name, (tpl, _mode) in CLUSTER_FILES.items()}
-
-
-# --- docker -----------------------------------------------------------------------------------
-
-
-def docker_context(testbed_cfg: Any, config: Config) -> dict[str, Any]:
-    """The testbed's context for ``testbed_cfg`` with :data:`DOCKER_OVERRIDES` (and docker nodes).
-
-    Built *from* :func:`testbed_context` so a variable the testbed adds later reaches the docker
-    files too; only the documented keys differ.
-    """
-    from ..testbed.layout import Layout
-    from ..testbed.render import testbed_context
-
-    with tempfile.TemporaryDirectory(prefix="sf-render-") as tmp:
-        ctx = testbed_context(testbed_cfg, Layout(Path(tmp)))
-    ctx.update({k: (dict(v) if isinstance(v, dict) else v) for k, v in DOCKER_OVERRIDES.items()})
-    ctx["nodes"] = [
-        {**node, "hostname": node["name"], "addr": "", "port": None,
-         "device_files": _docker_devices(node["gpus"])}
-        for node in ctx["nodes"]
-    ]
-    problems: list[Finding] = []
-    _check_options(config, DeployOptions(), problems)
-    if problems:
-        raise ConfigError(config.source, problems)
-    ctx.update(_common(config, dict(testbed_cfg.tenants), config["controller"]["state_dir"]))
-    ctx.update({"cluster_where": testbed_cfg.cluster_name, "run_as": "root", "admin_level": "administrator"})
-    # the testbed validated its own values; check what this module adds or changes
-    _raise_unsafe({k: ctx[k] for k in ("accounts", "plan_path", "nodes", "gpu_types")}, config.source)
-    return ctx
-
-
-def _docker_devices(count: int) -> str:
-    return "/dev/nvidia0" if count == 1 else f"/dev/nvidia[0-{count - 1}]"
-
-
-def render_docker(testbed_cfg: Any, config: Config) -> dict[str, str]:
-    """Output file name -> text for the docker-compose cluster (``docker/rendered/``)."""
-    ctx = docker_context(testbed_cfg, config)
-    return {name: render_template(tpl, ctx) for name, (tpl, _mode) in DOCKER_FILES.items()}
 
 
 def write(files: Mapping[str, str], out_dir: Path, modes: Mapping[str, tuple[str, int]]) -> list[Path]:

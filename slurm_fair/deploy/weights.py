@@ -18,6 +18,7 @@ from typing import Mapping
 
 from ..errors import ConfigError, Finding
 from ..estimates.gavel import ThroughputTable
+from ..model import normalised_throughput
 
 
 def billing_weights(
@@ -45,9 +46,8 @@ def billing_weights(
             values = {k: table.data[k][key] for k in measured_types}
             if min(values.values()) <= 0:
                 continue
-            best = max(values.values())
-            for k, v in values.items():
-                ratios[k].append(v / best)
+            for k in values:
+                ratios[k].append(normalised_throughput(values, k))
         if not ratios[measured_types[0]]:
             raise ConfigError(source, [Finding(
                 "gpu_types", f"no job type is measured on all of {', '.join(measured_types)} "

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Mapping, MutableMapping
 from ..errors import UserError
 from ..inputs import parse_number
 from ..model import Allocation, Problem
+from ..statuses import AllocationStatus
 
 
 #: HadarE's default synchronisation cost of a forked job (a tenth of its combined rate)
@@ -126,7 +127,7 @@ def _empty_is_empty(name: str, fn: AllocateFn) -> AllocateFn:
     @functools.wraps(fn)
     def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
         if not problem.jobs:
-            return Allocation(policy=name, x={}, status="optimal", solver="none")
+            return Allocation(policy=name, x={}, status=AllocationStatus.OPTIMAL, solver="none")
         return fn(problem, options)
 
     return allocate

@@ -31,13 +31,13 @@ only promises a Pareto-efficient point whose spending error it reports.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
 from ..grouplp import GroupLP
 from ..errors import SolverError
 from ..jobgroups import JobGroup
 from ..model import Problem
-from ..solver import INF
+from ..solver import INF, SmallLP
 from ._ceei_market import Equilibrium
 from ._ceei_snap import snap
 
@@ -95,31 +95,14 @@ def ceei(problem: Problem, classes: list[JobGroup], tol: float = 1e-10, max_iter
         scale = max(budgets.values())
         for u in tenants:
             lp.set_cost(tcol[u], budgets[u] / scale)
-        try:
-            lp.solve()
-        except SolverError:
-            try:
-                lp.reset()
-                lp.solve()  # once more from scratch, without the warm start
-            except SolverError:
-                if best is None:
-                    raise
-                break  # the cuts got too close for the LP's tolerances: polish the best point
+        failed = _solve_twice(lp)
+        if failed is not None:
+            if best is None:
+                raise failed
+            break  # the cuts got too close for the LP's tolerances: polish the best point
         prices = {k: max(0.0, lp.duals[r]) * scale for k, r in cap_rows.items()}
-        spend = {u: 0.0 for u in tenants}
-        util = {u: 0.0 for u in tenants}
-        X = {c.key: {} for c in classes}
-        for i, (ck, k) in enumerate(cols):
-            v = max(0.0, lp.x[i])
-            if v > 1e-12:
-                X[ck][k] = v
-            spend[owner[i]] += prices[k] * gpus[ck] * v
-            util[owner[i]] += ncoef[ck][k] * v
-        err = 0.0
-        for u in tenants:
-            e = (spend[u] - weight[u]) / weight[u]
-            satiated = util[u] >= umax[u] * (1 - 1e-9)
-            err = max(err, max(e, 0.0) if satiated else abs(e))
+        X, spend, util = _read_point(lp.x, cols, owner, classes, prices, gpus, ncoef, tenants)
+        err = max((_spending_error(spend[u], util[u], weight[u], umax[u]) for u in tenants), default=0.0)
         if best is None or err < best.error:
             best = Equilibrium(X, prices, dict(budgets), spend, err, it)
         if err <= tol or (err <= snap_below and it >= 3):
@@ -128,13 +111,7 @@ def ceei(problem: Problem, classes: list[JobGroup], tol: float = 1e-10, max_iter
             satiated = util[u] >= umax[u] * (1 - 1e-9)
             if satiated and spend[u] <= weight[u]:
                 continue
-            # the fixed-point step b <- w + Q is b += (w - p.y); it is lengthened while the error
-            # keeps its sign (a tenant whose marginal GPUs are worth little to it needs a large
-            # budget before it buys any) and reset when the sign flips
-            sign = 1 if weight[u] > spend[u] else -1
-            step[u] = min(step[u] * 2, 1e6) if sign == last[u] else 1.0
-            last[u] = sign
-            budgets[u] = max(budgets[u] + step[u] * (weight[u] - spend[u]), 0.1 * budgets[u])
+            budgets[u], step[u], last[u] = _budget_step(budgets[u], weight[u], spend[u], step[u], last[u])
             a = util[u]
             if a > 0 and min(abs(a - t) for t in tangents[u]) > 1e-13 * a:
                 tangent(u, a)
@@ -143,8 +120,62 @@ def ceei(problem: Problem, classes: list[JobGroup], tol: float = 1e-10, max_iter
         return Equilibrium({c.key: {} for c in classes}, {}, {}, {}, 0.0, 0)
     best.iterations = it
     if best.error > tol and not (good_enough is not None and good_enough(best.X)):
-        snapped = snap(classes, types, caps, weight, umax, best, solver=solver, good_enough=good_enough)
-        if snapped is not None and (snapped.error < best.error or (good_enough is not None and good_enough(snapped.X))):
-            snapped.budgets, snapped.iterations = best.budgets, it
-            best = snapped
+        return _snapped(best, classes, types, caps, weight, umax, solver, good_enough)
     return best
+
+
+def _snapped(best: Equilibrium, classes: list[JobGroup], types: list[str], caps: dict[str, float],
+             weight: dict[str, float], umax: dict[str, float], solver: str | None,
+             good_enough: Callable[[dict[int, dict[str, float]]], bool] | None) -> Equilibrium:
+    """The exact closing step (:func:`~._ceei_snap.snap`) from ``best``; its answer when it is
+    closer (or passes the caller's check), else ``best``."""
+    snapped = snap(classes, types, caps, weight, umax, best, solver=solver, good_enough=good_enough)
+    if snapped is not None and (snapped.error < best.error or (good_enough is not None and good_enough(snapped.X))):
+        snapped.budgets, snapped.iterations = best.budgets, best.iterations
+        return snapped
+    return best
+
+
+def _solve_twice(lp: SmallLP) -> SolverError | None:
+    """Solve warm; when that fails, once more from scratch. The second failure, or None."""
+    try:
+        lp.solve()
+    except SolverError:
+        try:
+            lp.reset()
+            lp.solve()
+        except SolverError as exc:
+            return exc
+    return None
+
+
+def _read_point(x: Sequence[float], cols: Sequence[tuple[int, str]], owner: Sequence[str],
+                classes: list[JobGroup], prices: Mapping[str, float], gpus: Mapping[int, int],
+                ncoef: Mapping[int, Mapping[str, float]], tenants: Sequence[str],
+                ) -> tuple[dict[int, dict[str, float]], dict[str, float], dict[str, float]]:
+    """The LP's point as a class solution, with each tenant's spending ``p.y_u`` and utility."""
+    spend = {u: 0.0 for u in tenants}
+    util = {u: 0.0 for u in tenants}
+    X: dict[int, dict[str, float]] = {c.key: {} for c in classes}
+    for i, (ck, k) in enumerate(cols):
+        v = max(0.0, x[i])
+        if v > 1e-12:
+            X[ck][k] = v
+        spend[owner[i]] += prices[k] * gpus[ck] * v
+        util[owner[i]] += ncoef[ck][k] * v
+    return X, spend, util
+
+
+def _spending_error(spend: float, util: float, weight: float, umax: float) -> float:
+    """A tenant's relative spending error; a satiated tenant may spend less than its budget."""
+    e = (spend - weight) / weight
+    return max(e, 0.0) if util >= umax * (1 - 1e-9) else abs(e)
+
+
+def _budget_step(budget: float, weight: float, spend: float, step: float, last: int) -> tuple[float, float, int]:
+    """The fixed-point step ``b <- w + Q`` is ``b += (w - p.y)``; it is lengthened while the
+    error keeps its sign (a tenant whose marginal GPUs are worth little to it needs a large
+    budget before it buys any) and reset when the sign flips. The new budget, step and sign."""
+    sign = 1 if weight > spend else -1
+    step = min(step * 2, 1e6) if sign == last else 1.0
+    return max(budget + step * (weight - spend), 0.1 * budget), step, sign

@@ -96,13 +96,14 @@ def allocation_for(m: Market, lam: dict[str, float], prices: dict[str, float], q
             lp.add_row(cols, [1.0] * len(cols), lo, float(c.count))
     for u in sat:  # a satiated tenant stays satiated (it may then spend less than w_u)
         cols = [ix[a] for a in g_ten.get(u, [])]
-        lp.add_row(cols, [m.by_key[face[j][0]].n[face[j][1]] for j in cols], m.umax[u] * (1 - SATIATED) - fairness.slack(m.umax[u]), INF)
+        floor = m.umax[u] * (1 - SATIATED) - fairness.slack(m.umax[u])
+        lp.add_row(cols, [m.by_key[face[j][0]].n[face[j][1]] for j in cols], floor, INF)
     for i, u in enumerate(m.tenants):
         cols = [ix[a] for a in g_ten.get(u, []) if prices[a[1]] > 0]
         vals = [prices[face[j][1]] * m.by_key[face[j][0]].gpus for j in cols]
         lp.add_row(cols + [ie + 2 * i, ie + 2 * i + 1], vals + [-1.0, 1.0], m.weight[u], m.weight[u])
     lp.solve()
-    X = {ck: {} for ck in m.by_key}
+    X: Point = {ck: {} for ck in m.by_key}
     for a, i in ix.items():
         v = max(0.0, lp.x[i])
         if v > 1e-13:
@@ -183,7 +184,7 @@ def joint(m: Market, X: Point, prices: dict[str, float], extra: Collection[Activ
     lam = {u: max(0.0, lp.x[iu[u]]) for u in m.tenants}
     p2 = {k: (max(0.0, lp.x[ip[k]]) if k in ip else 0.0) for k in m.types}
     q = {ck: (max(0.0, lp.x[iq[ck]]) if ck in iq else 0.0) for ck in m.by_key}
-    X2 = {ck: {} for ck in m.by_key}
+    X2: Point = {ck: {} for ck in m.by_key}
     for a, i in ix.items():
         v = max(0.0, lp.x[i])
         if v > 1e-13:

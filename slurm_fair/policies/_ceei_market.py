@@ -89,11 +89,13 @@ class Market:
         return {(ck, k): self.by_key[ck].gpus * prices[k] + q[ck] - lam[self.by_key[ck].tenant] * self.by_key[ck].n[k]
                 for ck, k in self.acts}
 
-    def groups(self, acts: list[Activity]) -> tuple[dict[str, list], dict[int, list], dict[str, list]]:
+    def groups(
+        self, acts: list[Activity],
+    ) -> tuple[dict[str, list[Activity]], dict[int, list[Activity]], dict[str, list[Activity]]]:
         """Activities ``(class key, type)`` grouped by type, by class and by tenant, in one pass."""
-        g_type: dict[str, list] = {}
-        g_cls: dict[int, list] = {}
-        g_ten: dict[str, list] = {}
+        g_type: dict[str, list[Activity]] = {}
+        g_cls: dict[int, list[Activity]] = {}
+        g_ten: dict[str, list[Activity]] = {}
         for a in acts:
             g_type.setdefault(a[1], []).append(a)
             g_cls.setdefault(a[0], []).append(a)

@@ -5,7 +5,7 @@ error is 0 (or the caller's check passes, or nothing moves).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from ..errors import SolverError
 from ..jobgroups import JobGroup
@@ -39,12 +39,12 @@ def snap(classes: list[JobGroup], types: list[str], caps: dict[str, float], weig
     converges quadratically once the support is right). When everything stalls, the
     equilibrium needs an activity that is not yet at zero reduced cost: the activities nearest
     to it are tried in the support (each alone, in pairs, the nearest few together) with joint
-    steps, and a move is kept only when it lowers the error. An error of 0 is an exact CEEI (``docs/oef.md``); the caller checks the
-    answer exactly in any case.
+    steps, and a move is kept only when it lowers the error. An error of 0 is an exact CEEI
+    (``docs/oef.md``); the caller checks the answer exactly in any case.
     """
     m = Market.of(classes, types, caps, weight, umax, solver)
 
-    def step(X: Point, extra: tuple[Activity, ...]):
+    def step(X: Point, extra: tuple[Activity, ...]) -> tuple[Equilibrium, tuple[Any, ...]] | None:
         """(a) then (b); the new point and its error (None when an LP fails)."""
         try:
             lam, prices, q, sat = duals_for(m, X, extra)
@@ -76,14 +76,8 @@ def snap(classes: list[JobGroup], types: list[str], caps: dict[str, float], weig
             continue
         if best is None or duals is None:
             break
-        # stalled: bring the activities nearest to zero reduced cost into the support
-        red = m.reduced(*duals)
-        near = sorted((r, a) for a, r in red.items() if not best.X.get(a[0], {}).get(a[1], 0.0) > 0)
-        top = [a for _, a in near[:6]]
-        trials = [(a,) for a in top] + [(a, b) for i, a in enumerate(top) for b in top[i + 1:]]
-        trials += [tuple(top[:j]) for j in (3, 4, 6) if j <= len(top)]
         moved = False
-        for extra in trials:
+        for extra in _support_trials(m, duals, best):
             for rho in (0.5, 0.05, 0.005):
                 got = joint(m, best.X, best.prices, extra, rho)
                 if got is not None and got[0].error < best.error * (1 - 1e-3):
@@ -96,3 +90,15 @@ def snap(classes: list[JobGroup], types: list[str], caps: dict[str, float], weig
         if not moved or best.error <= 1e-13 or (good_enough is not None and good_enough(best.X)):
             break
     return best
+
+
+def _support_trials(m: Market, duals: tuple[Any, ...], best: Equilibrium) -> list[tuple[Activity, ...]]:
+    """A stalled snap's candidates: the activities outside the support nearest to zero reduced
+    cost, each alone, in pairs, and the nearest 3, 4 and 6 together."""
+    red = m.reduced(*duals)
+    near = sorted((r, a) for a, r in red.items() if not best.X.get(a[0], {}).get(a[1], 0.0) > 0)
+    top = [a for _, a in near[:6]]
+    trials: list[tuple[Activity, ...]] = [(a,) for a in top]
+    trials += [(a, b) for i, a in enumerate(top) for b in top[i + 1:]]
+    trials += [tuple(top[:j]) for j in (3, 4, 6) if j <= len(top)]
+    return trials

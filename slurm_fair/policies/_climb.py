@@ -76,10 +76,7 @@ class Climb:
 
         cm.lp.truncate(self.base)
         U, Y = t.arrays(X)
-        for i, u in enumerate(t.names):
-            # X is SI (up to eps): keep it feasible despite round-off; the answer is re-verified
-            si = min(t.si[u], float(U[i]))
-            cm.lp.set_row_bounds(self.si_rows[u], si - fairness.slack(si), INF)
+        self._hold_si(U)
         T = len(t.names)
         off = ~np.eye(T, dtype=bool)
         bound, P, Q = envy.pooled(Y)
@@ -137,7 +134,15 @@ class Climb:
                 set_const(i, j)
                 add(i, j)
 
-    def polish(self, X: ClassX) -> tuple[dict | None, float]:
+    def _hold_si(self, U: np.ndarray) -> None:
+        """Each tenant's SI row at its floor, lowered to its utility at the step's point when
+        round-off put that below: the point is SI (up to eps) and stays feasible; the answer is
+        re-verified."""
+        for i, u in enumerate(self.t.names):
+            si = min(self.t.si[u], float(U[i]))
+            self.cm.lp.set_row_bounds(self.si_rows[u], si - fairness.slack(si), INF)
+
+    def polish(self, X: ClassX) -> tuple[ClassX | None, float]:
         """A Pareto improvement of ``X`` (or None) and the gap ``max E' - E`` found.
 
         Stage 1: ``max E`` with ``U_u >= U_u(X)``; stage 2: at that ``E``, move the bundles as
@@ -154,7 +159,7 @@ class Climb:
             self.cm.lp.truncate(self.base)
             self.cm.set_objective(self.cm.efficiency())
 
-    def _polish(self, X: ClassX) -> tuple[dict | None, float]:
+    def _polish(self, X: ClassX) -> tuple[ClassX | None, float]:
         t, cm = self.t, self.cm
         cm.lp.truncate(self.base)
         util = class_utilities(t.classes, X)

@@ -68,7 +68,8 @@ class EnvyBounds:
         if not len(self.g[i]):
             return np.zeros(len(P))
         gain = self.n[i][None, :, :] - self.g[i][None, :, None] * P[:, None, :]
-        return (self.m[i][None, :] * np.maximum(0.0, gain.max(axis=2))).sum(axis=1)
+        q: np.ndarray = (self.m[i][None, :] * np.maximum(0.0, gain.max(axis=2))).sum(axis=1)
+        return q
 
     def add(self, i: int, p: np.ndarray) -> tuple[np.ndarray, float]:
         """Put the prices ``p`` (clipped at 0) in tenant ``i``'s pool; returns ``(p, Q_u(p))``."""
@@ -101,7 +102,8 @@ class EnvyBounds:
         """Pairs whose pooled ``bound`` does not clear them *with room to spare* (a climb step
         trusts a pooled cut only then, so its constant needs no lowering): ``T x T`` booleans,
         the diagonal False."""
-        hot = bound > U[:, None] - fairness.slack(U[:, None])
+        # fairness.slack is elementwise on arrays (its formula is arithmetic only)
+        hot: np.ndarray = bound > U[:, None] - fairness.slack(U[:, None])  # type: ignore[arg-type]
         np.fill_diagonal(hot, False)
         return hot
 

@@ -77,7 +77,7 @@ def job_sensitivity(job: Job) -> float:
 
 def classes(nodes: Sequence[NodeCapacity], free: Mapping[str, int], per_node: bool) -> dict[str, NodeClass]:
     """Nodes with GPUs free grouped into classes (``per_node``: one class per node)."""
-    groups: dict[tuple, list[str]] = {}
+    groups: dict[tuple[object, ...], list[str]] = {}
     for n in sorted(nodes, key=lambda n: n.name):
         f = int(free.get(n.name, 0))
         if f <= 0:
@@ -100,7 +100,7 @@ def configurations(job: Job, free: Mapping[str, int], nodes: Sequence[NodeCapaci
         return [Config(k, (), ((k, job.gpus),), float(t))
                 for k, t in sorted(job.throughput.items()) if t > 0 and job.gpus <= free.get(k, 0)]
     speed = {n.name: n.speed for n in nodes}
-    out: dict[tuple, Config] = {}
+    out: dict[tuple[object, ...], Config] = {}
     for k in sorted(t for t, v in job.throughput.items() if v > 0):
         of_type = [n for n in nodes if n.gpu_type == k]
         largest = max((n.gpus for n in of_type), default=0)
@@ -115,7 +115,8 @@ def configurations(job: Job, free: Mapping[str, int], nodes: Sequence[NodeCapaci
         if p is None or p >= job.gpus:
             candidates += [[(n, job.gpus)] for n in names if free[n] >= job.gpus]
         for i in range(len(names)):
-            parts, left = [], job.gpus
+            parts: list[tuple[str, int]] = []
+            left = job.gpus
             for n in names[i:]:
                 if job.max_nodes is not None and len(parts) >= job.max_nodes:
                     break

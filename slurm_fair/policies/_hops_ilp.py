@@ -62,9 +62,9 @@ def solve_plan(rows: Sequence[tuple[Job, float, Sequence[Config]]], capacity: Ma
     model = pulp.LpProblem("hops", pulp.LpMaximize)
     xs = [pulp.LpVariable(f"x{i}", cat=pulp.LpBinary) for i in range(len(coef))]
     model += pulp.LpAffineExpression({x: v for x, (_, _, v) in zip(xs, coef)})
-    per_job: dict[str, dict] = {}
-    gpus: dict[str, dict] = {cid: {} for cid in capacity}
-    big: dict[str, dict] = {cid: {} for cid in capacity}
+    per_job: dict[str, dict[pulp.LpVariable, float]] = {}
+    gpus: dict[str, dict[pulp.LpVariable, float]] = {cid: {} for cid in capacity}
+    big: dict[str, dict[pulp.LpVariable, float]] = {cid: {} for cid in capacity}
     for x, (job, c, _) in zip(xs, coef):
         per_job.setdefault(job.id, {})[x] = 1.0
         for cid, g in c.demand:

@@ -18,6 +18,7 @@ from ..jobgroups import JobGroup, groups_of
 from ..model import Allocation, Problem
 from ..solver import INF
 from . import PolicyOptions
+from ..statuses import AllocationStatus
 
 #: relative round-off allowance of max-min's level when it is held in the second stage
 _MAX_MIN_SLACK = 1e-7
@@ -161,7 +162,7 @@ def fallback_allocation(problem: Problem, policy: str, error: SolverError, start
     classes = groups_of(problem)
     x = clip_capacity(problem, split_classes(classes, equal_split_classes(problem, classes)))
     return Allocation(
-        policy=policy, x=x, status="fallback", solver="none",
+        policy=policy, x=x, status=AllocationStatus.FALLBACK, solver="none",
         solve_seconds=time.perf_counter() - started,
         fallback_reason=str(error), info={"lp_file": error.lp_file, "solver_status": error.status},
     )
@@ -169,7 +170,7 @@ def fallback_allocation(problem: Problem, policy: str, error: SolverError, start
 
 def result(problem: Problem, policy: str, classes: list[JobGroup], X: Mapping[int, Mapping[str, float]],
            options: PolicyOptions, started: float, info: Mapping[str, object] | None = None,
-           status: str = "optimal", efficiency_bound: float | None = None) -> Allocation:
+           status: str = AllocationStatus.OPTIMAL, efficiency_bound: float | None = None) -> Allocation:
     """The Allocation of a class solution (split over the classes' jobs, clipped to capacity);
     ``info`` gets the number of classes."""
     x = clip_capacity(problem, split_classes(classes, X))

@@ -82,11 +82,12 @@ class Tenants:
         bounds decide most pairs; the others get their exact LP (and the first envious pair
         ends the check)."""
         U, Y = self.arrays(X)
-        if np.any(U < self.si_vec - fairness.eps(self.si_vec)):
+        # fairness.eps is elementwise on arrays (its formula is arithmetic only)
+        if np.any(U < self.si_vec - fairness.eps(self.si_vec)):  # type: ignore[arg-type]
             return False
         bound, _, _ = self.envy.pooled(Y)
         # V <= bound <= U + eps(U) implies U >= V - eps(V) (eps grows with its argument)
-        undecided = bound > (U + fairness.eps(U))[:, None]
+        undecided = bound > (U + fairness.eps(U))[:, None]  # type: ignore[arg-type]
         np.fill_diagonal(undecided, False)
         for i, j in np.argwhere(undecided):
             value, _, _ = self.envy.exact(i, self.envy.scale[i, j] * Y[j])

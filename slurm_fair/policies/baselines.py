@@ -22,14 +22,16 @@ Exact formulations (also in ``docs/policies/``):
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from .. import fairness
 from ..errors import SolverError
 from ..jobgroups import JobGroup, groups_of, normalised_vector
-from ..model import Allocation, Problem
+from ..model import Allocation, Job, Problem
 from . import PolicyOptions, register
 from ._lp import class_lp, fallback_allocation, max_min_classes, max_throughput_classes, result
 from ..solver import INF
+from ..statuses import AllocationStatus
 
 #: relative width at which gavel-ftf's bisection on the largest rho stops
 _FTF_TOLERANCE = 1e-5
@@ -75,7 +77,7 @@ def _ftf_classes(problem: Problem) -> tuple[list[JobGroup], dict[int, tuple[floa
     in normalised units (a job's throughput divided by its best one)."""
     iso = fairness.isolated_throughputs(problem)
     types = problem.types
-    groups: dict[tuple, list] = {}
+    groups: dict[tuple[Any, ...], list[Job]] = {}
     for j in problem.jobs:
         n = normalised_vector(j, types)
         rem = j.remaining_work
@@ -160,5 +162,5 @@ def fifo(problem: Problem, options: PolicyOptions) -> Allocation:
                 break
         else:
             x[job.id] = {}
-    return Allocation(policy="fifo", x=x, status="heuristic", solver="none",
+    return Allocation(policy="fifo", x=x, status=AllocationStatus.HEURISTIC, solver="none",
                       solve_seconds=time.perf_counter() - started)

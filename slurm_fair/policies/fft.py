@@ -28,14 +28,15 @@ from __future__ import annotations
 import statistics
 import time
 
-import pulp
+from typing import Mapping
 
 from ..errors import SolverError
+from ..jobgroups import JobGroup
 from ..model import Allocation, Job, Problem
-from ..solver import solve
 from . import PolicyOptions, register
 from ._fft_ledger import update_ledger
-from ._lp import fallback_allocation
+from ._lp import class_lp, fallback_allocation
+from ..statuses import AllocationStatus
 
 #: weight of the fairness compensation (per round of deficit)
 LAMBDA = 1.0
@@ -119,32 +120,34 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
     value = values(problem, comp, rem, options.round_s)
     info = {"compensation": {jid: c for jid, c in comp.items() if c > 0}}
     if not value:
-        return Allocation("fft", {j.id: {} for j in problem.jobs}, "optimal", "none", time.perf_counter() - started, info=info)
+        return Allocation("fft", {j.id: {} for j in problem.jobs}, AllocationStatus.OPTIMAL, "none",
+                          time.perf_counter() - started, info=info)
     trivial = _independent_optimum(problem, value)
     if trivial is not None:
-        return Allocation("fft", trivial, "optimal", "none", time.perf_counter() - started, info={**info, "trivial": True})
-    model = pulp.LpProblem("fft", pulp.LpMinimize)
-    types = {k: t for t, k in enumerate(problem.types)}
-    index = {j.id: i for i, j in enumerate(problem.jobs)}
-    gpus = {j.id: float(j.gpus) for j in problem.jobs}
-    a = {(jid, k): pulp.LpVariable(f"a_{index[jid]}_{types[k]}", lowBound=0, upBound=1) for jid, k in value}
-    model += pulp.LpAffineExpression({v: -value[key] for key, v in a.items()})
-    by_job: dict[str, dict] = {}
-    by_type: dict[str, dict] = {}
-    for (jid, k), v in a.items():
-        by_job.setdefault(jid, {})[v] = 1.0
-        by_type.setdefault(k, {})[v] = gpus[jid]
-    for terms in by_job.values():
-        model += pulp.LpConstraint(pulp.LpAffineExpression(terms), pulp.LpConstraintLE, None, 1.0)
-    for k, terms in by_type.items():
-        model += pulp.LpConstraint(pulp.LpAffineExpression(terms), pulp.LpConstraintLE, None, float(problem.gpu_types[k]))
+        return Allocation("fft", trivial, AllocationStatus.OPTIMAL, "none", time.perf_counter() - started,
+                          info={**info, "trivial": True})
     try:
-        res = solve(model, options.solver, options.time_limit_s, options.keep_lp_dir)
+        x, solver_name = _solve_round(problem, value, options)
     except SolverError as exc:
         return fallback_allocation(problem, "fft", exc, started)
+    return Allocation("fft", x, AllocationStatus.OPTIMAL, solver_name, time.perf_counter() - started, info=info)
+
+
+def _solve_round(problem: Problem, value: Mapping[tuple[str, str], float],
+                 options: PolicyOptions) -> tuple[dict[str, dict[str, float]], str]:
+    """``max sum_jk value_jk a_jk`` over the group LP (:mod:`slurm_fair.grouplp`) of one-job
+    groups: ``a_jk`` is ``z_ck`` of job ``j``'s own group, its capacity and demand rows are
+    fft's ``sum_j g_j a_jk <= C_k`` and ``sum_k a_jk <= 1``. A group's ``n`` only marks the
+    types that have a value (its columns); fft's objective is the value, not a utility."""
+    jobs = [j for j in problem.jobs if any((j.id, k) in value for k in problem.types)]
+    groups = [JobGroup(i, j.tenant, j.gpus, {k: 1.0 for k in problem.types if (j.id, k) in value}, (j.id,))
+              for i, j in enumerate(jobs)]
     x: dict[str, dict[str, float]] = {j.id: {} for j in problem.jobs}
-    for (jid, k), v in a.items():
-        val = float(v.varValue or 0.0)
-        if val > 1e-9:
-            x[jid][k] = min(1.0, val)
-    return Allocation("fft", x, "optimal", res.solver, time.perf_counter() - started, info=info)
+    lp = class_lp(problem, "fft", groups, options)
+    if not lp.cols:  # no job has a value on a type with GPUs: nothing to solve
+        return x, "none"
+    lp.set_objective({i: value[(jobs[c].id, k)] for i, (c, k) in enumerate(lp.cols)})
+    lp.solve()
+    for c, row in lp.values(floor=1e-9).items():
+        x[jobs[c].id] = {k: min(1.0, v) for k, v in row.items()}
+    return x, lp.lp.solver_name

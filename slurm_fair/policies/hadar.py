@@ -41,6 +41,7 @@ from typing import Any, MutableMapping
 
 from ..model import Allocation, Job, Problem
 from . import PolicyOptions, register
+from ..statuses import AllocationStatus
 
 #: extra copies per job at most (HadarE)
 MAX_COPIES = 2
@@ -70,7 +71,7 @@ def price(load: float, capacity: float, low: float, high: float, backlog: float 
     if capacity <= 0:
         return float("inf")
     b = max(0.0, backlog)
-    return low * (high / low) ** ((min(load, capacity) + b) / (capacity + b))
+    return float(low * (high / low) ** ((min(load, capacity) + b) / (capacity + b)))
 
 
 def carry(state: MutableMapping[str, Any], problem: Problem, dens: dict[tuple[str, str], float]) -> dict[str, float]:
@@ -93,7 +94,9 @@ def carry(state: MutableMapping[str, Any], problem: Problem, dens: dict[tuple[st
     return dict(book)
 
 
-def hadar_assign(problem: Problem, backlog: dict[str, float] | None = None) -> tuple[dict[str, str], dict[str, float], dict[str, float]]:
+def hadar_assign(
+    problem: Problem, backlog: dict[str, float] | None = None,
+) -> tuple[dict[str, str], dict[str, float], dict[str, float]]:
     """The primal-dual pass from the carried ``backlog`` per type: ``(job -> type, load per type,
     final price per type)``."""
     dens = densities(problem)
@@ -124,7 +127,9 @@ def hadar_assign(problem: Problem, backlog: dict[str, float] | None = None) -> t
     return chosen, load, final
 
 
-def _round(problem: Problem, options: PolicyOptions) -> tuple[dict[str, str], dict[str, float], dict[str, float], dict[str, float]]:
+def _round(
+    problem: Problem, options: PolicyOptions,
+) -> tuple[dict[str, str], dict[str, float], dict[str, float], dict[str, float]]:
     """One round of Hadar from the carried state: ``(job -> type, load, prices, backlog used)``;
     the state is advanced for the next round."""
     book = options.state.get(KEY, {}).get("backlog", {})
@@ -134,12 +139,13 @@ def _round(problem: Problem, options: PolicyOptions) -> tuple[dict[str, str], di
     return chosen, load, prices, used
 
 
-@register("hadar", "Hadar: per-type prices rising with load; each job on the type with the best utility minus price", dynamic=True)
+@register("hadar", "Hadar: per-type prices rising with load; each job on the type with the best utility minus price",
+          dynamic=True)
 def hadar(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
     chosen, load, prices, backlog = _round(problem, options)
     x = {j.id: ({chosen[j.id]: 1.0} if j.id in chosen else {}) for j in problem.jobs}
-    return Allocation("hadar", x, "heuristic", "none", time.perf_counter() - started,
+    return Allocation("hadar", x, AllocationStatus.HEURISTIC, "none", time.perf_counter() - started,
                       info={"prices": prices, "load": load, "backlog": backlog})
 
 
@@ -151,7 +157,9 @@ def _fork_gain(job: Job, members: list[str], extra: str, sync: float) -> float:
     return after - now
 
 
-@register("hadare", "HadarE: Hadar plus forking jobs into copies on otherwise idle GPUs of other types (simulator only)", dynamic=True)
+@register("hadare",
+          "HadarE: Hadar plus forking jobs into copies on otherwise idle GPUs of other types (simulator only)",
+          dynamic=True)
 def hadare(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
     sync = options.fork_sync
@@ -188,5 +196,5 @@ def hadare(problem: Problem, options: PolicyOptions) -> Allocation:
         forks[copy_id] = jid
         x[copy_id] = {k: 1.0}
         free[k] -= jobs[jid].gpus
-    return Allocation("hadare", x, "heuristic", "none", time.perf_counter() - started,
+    return Allocation("hadare", x, AllocationStatus.HEURISTIC, "none", time.perf_counter() - started,
                       forks=forks, info={"prices": prices, "load": load, "backlog": backlog})

@@ -40,6 +40,7 @@ from . import Param, PolicyOptions, register
 from ._hops_configs import SIGMA, Config, classes, configurations, job_sensitivity, pack
 from ._hops_ilp import solve_plan
 from ._lp import fallback_allocation
+from ..statuses import AllocationStatus
 
 PARAMS = {
     "lambda": Param(1.0, 0.0, 10.0, "exponent of (prio + b) in the ILP's weights; 0: max throughput"),
@@ -126,7 +127,8 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
     memory = options.state.get("hops_nodes", {})
     prefer = {j.id: memory[j.id] for j in problem.jobs if j.id in memory and j.prev_type}
     placed: dict[str, tuple[str, dict[str, int]]] = {}
-    info: dict[str, object] = {"latency_ratio": prio, "plans": []}
+    plans: list[dict[str, object]] = []
+    info: dict[str, object] = {"latency_ratio": prio, "plans": plans}
     solver_name = "none"
     for step in ("first", "replan"):
         waiting = [j for j in queue if j.id not in placed]
@@ -148,13 +150,13 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
                     free[n] -= g
             else:
                 free[k] -= next(j.gpus for j in problem.jobs if j.id == jid)
-        info["plans"].append({"step": step, "window": len(win), "promoted": [j.id for j in promoted],
-                              "placed": len(got), **stats})  # type: ignore[union-attr]
+        plans.append({"step": step, "window": len(win), "promoted": [j.id for j in promoted],
+                      "placed": len(got), **stats})
     options.state["hops_nodes"] = {jid: on for jid, (_, on) in placed.items() if on}
     x = {j.id: ({placed[j.id][0]: 1.0} if j.id in placed else {}) for j in problem.jobs}
     nodes = {jid: tuple(sorted(on)) for jid, (_, on) in placed.items() if on}
     info["node_gpus"] = {jid: dict(on) for jid, (_, on) in placed.items() if on}
-    return Allocation("hops", x, "optimal", solver_name, time.perf_counter() - started, nodes=nodes, info=info)
+    return Allocation("hops", x, AllocationStatus.OPTIMAL, solver_name, time.perf_counter() - started, nodes=nodes, info=info)
 
 
 def _plan(problem: Problem, jobs: list[Job], free: dict[str, int], prio: Mapping[str, float], lam: float,

@@ -13,10 +13,11 @@ import numpy as np
 
 from .data import ReportInputs
 from .missing import NotComputed
+from ..statuses import OK_CYCLES
 
 
 #: cycle statuses of the controller that are not failures (docs/controller.md)
-OK_CYCLE_STATUSES = frozenset({"ok", "dry-run"})
+OK_CYCLE_STATUSES = OK_CYCLES
 
 
 def controller_summary(inputs: ReportInputs, missing: list[NotComputed]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from pathlib import Path
 from .. import __version__
 from ..controller.state import StateStore
 from .prometheus import Family
+from ..statuses import CycleStatus
 
 GPU_PREFIX = "gres/gpu:"
 
@@ -75,7 +76,7 @@ def store_families(last: dict | None, success: float | None,
             duration.add(float(last["finished_at"]) - float(last["started_at"]))
         applied.add(last.get("applied"))
         failed.add(last.get("failed"))
-        last_ok.add(1 if last.get("status") == "ok" else 0, status=str(last.get("status")))
+        last_ok.add(1 if last.get("status") == CycleStatus.OK else 0, status=str(last.get("status")))
     if decisions is not None:
         _, tenants, jobs = decisions
         for t in tenants:

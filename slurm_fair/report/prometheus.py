@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
@@ -43,19 +43,37 @@ class Family:
             self.samples.append((labels, v))
 
 
+class _Families:
+    """The families being filled, in the order they are declared (the exposition's order)."""
+
+    PREFIX = "slurm_fair_"
+
+    def __init__(self) -> None:
+        self.out: list[Family] = []
+
+    def __call__(self, name: str, help: str) -> Family:
+        self.out.append(Family(self.PREFIX + name, help))
+        return self.out[-1]
+
+
 def families(r: Report) -> list[Family]:
-    """Every exported family, filled from the report's tables."""
-    P = "slurm_fair_"
-
-    def fam(name: str, help: str) -> Family:
-        out.append(Family(P + name, help))
-        return out[-1]
-
-    out: list[Family] = []
+    """Every exported family, filled from the report's tables: the window, then per tenant,
+    per GPU type and the cluster, then the controller, then what could not be computed."""
+    fam = _Families()
     fam("report_window_seconds", "Length of the report window.").add(r.window.seconds)
     fam("report_generated_timestamp_seconds", "When the report was made (Unix time).").add(
         r.generated_at.timestamp())
+    _tenant_families(fam, r)
+    _cluster_families(fam, r)
+    _controller_families(fam, r.controller)
+    nc = fam("report_not_computed", "A figure the report could not compute (reason in the label).")
+    for n in r.not_computed:
+        nc.add(1, figure=n.figure, reason=n.reason)
+    return fam.out
 
+
+def _tenant_families(fam: _Families, r: Report) -> None:
+    """Per tenant, per tenant and GPU type, and envy per pair of tenants."""
     entitled = fam("tenant_entitled_share_ratio", "Tenant weight over the sum of weights of tenants active in the window.")
     received = fam("tenant_received_share_ratio", "Tenant GPU-time over all GPU-time used in the window.")
     gpu_s = fam("tenant_gpu_seconds", "GPU-seconds used by the tenant in the window, per GPU type.")
@@ -96,6 +114,9 @@ def families(r: Report) -> list[Family]:
             if u != v:
                 envy.add(x, tenant=str(u), other=str(v))
 
+
+def _cluster_families(fam: _Families, r: Report) -> None:
+    """Per GPU type, and the cluster's efficiency, wait and latency ratios."""
     util = fam("gpu_type_utilisation_ratio", "GPU-time used over capacity x window, per GPU type.")
     cap = fam("gpu_type_capacity_gpus", "GPUs of the type on the cluster's nodes.")
     for c in r.cluster.to_dict("records"):
@@ -112,7 +133,9 @@ def families(r: Report) -> list[Family]:
     fam("cluster_latency_ratio_max_ratio", "Largest Hops latency ratio wait / age of all completed jobs.").add(
         r.summary.get("latency_ratio_max"))
 
-    c = r.controller
+
+def _controller_families(fam: _Families, c: Mapping[str, Any]) -> None:
+    """The controller's cycles in the window and the phases of its last cycle."""
     fam("controller_cycles", "Controller cycles finished in the window.").add(c.get("cycles"))
     fam("controller_failed_cycles", "Controller cycles in the window that did not end ok.").add(c.get("failed_cycles"))
     fam("controller_cycle_mean_seconds", "Mean wall time of a controller cycle in the window.").add(c.get("cycle_seconds_mean"))
@@ -121,11 +144,6 @@ def families(r: Report) -> list[Family]:
     phases = fam("controller_last_cycle_phase_seconds", "Wall time of each phase of the last controller cycle.")
     for phase, s in (c.get("last_cycle_phases") or {}).items():
         phases.add(s, phase=phase)
-
-    nc = fam("report_not_computed", "A figure the report could not compute (reason in the label).")
-    for n in r.not_computed:
-        nc.add(1, figure=n.figure, reason=n.reason)
-    return out
 
 
 class FamiliesCollector(Collector):

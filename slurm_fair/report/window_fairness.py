@@ -40,11 +40,11 @@ class _Units(JobGroup):
 
 
 def unit_groups(jobs: pd.DataFrame, inputs: ReportInputs, types: list[str],
-                 demand_h: np.ndarray | None = None) -> dict[str, list[_Units]]:
+                 demand_h: np.ndarray | None = None) -> dict[str, list[JobGroup]]:
     """Each tenant's demand as 1-GPU unit classes (grouped by identical speed vectors); the
     demand of a row is ``gpus x demand_h`` (default: its active hours in the window)."""
-    out: dict[str, list[_Units]] = {}
-    groups: dict[tuple, float] = {}
+    out: dict[str, list[JobGroup]] = {}
+    groups: dict[tuple[str, tuple[float, ...]], float] = {}
     hours = jobs["active_s"].to_numpy() / 3600.0 if demand_h is None else demand_h
     for row, h in zip(jobs.itertuples(index=False), hours):
         if h <= 0:

@@ -156,7 +156,9 @@ def _check_total(gpus: int, item: str, spec: str) -> None:
         raise UserError(f"--cluster {spec!r}: item {item!r}: {gpus} GPUs, more than the {MAX_GPUS:,} a type may have")
 
 
-def with_speeds(cluster: ClusterSpec, speeds: Mapping[str, float] | None = None, spread: float = 0.0, seed: int = 0) -> ClusterSpec:
+def with_speeds(
+    cluster: ClusterSpec, speeds: Mapping[str, float] | None = None, spread: float = 0.0, seed: int = 0,
+) -> ClusterSpec:
     """``cluster`` with node speed factors: explicit ones win, the others drawn from the spread."""
     if not cluster.has_nodes and (speeds or spread):
         raise UserError("node speed factors need nodes (--gpus-per-node or TYPE=NODESxGPUS items): they are per node")

@@ -60,12 +60,27 @@ from .fairness_check import FairnessChecker
 from .metrics import JobRecord, RoundSample
 from .playout import JobState, Placed, RoundPlay, Seat, finish_time, progress_in
 from .workload import TraceJob, Workload
+from ..statuses import AllocationStatus
 
 __all__ = ["SimConfig", "SimResult", "Simulator", "finish_time", "job_throughputs", "progress_in", "simulate"]
 
 _EPS = 1e-9
 #: slack when comparing a run's age with a round (clock sums drift by ulps over long runs)
 _TOLERANCE_S = 1e-6
+
+
+#: one solve's answer reused until the active set changes: the problem, the allocation, the
+#: problem with HadarE's copies as jobs, and the (SI, EF) verdicts when checked
+_Solved = tuple[Problem, Allocation, Problem, tuple[bool | None, bool | None]]
+
+
+@dataclass
+class _SolveCounts:
+    """How many times the policy ran, for how long, and how often it fell back."""
+
+    solves: int = 0
+    seconds: float = 0.0
+    fallbacks: int = 0
 
 
 @dataclass(frozen=True)
@@ -200,14 +215,11 @@ class Simulator:
         arrivals: deque[TraceJob] = deque(self.workload.jobs)
         active: list[JobState] = []
         samples: list[RoundSample] = []
-        options = PolicyOptions(
-            solver=cfg.solver, time_limit_s=cfg.time_limit_s, keep_lp_dir=cfg.keep_lp_dir,
-            round_s=cfg.round_s, fork_sync=cfg.fork_sync, state=self.state, params=dict(cfg.policy_params),
-        )
+        options = self._policy_options()
         cache_key: frozenset[str] | None = None
-        cached: tuple[Problem, Allocation, Problem, tuple[bool | None, bool | None]] | None = None
+        cached: _Solved | None = None
         rounds_since_solve = 0
-        solves, solve_seconds, fallback_allocs = 0, 0.0, 0
+        counts = _SolveCounts()
         ran_last: set[str] = set()
         t = self.workload.jobs[0].arrival_s if self.workload.jobs else 0.0
 
@@ -238,16 +250,7 @@ class Simulator:
             if self.policy.dynamic and rounds_since_solve >= cfg.resolve_every:
                 stale = True
             if stale:
-                problem = self._problem(active, t)
-                allocation = self.policy.allocate(problem, options)
-                solves += 1
-                solve_seconds += allocation.solve_seconds
-                fallback_allocs += allocation.status == "fallback"
-                placed_problem = self._with_forks(problem, allocation, active)
-                verdict: tuple[bool | None, bool | None] = (None, None)
-                if self.checker is not None:
-                    verdict = self.checker.check(placed_problem, allocation.x)
-                cached = (problem, allocation, placed_problem, verdict)
+                cached = self._solve(active, t, options, counts)
                 cache_key = key
                 rounds_since_solve = 0
             assert cached is not None
@@ -268,24 +271,50 @@ class Simulator:
             if len(samples) >= MAX_ROUNDS:
                 raise too_long(len(samples), cfg.round_s, len(active))
             if self.progress:
-                finished = len(states) - len(active)
-                self.progress(finished / max(1, len(self.workload.jobs)))
+                self.progress((len(states) - len(active)) / max(1, len(self.workload.jobs)))
 
-        records = [self._record(s) for s in states.values() if s.trace.id not in unschedulable]
+        return self._result(states, samples, unschedulable, counts, time.perf_counter() - wall0,
+                            self.table.fallback_count - fallbacks_before)
+
+    def _result(self, states: Mapping[str, JobState], samples: list[RoundSample], unschedulable: list[str],
+                counts: _SolveCounts, wall_seconds: float, throughput_fallbacks: int) -> SimResult:
+        """The run's records (the unschedulable jobs left out) and its tallies."""
         return SimResult(
             policy=self.policy.name,
-            records=records,
+            records=[self._record(s) for s in states.values() if s.trace.id not in unschedulable],
             samples=samples,
             capacity=dict(self.cluster.capacity),
-            wall_seconds=time.perf_counter() - wall0,
-            solves=solves,
-            solve_seconds=solve_seconds,
+            wall_seconds=wall_seconds,
+            solves=counts.solves,
+            solve_seconds=counts.seconds,
             restarts=sum(s.restarts for s in states.values()),
-            fallback_allocations=fallback_allocs,
+            fallback_allocations=counts.fallbacks,
             unschedulable=unschedulable,
-            throughput_fallbacks=self.table.fallback_count - fallbacks_before,
+            throughput_fallbacks=throughput_fallbacks,
             work_done={s.trace.id: s.work_done for s in states.values()},
         )
+
+    def _policy_options(self) -> PolicyOptions:
+        """What every solve of the run gets (its state carries a dynamic policy's memory)."""
+        cfg = self.config
+        return PolicyOptions(
+            solver=cfg.solver, time_limit_s=cfg.time_limit_s, keep_lp_dir=cfg.keep_lp_dir,
+            round_s=cfg.round_s, fork_sync=cfg.fork_sync, state=self.state, params=dict(cfg.policy_params),
+        )
+
+    def _solve(self, active: list[JobState], t: float, options: PolicyOptions, counts: _SolveCounts) -> _Solved:
+        """The policy on the round's problem, its placed problem (HadarE's copies as jobs) and,
+        when checking, the SI and EF verdicts of its answer; ``counts`` keeps the tally."""
+        problem = self._problem(active, t)
+        allocation = self.policy.allocate(problem, options)
+        counts.solves += 1
+        counts.seconds += allocation.solve_seconds
+        counts.fallbacks += allocation.status == AllocationStatus.FALLBACK
+        placed_problem = self._with_forks(problem, allocation, active)
+        verdict: tuple[bool | None, bool | None] = (None, None)
+        if self.checker is not None:
+            verdict = self.checker.check(placed_problem, allocation.x)
+        return problem, allocation, placed_problem, verdict
 
     def _received(self, active: list[JobState], forks: Mapping[str, str],
                   states: Mapping[str, JobState]) -> dict[str, dict[str, float]]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from ..gangs import Shape, choose_nodes
-from ..model import NodeCapacity
+from ..model import NodeCapacity, relative_speed
 
 if TYPE_CHECKING:  # playout imports this module
     from .playout import JobState
@@ -81,11 +81,11 @@ class Load:
         return sum(self.busy.values())
 
     def change(self, group: Group, sign: int) -> None:
-        g, tenant, best = group.job.trace.gpus, group.job.trace.tenant, group.job.best
+        g, tenant = group.job.trace.gpus, group.job.trace.tenant
         for m in group.members:
             self.busy[m.gpu_type] = self.busy.get(m.gpu_type, 0) + sign * g
             self.tenants[tenant] = self.tenants.get(tenant, 0) + sign * g
-            self.eff += sign * (group.factor * m.speed / best if best > 0 else 0.0)
+            self.eff += sign * group.factor * relative_speed(m.speed, group.job.throughput)
 
     def copy(self) -> Load:
         return Load({k: v for k, v in self.busy.items() if v}, {u: v for u, v in self.tenants.items() if v}, self.eff)

@@ -40,7 +40,7 @@ from .workload import TraceJob, Workload, make_workload
 
 
 def _summary() -> dict:
-    text = resources.files("slurm_fair").joinpath("data", "philly_distribution_summary.json").read_text()
+    text = resources.files("slurm_fair").joinpath("data").joinpath("philly_distribution_summary.json").read_text()
     return json.loads(text)
 
 
@@ -68,7 +68,8 @@ def _gavel_duration(rng: random.Random) -> float:
 def _sampler(mix: str) -> Callable[[random.Random], tuple[int, float]]:
     """(GPUs, duration alone on the fastest type in s) for one job of ``mix``."""
     if mix == "gavel":
-        gpus, weights = zip(*GAVEL_GPUS)
+        gpus = [g for g, _ in GAVEL_GPUS]
+        weights = [w for _, w in GAVEL_GPUS]
         return lambda rng: (rng.choices(gpus, weights)[0], _gavel_duration(rng))
     if mix == "gavel-single":
         return lambda rng: (1, _gavel_duration(rng))

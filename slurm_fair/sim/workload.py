@@ -199,7 +199,8 @@ def read_csv(path: str | Path, table: ThroughputTable | None = None) -> tuple[li
     columns = [c.strip() for c in header]
     missing = [c for c in CSV_COLUMNS if c not in columns]
     if missing:
-        raise InputError(source, [Finding(f"line {header_line}", f"missing column(s): {', '.join(missing)} (header must contain {','.join(CSV_COLUMNS)})")])
+        raise InputError(source, [Finding(f"line {header_line}", f"missing column(s): {', '.join(missing)} "
+                                                                f"(header must contain {','.join(CSV_COLUMNS)})")])
     twice = sorted({c for c in columns if c and columns.count(c) > 1})
     if twice:  # one of the two cells would be used silently
         raise InputError(source, [Finding(f"line {header_line}", f"column {shown(twice[0])!r} given twice "
@@ -241,7 +242,8 @@ def read_csv(path: str | Path, table: ThroughputTable | None = None) -> tuple[li
             if weight is not None and tenant:
                 if tenant in weights and weights[tenant] != weight:
                     problems.append(
-                        Finding(where, f"weight: tenant {tenant!r} has weight {weights[tenant]:g} on line {weight_line[tenant]}, {weight:g} here")
+                        Finding(where, f"weight: tenant {tenant!r} has weight {weights[tenant]:g} "
+                                      f"on line {weight_line[tenant]}, {weight:g} here")
                     )
                 else:
                     weights[tenant] = weight
@@ -367,7 +369,8 @@ def load_traces(
             jobs = read_gavel_trace(path, table)
         clash = {j.id for j in jobs} & {j.id for j in all_jobs}
         if clash:
-            raise InputError(str(path), [Finding("", f"job {sorted(clash)[0]!r} (and {len(clash) - 1} more) already given by an earlier trace: one tenant per file")])
+            raise InputError(str(path), [Finding("", f"job {sorted(clash)[0]!r} (and {len(clash) - 1} more) already "
+                                                      "given by an earlier trace: one tenant per file")])
         all_jobs.extend(jobs)
     check_weights(weights or {}, {j.tenant for j in all_jobs}, "the trace(s)")
     all_weights.update(weights or {})

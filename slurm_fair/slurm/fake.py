@@ -20,7 +20,7 @@ from dataclasses import replace
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..errors import JobGone, SlurmError
 from .model import (
@@ -193,7 +193,7 @@ class FakeSlurm:
             raise JobGone(f"job {job_id} is no longer pending ({job.state})")
         return job
 
-    def _put(self, job: SlurmJob, **changes: object) -> None:
+    def _put(self, job: SlurmJob, **changes: Any) -> None:
         self._jobs[job.job_id] = replace(job, **changes)
 
     def set_gpu_type(self, job: SlurmJob, gpu_type: str | None) -> None:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import getpass
 from collections.abc import Mapping
 
+from ..slurm.run import Runner
 from .config import TestbedConfig
-from .procs import run
 
 
 def _sacctmgr(env: Mapping[str, str], *args: str) -> str:
-    return run(["sacctmgr", "-i", "-n", "-P", *args], env=env, timeout=30).stdout
+    """``sacctmgr -i -n -P ARGS`` through the Slurm port's runner (timeout, typed errors)."""
+    return Runner(env=env, timeout_s=30, retries=0).run(["sacctmgr", "-i", "-n", "-P", *args])
 
 
 def users() -> list[str]:

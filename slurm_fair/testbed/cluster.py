@@ -27,7 +27,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..errors import TestbedError
+from ..errors import SlurmCommandError, SlurmError, TestbedError
+from ..slurm.admin import SlurmAdmin
 from . import accounts, procs, rootfs
 from . import config as tbconfig
 from .config import TestbedConfig, default_config_path
@@ -118,8 +119,13 @@ class Testbed:
     def run(
         self, argv: list[str], timeout: float = 30.0, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
-        """Run a Slurm command against this testbed; returns the CompletedProcess."""
+        """Run a Slurm command against this testbed; returns the CompletedProcess (for tests
+        that need a command as a user types it; the package's own go through :meth:`admin`)."""
         return procs.run(argv, env=self.client_env(), timeout=timeout, check=check)
+
+    def admin(self, timeout_s: float = 30.0) -> SlurmAdmin:
+        """Slurm's commands for this testbed through the Slurm port's runner and parsers."""
+        return SlurmAdmin(env=self.client_env(), timeout_s=timeout_s, cluster=self.config.cluster_name)
 
     def daemon_names(self) -> list[str]:
         return [d.name for d in self.daemons()]
@@ -241,37 +247,27 @@ class Testbed:
         self._wait_nodes()
 
     def _wait_dbd(self) -> None:
+        admin = self.admin(timeout_s=15)
+
         def ok() -> bool:
-            proc = self.run(["sacctmgr", "-n", "show", "cluster"], timeout=15, check=False)
-            if "Unable to process configuration" in proc.stderr:
-                raise TestbedError(f"{self.slurm_conf} is not valid for sacctmgr: {proc.stderr.strip()}")
-            return proc.returncode == 0
+            try:
+                admin.clusters()
+            except SlurmCommandError as exc:
+                if "Unable to process configuration" in exc.stderr:
+                    raise TestbedError(f"{self.slurm_conf} is not valid for sacctmgr: {exc.stderr}") from None
+                return False
+            except SlurmError:
+                return False
+            return True
 
         procs.wait_for("slurmdbd to answer sacctmgr", ok, self.config.start_timeout_s, self._spec("slurmdbd"))
 
     def _ping(self) -> bool:
-        if not self.slurm_conf.is_file():
-            return False
-        try:
-            out = self.run(["scontrol", "ping"], timeout=10, check=False).stdout
-        except TestbedError:
-            return False
-        return "is UP" in out
+        return self.slurm_conf.is_file() and self.admin(timeout_s=10).responding()
 
     def node_states(self) -> dict[str, str]:
         """node -> state (sinfo %T, lower case, '*' when not responding); {} if unreachable."""
-        try:
-            proc = self.run(["sinfo", "-h", "-N", "-o", "%N|%T"], timeout=10, check=False)
-        except TestbedError:
-            return {}
-        if proc.returncode != 0:
-            return {}
-        states: dict[str, str] = {}
-        for line in proc.stdout.splitlines():
-            if "|" in line:
-                name, state = line.split("|", 1)
-                states[name.strip()] = state.strip().lower()
-        return states
+        return self.admin(timeout_s=10).node_states()
 
     def _wait_nodes(self) -> None:
         expected = {n.name for n in self.config.nodes}
@@ -329,12 +325,12 @@ class Testbed:
 
     def _cancel_all_jobs(self, say: Callable[[str], None]) -> None:
         """scancel every job and give slurmd a moment to end the steps while it still runs."""
+        admin = self.admin(timeout_s=15)
         for user in accounts.users():
-            self.run(["scancel", "--quiet", "-u", user], timeout=15, check=False)
+            admin.cancel_user(user)
 
         def empty() -> bool:
-            out = self.run(["squeue", "-h", "-o", "%i"], timeout=10, check=False)
-            return out.returncode != 0 or not out.stdout.strip()
+            return not admin.queued()  # None (squeue failed) or no job left
 
         try:
             procs.wait_for("jobs to end", empty, min(self.config.stop_timeout_s, 15.0))

@@ -20,7 +20,7 @@ from typing import Any
 
 
 from ..inputs import fullmatch
-from ..config import Key, _check_table, check_sections, expand_hostlist, read_toml
+from ..toml_schema import Key, check_named_tables, check_sections, expand_hostlist, read_toml
 from ..errors import ConfigError, Finding
 from ..templating import repo_root
 from .rootfs import VERSIONS, version
@@ -154,8 +154,8 @@ def validate(data: Mapping[str, Any], source: str = "<testbed config>") -> Testb
     values = check_sections(data, SECTIONS, problems, ("gpu_types", "tenants"))
 
     cluster = values["cluster"]
-    nodes = _nodes(data.get("gpu_types", DEFAULT_GPU_TYPES), cluster, values["ports"], problems)
-    tenants, descriptions = _tenants(data.get("tenants", DEFAULT_TENANTS), problems)
+    nodes = _nodes(data, cluster, values["ports"], problems)
+    tenants, descriptions = _tenants(data, problems)
     _check_ports(values["ports"], len(nodes), problems)
     if problems:
         raise ConfigError(source, problems)
@@ -180,22 +180,16 @@ def validate(data: Mapping[str, Any], source: str = "<testbed config>") -> Testb
 
 
 def _nodes(
-    raw: Any, cluster: Mapping[str, Any], ports: Mapping[str, int], problems: list[Finding]
+    data: Mapping[str, Any], cluster: Mapping[str, Any], ports: Mapping[str, int], problems: list[Finding]
 ) -> list[TestbedNode]:
-    if not isinstance(raw, dict) or not raw:
-        problems.append(Finding("gpu_types", "must be a non-empty table ([gpu_types.TYPE])"))
-        return []
+    types = check_named_tables(
+        data, "gpu_types", _GPU_KEYS, problems, required=True, default=DEFAULT_GPU_TYPES, keep_misnamed=True,
+        name_problem=lambda t: None if fullmatch(_NAME, t) else "GPU type must be lowercase letters, digits, '_'")
     nodes: list[TestbedNode] = []
     seen: dict[str, str] = {}
-    for gpu_type, table in raw.items():
+    for gpu_type, spec in types.items():
         where = f"gpu_types.{gpu_type}"
-        if not fullmatch(_NAME, gpu_type):
-            problems.append(Finding(where, "GPU type must be lowercase letters, digits, '_'"))
-        if not isinstance(table, dict):
-            problems.append(Finding(where, "must be a table ([gpu_types.TYPE])"))
-            continue
-        spec = _check_table(table, _GPU_KEYS, where, problems)
-        if "nodes" not in table:
+        if not spec["nodes"]:
             problems.append(Finding(f"{where}.nodes", "missing (a hostlist such as v100-[1-2])"))
             continue
         names = expand_hostlist(spec["nodes"], f"{where}.nodes", problems)
@@ -218,22 +212,13 @@ def _nodes(
     return nodes
 
 
-def _tenants(raw: Any, problems: list[Finding]) -> tuple[dict[str, int], dict[str, str]]:
-    if not isinstance(raw, dict) or not raw:
-        problems.append(Finding("tenants", "must be a non-empty table ([tenants.NAME])"))
-        return {}, {}
-    shares: dict[str, int] = {}
-    descriptions: dict[str, str] = {}
-    for name, table in raw.items():
-        where = f"tenants.{name}"
-        if not fullmatch(_NAME, name) or name == "root":
-            problems.append(Finding(where, "account name must be lowercase letters, digits, '_' (not root)"))
-        if not isinstance(table, dict):
-            problems.append(Finding(where, "must be a table ([tenants.NAME])"))
-            continue
-        spec = _check_table(table, _TENANT_KEYS, where, problems)
-        shares[name] = spec["fairshare"]
-        descriptions[name] = spec["description"] or f"tenant {name}"
+def _tenants(data: Mapping[str, Any], problems: list[Finding]) -> tuple[dict[str, int], dict[str, str]]:
+    specs = check_named_tables(
+        data, "tenants", _TENANT_KEYS, problems, required=True, default=DEFAULT_TENANTS, keep_misnamed=True,
+        name_problem=lambda u: None if fullmatch(_NAME, u) and u != "root"
+        else "account name must be lowercase letters, digits, '_' (not root)")
+    shares = {name: spec["fairshare"] for name, spec in specs.items()}
+    descriptions = {name: spec["description"] or f"tenant {name}" for name, spec in specs.items()}
     return shares, descriptions
 
 

@@ -190,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--tick", type=float, default=0.25, help="real seconds between progress updates")
     a = p.parse_args(argv)
     try:
-        tputs = {k: float(v) for k, v in parse_map(a.tput, "--tput", True).items()}
+        tputs = {k: float(str(v)) for k, v in parse_map(a.tput, "--tput", True).items()}
         if a.gpu_type:
             gpu_type, node = a.gpu_type, os.environ.get("SLURMD_NODENAME", "")
         else:

@@ -31,23 +31,18 @@ def submit_job(
 
     Output goes to the testbed's log directory, not to the current directory.
     """
-    argv = ["sbatch", "--parsable", "-A", account, f"--output={tb.layout.log}/job-%j.out"]
+    args = ["-A", account, f"--output={tb.layout.log}/job-%j.out"]
     if gres:
-        argv.append(f"--gres={gres}")
+        args.append(f"--gres={gres}")
     if partition:
-        argv.append(f"--partition={partition}")
-    argv += [*extra, "--wrap", wrap]
-    out = tb.run(argv, timeout=30).stdout.strip()
-    return int(out.split(";")[0])
+        args.append(f"--partition={partition}")
+    args += [*extra, "--wrap", wrap]
+    return int(tb.admin().submit(args))
 
 
 def job_state(tb: Testbed, job_id: int) -> str:
     """Current state from squeue, else from sacct (after the job left the queue); '' if unknown."""
-    q = tb.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"], check=False, timeout=15)
-    if q.returncode == 0 and q.stdout.strip():
-        return q.stdout.strip().split()[0]
-    a = tb.run(["sacct", "-n", "-X", "-P", "-j", str(job_id), "-o", "State"], check=False, timeout=15)
-    return a.stdout.strip().split(" ")[0] if a.stdout.strip() else ""
+    return tb.admin(timeout_s=15).job_state(str(job_id))
 
 
 def wait_job_state(
@@ -65,7 +60,7 @@ def wait_job_state(
         if ok(state):
             return state
         time.sleep(0.5)
-    why = tb.run(["squeue", "-h", "-j", str(job_id), "-o", "%T %r"], check=False, timeout=15).stdout.strip()
+    why = tb.admin(timeout_s=15).job_reason(str(job_id))
     raise AssertionError(
         f"job {job_id} still {state or 'unknown'} after {timeout:.0f}s" + (f" (squeue: {why})" if why else "")
     )

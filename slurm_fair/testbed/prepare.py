@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from ..deploy.render import render_template
 from ..errors import ConfigError, Finding, TestbedError
 from ..templating import repo_root
 from . import procs, rootfs
@@ -68,8 +69,6 @@ def prepare_dir(config: TestbedConfig, layout: Layout, rendered: Mapping[str, st
         path.write_text(text)
         path.chmod(0o600 if name == "slurmdbd.conf" else 0o644)
     if config.job_submit_lua and not config.job_submit_script:
-        from ..deploy.render import render_template
-
         (L.etc / "job_submit.lua").write_text(render_template(
             "deploy/job_submit.lua.j2", {"plan_path": str(L.plan_file), "max_age_s": 180, "site_job_submit": ""}))
     elif config.job_submit_lua:

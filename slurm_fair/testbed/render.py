@@ -38,11 +38,7 @@ def templates_dir() -> Path:
     """Find the templates directory (search order: :mod:`slurm_fair.templating`)."""
     found = templating.templates_dir("slurm/slurm.conf.j2")
     if found is None:
-        raise TestbedError(
-            "cannot find the Slurm templates (templates/slurm/slurm.conf.j2); looked in "
-            + ", ".join(str(c) for c in templating.candidates())
-            + f". Set ${templating.TEMPLATES_ENV} to the templates directory."
-        )
+        raise TestbedError(templating.not_found("slurm/slurm.conf.j2"))
     return found
 
 
@@ -61,7 +57,34 @@ def render(template: str, context: Mapping[str, Any]) -> str:
 
 def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
     """The template variables for the local testbed: everything on 127.0.0.1, state in one dir."""
-    nodes = []
+    nodes, billing, rank = _nodes(cfg, layout)
+    return {
+        "cluster_name": cfg.cluster_name,
+        "control_host": "localhost",
+        "control_addr": "127.0.0.1",
+        "slurmctld_port": cfg.ports["slurmctld"],
+        "slurm_user": "root",
+        "munge_socket": str(layout.munge_socket),
+        "paths": _paths(layout),
+        **_slurm_settings(cfg),
+        **_accounting(cfg, layout),
+        "gpu_types": list(cfg.gpu_types),
+        "nodes": nodes,
+        "nodes_by_type": {t: ",".join(n.name for n in cfg.nodes_of(t)) for t in cfg.gpu_types},
+        "all_nodes": ",".join(n.name for n in cfg.nodes),
+        "default_partition": "gpu",
+        # fair-share charges a GPU-hour by the type's measured speed; fastest type = 1
+        "billing": {t: f"{w:g}" for t, w in billing.items()},
+        # every partition on one PriorityTier: a job steered into a type's partition is never
+        # evaluated (or preempting) ahead of jobs of the partition it asked for
+        "tiers": {t: 1 for t in rank},
+    }
+
+
+def _nodes(cfg: TestbedConfig, layout: Layout) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, int]]:
+    """The nodes' variables, with their speed rank as Slurm's node ``Weight`` (the fastest type
+    filled first), the billing weights and the rank they come from."""
+    nodes: list[dict[str, Any]] = []
     for n in cfg.nodes:
         devices = layout.device_files(n.name, n.gpus)
         nodes.append(
@@ -77,7 +100,6 @@ def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
                 "device_files": _device_expr(devices),
             }
         )
-    by_type = {t: ",".join(n.name for n in cfg.nodes_of(t)) for t in cfg.gpu_types}
     try:
         billing = billing_weights(list(cfg.gpu_types), load_table(None), source=cfg.source)
     except ConfigError:  # a type the measured table does not know: no speed order to give
@@ -85,23 +107,26 @@ def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
     rank = speed_order(billing)
     for node in nodes:
         node["weight"] = rank[node["gpu_type"]]
+    return nodes, billing, rank
+
+
+def _paths(layout: Layout) -> dict[str, str]:
+    """Every daemon's state, pid and log file, under the testbed's directory."""
     return {
-        "cluster_name": cfg.cluster_name,
-        "control_host": "localhost",
-        "control_addr": "127.0.0.1",
-        "slurmctld_port": cfg.ports["slurmctld"],
-        "slurm_user": "root",
-        "munge_socket": str(layout.munge_socket),
-        "paths": {
-            "state_save": str(layout.ctld_state),
-            "slurmd_spool": str(layout.spool / "slurmd-%n"),
-            "slurmctld_pid": str(layout.pid_file("slurmctld")),
-            "slurmd_pid": str(layout.run / "slurmd-%n.pid"),
-            "slurmctld_log": str(layout.log_file("slurmctld")),
-            "slurmd_log": str(layout.log / "slurmd-%n.log"),
-            "slurmdbd_pid": str(layout.pid_file("slurmdbd")),
-            "slurmdbd_log": str(layout.log_file("slurmdbd")),
-        },
+        "state_save": str(layout.ctld_state),
+        "slurmd_spool": str(layout.spool / "slurmd-%n"),
+        "slurmctld_pid": str(layout.pid_file("slurmctld")),
+        "slurmd_pid": str(layout.run / "slurmd-%n.pid"),
+        "slurmctld_log": str(layout.log_file("slurmctld")),
+        "slurmd_log": str(layout.log / "slurmd-%n.log"),
+        "slurmdbd_pid": str(layout.pid_file("slurmdbd")),
+        "slurmdbd_log": str(layout.log_file("slurmdbd")),
+    }
+
+
+def _slurm_settings(cfg: TestbedConfig) -> dict[str, Any]:
+    """slurm.conf's plugins, limits, timeouts and priority weights for a one-machine cluster."""
+    return {
         "proctrack_type": "proctrack/linuxproc",
         "task_plugin": "task/none",
         "config_overrides": True,
@@ -121,6 +146,12 @@ def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
             "weight_partition": 0,
             "weight_qos": 10000,
         },
+    }
+
+
+def _accounting(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
+    """slurmdbd and its MariaDB, on the testbed's own ports and directory."""
+    return {
         "slurmdbd_host": "localhost",
         "slurmdbd_addr": "127.0.0.1",
         "slurmdbd_port": cfg.ports["slurmdbd"],
@@ -140,16 +171,6 @@ def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
             "log_file": str(layout.log_file("mariadbd")),
             "user": "root",
         },
-        "gpu_types": list(cfg.gpu_types),
-        "nodes": nodes,
-        "nodes_by_type": by_type,
-        "all_nodes": ",".join(n.name for n in cfg.nodes),
-        "default_partition": "gpu",
-        # fair-share charges a GPU-hour by the type's measured speed; fastest type = 1
-        "billing": {t: f"{w:g}" for t, w in billing.items()},
-        # every partition on one PriorityTier: a job steered into a type's partition is never
-        # evaluated (or preempting) ahead of jobs of the partition it asked for
-        "tiers": {t: 1 for t in rank},
     }
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings, strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair.cli import cli, main
 from slurm_fair.errors import UserError
@@ -64,7 +65,7 @@ def test_gavel_single_is_one_gpu_and_philly_is_unchanged() -> None:
         generate(5, 1, 1, 1.0, TABLE, mix="nope")
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=scaled(30), deadline=None)
 @given(n=st.integers(1, 60), seed=st.integers(0, 10**6), rate=st.floats(0.5, 2000),
        mix=st.sampled_from(MIXES), cap_h=st.one_of(st.none(), st.floats(0.1, 50)))
 def test_synthetic_invariants(n: int, seed: int, rate: float, mix: str, cap_h: float | None) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair.estimates import gavel as throughput_table
 from slurm_fair.config import validate
@@ -25,7 +26,10 @@ TABLE = ClassTable({"resnet": {"k80": 1.0, "p100": 4.0, "v100": 8.0},
 REPO = Path(__file__).resolve().parents[2]
 
 
-def est(j, rules=Rules(), online=None, types=TYPES, table=TABLE):
+NO_RULES = Rules()
+
+
+def est(j, rules=NO_RULES, online=None, types=TYPES, table=TABLE):
     warnings: set[str] = set()
     return estimate_job(j, types, table, rules, online or {}, warnings), warnings
 
@@ -79,7 +83,7 @@ def test_unclassified_job_uses_its_own_observations():
 HOSTILE = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=scaled(150), deadline=None)
 @given(HOSTILE)
 def test_any_comment_gives_a_finite_positive_estimate(comment):
     e, _ = est(job("1", "a", comment=comment))

@@ -6,6 +6,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from hypothesis import given, settings, strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair.controller.diff import diff, give_backs
 from slurm_fair.controller.legacy import legacy_actions
@@ -246,7 +247,7 @@ def test_requeue_only_opted_in_jobs_at_round_boundaries():
     assert plan_for(snap, {}, {}, boundary=True).requeue == ()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=scaled(200), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 10**6), st.booleans(), st.sampled_from(["v100", "k80"]),
                           st.integers(-4096, 0)), min_size=1, max_size=12))
 def test_site_factors_only_push_down_and_put_unplaced_competitors_behind(rows):

@@ -8,6 +8,7 @@ import re
 from dataclasses import replace
 
 from hypothesis import given, settings, strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair.controller import planfile
 from slurm_fair.estimates.classes import ClassTable
@@ -102,7 +103,7 @@ def slurm_choice(offered, free, tiers):
 TYPES = ["a100", "v100", "p100", "k80"]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=scaled(400), deadline=None)
 @given(
     speed=st.fixed_dictionaries({k: st.sampled_from([0.0, 0.5, 1.0, 2.0, 2.1, 3.0, 8.0]) for k in TYPES}),
     tiers=st.fixed_dictionaries({k: st.integers(0, 3) for k in TYPES}),

@@ -218,7 +218,7 @@ def test_a_policy_that_names_nodes_pins_them_and_revert_lifts_the_pin(fake, tmp_
     pinned = {r.action.job: r.action.after for r in res.results if r.action.kind == "set_nodes" and r.applied}
     assert pinned and set(pinned) <= set(ids)
     nodes = {n.name: n for n in fake.snapshot().nodes}
-    for job_id, hostlist in pinned.items():
+    for job_id in pinned:
         job = fake.job(job_id)
         assert job.req_nodes and all(nodes[n].schedulable for n in job.req_nodes)
         # the nodes are of the type the plan sends the job to, in the partition it is sent to

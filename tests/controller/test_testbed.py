@@ -320,7 +320,7 @@ def test_two_concurrent_controllers_do_not_both_act(sub, accounts, tmp_path):
     with StateStore.in_dir(tmp_path / "state") as store:
         cycles = sorted((c["started_at"], c["finished_at"], c["applied"]) for c in store.cycles() if not c["dry_run"])
     # whoever ran, never at the same time, and only one of them had anything to apply
-    for (s1, e1, _), (s2, _, _) in zip(cycles, cycles[1:]):
+    for (_s1, e1, _), (s2, _, _) in zip(cycles, cycles[1:]):
         assert e1 <= s2
     assert sum(1 for c in cycles if c[2]) == 1, cycles
     entries = [e for e in AuditLog(tmp_path / "audit.jsonl").entries() if e.get("applied")]

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair.controller.cycle import run_cycle
 from slurm_fair.controller.diff import diff
@@ -211,7 +212,7 @@ def small_cluster_state(draw):
     return snap, placed, deficit
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scaled(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(state=small_cluster_state(), min_run=st.sampled_from([None, 600.0]))
 def test_property_every_requeue_makes_room_for_a_placed_pending_job(state, min_run):
     snap, placed, deficit = state
@@ -233,7 +234,7 @@ def test_property_every_requeue_makes_room_for_a_placed_pending_job(state, min_r
         assert not _all_start_without_requeues(snap, plan, placed, k)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scaled(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), min_run=st.sampled_from([None, 720.0]))
 def test_property_no_job_is_requeued_twice_within_the_minimum_run_time(seed, min_run):
     """Rounds of random placements over a small queue; requeued jobs restart after a random

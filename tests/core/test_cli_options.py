@@ -84,7 +84,7 @@ def test_an_option_name_means_one_thing():
 def test_shared_options_are_used():
     """Each shared definition is taken by at least two commands (else it is not shared)."""
     used = defaultdict(int)
-    for path, cmd in commands():
+    for _path, cmd in commands():
         for param in cmd.params:
             used[long_name(param)] += 1
     assert {name: used[name] for name in {**SHARED, **TESTBED} if used[name] < 2} == {}

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair import config, policies
 from slurm_fair.cli import COMMANDS, cli, main
@@ -72,7 +73,7 @@ def test_unreadable_files_are_config_errors(tmp_path, text, what):
     assert what in info.value.message() and info.value.exit_code == 2
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(40), deadline=None)
 @given(st.dictionaries(st.sampled_from(sorted(config.SCHEMA["controller"])),
                        st.one_of(st.integers(-5, 5), st.floats(-2, 2, allow_nan=False), st.text(max_size=5),
                                  st.booleans()), max_size=5))
@@ -196,3 +197,14 @@ def test_policy_options_are_checked_at_validation_and_reach_the_policy(tmp_path)
     with pytest.raises(ConfigError) as err:
         config.load(write(tmp_path, '[controller]\npolicy = "oef"\npolicy_options = ["hops.lambda=2"]\n'))
     assert "controller.policy_options" in err.value.message() and "'oef'" in err.value.message()
+
+
+def test_first_highs_solve_through_pulp_prints_no_banner():
+    """The banner comes with a process's first Highs model, whichever makes it: PuLP's HiGHS
+    (the policies' models) as well as SmallLP's. A process whose first solve is PuLP's prints
+    nothing on either stream (`simulate -q` stays quiet, `solve` prints JSON alone)."""
+    code = ("import pulp; from slurm_fair import solver; m = pulp.LpProblem('m', pulp.LpMaximize); "
+            "x = pulp.LpVariable('x', 0, 1); m += x; m += x <= 1; solver.solve(m, 'highs'); print('ok')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "ok\n" and "HiGHS" not in proc.stderr

@@ -20,7 +20,7 @@ import pytest
 yaml = pytest.importorskip("yaml")
 
 from slurm_fair.config import load as load_config  # noqa: E402
-from slurm_fair.deploy.render import DOCKER_FILES, render_docker  # noqa: E402
+from slurm_fair.testbed.docker import DOCKER_FILES, render_docker  # noqa: E402
 from slurm_fair.testbed import config as tbconfig  # noqa: E402
 from slurm_fair.testbed.layout import Layout  # noqa: E402
 from slurm_fair.testbed.render import render_all  # noqa: E402

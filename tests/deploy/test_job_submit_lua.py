@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair.config import validate as validate_config
 from slurm_fair.deploy import inventory
@@ -336,7 +337,7 @@ def test_real_time_plan_from_controller_renderer(script):
 TYPES = ["a100", "v100", "p100", "k80"]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=scaled(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     speed=st.fixed_dictionaries({k: st.sampled_from([0.0, 0.16, 0.5, 0.63, 0.9, 0.95, 1.0]) for k in TYPES}),
     tiers=st.fixed_dictionaries({k: st.integers(0, 3) for k in TYPES}),

@@ -90,7 +90,7 @@ def _jobs(c: Compose) -> list[dict[str, str]]:
 
 
 def _steered(job: dict[str, str]) -> bool:
-    return job["partition"] in TYPES or re.search(r"gpu:(%s)" % "|".join(TYPES), job["gres"]) is not None
+    return job["partition"] in TYPES or re.search(r"gpu:({})".format("|".join(TYPES)), job["gres"]) is not None
 
 
 def _qos_names(c: Compose) -> list[str]:

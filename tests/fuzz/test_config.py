@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import tempfile
-import tomllib
+from slurm_fair.config import tomllib
 from pathlib import Path
 from typing import Any, Iterator
 from unittest import mock
@@ -18,6 +18,7 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair import config
 from slurm_fair.errors import ConfigError
@@ -172,14 +173,14 @@ def refuse_file(text: str | bytes, *needles: str) -> None:
         assert_untouched(Path(tmp), before)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scaled(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hostile_configs())
 def test_every_bad_key_is_named_in_one_message(no_port: None, case: tuple[dict, set[str]]) -> None:
     tables, wheres = case
     refuse_file(toml_doc(tables), *wheres)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(60), deadline=None)
 @given(st.sampled_from(sorted(config.SCHEMA) + ["tenants", 'tenants."physics"']), OTHER_KINDS["table"])
 def test_a_section_of_the_wrong_kind_is_named(no_port: None, section: str, value: Any) -> None:
     """``controller = 3``, ``tenants = [..]``, ``[tenants] physics = "x"``: a table was expected."""
@@ -190,13 +191,13 @@ def test_a_section_of_the_wrong_kind_is_named(no_port: None, section: str, value
     refuse_file(text, needle)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(60), deadline=None)
 @given(BAD_NAME)
 def test_a_tenant_that_is_no_slurm_account_is_named(no_port: None, name: str) -> None:
     refuse_file(f"[tenants.{toml_str(name)}]\nweight = 1\n", "tenants.")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(60), deadline=None)
 @given(st.binary(min_size=1, max_size=64).filter(lambda b: b"\0" in b or not _utf8(b)))
 def test_a_binary_or_latin1_file_is_named_with_its_byte(no_port: None, data: bytes) -> None:
     refuse_file(b"[cluster]\nname = \"" + data + b"\"\n", "byte")
@@ -210,7 +211,7 @@ def _utf8(b: bytes) -> bool:
     return True
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=scaled(80), deadline=None)
 @given(st.text(max_size=40))
 def test_any_text_is_a_configuration_or_one_message(no_port: None, text: str) -> None:
     """Random text: malformed TOML names its line; a valid document with odd keys names them."""

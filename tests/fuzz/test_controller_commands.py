@@ -19,6 +19,7 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair.controller.cycle import run_cycle
 from slurm_fair.controller.lock import ControllerLock
@@ -135,7 +136,7 @@ HOSTILE_TIMES = st.one_of(HUGE_AGO, NON_ASCII_DIGITS, OUT_OF_RANGE_DATES, CONTRO
                                            "2024-13-01", "2024-05-01T25:00", "7 days"]))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=scaled(300), deadline=None)
 @given(st.text(max_size=30))
 def test_any_time_text_is_a_time_in_range_or_a_user_error(text: str) -> None:
     try:
@@ -146,7 +147,7 @@ def test_any_time_text_is_a_time_in_range_or_a_user_error(text: str) -> None:
     assert EARLIEST <= value <= LATEST
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=scaled(150), deadline=None)
 @given(HOSTILE_TIMES, st.sampled_from(["--since", "--until"]))
 def test_hostile_times_are_refused_naming_the_option(text: str, option: str) -> None:
     with pytest.raises(UserError) as exc:
@@ -154,7 +155,7 @@ def test_hostile_times_are_refused_naming_the_option(text: str, option: str) -> 
     assert option in exc.value.message() and "\n" not in exc.value.message()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(40), deadline=None)
 @given(HOSTILE_TIMES, st.sampled_from(["report", "metrics"]))
 def test_hostile_since_through_the_command_line(no_port: None, text: str, command: str) -> None:
     refused([command, "--since", text], "--since")
@@ -170,7 +171,7 @@ def test_a_huge_window_days_is_refused(days: float) -> None:
 # --- fuzz: options ----------------------------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(60), deadline=None)
 @given(st.one_of(st.floats().filter(lambda x: not 1 <= x <= 86400).map(repr),
                  st.text(max_size=8).filter(lambda s: not _is_float(s))))
 def test_run_interval_outside_1_to_a_day_is_refused(no_port: None, value: str) -> None:
@@ -185,28 +186,28 @@ def _is_float(s: str) -> bool:
     return True
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(40), deadline=None)
 @given(st.one_of(st.integers().filter(lambda n: not 0 <= n <= 65535).map(str), st.text(max_size=6).filter(
     lambda s: not s.strip().lstrip("+-").isdigit())))
 def test_run_metrics_port_outside_the_port_range_is_refused(no_port: None, value: str) -> None:
     refused(["run", "--loop", "--metrics-port", value], "--metrics-port")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(60), deadline=None)
 @given(st.text(max_size=12).filter(lambda s: s == "" or any(not (c.isascii() and (c.isalnum() or c in ".:-"))
                                                              for c in s)))
 def test_run_metrics_addr_that_is_no_host_is_refused(no_port: None, value: str) -> None:
     refused(["run", "--loop", "--metrics-addr", value], "--metrics-addr")
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=scaled(80), deadline=None)
 @given(st.text(max_size=12).filter(lambda s: not (s.strip(" ").replace("_", "", 1).isascii()
                                                   and s.strip(" ").replace("_", "", 1).isdigit())))
 def test_explain_a_job_id_that_is_none_is_refused(no_port: None, value: str) -> None:
     refused(["explain", "--", value], "not a Slurm job id")
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=scaled(30), deadline=None)
 @given(st.sampled_from(["report", "metrics"]), st.sampled_from(["--since", "--until"]), HOSTILE_TIMES)
 def test_report_and_metrics_options(no_port: None, command: str, option: str, text: str) -> None:
     if command == "metrics" and option == "--until":
@@ -214,7 +215,7 @@ def test_report_and_metrics_options(no_port: None, command: str, option: str, te
     refused([command, option, text], option)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(40), deadline=None)
 @given(st.text(max_size=12).filter(lambda s: s not in ("alice", "bob")),
        st.sampled_from(["table", "json", "csv"]))
 def test_report_an_unknown_tenant_is_one_message(text: str, fmt: str) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair import atomic
 from slurm_fair.commands.output import json_line, json_text
@@ -83,7 +84,7 @@ NAME = st.text(alphabet=st.characters(blacklist_characters="/\x00", blacklist_ca
                min_size=1, max_size=20).filter(lambda s: s not in (".", ".."))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=scaled(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=NAME)
 def test_any_file_name_is_written_whole_or_refused(name, problem, tmp_path):
     """``solve -o DIR/NAME``, NAME anything a file system allows: the allocation written whole
@@ -202,7 +203,7 @@ def _strict(text: str) -> object:
     return json.loads(text, parse_constant=refuse)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=scaled(200), deadline=None)
 @given(doc=DOCS)
 def test_json_output_is_strict(doc):
     """NaN/Infinity were printed into --json output; every JSON writer now prints null."""

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair import policies
 from .bounded import bounded, scratch
@@ -79,7 +80,7 @@ def _solve_refused(text: bytes, *needles: str, policy: str = "fifo") -> None:
         assert_untouched(work, before)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=scaled(150), deadline=None)
 @given(st.sampled_from(FIELDS).flatmap(lambda f: st.tuples(st.just(f), st.sampled_from(f[2]))),
        st.sampled_from(["fifo", "oef", "gavel-mmf"]))
 def test_every_field_refuses_hostile_values(case: tuple[tuple[tuple[Any, ...], str, list[Any]], Any], policy: str) -> None:
@@ -89,7 +90,7 @@ def test_every_field_refuses_hostile_values(case: tuple[tuple[tuple[Any, ...], s
     _solve_refused(text.encode(), "malformed JSON" if strict_refuses else needle, policy=policy)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(60), deadline=None)
 @given(st.sampled_from([b"\xe9", b"\xff\xfe", b"\x00", b"\x80abc", b"\xc3"]), st.integers(0, 40))
 def test_bytes_that_are_not_utf8_are_named(bad: bytes, at: int) -> None:
     text = _dump(VALID).encode()
@@ -98,13 +99,13 @@ def test_bytes_that_are_not_utf8_are_named(bad: bytes, at: int) -> None:
     _solve_refused(text[:at] + bad + text[at:], needle)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(40), deadline=None)
 @given(st.sampled_from(["[", "{\"a\": "]), st.integers(65, 100_000))
 def test_deep_nesting_is_refused_not_recursed(opening: str, depth: int) -> None:
     _solve_refused((opening * depth).encode(), "nested deeper")
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(40), deadline=None)
 @given(st.text(min_size=0, max_size=200))
 def test_any_text_is_a_problem_or_refused(text: str) -> None:
     """Arbitrary text: never a traceback; refused unless it happens to be a valid problem."""

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from .harness import assert_refused, assert_untouched, run, snapshot_dir
 
@@ -166,7 +167,7 @@ def check(tmp: Path, field: Field, reference: dict[str, str], text: str, as_json
         assert got[name] == ref_text.replace(SENTINEL, text), f"{field.name}: {name} differs for {text!r}"
 
 
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=scaled(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @pytest.mark.parametrize("field", FIELDS, ids=[f.name for f in FIELDS])
@@ -196,7 +197,7 @@ INVENTORY_KEYS = [("cluster", "name"), ("cluster", "cpus_per_node"), ("gpu_types
                   ("gpu_types", "v100"), ("tenants", "physics"), ("gpu_types",), ("tenants",), ("cluster",)]
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=scaled(120), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(key=st.sampled_from(INVENTORY_KEYS), value=ANY_VALUE)
 def test_any_value_in_the_inventory_is_rendered_or_refused(key, value, tmp_path_factory):
     """JSON inventory, any kind of value at any key: rc 0, or exit 2 with one message and
@@ -301,7 +302,7 @@ def test_device_files_expand_to_gpus_per_node(files, gpus, ok):
 
 
 def test_docker_reads_a_json_inventory_like_cluster(tmp_path):
-    import tomllib
+    from slurm_fair.config import tomllib
 
     data = tomllib.loads((Path(__file__).resolve().parents[2] / "conf" / "testbed.toml").read_text())
     inv = tmp_path / "inv.json"

@@ -295,7 +295,7 @@ def test_inventory_device_files_must_match_the_gpus_per_node(files):
 def test_docker_target_reads_a_json_inventory_as_the_help_says():
     """--inventory's help: 'TOML or JSON'; --target cluster reads JSON, --target docker says
     'line 1 column 1: not valid TOML: Invalid statement'."""
-    import tomllib
+    from slurm_fair.config import tomllib
     with scratch() as work, bounded(60):
         data = tomllib.loads((REPO / "conf" / "testbed.toml").read_text())
         inv = work / "inv.json"

@@ -11,6 +11,7 @@ from unittest import mock
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from hypo_profiles import scaled
 
 from .bounded import bounded, scratch
 from .harness import assert_refused, run
@@ -95,21 +96,21 @@ def _refused(command: str, option: str, value: str, needle: str) -> None:
         assert not (work / "nowhere").exists()
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=scaled(250), deadline=None)
 @given(st.sampled_from(sorted(FLOATS)).flatmap(lambda k: st.tuples(st.just(k), st.sampled_from(NOT_FLOATS + FLOATS[k]))))
 def test_float_options_are_finite_and_in_range(case: tuple[tuple[str, str], str]) -> None:
     (command, option), value = case
     _refused(command, option, value, option)
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=scaled(120), deadline=None)
 @given(st.sampled_from(sorted(INTS)).flatmap(lambda k: st.tuples(st.just(k), st.sampled_from(NOT_INTS + INTS[k]))))
 def test_integer_options_are_in_range(case: tuple[tuple[str, str], str]) -> None:
     (command, option), value = case
     _refused(command, option, value, option)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=scaled(150), deadline=None)
 @given(st.sampled_from(sorted(SPECS)).flatmap(lambda k: st.tuples(st.just(k), st.sampled_from(SPECS[k]))))
 def test_option_items_name_the_option(case: tuple[str, str]) -> None:
     option, value = case
@@ -117,7 +118,7 @@ def test_option_items_name_the_option(case: tuple[str, str]) -> None:
     _refused("simulate", option, value, needle)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(40), deadline=None)
 @given(st.text(max_size=30))
 def test_any_cluster_spec_is_a_cluster_or_refused(spec: str) -> None:
     with scratch() as work, bounded(60):

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from hypothesis import given, settings, strategies as st
+from hypo_profiles import scaled
 
 from .bounded import bounded, scratch
 from .harness import assert_refused, assert_untouched, run, snapshot_dir
@@ -41,7 +42,7 @@ def _simulate_refused(text: str | bytes, *needles: str) -> None:
         assert_untouched(work, before)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=scaled(80), deadline=None)
 @given(st.sampled_from(BAD_KEYS), st.sampled_from(["v100", "k80"]))
 def test_a_bad_key_says_what_a_key_looks_like(key: str, gpu_type: str) -> None:
     doc = json.loads(json.dumps(VALID))
@@ -49,7 +50,7 @@ def test_a_bad_key_says_what_a_key_looks_like(key: str, gpu_type: str) -> None:
     _simulate_refused(json.dumps(doc), "bad key")
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=scaled(80), deadline=None)
 @given(st.sampled_from(BAD_VALUES), st.sampled_from(["v100", "k80"]))
 def test_a_bad_value_names_its_key(value: Any, gpu_type: str) -> None:
     doc = json.loads(json.dumps(VALID))
@@ -59,13 +60,13 @@ def test_a_bad_value_names_its_key(value: Any, gpu_type: str) -> None:
     _simulate_refused(text, "malformed JSON" if strict else f"{gpu_type}.{JOB}")
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(40), deadline=None)
 @given(st.sampled_from([[], "x", 3, None, {}, {"v100": []}, {"v100": "x"}]))
 def test_a_bad_document_is_refused(doc: Any) -> None:
     _simulate_refused(json.dumps(doc))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(40), deadline=None)
 @given(st.binary(min_size=1, max_size=64))
 def test_any_bytes_are_a_table_or_refused(data: bytes) -> None:
     with scratch() as work, bounded(60):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from hypo_profiles import scaled
 
 from .bounded import bounded, scratch
 from .harness import assert_refused, assert_untouched, run, snapshot_dir
@@ -53,7 +54,7 @@ def _simulate_refused(data: bytes, *needles: str, extra: tuple[str, ...] = ()) -
         assert_untouched(work, before)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=scaled(200), deadline=None)
 @given(st.sampled_from(sorted(REFUSED)).flatmap(lambda c: st.tuples(st.just(c), st.sampled_from(REFUSED[c]))),
        st.sampled_from([0, 1]))
 def test_every_cell_refuses_hostile_text(case: tuple[str, str], row: int) -> None:
@@ -65,7 +66,7 @@ def test_every_cell_refuses_hostile_text(case: tuple[str, str], row: int) -> Non
     _simulate_refused(_text(HEADER, rows).encode(), "t.csv", f"line {row + 2}", column)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(60), deadline=None)
 @given(st.sampled_from([b"\xe9", b"\xff", b"\x00", b"\x80", b"\xc3("]), st.integers(0, 150))
 def test_bytes_that_are_not_utf8_are_named(bad: bytes, at: int) -> None:
     data = _text(HEADER, ROWS).encode()
@@ -73,7 +74,7 @@ def test_bytes_that_are_not_utf8_are_named(bad: bytes, at: int) -> None:
     _simulate_refused(data[:at] + bad + data[at:], "t.csv", "NUL byte" if bad == b"\x00" else "not UTF-8")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(60), deadline=None)
 @given(st.sampled_from(HEADER[:6]), st.sampled_from(["drop", "rename", "upper"]))
 def test_a_broken_header_names_the_missing_column(column: str, how: str) -> None:
     header = list(HEADER)
@@ -87,7 +88,7 @@ def test_a_broken_header_names_the_missing_column(column: str, how: str) -> None
     _simulate_refused(_text(header, rows).encode(), "t.csv", "line 1", column)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(60), deadline=None)
 @given(st.lists(st.lists(st.text(max_size=12), min_size=0, max_size=9), min_size=0, max_size=4))
 def test_any_cells_are_a_trace_or_refused(rows: list[list[str]]) -> None:
     """Arbitrary cells under the right header: never a traceback or a hang."""

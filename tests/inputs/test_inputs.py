@@ -30,7 +30,8 @@ def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
     assert parse_json(json.dumps({"k": "[" * (MAX_DEPTH * 2)}), "x") == {"k": "[" * (MAX_DEPTH * 2)}
 
 
-@given(st.recursive(st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+@given(st.recursive(st.none() | st.booleans() | st.integers(-10**20, 10**20)
+                    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
                     lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=5), c, max_size=4), max_leaves=30))
 def test_parse_json_reads_every_finite_document_as_json_does(doc: object) -> None:
     assert parse_json(json.dumps(doc), "x") == json.loads(json.dumps(doc))

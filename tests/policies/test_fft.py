@@ -7,6 +7,7 @@ import json
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair import fairness, policies
 from slurm_fair.model import Job, Problem
@@ -59,7 +60,7 @@ def _pair(age: float, att_a: float, att_b: float, rem: float) -> Problem:
         Job("b", "B", 1, thr, remaining_work=rem, age_s=age, attained_s=att_b)))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(60), deadline=None)
 @given(age=st.floats(10, 50 * R), frac=st.floats(0, 1), gap=st.floats(0.05, 1), rem=st.floats(100, 1e6),
        later=st.floats(0, 10 * R))
 def test_a_job_that_waited_longer_gets_more_compensation(age, frac, gap, rem, later) -> None:
@@ -141,3 +142,38 @@ def test_remaining_work_prefers_the_shorter_job(short: str) -> None:
     alloc = fft(Problem({"v100": 1}, {}, jobs), PolicyOptions(state={}))
     assert alloc.fraction(short, "v100") == pytest.approx(1.0)
     assert alloc.fraction("b" if short == "a" else "a", "v100") == pytest.approx(0.0)
+
+
+@settings(max_examples=scaled(40), deadline=None)
+@given(jobs=st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from([1, 2, 4]),
+                               st.floats(0.5, 8), st.floats(0.5, 8)), min_size=2, max_size=8),
+       caps=st.tuples(st.integers(0, 6), st.integers(1, 6)))
+def test_fft_round_is_the_optimum_of_its_own_lp(jobs, caps) -> None:
+    """fft's round solved on the shared group LP reaches the optimum of fft's LP written
+    directly (``max sum value_jk a_jk``, ``sum_k a_jk <= 1``, ``sum_j g_j a_jk <= C_k``)."""
+    import pulp
+
+    from slurm_fair.policies import fft
+
+    problem = Problem(
+        gpu_types={"v100": caps[0], "k80": caps[1]},
+        jobs=[Job(f"j{i}", u, g, {"v100": tv, "k80": tk}, age_s=60.0 * i) for i, (u, g, tv, tk) in enumerate(jobs)],
+        tenants={"a": 1.0, "b": 1.0})
+    options = PolicyOptions(solver="auto")
+    comp = update_ledger(problem, {}, options.round_s)
+    value = fft.values(problem, comp, fft.remaining_terms(problem), options.round_s)
+    x, _ = fft._solve_round(problem, value, options)
+    got = sum(value[(jid, k)] * v for jid, row in x.items() for k, v in row.items())
+    model = pulp.LpProblem("direct", pulp.LpMaximize)
+    a = {key: pulp.LpVariable(f"a{i}", 0, 1) for i, key in enumerate(value)}
+    model += pulp.lpSum(value[key] * v for key, v in a.items())
+    for j in problem.jobs:
+        model += pulp.lpSum(v for (jid, _), v in a.items() if jid == j.id) <= 1
+    for k, c in problem.gpu_types.items():
+        model += pulp.lpSum(j.gpus * a[(j.id, k)] for j in problem.jobs if (j.id, k) in a) <= c
+    model.solve(pulp.PULP_CBC_CMD(msg=False))
+    assert got == pytest.approx(pulp.value(model.objective) or 0.0, rel=1e-6, abs=1e-6)
+    # and x is feasible for it
+    for k, c in problem.gpu_types.items():
+        assert sum(j.gpus * x[j.id].get(k, 0.0) for j in problem.jobs) <= c + 1e-6
+    assert all(sum(row.values()) <= 1 + 1e-9 for row in x.values())

@@ -12,6 +12,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair import policies
 from slurm_fair.cli import main
@@ -96,7 +97,7 @@ def node_problems(draw) -> Problem:
     return Problem(caps, {}, tuple(jobs), tuple(nodes))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(60), deadline=None)
 @given(node_problems(), st.sampled_from([0.0, 1.0, 2.0]))
 def test_placement_respects_nodes_shapes_and_sensitivity(problem: Problem, lam: float) -> None:
     alloc = hops(problem, _opts(**{"lambda": lam}))
@@ -190,7 +191,7 @@ def _brute_force_gain(problem: Problem) -> float:
     return best
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(60), deadline=None)
 @given(flat_problems())
 def test_lambda_zero_is_max_throughput_among_the_window(problem: Problem) -> None:
     # only problems whose jobs are all in hops' own window (its queue order: by LR); then the
@@ -228,7 +229,8 @@ def test_policy_options_are_checked() -> None:
     assert policies.parse_params(["hops.lambda=2"]) == {"hops.lambda": 2.0}
     assert PolicyOptions(params={"hops.lambda": 2.0}).param("hops", "lambda") == 2.0
     assert PolicyOptions().param("hops", "sigma") == 1.4
-    for bad, words in (("hops.bogus=1", "no parameter 'bogus'"), ("hops.lambda=x", "not a finite number"), ("hops.lambda=nan", "not a finite number"),
+    for bad, words in (("hops.bogus=1", "no parameter 'bogus'"), ("hops.lambda=x", "not a finite number"),
+                       ("hops.lambda=nan", "not a finite number"),
                        ("hops.lambda=-1", "outside"), ("lambda=1", "POLICY.KEY=VALUE"), ("nope.x=1", "unknown policy")):
         with pytest.raises(UserError, match=words):
             policies.parse_params([bad])

@@ -11,6 +11,7 @@ import pulp
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
+from hypo_profiles import scaled
 
 from slurm_fair import policies, rounding
 from slurm_fair.grouplp import GroupLP
@@ -25,7 +26,7 @@ from . import _independent as ind
 from .strategies import problems
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(problems())
 def test_round_trip(problem: Problem) -> None:
     runnable = [j for j in problem.jobs if any(problem.gpu_types.get(k, 0) >= j.gpus and v > 0 for k, v in j.throughput.items())]
@@ -138,7 +139,7 @@ def test_oef_degrades_to_a_verified_candidate(monkeypatch) -> None:
         assert ind.pe_gap(p, x) <= ind.tol(sum(ind.utilities(p, x).values()))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=scaled(30), deadline=None)
 @given(problems())
 def test_rounding_never_exceeds_capacity(problem: Problem) -> None:
     a = policies.allocate("gavel-mmf", problem, PolicyOptions(solver="highs"))

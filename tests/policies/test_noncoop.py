@@ -6,6 +6,7 @@ import random
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair import policies
 from slurm_fair.model import Job, Problem
@@ -21,7 +22,7 @@ def true_utility(problem: Problem, x, tenant: str) -> float:
     return ind.utilities(problem, x).get(tenant, 0.0)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scaled(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems(), st.integers(0, 10_000))
 def test_misreports_never_help(problem: Problem, seed: int) -> None:
     rng = random.Random(seed)

@@ -6,6 +6,7 @@ import random
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypo_profiles import scaled
 
 from slurm_fair import policies
 from slurm_fair.model import Job, Problem
@@ -15,7 +16,7 @@ from . import _independent as ind
 from .strategies import problems
 
 OPTS = PolicyOptions(solver="highs")
-FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=scaled(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _x(alloc):

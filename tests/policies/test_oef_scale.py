@@ -10,6 +10,7 @@ import random
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair import fairness, policies
 from slurm_fair.jobgroups import groups_of
@@ -20,7 +21,7 @@ from slurm_fair.policies._envy import EnvyBounds
 from . import _independent as ind
 from .strategies import problems
 
-FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=scaled(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _envy_of(problem: Problem) -> EnvyBounds:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair import rounding
 from slurm_fair.model import Allocation, Job, NodeCapacity, Problem
@@ -92,7 +93,7 @@ def rounds(draw):
     return problem, draw(allocations(problem)), draw(received_shares(problem)), prev, prev_nodes, fixed
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=scaled(300), deadline=None)
 @given(rounds())
 def test_placement_respects_nodes_shapes_and_history(case) -> None:
     problem, allocation, received, prev, prev_nodes, fixed = case
@@ -129,7 +130,7 @@ def test_placement_respects_nodes_shapes_and_history(case) -> None:
             assert dict(pl.node_gpus[j]) == prev_nodes[j]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=scaled(100), deadline=None)
 @given(
     gpus=st.sampled_from([1, 2, 4]),
     x=st.sampled_from([(0.1, 0.1), (0.5, 0.1), (0.1, 0.5), (0.5, 0.5), (1.0, 1.0), (1.0, 0.5)]),

@@ -18,13 +18,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 from types import SimpleNamespace
 
 import psutil
 import pytest
 
 from slurm_fair import cli
+from slurm_fair.errors import SlurmCommandError
+from slurm_fair.slurm.admin import SlurmAdmin
+from slurm_fair.slurm.run import Runner
 from slurm_fair.testbed.replay import run as run_module
 from slurm_fair.testbed.replay.interrupt import INTERRUPT_SIGNALS, Cleanup, Interrupted, SignalGuard
 from slurm_fair.testbed.replay.plan import ReplaySpec
@@ -101,7 +104,9 @@ class FakeTestbed:
             self.active.add(str(self.next_id))
             self.next_id += 1
         elif argv[0] == "squeue":
-            out = "".join(f"{i}|RUNNING|None\n" for i in sorted(self.active))
+            fmt = argv[argv.index("-o") + 1]  # %i<fs>%T<fs>%r, the separator chosen per call
+            fs = fmt[2:fmt.index("%T")]
+            out = "".join(f"{i}{fs}RUNNING{fs}None\n" for i in sorted(self.active))
         elif argv[0] == "scancel":
             self.active -= set(argv[1:])
         elif argv[:3] == ["sacctmgr", "-i", "modify"]:
@@ -112,6 +117,24 @@ class FakeTestbed:
 
     def commands(self, name: str) -> list[list[str]]:
         return [c for c in self.calls if c[0] == name]
+
+    def admin(self, timeout_s: float = 30.0) -> SlurmAdmin:
+        """The package's Slurm commands, answered by :meth:`run`."""
+        return SlurmAdmin(runner=_FakeRunner(self))
+
+
+class _FakeRunner(Runner):
+    """A Runner whose commands :meth:`FakeTestbed.run` answers."""
+
+    def __init__(self, tb: FakeTestbed) -> None:
+        super().__init__()
+        self.tb = tb
+
+    def run(self, argv: Sequence[str], job_id: str | None = None) -> str:
+        proc = self.tb.run(list(argv))
+        if proc.returncode != 0:
+            raise SlurmCommandError(list(argv), proc.returncode, proc.stderr)
+        return proc.stdout
 
 
 class FakeTime:

@@ -17,7 +17,7 @@ import pytest
 from slurm_fair.testbed import Testbed
 from slurm_fair.testbed.replay.plan import ReplayJob, ReplaySpec
 from slurm_fair.testbed.replay.run import Replay
-from slurm_fair.testbed.replay.submit import batch_script, emulator_argv, sbatch_argv
+from slurm_fair.testbed.replay.submit import batch_script, emulator_argv, sbatch_args
 from slurm_fair.testbed.emulator import Checkpoint
 from slurm_fair.testbed.jobs import TERMINAL, job_state, wait_job_state
 
@@ -80,7 +80,7 @@ def test_a_requeued_job_resumes_from_its_checkpoint(testbed: Testbed, tmp_path: 
     ck_path = tmp_path / "ck.json"
     script = tmp_path / "job.sh"
     script.write_text(batch_script(emulator_argv(job, spec, node_types, ck_path)))
-    job_id = testbed.run(sbatch_argv(job, script, tmp_path, S), timeout=30).stdout.strip().split(";")[0]
+    job_id = testbed.admin().submit(sbatch_args(job, script, tmp_path, S))
     try:
         wait_job_state(testbed, int(job_id), {"RUNNING"}, timeout=60)
         deadline = time.monotonic() + 30

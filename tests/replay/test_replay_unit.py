@@ -58,7 +58,7 @@ def test_plan_jobs_looks_up_every_testbed_type_and_refuses_jobs_that_run_nowhere
 
 def test_jobs_are_submitted_untyped_requeueable_and_tagged(tmp_path: Path) -> None:
     job = _job(gpus=2)
-    argv = submit.sbatch_argv(job, tmp_path / "s.sh", tmp_path, 60.0)
+    argv = submit.sbatch_args(job, tmp_path / "s.sh", tmp_path, 60.0)
     assert "--gres=gpu:2" in argv and "--requeue" in argv
     assert not any(a.startswith("--gres=gpu:") and a.count(":") > 1 for a in argv)
     assert argv[argv.index("--comment") + 1] == "fair:class=resnet-18-bs32 fair:preemptible"

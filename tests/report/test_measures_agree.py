@@ -15,6 +15,7 @@ from datetime import timedelta
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair import fairness, policies
 from slurm_fair.jobgroups import groups_of
@@ -31,7 +32,7 @@ from slurm_fair.slurm.model import AccountingRecord
 
 from . import tiny
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=scaled(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @dataclass(frozen=True)
@@ -278,7 +279,7 @@ def test_report_si_and_envy_figures_are_fairness_values(case):
             assert report.envy.loc[u, v] == pytest.approx((utilities[u] + e) / utilities[u], rel=1e-6), (u, v)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scaled(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems_and_allocations())
 def test_oef_passes_the_checks_report_and_simulator_use(case):
     problem, _ = case

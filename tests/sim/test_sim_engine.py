@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair.sim import engine, metrics
 from slurm_fair.sim.cluster import ClusterSpec, parse_cluster
@@ -112,7 +113,7 @@ def test_finish_time_of_members_with_different_overheads() -> None:
 jobs_strategy = job_rows([1, 2, 4])
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=scaled(30), deadline=None)
 @given(
     rows=jobs_strategy,
     v100=st.integers(0, 5),

@@ -8,6 +8,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair import fairness
 from slurm_fair.sim import metrics
@@ -96,7 +97,7 @@ def records(draw) -> tuple[list[JobRecord], dict[str, int]]:
     return out, cap
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(60), deadline=None)
 @given(records())
 def test_invariants(case) -> None:
     recs, cap = case

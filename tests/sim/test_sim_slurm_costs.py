@@ -8,6 +8,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair.model import Job
 from slurm_fair.sim import engine, metrics
@@ -209,7 +210,7 @@ def clusters(draw) -> ClusterSpec:
 jobs_strategy = job_rows([(1, None), (2, None), (4, None), (4, 1), (4, 2), (8, 1), (8, 2), (16, 4)])
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(40), deadline=None)
 @given(
     rows=jobs_strategy,
     cluster=clusters(),

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair.estimates import gavel as tt
 from slurm_fair.errors import InputError, UserError
@@ -137,7 +138,8 @@ def test_gavel_physical_cluster_layout(tmp_path: Path) -> None:
 
 def test_bad_gavel_trace(tmp_path: Path) -> None:
     path = tmp_path / "bad.trace"
-    path.write_text(GAVEL_LINE.format(steps=10, arrival=0, gpus=1) + "A3C\tonly\tthree\n" + GAVEL_LINE.format(steps=10, arrival=0, gpus="two"))
+    path.write_text(GAVEL_LINE.format(steps=10, arrival=0, gpus=1) + "A3C\tonly\tthree\n"
+                    + GAVEL_LINE.format(steps=10, arrival=0, gpus="two"))
     with pytest.raises(InputError) as info:
         wl.load_traces([path], TABLE)
     message = info.value.message()
@@ -181,7 +183,7 @@ job_rows = st.lists(
 )
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(rows=job_rows)
 def test_csv_round_trip(tmp_path_factory: pytest.TempPathFactory, rows: list) -> None:
     """What --save-workload writes reads back the same (the nodes column when any job has one)."""

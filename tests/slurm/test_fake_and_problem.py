@@ -211,3 +211,19 @@ def test_usage_is_clipped_to_the_window(fake):
     assert usage_by_tenant_type(fake.accounting(since, until), until, until + timedelta(hours=1)) == {
         "physics": {"v100": 4 * 3600}
     }
+
+
+def test_snapshot_tenant_table_fits_80_columns(fake, monkeypatch):
+    """An admin's terminal: the tenants table and its notes stay within 80 columns."""
+    monkeypatch.setattr("slurm_fair.commands.snapshot.make_port", lambda cfg: fake)
+    res = CliRunner().invoke(sf_cli.cli, ["snapshot"], terminal_width=80)
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Tenants (Slurm accounts)"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("GPU jobs ("))
+    section = lines[start:end]
+    assert len(section) >= 5 and max(len(line) for line in section) <= 80, "\n".join(section)
+    # one line per tenant: no cell wrapped onto a second line
+    names = {a.name for a in fake.accounts()}
+    body = [line for line in section if line.startswith("│")]
+    assert len(body) == len(names) and {line.split("│")[1].strip() for line in body} == names

@@ -7,6 +7,7 @@ import string
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair.errors import SlurmOutputError
 from slurm_fair.slurm.parse.fields import expand_hostlist, parse_elapsed, parse_time
@@ -17,7 +18,7 @@ from slurm_fair.slurm.parse.records import split_records
 from slurm_fair.slurm.parse.squeue import parse_squeue
 from slurm_fair.slurm.parse.tags import MAX_TAGS, parse_tags
 
-FAST = settings(max_examples=60, deadline=None)
+FAST = settings(max_examples=scaled(60), deadline=None)
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypo_profiles import scaled
 
 from slurm_fair.errors import ConfigError
 from slurm_fair.testbed import config as tbconfig
@@ -86,7 +87,7 @@ def test_load_reports_missing_and_broken_files(tmp_path: Path) -> None:
         tbconfig.load(bad)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(40), deadline=None)
 @given(
     types=st.dictionaries(
         st.from_regex(r"[a-z][a-z0-9]{0,5}", fullmatch=True),

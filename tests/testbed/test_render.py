@@ -41,7 +41,8 @@ def rendered(tmp_path: Path) -> tuple[dict[str, str], Layout]:
 
 def test_slurm_conf_declares_typed_gpus_per_node(rendered) -> None:
     files, layout = rendered
-    conf = {k: v for row in _kv_lines(files["slurm.conf"]) for k, v in row.items() if "NodeName" not in row and "PartitionName" not in row}
+    conf = {k: v for row in _kv_lines(files["slurm.conf"]) for k, v in row.items()
+            if "NodeName" not in row and "PartitionName" not in row}
     nodes = {r["NodeName"]: r for r in _kv_lines(files["slurm.conf"]) if "NodeName" in r}
     assert conf["GresTypes"] == "gpu"
     assert set(conf["AccountingStorageTRES"].split(",")) == {"gres/gpu", "gres/gpu:a100", "gres/gpu:k80"}
@@ -102,7 +103,8 @@ def test_prepare_writes_private_files_and_fake_devices(tmp_path: Path) -> None:
     cfg = validate({"gpu_types": {"v100": {"nodes": "v-1", "gpus_per_node": 3}}}, "t")
     tb = Testbed(dir=tmp_path / "tb", config=cfg)
     prepare_dir(cfg, tb.layout, render_all(cfg, tb.layout))
-    mode = lambda p: stat.S_IMODE(p.stat().st_mode)
+    def mode(p):
+        return stat.S_IMODE(p.stat().st_mode)
     assert mode(tb.layout.etc / "slurmdbd.conf") == 0o600
     assert mode(tb.layout.munge_key) == 0o400
     assert tb.layout.munge_key.stat().st_size >= 32

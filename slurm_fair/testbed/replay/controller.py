@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .plan import ReplaySpec
+from ...statuses import CycleStatus
 
 #: real seconds from a requeue to a restart besides Slurm's hold (scheduling, launch, resume)
 RESTART_REAL_S = 2.0
@@ -56,6 +57,8 @@ class ControllerProcess:
         #: real seconds the controller gets to finish its cycle after SIGTERM before SIGKILL
         self.grace_s = min(30.0, max(10.0, 2.0 * spec.interval_real_s))
         self.process: subprocess.Popen | None = None
+        #: cycles counted so far by :meth:`cycles_so_far`, and how far into the log that read
+        self._counted, self._offset = 0, 0
 
     @property
     def started(self) -> bool:
@@ -127,6 +130,20 @@ class ControllerProcess:
         log.write_text(proc.stdout + proc.stderr)
         return "ok" if proc.returncode == 0 else f"exit {proc.returncode} (see {log})"
 
+    def cycles_so_far(self) -> int:
+        """Cycles the controller has reported until now (its --json lines), reading only what
+        the log gained since the last call: a progress display asks every half second."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._offset)
+                new = log.read()
+        except OSError:
+            return self._counted
+        complete = new[:new.rfind(b"\n") + 1]  # a line still being written counts next time
+        self._offset += len(complete)
+        self._counted += sum(1 for line in complete.splitlines() if line.startswith(b"{"))
+        return self._counted
+
     def cycles(self) -> dict[str, Any]:
         """Counts from the controller's --json output lines (one JSON object per cycle)."""
         cycles = ok = requeues = retypes = 0
@@ -140,7 +157,7 @@ class ControllerProcess:
                 except json.JSONDecodeError:
                     continue
                 cycles += 1
-                ok += c.get("status") == "ok"
+                ok += c.get("status") == CycleStatus.OK
                 seconds.append(sum(c.get("timings_s", {}).values()))
                 for a in c.get("actions", []):
                     if a.get("applied") and a.get("kind") == "requeue":

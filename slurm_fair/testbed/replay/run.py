@@ -43,16 +43,31 @@ class ReplayResult:
         return self.doc["metrics"]
 
 
+@dataclass(frozen=True)
+class Progress:
+    """Where a run is, for a person watching it (``make demo`` replays for minutes)."""
+
+    #: trace seconds since the run's start (real seconds x the time scale)
+    trace_s: float
+    jobs: int
+    submitted: int
+    done: int
+    #: controller cycles so far (0 for Slurm alone)
+    cycles: int
+
+
 class Replay:
     """One replay against one testbed (``tb``: a :class:`~slurm_fair.testbed.Testbed`)."""
 
     def __init__(self, tb: Any, spec: ReplaySpec, say: Say | None = None,
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+                 progress: Callable[[Progress], None] | None = None) -> None:
         if spec.job_python is None and getattr(tb, "job_python", None):
             spec = dataclasses.replace(spec, job_python=tb.job_python)
         self.tb, self.spec = tb, spec
         self.say: Say = say or (lambda _m: None)
         self.clock, self.sleep = clock, sleep
+        self.progress = progress
         self.controller = ControllerProcess(tb, spec)
         #: Slurm job id -> job, for everything sbatch accepted in this run
         self.submitted: dict[str, ReplayJob] = {}
@@ -145,7 +160,7 @@ class Replay:
                 "trace": str(spec.trace), "policy": spec.policy or "none", "time_scale": spec.time_scale,
                 "round_s": spec.round_s, "interval_real_s": spec.interval_real_s if spec.policy else None,
                 "tenant_map": mapping, "weights": weights, "cluster": self.tb.config.cluster_name,
-                "capacity": self.capacity, "node_layout": node_layout(self.node_gpus.values()),
+                "capacity": self.capacity, "node_layout": node_layout(list(self.node_gpus.values())),
                 "started_at": datetime.fromtimestamp(t0).isoformat(),
                 "timed_out": timed_out, "run_dir": str(spec.run_dir),
                 "requeue_hold_real_s": self.tb.config.cred_expire_s + 1,
@@ -175,12 +190,24 @@ class Replay:
             if self.submitted and now - last_poll >= 0.5:
                 last_poll = now
                 polled = submit.poll(self.tb, set(self.submitted))
+                if polled is not None:
+                    self._report(jobs, now - t0, len(self.submitted) - len(polled))
                 if polled is not None and not pending and not polled:
                     return False
             if now - t0 > timeout:
                 return True
             nxt = t0 + pending[0].arrival_s / spec.time_scale if pending else now + 0.5
             self.sleep(max(0.02, min(0.25, nxt - self.clock())))
+
+    def _report(self, jobs: Sequence[ReplayJob], real_s: float, done: int) -> None:
+        """Hand the run's position to ``progress`` (a display's failure never stops a run)."""
+        if self.progress is None:
+            return
+        cycles = self.controller.cycles_so_far() if self.controller.started else 0
+        try:
+            self.progress(Progress(real_s * self.spec.time_scale, len(jobs), len(self.submitted), done, cycles))
+        except Exception:  # noqa: BLE001 - a terminal gone away (SIGHUP) must not end the replay
+            self.progress = None
 
     def _cancel_unfinished(self) -> list[str]:
         """Cancel the run's jobs Slurm still has pending/running; wait (bounded) until they are gone."""

@@ -14,12 +14,20 @@ import json
 import math
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, overload
 
 from ...sim.metrics import JobRecord, samples_from_records, summarize
 from ...slurm.model import AccountingRecord
 from ..emulator import Checkpoint, load_checkpoint
 from .plan import ReplayJob
+
+
+@overload
+def to_trace(t: datetime | float, t0: float, time_scale: float) -> float: ...
+@overload
+def to_trace(t: None, t0: float, time_scale: float) -> None: ...
+@overload
+def to_trace(t: datetime | float | None, t0: float, time_scale: float) -> float | None: ...
 
 
 def to_trace(t: datetime | float | None, t0: float, time_scale: float) -> float | None:
@@ -86,11 +94,11 @@ def job_record(
         first = to_trace(math.floor(min(s.started for s in segs)), t0, time_scale)
         start = first if start is None else min(start, first)
     done = acct is not None and acct.state.upper().startswith("COMPLETED") and acct.end_time is not None
-    end = to_trace(acct.end_time, t0, time_scale) if done else None
+    end = to_trace(acct.end_time, t0, time_scale) if done and acct is not None else None
     gpu_seconds: dict[str, float] = {}
     runs: list[tuple[float, float, str]] = []
     run_s: float | None = None
-    if len(segs) > 1:
+    if len(segs) > 1 and ck is not None:
         for k, s in ck.seconds_by_type().items():
             gpu_seconds[k] = s * time_scale * job.gpus
         for seg in segs:

@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ...errors import TestbedError
+from ...errors import SlurmError, TestbedError
 from .. import emulator
 from .plan import ReplayJob, ReplaySpec
 
@@ -51,9 +51,10 @@ def time_limit_minutes(job: ReplayJob, time_scale: float, slack: float = 4.0) ->
     return int(math.ceil(slowest / time_scale * slack / 60.0)) + 2
 
 
-def sbatch_argv(job: ReplayJob, script: Path, run_dir: Path, time_scale: float) -> list[str]:
+def sbatch_args(job: ReplayJob, script: Path, run_dir: Path, time_scale: float) -> list[str]:
+    """sbatch's arguments for one replayed job (``--parsable`` is :meth:`SlurmAdmin.submit`'s)."""
     return [
-        "sbatch", "--parsable", "-A", job.account, "-J", f"{JOB_NAME_PREFIX}-{job.slug}",
+        "-A", job.account, "-J", f"{JOB_NAME_PREFIX}-{job.slug}",
         "-N", str(job.nodes), "-n", str(job.nodes), f"--gres=gpu:{job.per_node}", "--requeue",
         "--comment", f"fair:class={job.klass} fair:preemptible",
         "-t", str(time_limit_minutes(job, time_scale)),
@@ -70,24 +71,17 @@ def submit(tb: Any, job: ReplayJob, spec: ReplaySpec, node_types: Mapping[str, s
     script = d / "scripts" / f"{job.slug}.sh"
     script.write_text(batch_script(emulator_argv(job, spec, node_types, ck)))
     script.chmod(0o755)
-    proc = tb.run(sbatch_argv(job, script, d, spec.time_scale), timeout=60, check=False)
-    if proc.returncode != 0:
-        raise TestbedError(f"sbatch of {job.trace_id} failed: {proc.stderr.strip()}")
-    job.slurm_id = proc.stdout.strip().split(";")[0]
+    try:
+        job.slurm_id = tb.admin(timeout_s=60).submit(sbatch_args(job, script, d, spec.time_scale))
+    except SlurmError as exc:
+        raise TestbedError(f"sbatch of {job.trace_id} failed: {exc}") from None
     job.submitted_wall = clock()
 
 
 def poll(tb: Any, ids: set[str]) -> dict[str, tuple[str, str]] | None:
     """State and reason of the jobs of ``ids`` Slurm still has; None when squeue failed."""
-    proc = tb.run(["squeue", "-h", "-r", "-t", ",".join(ACTIVE_STATES), "-o", "%i|%T|%r"], timeout=30, check=False)
-    if proc.returncode != 0:
-        return None
-    out = {}
-    for line in proc.stdout.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) == 3 and parts[0] in ids:
-            out[parts[0]] = (parts[1], parts[2])
-    return out
+    queued = tb.admin().queued(ACTIVE_STATES)
+    return None if queued is None else {j: s for j, s in queued.items() if j in ids}
 
 
 def active(tb: Any, ids: set[str]) -> set[str]:
@@ -101,20 +95,17 @@ def reset_slurm(tb: Any, accounts: Sequence[str]) -> None:
     must not be steered by an earlier run's plan) and the fair-share usage of every account
     reset, as an admin comparing two schedulers would."""
     tb.layout.plan_file.unlink(missing_ok=True)
+    admin = tb.admin(timeout_s=60)
     for account in accounts:
-        proc = tb.run(["sacctmgr", "-i", "modify", "account", "where", f"name={account}",
-                       f"cluster={tb.config.cluster_name}", "set", "RawUsage=0"],
-                      timeout=60, check=False)
-        if proc.returncode != 0:
-            raise TestbedError(f"cannot reset the fair-share usage of {account}: {proc.stderr.strip()}")
+        try:
+            admin.reset_usage(account)
+        except SlurmError as exc:
+            raise TestbedError(f"cannot reset the fair-share usage of {account}: {exc}") from None
 
 
 def cancel(tb: Any, ids: Sequence[str]) -> None:
-    """scancel ``ids``; once more if scancel itself was killed by a signal (a second Ctrl-C
-    in the terminal reaches it too)."""
-    for _ in range(2):
-        if not ids or tb.run(["scancel", *ids], timeout=30, check=False).returncode >= 0:
-            return
+    """scancel ``ids`` (jobs already gone are not an error)."""
+    tb.admin().cancel(list(ids))
 
 
 def job_id_key(job_id: str) -> tuple[int, str]:
