@@ -5,8 +5,9 @@ Rules, so a plan is never half-applied *silently* and never left where ``revert`
 * before a job field is written, the state store holds the field's value then and the value
   being written (the *intent*, :mod:`.state.fields`); after the write, the intent is confirmed,
   dropped when Slurm refused the write, and kept when Slurm did not answer in time (the write
-  may still happen: slurmctld carries out a request it got before it stalled). A process killed between the two leaves an intent the next
-  cycle or ``revert`` settles by reading Slurm (:func:`.ownership.reconcile`). If the store cannot
+  may still happen: slurmctld carries out a request it got before it stalled). A process killed
+  between the two leaves an intent the next cycle or ``revert`` settles by reading Slurm
+  (:func:`.ownership.reconcile`). If the store cannot
   be written (a full disk, a read-only file system), nothing more is written to Slurm;
 * a give-back that worked returns the field to the site (its row goes);
 * a job that ended or vanished (:class:`JobGone`) is *skipped*: not a failure, and the job's
@@ -170,13 +171,18 @@ class _Run:
     def settle(self, results: list[ActionResult]) -> None:
         """After the writes: confirm applied intents, forget given-back fields, drop failed
         intents; record applied requeues."""
-        fields = [r for r in results if r.action.field and r.action.job]
-        back = [(r.action.job, r.action.field) for r in fields if r.applied and r.action.params.get("give_back")]
-        done = [(r.action.job, r.action.field) for r in fields if r.applied and not r.action.params.get("give_back")]
+        fields = [(r, (r.action.job, str(r.action.field))) for r in results if r.action.field and r.action.job]
+        back = [key for r, key in fields if r.applied and r.action.params.get("give_back")]
+        done = [key for r, key in fields if r.applied and not r.action.params.get("give_back")]
         # a write Slurm refused did not happen: its intent goes; one that timed out may have
         # happened (slurmctld resumed and carried it out): its intent stays to be settled
-        failed = [(r.action.job, r.action.field) for r in fields if not r.applied and not r.uncertain]
-        self._store(lambda s: (s.confirm(done, self.now), s.forget_fields(back), s.drop_intents(failed)))
+        failed = [key for r, key in fields if not r.applied and not r.uncertain]
+        def record(s: StateStore) -> None:
+            s.confirm(done, self.now)
+            s.forget_fields(back)
+            s.drop_intents(failed)
+
+        self._store(record)
         for r in results:
             if r.applied and r.action.kind == "requeue" and self.on_requeue:
                 self._store(lambda s, a=r.action: self.on_requeue(a))  # type: ignore[misc]

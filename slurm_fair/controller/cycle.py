@@ -82,7 +82,8 @@ class CycleResult:
             "cycle": self.cycle_id, "status": self.status, "exit_code": self.exit_code,
             "message": self.message, "dry_run": self.dry_run, "policy": self.policy, "mode": self.mode,
             "timings_s": {k: round(v, 6) for k, v in self.timings.items()},
-            "counts": counts(self.results) if self.results else {"actions": len(self.planned), "applied": 0, "skipped": 0, "failed": 0},
+            "counts": counts(self.results) if self.results else {"actions": len(self.planned), "applied": 0,
+                                                                 "skipped": 0, "failed": 0},
             "actions": actions, "warnings": self.warnings, "left_out": self.left_out,
             "plan": self.plan.to_dict() if self.plan else None,
         }
@@ -176,11 +177,16 @@ def _cycle(
         _take(res, d)
         if store is None:
             return res
-        assert d.pilot is not None
-        # what Slurm shows of the rows is settled first: a cycle killed later still leaves
-        # the rows as Slurm shows them
-        _store_step(lambda: (store.settle(d.pilot.reading.updates, d.now),
-                             store.forget_fields(d.pilot.reading.ended)))
+        pilot = d.pilot
+        assert pilot is not None
+
+        def settle() -> None:
+            # what Slurm shows of the rows is settled first: a cycle killed later still leaves
+            # the rows as Slurm shows them
+            store.settle(pilot.reading.updates, d.now)
+            store.forget_fields(pilot.reading.ended)
+
+        _store_step(settle)
         audit = AuditLog(s.audit_log)
         if s.mode == "shadow":
             res.status = "ok" if d.allocation is not None else "policy-failed"
@@ -191,7 +197,7 @@ def _cycle(
         else:
             _live(port, config, store, audit, res, d, whole, clock, timer, stop)
         with timer.phase("record"):
-            _store_step(lambda: _record(store, res, d, d.pilot.view.snapshot, s, ds, clock))
+            _store_step(lambda: _record(store, res, d, pilot.view.snapshot, s, ds, clock))
         return res
     except StateWriteError as exc:
         res.status, res.exit_code = "failed", 1
@@ -265,7 +271,12 @@ def _live(port: SlurmPort, config: Config, store: StateStore, audit: AuditLog, r
     managed = store.managed_qos()
     if managed:
         done = finished_qos(managed, res.results, {q.name for q in whole.qos})
-        _store_step(lambda: [store.forget_qos(name) for name in done])
+
+        def forget() -> None:
+            for name in done:
+                store.forget_qos(name)
+
+        _store_step(forget)
     c = counts(res.results)
     if any(r.error.startswith("not attempted: interrupted") for r in res.results):
         res.status, res.exit_code = "interrupted", 1

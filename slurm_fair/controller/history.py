@@ -74,9 +74,9 @@ class History:
                 if s > 0:
                     service.setdefault(j, {})[k] = service.get(j, {}).get(k, 0.0) + s
         seen = dict(self.seen)
-        for j, k in running.items():
+        for j, ran_on in running.items():
             first = seen[j].first_seen if j in seen else now
-            seen[j] = Sighting(first, k)
+            seen[j] = Sighting(first, ran_on)
         bad = {j: set(ks) for j, ks in self.refused.items()}
         for j, k in refused.items():
             bad.setdefault(j, set()).add(k)

@@ -91,7 +91,7 @@ def finished_qos(managed: Mapping[str, ManagedQos], results: Iterable["ActionRes
 
 def _about(a: Action, name: str) -> bool:
     if a.kind == "set_job_qos":
-        return a.before == name
+        return bool(a.before == name)
     if a.kind == "restore_default_qos":
         return a.params.get("from_qos") == name
     return a.kind in ("detach_qos", "clear_qos_limits", "delete_qos") and a.params.get("qos") == name

@@ -158,10 +158,10 @@ def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable,
         # a pending job counts on the type it will get: the one this plan sends it to, else its
         # typed request or its partition's
         planned = plan.jobs[j.job_id].planned_type if j.job_id in plan.jobs else None
-        k = j.gpu_type_running if j.running else (planned or current_type(j, ptypes))
-        if k and j.gpu_request is not None:
+        on = j.gpu_type_running if j.running else (planned or current_type(j, ptypes))
+        if on and j.gpu_request is not None:
             used.setdefault(j.account, {})
-            used[j.account][k] = used[j.account].get(k, 0) + j.gpu_request.total
+            used[j.account][on] = used[j.account].get(on, 0) + j.gpu_request.total
 
     out: dict[str, str] = {}
     if accounts and all(fullmatch(_SAFE, a) for a in accounts):
@@ -240,4 +240,5 @@ def write(path: str | Path, text: str) -> None:
 
 def read(path: str | Path) -> dict[str, object]:
     """Parse a plan file (the controller's own reader, for explain and the tests)."""
-    return json.loads(Path(path).read_text())
+    doc: dict[str, object] = json.loads(Path(path).read_text())
+    return doc

@@ -120,7 +120,7 @@ class BuiltProblem:
     prev_nodes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
-def _job_order(job: SlurmJob) -> tuple:
+def _job_order(job: SlurmJob) -> tuple[int, str, str]:
     head, _, rest = job.job_id.partition("_")
     return (int(head) if head.isdigit() else 0, rest, job.job_id)
 
@@ -146,23 +146,8 @@ def build_problem(
     holds its GPUs like an outsider's."""
     asked = asked or Asked()
     up = [n for n in snapshot.nodes if n.schedulable]
-    left_out: dict[str, str] = {}
-    foreign = {n: dict(per) for n, per in asked.foreign.items()}
-    for sj in snapshot.gpu_jobs():
-        why = _left_to_slurm(sj, asked, estimates)
-        if why:
-            left_out[sj.job_id] = why
-            if sj.running and sj.gpu_type_running:
-                for node, gpus in sj.gpus_on_nodes().items():
-                    per = foreign.setdefault(node, {})
-                    per[sj.gpu_type_running] = per.get(sj.gpu_type_running, 0) + gpus
-    nodes = tuple(
-        NodeCapacity(n.name, k, free) for n in up for k, c in sorted(n.gpus_total.items())
-        if (free := int(c) - foreign.get(n.name, {}).get(k, 0)) > 0
-    )
-    capacity: dict[str, int] = {}
-    for nc in nodes:
-        capacity[nc.gpu_type] = capacity.get(nc.gpu_type, 0) + nc.gpus
+    left_out = {sj.job_id: why for sj in snapshot.gpu_jobs() if (why := _left_to_slurm(sj, asked, estimates))}
+    nodes, capacity = _capacity(snapshot, up, asked, left_out)
     prev_nodes: dict[str, dict[str, int]] = {}
     now = snapshot.taken_at.timestamp()
     job_service = history.job_service
@@ -219,6 +204,26 @@ def build_problem(
     problem = Problem(gpu_types={k: c for k, c in capacity.items() if c > 0}, tenants=tenants, jobs=tuple(jobs),
                       nodes=nodes)
     return BuiltProblem(problem, left_out, fixed, received, prev, prev_nodes)
+
+
+def _capacity(snapshot: Snapshot, up: list[Node], asked: Asked, left_out: Mapping[str, str]
+              ) -> tuple[tuple[NodeCapacity, ...], dict[str, int]]:
+    """The GPUs the plan may hand out, per node and per type: the schedulable nodes' GPUs minus
+    what outsiders hold (``asked.foreign``) and what running jobs left out of the problem hold."""
+    foreign = {n: dict(per) for n, per in asked.foreign.items()}
+    for sj in snapshot.gpu_jobs():
+        if sj.job_id in left_out and sj.running and sj.gpu_type_running:
+            for node, gpus in sj.gpus_on_nodes().items():
+                per = foreign.setdefault(node, {})
+                per[sj.gpu_type_running] = per.get(sj.gpu_type_running, 0) + gpus
+    nodes = tuple(
+        NodeCapacity(n.name, k, free) for n in up for k, c in sorted(n.gpus_total.items())
+        if (free := int(c) - foreign.get(n.name, {}).get(k, 0)) > 0
+    )
+    capacity: dict[str, int] = {}
+    for nc in nodes:
+        capacity[nc.gpu_type] = capacity.get(nc.gpu_type, 0) + nc.gpus
+    return nodes, capacity
 
 
 def _left_to_slurm(sj: SlurmJob, asked: Asked, estimates: Mapping[str, Estimate]) -> str:

@@ -42,10 +42,10 @@ def steering(snap, partitions=(), **kw):
                         partitions={p.name: p for p in partitions}, **kw)
 
 
-def plan_for(snap, x, placed, deficit=None, fixed=None, s=None, boundary=False, owned=None, scope=Scope()):
+def plan_for(snap, x, placed, deficit=None, fixed=None, s=None, boundary=False, owned=None, scope=None):
     prob = problem_of(snap)
     s = s or steering(snap)
-    pilot = read_pilot(snap, owned or {}, scope)
+    pilot = read_pilot(snap, owned or {}, scope or Scope())
     inputs = PlanInputs(placed, deficit or {}, fixed or {}, pilot.asked.partitions, round_boundary=boundary,
                         asked_nodes=pilot.asked.nodes, choices=pilot.asked.choices, owned=pilot.owned,
                         released=pilot.released)
@@ -262,7 +262,7 @@ def test_site_factors_only_push_down_and_put_unplaced_competitors_behind(rows):
         plans[jid] = JobPlan(jid, "a", None, i + 1, placed, planned_type=k)
     out = site_factors(plans, jobs, owned, {j: ("v100", "k80") for j in jobs})
     own = {j: natural(jobs[j], owned[(j, "site_factor")]) for j in jobs}
-    for j, f in out.items():
+    for f in out.values():
         assert f <= 0  # never above the job's own factor (0)
     for k in ("v100", "k80"):
         placed = [own[j] for j, p in plans.items() if p.placed and p.planned_type == k]

@@ -48,7 +48,7 @@ together and picks the requeues.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Callable, Mapping
 
 from ...fairness import equal_share, tenant_bundles
 from ...model import Allocation, Problem
@@ -149,7 +149,7 @@ def make_plan(
     )
 
 
-def _hosts(settings: PlanSettings):
+def _hosts(settings: PlanSettings) -> Callable[[SlurmJob, str], bool]:
     """Whether node ``name`` can host a part of ``sj``: only a schedulable node (those in
     ``settings.nodes``) can; without node information, any."""
     nodes = {n.name: n for n in settings.nodes}

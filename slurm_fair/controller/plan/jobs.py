@@ -105,7 +105,7 @@ def job_plans(
         return moves.get(job_id) or ctx.placed_types.get(job_id)
 
     # place in line: this round's jobs first, then by deficit, then first come first served
-    def line_key(sj: SlurmJob) -> tuple:
+    def line_key(sj: SlurmJob) -> tuple[int, float, float, str]:
         submitted = sj.submit_time.timestamp() if sj.submit_time else 0.0
         return (0 if placed_type(sj.job_id) else 1, -round(ctx.deficit.get(sj.job_id, 0.0), 9),
                 submitted, sj.job_id)

@@ -70,8 +70,9 @@ def site_factors(
     prio = {j: natural(jobs[j], owned.get((j, "site_factor"))) for j in plans if j in jobs}
     floor: dict[str, int] = {}
     for j, jp in plans.items():
-        if jp.placed and prio.get(j) is not None and jp.planned_type:
-            floor[jp.planned_type] = min(floor.get(jp.planned_type, prio[j]), prio[j])  # type: ignore[arg-type]
+        p = prio.get(j)
+        if jp.placed and p is not None and jp.planned_type:
+            floor[jp.planned_type] = min(floor.get(jp.planned_type, p), p)
     out: dict[str, int] = {}
     for j, jp in plans.items():
         sj = jobs.get(j)

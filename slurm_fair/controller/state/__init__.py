@@ -49,7 +49,7 @@ class StateStore(FieldTables, OriginalTables, ServiceTables, ObservationTables, 
 
     def __init__(self, path: str | Path, read_only: bool = False):
         self.path = Path(path)
-        self.read_only = read_only
+        self.is_read_only = read_only
         # another program's database, an empty or a text file: refused before SQLite opens it
         # (the writer's CREATE TABLE IF NOT EXISTS would add our tables to it)
         exists = check_store(self.path)

@@ -20,12 +20,12 @@ class Tables:
         """``sql`` for every row, in one transaction: one commit, and all rows or none. (The
         connection is in autocommit mode, where ``with connection`` opens no transaction and
         each row would be committed, and synced, alone.)"""
-        rows = [tuple(r) for r in rows]
-        if not rows:
+        batch: list[tuple[Any, ...]] = [tuple(r) for r in rows]
+        if not batch:
             return
         self._db.execute("BEGIN")
         try:
-            self._db.executemany(sql, rows)
+            self._db.executemany(sql, batch)
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
