@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "testbed": "testbed",
     "render-config": "render_config",
     "revert": "revert",
+    "speeds": "speeds",
 }
 
 

@@ -80,6 +80,10 @@ def build(inputs: ReportInputs, tenant: str | None = None) -> Report:
         if flat:
             notes.append(f"{flat} of {len(jobs)} jobs have no throughput estimate (no fair:class tag, rule "
                          "or controller estimate): counted at the same speed on every GPU type")
+        guessed = int(jobs["speed_source"].isin(["prior", "assumed"]).sum())
+        if guessed:
+            notes.append(f"{guessed} of {len(jobs)} jobs have no throughput estimate of their own (no fair:class "
+                         "tag, rule, learned or controller estimate): counted at the GPU type priors' speeds")
     if jobs.empty:
         missing.append(NotComputed("all per-tenant figures", "no GPU jobs in accounting for the window"))
     if tenant is not None:
