@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import config as config_mod
+from ..controller import learned
 from ..controller.cycle import decide_settings
 from ..controller.decide import in_scope, observe
 from ..controller.history import read_history_at
@@ -64,7 +65,7 @@ def job_extra(job: SlurmJob, estimate: Estimate | None) -> dict[str, Any]:
 def controller_problem(port: SlurmPort, cfg: config_mod.Config) -> Problem:
     """The problem the controller would solve now (module docstring), with :func:`job_extra`."""
     s = Settings.from_config(cfg)
-    ds = decide_settings(cfg, s, port)
+    ds = replace(decide_settings(cfg, s, port), learned=learned.load(s.state_dir).speeds)
     snapshot = in_scope(port.snapshot(), s.accounts)
     obs = observe(snapshot, read_history_at(s.state_dir, s.policy), ds)
     by_id = {j.job_id: j for j in snapshot.jobs}
