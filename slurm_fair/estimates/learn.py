@@ -101,9 +101,14 @@ def _node_excess(runs: Sequence[Run], rounds: int = 8) -> dict[str, float]:
     group-type cells, corrected by what earlier rounds found, and adds it: a slow node's runs
     pull their cell's median toward them, so one round finds only part of the excess."""
     excess: dict[str, float] = {}
+    spread: dict[tuple[GroupKey, str], set[tuple[str, ...]]] = defaultdict(set)
+    for r in runs:
+        spread[(r.group, r.gpu_type)].add(r.nodes)
     for _ in range(rounds):
         cells = _cells(runs, excess)
-        med = {(g, k): statistics.median(v) for g, by in cells.items() for k, v in by.items() if len(v) >= 2}
+        # only cells that ran on more than one node say anything about a node
+        med = {(g, k): statistics.median(v) for g, by in cells.items() for k, v in by.items()
+               if len(v) >= 2 and len(spread[(g, k)]) >= 2}
         per_node: dict[str, list[float]] = defaultdict(list)
         for r in runs:
             m = med.get((r.group, r.gpu_type))
