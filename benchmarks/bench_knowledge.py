@@ -35,8 +35,9 @@ WORKLOADS = {
 MODES = ("oracle", "untagged", "tagged=0.5")
 
 
-def avg_jct_h(workload: scenario.WorkloadSource, policy: str, knowledge: str) -> float:
-    scene = scenario.build(workload, scenario.ClusterSource(CLUSTER, 4))
+def avg_jct_h(workload: scenario.WorkloadSource, policy: str, knowledge: str, cluster: str = CLUSTER,
+              throughputs: str | None = None) -> float:
+    scene = scenario.build(workload, scenario.ClusterSource(cluster, 4), throughputs)
     cfg = SimConfig(check_fairness=False, knowledge=parse_knowledge(knowledge), knowledge_seed=workload.seed)
     res = simulate(scene.workload, scene.cluster, scene.table, policies.get(policy), cfg)
     done = [r.end_s - r.arrival_s for r in res.records if r.end_s is not None]
@@ -47,6 +48,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--policy", action="append", default=None)
     ap.add_argument("--workload", action="append", default=None)
+    ap.add_argument("--cluster", default=CLUSTER)
+    ap.add_argument("--throughputs", default=None, help="a Gavel-format table (conf/throughputs-modern.json)")
     a = ap.parse_args()
     pols = a.policy or ["oef", "gavel-mmf"]
     names = a.workload or list(WORKLOADS)
@@ -57,9 +60,9 @@ def main() -> None:
     for name in names:
         w = WORKLOADS[name]
         t0 = time.time()
-        base = {m: avg_jct_h(w, "agnostic", m) for m in MODES}
+        base = {m: avg_jct_h(w, "agnostic", m, a.cluster, a.throughputs) for m in MODES}
         for pol in pols:
-            jct = {m: avg_jct_h(w, pol, m) for m in MODES}
+            jct = {m: avg_jct_h(w, pol, m, a.cluster, a.throughputs) for m in MODES}
             gain = {m: base[m] / jct[m] for m in MODES}
             kept = {m: (gain[m] - 1) / (gain["oracle"] - 1) if gain["oracle"] > 1 else float("nan") for m in MODES}
             for m in MODES[1:]:

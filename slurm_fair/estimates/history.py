@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Iterable, Mapping
 
 from ..slurm.parse.history import HistoryRow
-from .learn import Run
+from .learn import Run, equivalent_seconds
 
 
 def run_type(row: HistoryRow, node_types: Mapping[str, str]) -> str | None:
@@ -25,13 +25,25 @@ def run_type(row: HistoryRow, node_types: Mapping[str, str]) -> str | None:
 
 
 def runs_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, str]) -> tuple[list[Run], Counter]:
-    """Runs grouped by user + job name + GPUs; ``skipped["GPU type unknown"]`` counts the rest."""
+    """Runs grouped by user + job name + GPUs; ``skipped["GPU type unknown"]`` counts the rest.
+
+    A job that was requeued did its work over several runs, perhaps on several types: it is one
+    run on the type it spent most time on, the time on other types converted by the type priors
+    (:func:`equivalent_seconds`; the simulator does the same with its current belief)."""
     runs: list[Run] = []
     skipped: Counter = Counter()
     for r in rows:
         k = run_type(r, node_types)
-        if k is None:
+        parts = [(k, r.nodes, r.elapsed_s)] + [
+            (t or run_type(HistoryRow(0, "", "", "", "", 0, None, n, 0.0), node_types), n, e) for t, n, e in r.earlier]
+        if any(t is None for t, _, _ in parts):
             skipped["GPU type unknown"] += 1
             continue
-        runs.append(Run((r.user, r.job_name, r.gpus), k, r.elapsed_s, r.nodes, r.job_id))
+        seconds: dict[str, float] = {}
+        for t, _, e in parts:
+            seconds[str(t)] = seconds.get(str(t), 0.0) + e
+        main, total = equivalent_seconds(seconds)
+        if r.earlier:
+            skipped["requeued: runs joined"] += 1
+        runs.append(Run((r.user, r.job_name, r.gpus), main, total, r.nodes if main == k else (), r.job_id))
     return runs, skipped

@@ -207,3 +207,12 @@ def learn(runs: Iterable[Run], types: Sequence[str] | None = None) -> Model:
     unknown = pr.prior_speeds(all_types).warnings()
     groups = {g: learn_group(g, cells[g], all_types, logp, sigma) for g in sorted(cells)}
     return Model(groups, sigma, excess, tuple(unknown))
+
+
+def equivalent_seconds(seconds: Mapping[str, float], belief: Mapping[str, float] | None = None) -> tuple[str, float]:
+    """(type with most time, the whole run's time as if all on it): time on another type ``t``
+    counts ``speed(t) / speed(main)`` (``belief``, default the type priors)."""
+    main = max(seconds, key=lambda t: seconds[t])
+    speed = belief if belief is not None else pr.prior_speeds(list(seconds)).speed
+    ref = max(speed.get(main, 1.0), 1e-9)
+    return main, sum(s * speed.get(t, 1.0) / ref for t, s in seconds.items())

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..errors import UserError
-from ..estimates.learn import Learned, Run, learn
+from ..estimates.learn import Learned, Run, equivalent_seconds, learn
 from ..estimates.priors import prior_speeds
 from ..inputs import parse_number
 
@@ -95,9 +95,7 @@ class Knowledge:
         ran = {k: s for k, s in seconds_on.items() if s > 0}
         if not ran:
             return
-        main = max(ran, key=lambda k: ran[k])
-        rel = self.relative(group)
-        equivalent = sum(s * rel.get(k, 1.0) / max(rel.get(main, 1.0), 1e-9) for k, s in ran.items())
+        main, equivalent = equivalent_seconds(ran, self.relative(group))
         self.runs.append(Run(group, main, equivalent, (), job_id))
         model = learn([r for r in self.runs], self.types)
         self.learned = dict(model.groups)

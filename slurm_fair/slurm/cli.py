@@ -168,7 +168,8 @@ class SlurmCli:
         (:data:`~.parse.history.HISTORY_FIELDS`) since ``since``: (text, delimiter) for
         :func:`~.parse.history.parse_history` (``speeds learn --from-slurm``)."""
         fs = self._separator()
-        argv = ["sacct", "-a", "-X", "-P", f"--delimiter={fs}", "-S", since.strftime("%Y-%m-%dT%H:%M:%S"),
+        # -D: a requeued job's earlier runs too, so its partial last run is known as such
+        argv = ["sacct", "-a", "-X", "-D", "-P", f"--delimiter={fs}", "-S", since.strftime("%Y-%m-%dT%H:%M:%S"),
                 "-E", datetime.now().strftime("%Y-%m-%dT%H:%M:%S"), "-o", ",".join(HISTORY_FIELDS)]
         if self.cluster:
             argv += ["-M", self.cluster]

@@ -121,3 +121,14 @@ def test_recorded_real_sacct_output_parses():
         ("v100", ("v100-1",), 2.0, "sf-learn"), ("k80", ("k80-1",), 2.0, "sf-learn"),
         ("v100", ("v100-1",), 1.0, "sf-learn")]
     assert h.junk == [] and not h.skipped
+
+
+def test_a_requeued_job_is_one_run_over_all_its_runs():
+    h = parse_history(text("5|ann|p|x|gpu|gres/gpu:v100=1|v1|00:30:00|REQUEUED",
+                           "5|ann|p|x|gpu|gres/gpu:k80=1|k1|00:10:00|COMPLETED",
+                           "6|ann|p|x|gpu|gres/gpu:v100=1|v1|00:20:00|COMPLETED"), "h.txt")
+    assert [(r.job_id, r.earlier) for r in h.rows] == [("5", (("v100", ("v1",), 1800.0),)), ("6", ())]
+    runs, skipped = runs_from_history(h.rows, {})
+    five = next(r for r in runs if r.job_id == "5")
+    # 30 min on v100, then 10 min on k80 (the priors: k80 ~0.2 of a v100): ~32 min of v100
+    assert five.gpu_type == "v100" and 1800 < five.seconds < 2100 and skipped == {"requeued: runs joined": 1}

@@ -11,7 +11,7 @@ file. A job name holding the delimiter is put back together (the only free-text 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ...errors import Finding, InputError
 from .fields import expand_hostlist, parse_elapsed
@@ -38,6 +38,9 @@ class HistoryRow:
     gpu_type: str | None
     nodes: tuple[str, ...]
     elapsed_s: float
+    #: earlier runs of a job requeued or preempted before it completed (``sacct -D``):
+    #: (GPU type or None, nodes, elapsed seconds) each; its work is spread over all of them
+    earlier: tuple[tuple[str | None, tuple[str, ...], float], ...] = ()
 
 
 @dataclass
@@ -47,6 +50,8 @@ class History:
     rows: list[HistoryRow] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)
     junk: list[Finding] = field(default_factory=list)
+    #: runs that ended requeued or preempted, by job id
+    partial: dict[str, list[tuple[str | None, tuple[str, ...], float]]] = field(default_factory=dict)
 
 
 def _header(line: str, delimiter: str, source: str) -> dict[str, int]:
@@ -86,6 +91,10 @@ def _row(lineno: int, f: list[str], index: dict[str, int], history: History) -> 
     state = f[index["State"]].strip().split(" ")[0].upper()
     if state != MEASURING:
         history.skipped[f"state {state or 'empty'}"] += 1
+        if state in ("REQUEUED", "PREEMPTED"):
+            _, gpu_type = gpus_in_tres_map(parse_tres_map(f[index["AllocTRES"]]))
+            history.partial.setdefault(job_id, []).append(
+                (gpu_type, expand_hostlist(f[index["NodeList"]]), _elapsed(f, index)))
         return
     gpus, gpu_type = gpus_in_tres_map(parse_tres_map(f[index["AllocTRES"]]))
     if gpus <= 0:
@@ -125,4 +134,17 @@ def parse_history(text: str, source: str, delimiter: str = "|", strict: bool = F
             history.skipped["junk"] += 1
     if strict and history.junk:
         raise InputError(source, history.junk)
+    _drop_partial(history)
     return history
+
+
+def _drop_partial(history: History) -> None:
+    """A job requeued or preempted before it completed (``sacct -D`` lists those runs) did its
+    work over all its runs: they are attached to its completed row (``earlier``)."""
+    if not history.partial:
+        return
+    out = []
+    for r in history.rows:
+        earlier = history.partial.get(r.job_id)
+        out.append(replace(r, earlier=tuple(earlier)) if earlier else r)
+    history.rows = out
