@@ -31,7 +31,7 @@ def quantile(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-def run_seed(seed: int, groups: int, tmp: Path) -> list[float]:
+def run_seed(seed: int, groups: int, tmp: Path, inventory: bool = True) -> list[float]:
     h = generate(seed, groups)
     path = tmp / f"history-{seed}.txt"
     path.write_text("\n".join(h.lines) + "\n")
@@ -39,7 +39,7 @@ def run_seed(seed: int, groups: int, tmp: Path) -> list[float]:
     for n, k in h.nodes.items():
         by_type.setdefault(k, []).append(n)
     args = ["speeds", "learn", "--sacct-file", str(path), "--json"]
-    for k, ns in by_type.items():
+    for k, ns in by_type.items() if inventory else ():
         args += ["--node-type", f"{NodeSet.fromlist(ns)}={k}"]
     res = CliRunner().invoke(cli, args, catch_exceptions=False)
     if res.exit_code != 0:
@@ -51,6 +51,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", default="1-10")
     ap.add_argument("--groups", type=int, default=80)
+    ap.add_argument("--no-inventory", action="store_true", help="no --node-type: untyped rows typed by the history")
     a = ap.parse_args()
     lo, _, hi = a.seeds.partition("-")
     pooled: list[float] = []
@@ -58,7 +59,7 @@ def main() -> None:
     print("|---|---|---|---|")
     with tempfile.TemporaryDirectory() as d:
         for seed in range(int(lo), int(hi or lo) + 1):
-            errs = run_seed(seed, a.groups, Path(d))
+            errs = run_seed(seed, a.groups, Path(d), not a.no_inventory)
             pooled += errs
             print(f"| {seed} | {len(errs)} | {statistics.median(errs):.3f} | {quantile(errs, 0.9):.3f} |")
     print(f"| all | {len(pooled)} | {statistics.median(pooled):.3f} | {quantile(pooled, 0.9):.3f} |")

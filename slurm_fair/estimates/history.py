@@ -1,7 +1,8 @@
 """Accounting history -> learner runs: a completed run's group and the GPU type it ran on.
 
 The type is the typed gres of AllocTRES (``gres/gpu:a100=4``) when the history has it, else
-the type of the nodes in NodeList (the cluster's inventory: ``node_types``). A run whose type
+the type of the nodes in NodeList (the cluster's inventory: ``node_types``, completed by the
+nodes the history's typed runs used). A run whose type
 cannot be told (no typed gres, nodes unknown or of several types) is counted, not guessed.
 """
 
@@ -24,12 +25,25 @@ def run_type(row: HistoryRow, node_types: Mapping[str, str]) -> str | None:
     return None
 
 
+def nodes_seen_typed(rows: Iterable[HistoryRow]) -> dict[str, str]:
+    """Node -> GPU type, from the runs whose AllocTRES was typed: a history is its own inventory
+    for the nodes typed runs used (a node seen with two types is left out)."""
+    seen: dict[str, set[str]] = {}
+    for r in rows:
+        if r.gpu_type:
+            for n in r.nodes:
+                seen.setdefault(n, set()).add(r.gpu_type)
+    return {n: next(iter(ts)) for n, ts in seen.items() if len(ts) == 1}
+
+
 def runs_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, str]) -> tuple[list[Run], Counter]:
     """Runs grouped by user + job name + GPUs; ``skipped["GPU type unknown"]`` counts the rest.
 
     A job that was requeued did its work over several runs, perhaps on several types: it is one
     run on the type it spent most time on, the time on other types converted by the type priors
     (:func:`equivalent_seconds`; the simulator does the same with its current belief)."""
+    rows = list(rows)
+    node_types = {**nodes_seen_typed(rows), **node_types}
     runs: list[Run] = []
     skipped: Counter = Counter()
     for r in rows:

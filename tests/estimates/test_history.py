@@ -67,6 +67,15 @@ def test_the_type_comes_from_nodes_when_gres_is_untyped():
     assert skipped == {"GPU type unknown": 2}
 
 
+def test_without_an_inventory_the_typed_runs_say_what_a_node_is():
+    h = parse_history(text("1|ann|p|x|gpu|gres/gpu:a100=1|g01|10:00|COMPLETED",
+                           "2|ann|p|x|gpu|gres/gpu=1|g01|12:00|COMPLETED",
+                           "3|ann|p|x|gpu|gres/gpu=1|g09|12:00|COMPLETED"), "h.txt")
+    runs, skipped = runs_from_history(h.rows, {})
+    assert [(r.job_id, r.gpu_type) for r in runs] == [("1", "a100"), ("2", "a100")]
+    assert skipped == {"GPU type unknown": 1}
+
+
 @given(st.text(max_size=300))
 @settings(max_examples=150, deadline=None)
 def test_any_text_after_a_header_parses_or_is_junk(body):
