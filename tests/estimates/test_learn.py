@@ -85,3 +85,18 @@ def test_the_learner_is_deterministic_and_ignores_nonpositive_times():
     g = ("u", "job", 2)
     runs = runs_of(g, {"h100": 1.0, "a100": 0.4}) + [Run(g, "a100", 0.0), Run(g, "a100", float("nan"))]
     assert learn(runs) == learn(list(reversed(runs)))
+
+
+RUNS = st.lists(st.tuples(st.sampled_from(["g1", "g2"]), st.sampled_from(TYPES + ["rtx"]),
+                          st.floats(1e-3, 1e7), st.sampled_from(["n1", "n2", "n3"])), max_size=40)
+
+
+@given(RUNS)
+@settings(max_examples=80, deadline=None)
+def test_any_runs_give_finite_speeds_fastest_one_on_every_type(rows):
+    model = learn([Run(("u", g, 1), k, s, (n,)) for g, k, s, n in rows], types=TYPES + ["rtx"])
+    for learned in model.groups.values():
+        assert set(learned.speed) == set(TYPES + ["rtx"])
+        assert all(0 < v <= 1 + 1e-9 and math.isfinite(v) for v in learned.speed.values())
+        assert max(learned.speed.values()) == pytest.approx(1.0)
+    assert all(e > 0 for e in model.node_excess.values())
