@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "render-config": "render_config",
     "revert": "revert",
     "failsafe": "failsafe",
+    "speeds": "speeds",
 }
 
 

@@ -103,6 +103,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
                                C.table_of(names.SLURM_NAME, "account", names.CLASS, "class")),
         "name_classes": Key((dict,), {}, "site rule: job-name glob -> workload class (first match)",
                             C.table_of(names.GLOB, "job-name glob", names.CLASS, "class")),
+        "learn_refresh_h": Key(NUM, 24.0, "hours between refreshes of the learned speed table (0: never)",
+                               C.number(0, 100000)),
+        "learn_days": Key(NUM, 90.0, "days of accounting history the learned speed table is learned from",
+                          C.number(0, 36500, lo_open=True)),
     },
     "slurm": {
         "backend": Key((str,), "cli", "cli: Slurm's own commands (the only backend)", C.backend),

@@ -134,6 +134,18 @@ shadow_option = click.option(
     "nothing in Slurm; `report` shows what Slurm gave each tenant and GPU type during those cycles beside "
     "what the plans would have given, and the jobs they would have moved (formats: table, json).")
 
+#: a cluster description file (``render-config``, ``speeds learn``): nodes and their GPU types
+inventory_option = click.option(
+    "--inventory", "inventory", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+    help="Cluster description (TOML or JSON, the shape of conf/testbed.toml): nodes and their GPU types "
+    "(render-config --target docker: default $SLURM_FAIR_TESTBED_CONFIG, else conf/testbed.toml).",
+)
+
+#: read from the running Slurm instead of a file (``render-config``, ``speeds learn``)
+from_slurm_option = click.option(
+    "--from-slurm", is_flag=True, help="Read from the running Slurm (through the adapter) instead of a file.",
+)
+
 since_option = click.option(
     "--since", default=None, metavar="T",
     help="Window start: ISO date/time, or 7d, 12h, 90m ago (default: the window's end minus "
@@ -172,7 +184,8 @@ slurm_option = click.option(
 
 #: the decorators a test checks every command against, by long name; ``testbed`` replaces some
 SHARED = (config_option, json_option, output_option, solver_option, policy_option, trace_option,
-          throughputs_option, round_option, quiet_option, dry_run_option, shadow_option, since_option)
+          throughputs_option, round_option, quiet_option, dry_run_option, shadow_option, since_option,
+          inventory_option, from_slurm_option)
 TESTBED = (testbed_dir_option, testbed_config_option, slurm_option)
 
 

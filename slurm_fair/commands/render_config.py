@@ -22,7 +22,7 @@ from ..deploy.render import CLUSTER_FILES, DeployOptions, path_problem, render_c
 from ..testbed.docker import DOCKER_FILES, render_docker
 from ..errors import ConfigError, Finding, UserError
 from ..estimates.gavel import load as load_table
-from .options import config_option, throughputs_option
+from .options import config_option, throughputs_option, from_slurm_option, inventory_option
 from .output import check_distinct
 
 
@@ -50,10 +50,8 @@ def _output_dir_problem(value: str) -> str | None:
               show_default=True, callback=_checked(_output_dir_problem), metavar="DIR",
               help="Directory to write the rendered files into.")
 @config_option
-@click.option("--inventory", "inventory", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Cluster description (TOML or JSON, the shape of conf/testbed.toml; --target docker: "
-                   "default $SLURM_FAIR_TESTBED_CONFIG, else conf/testbed.toml).")
-@click.option("--from-slurm", is_flag=True, help="Read the GPU inventory from the running Slurm.")
+@inventory_option
+@from_slurm_option
 @click.option("--target", type=click.Choice(["cluster", "docker"]), default="cluster", show_default=True,
               help="cluster: files for a real cluster; docker: the docker-compose cluster's configs.")
 @throughputs_option

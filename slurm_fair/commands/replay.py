@@ -81,6 +81,8 @@ def trace_time(seconds: float) -> str:
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None,
               help="Directory for checkpoints, job output and controller state (default: a new temp dir).")
 @throughputs_option
+@click.option("--untagged", is_flag=True,
+              help="Submit without fair:class tags: the controller learns speeds from the testbed's accounting.")
 @solver_option
 @testbed_dir_option
 @testbed_config_option
@@ -88,7 +90,8 @@ def trace_time(seconds: float) -> str:
 @quiet_option
 def replay(trace: str, time_scale: float, policy: str, as_json: bool, output: str | None, round_s: float,
           timeout_s: float | None, run_dir: str | None, throughputs: str | None, solver: str | None,
-          state_dir: str | None, config_path: str | None, slurm: str | None, quiet: bool) -> None:
+          state_dir: str | None, config_path: str | None, slurm: str | None, quiet: bool,
+          untagged: bool = False) -> None:
     """Replay an emulated trace on the testbed (Slurm alone or with the controller) and score it.
 
     --policy none runs Slurm alone.
@@ -102,7 +105,7 @@ def replay(trace: str, time_scale: float, policy: str, as_json: bool, output: st
     spec = ReplaySpec(
         trace=Path(trace), time_scale=time_scale,
         policy=None if policy == "none" else policy, run_dir=fresh_run_dir(run_dir), round_s=round_s,
-        timeout_real_s=timeout_s, solver=solver, throughputs=throughputs,
+        timeout_real_s=timeout_s, solver=solver, throughputs=throughputs, untagged=untagged,
     )
     say(f"run directory {spec.run_dir}")
     with progress_bar(Console(stderr=True)) as bar:

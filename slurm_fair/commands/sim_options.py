@@ -112,19 +112,23 @@ engine_options = _group([
     click.option("--no-fairness-checks", is_flag=True, help="Skip the per-round SI/EF checks (faster)."),
     click.option("--policy-option", "policy_options", multiple=True, metavar="POLICY.KEY=VALUE",
                  help="A policy's parameter (hops.lambda=2; `slurm-fair policies --json` lists them)."),
+    click.option("--knowledge", default="oracle", show_default=True, metavar="oracle|untagged|tagged=F",
+                 help="What policies know of job speeds: oracle (the true speeds), untagged (type priors, then "
+                      "what is learned from finished jobs), tagged=F (a seeded fraction F of jobs tagged)."),
     solver_option,
 ], "engine", lambda v: _sim_config(**v))
 
 
 def _sim_config(round_s: float, restart_s: float, requeue_hold_s: float, fill_between_rounds: bool,
                 fork_sync: float, resolve_every: int, horizon_h: float | None, no_fairness_checks: bool,
-                solver: str, policy_options: tuple[str, ...] = ()) -> SimConfig:
+                solver: str, policy_options: tuple[str, ...] = (), knowledge: str = "oracle") -> SimConfig:
     from ..policies import parse_params
+    from ..sim.knowledge import parse_knowledge
     from ..solver import resolve
 
     return SimConfig(
         round_s=round_s, restart_s=restart_s, requeue_hold_s=requeue_hold_s,
         fill_between_rounds=fill_between_rounds, fork_sync=fork_sync, resolve_every=resolve_every,
         horizon_s=horizon_h * 3600 if horizon_h else None, check_fairness=not no_fairness_checks,
-        solver=resolve(solver), policy_params=parse_params(policy_options),
+        solver=resolve(solver), policy_params=parse_params(policy_options), knowledge=parse_knowledge(knowledge),
     )

@@ -9,6 +9,7 @@ JSON with ``--json``), ``--plot`` and ``--save-workload`` write files of their o
 from __future__ import annotations
 
 from functools import partial
+import dataclasses
 
 import click
 from rich.console import Console
@@ -48,6 +49,7 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, cl
     infos = [policies.get(name) for name in dict.fromkeys(policy_names)]
     policies.check_params_run(engine.policy_params, [info.name for info in infos])
     scene = scenario.build(workload, cluster, throughputs)
+    engine = dataclasses.replace(engine, knowledge_seed=workload.seed)
     also: dict[str, tuple[str, str | bytes]] = {}
     if save_workload:
         also["--save-workload"] = (save_workload, csv_text(scene.workload))

@@ -22,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .. import config as config_mod
+from ..controller import learned
 from ..controller.cycle import decide_settings
 from ..controller.decide import observe
 from ..controller.scope import Scope, read_pilot
@@ -66,7 +67,7 @@ def job_extra(job: SlurmJob, estimate: Estimate | None) -> dict[str, Any]:
 def controller_problem(port: SlurmPort, cfg: config_mod.Config) -> Problem:
     """The problem the controller would solve now (module docstring), with :func:`job_extra`."""
     s = Settings.from_config(cfg)
-    ds = decide_settings(cfg, s, port)
+    ds = replace(decide_settings(cfg, s, port), learned=learned.load(s.state_dir).speeds)
     history = read_history_at(s.state_dir, s.policy)
     pilot = read_pilot(port.snapshot(), history.owned, Scope.of(s.accounts, s.partitions))
     snapshot = pilot.view.snapshot

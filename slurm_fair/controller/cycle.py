@@ -34,7 +34,7 @@ from ..estimates.estimate import Estimate
 from ..estimates.rules import Rules
 from ..slurm.model import Snapshot
 from ..slurm.port import SlurmPort
-from . import planfile
+from . import learned, planfile
 from .apply import ActionResult, apply, counts
 from .audit import AuditLog
 from .decide import AllocateFn, DecideSettings, Decision, PlaceFn, Timer, decide
@@ -172,6 +172,10 @@ def _cycle(
                 return res
         with timer.phase("estimate"):
             ds = decide_settings(config, s, port)
+            types = sorted(k for k, c in snapshot.capacity().items() if c > 0)
+            table, learn_warnings = learned.refresh(port, config, s.state_dir, types, dry_run, started)
+            ds = replace(ds, learned=table.speeds)
+            res.warnings += learn_warnings
             history = read_history(store, s.policy) if store is not None else read_history_at(s.state_dir, s.policy)
         d = decide(whole, history, ds, allocate=allocate, place=place)
         _take(res, d)

@@ -57,6 +57,8 @@ class DecideSettings:
     rules: Rules
     #: the port's :meth:`can_retype_gpu` (False when it could not say)
     can_retype: bool = False
+    #: learned speeds per group (user, job name, GPUs) -> {type: speed} (:mod:`.learned`)
+    learned: Mapping[tuple[str, str, int], Mapping[str, float]] = field(default_factory=dict)
 
     @property
     def retype_ok(self) -> bool:
@@ -190,13 +192,13 @@ def observe(pilot: Pilot, history: History, ds: DecideSettings) -> Observed:
     snapshot = pilot.view.snapshot
     now = snapshot.taken_at.timestamp()
     ptypes = partition_types(snapshot.nodes)
-    first, _ = estimate_all(snapshot, ds.table, ds.rules, values(history.online))
+    first, _ = estimate_all(snapshot, ds.table, ds.rules, values(history.online), ds.learned)
     online = fold(history.online, history.reported, observations(snapshot.jobs, first), s.ewma_alpha, now)
     tenant_service, job_service = service_since(snapshot, history.last_snapshot_at)
     running = {j.job_id: j.gpu_type_running for j in snapshot.gpu_jobs()}
     refused = refused_now(snapshot, pilot.asked.partitions, ptypes)
     after = history.advanced(now, online, job_service, running, {j: k for j, (k, _) in refused.items()})
-    est, warnings = estimate_all(snapshot, ds.table, ds.rules, values(after.online))
+    est, warnings = estimate_all(snapshot, ds.table, ds.rules, values(after.online), ds.learned)
     built = build_problem(snapshot, est, after, s.weights, ptypes, ds.retype_ok, pilot.asked)
     return Observed(est, tuple(warnings), online, tenant_service, job_service, running, refused, after, built)
 

@@ -10,7 +10,9 @@ job's speed from here, so none of them can disagree about it. Modules:
 * :mod:`.tags`: what the comment tags mean (parsed once, by :func:`slurm_fair.slurm.parse.tags.parse_tags`);
 * :mod:`.rules`: per-site class rules from the configuration;
 * :mod:`.online`: the online EWMA of reported throughputs (a pure fold; the store saves it);
-* :mod:`.estimate`: one job's estimate by the order of precedence below.
+* :mod:`.estimate`: one job's estimate by the order of precedence below;
+* :mod:`.priors`, :mod:`.priors_table`: the sourced type priors and type-name normalisation;
+* :mod:`.learn`: the one learner of group speeds from run times; :mod:`.history`: sacct rows to runs.
 
 Order of precedence (the first that applies wins; documented in ``docs/controller.md``):
 
@@ -23,13 +25,17 @@ Order of precedence (the first that applies wins; documented in ``docs/controlle
    ``[throughput].name_classes`` (job-name glob -> class, first match in file order), then the
    first entry of ``[tenants.NAME].classes``;
 4. ``[throughput].default_class``;
-5. **flat**: 1.0 on every GPU type the cluster has (Slurm's own view: a GPU is a GPU).
+5. **learned**: the job's group (user + job name + GPUs) in the controller's learned table
+   (:mod:`.learn`, refreshed from accounting by :mod:`slurm_fair.controller.learned`);
+6. **prior**: the type priors (:mod:`.priors`, numbers and sources in :mod:`.priors_table`);
+7. **flat**: 1.0 on every GPU type, only when no type of the cluster is a known model.
 
 Steps 1 and 2 work per GPU type: observations exist only where a job ran, so the other types
 come from the class table when the class has a row. Both are per gang size: a job of G > 1 GPUs
 reads the class's row measured at the largest size <= G (:meth:`.classes.ClassTable.row`) and its
 observations are pooled as ``class@G``; 0 in a row means the class cannot run there. A type neither observed nor in the table
-gets the job's best known value (optimistic: "as good as anywhere else"), marked ``assumed``.
+gets the known values scaled by its prior (``prior``), else the job's *slowest* known value
+(``assumed``: never "as fast as the best").
 A class name that is neither in the table nor observed is warned about (once per cycle) and the
 next rule is tried. Comments are user text: tags are parsed defensively and anything that is not
 a sane name or a finite positive number is ignored.

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..slurm.model import Snapshot, SlurmJob
 from .classes import ClassTable, known_class
+from .priors import prior, prior_speeds
 from .rules import Rules
 from .tags import tag_class
 
@@ -17,7 +19,7 @@ class Estimate:
 
     job_id: str
     throughput: Mapping[str, float]
-    #: per GPU type: observed | class-table | assumed | flat
+    #: per GPU type: observed | class-table | learned | prior | assumed | flat
     sources: Mapping[str, str]
     klass: str | None = None
     #: how the class was chosen: tag | rule:... | default_class | None
@@ -28,7 +30,7 @@ class Estimate:
     @property
     def source(self) -> str:
         """The strongest source used for any type (the order of precedence above)."""
-        for s in ("observed", "class-table", "assumed", "flat"):
+        for s in ("observed", "class-table", "learned", "prior", "assumed", "flat"):
             if s in self.sources.values():
                 return s
         return "flat"
@@ -61,6 +63,7 @@ def estimate_job(
     rules: Rules,
     online: Mapping[str, Mapping[str, float]],
     warnings: set[str],
+    learned: Mapping[tuple[str, str, int], Mapping[str, float]] | None = None,
 ) -> Estimate:
     """One job's estimate by the order of precedence (pure; ``warnings`` collects messages)."""
     tags = job.tags
@@ -90,21 +93,56 @@ def estimate_job(
         elif k in row:
             tput[k], sources[k] = float(row[k]), "class-table"
     if not tput or max(tput.values()) <= 0:
-        tput = {k: 1.0 for k in gpu_types}
-        sources = {k: "flat" for k in gpu_types}
+        tput, sources = untagged(job, gpu_types, learned or {}, warnings)
     else:
-        best = max(tput.values())
-        for k in gpu_types:
-            if k not in tput:
-                tput[k], sources[k] = best, "assumed"
+        fill_unknown(tput, sources, gpu_types)
     return Estimate(job.job_id, tput, sources, klass, class_source, key)
 
 
+def group_key(job: SlurmJob) -> tuple[str, str, int]:
+    """What a job recurs as (``speeds learn``'s group): user + job name + GPUs."""
+    return (job.user, job.name, job_gpus(job))
+
+
+def untagged(job: SlurmJob, gpu_types: list[str], learned: Mapping[tuple[str, str, int], Mapping[str, float]],
+             warnings: set[str]) -> tuple[dict[str, float], dict[str, str]]:
+    """A job with no class and no observation: its group's learned speeds (``learned``, from
+    the accounting history and the runs the controller watched), else the type priors, else
+    flat (1.0 everywhere: no type of the cluster is a known model)."""
+    group = learned.get(group_key(job), {})
+    if group and all(k in group for k in gpu_types):
+        return {k: float(group[k]) for k in gpu_types}, {k: "learned" for k in gpu_types}
+    p = prior_speeds(gpu_types)
+    if len(p.unknown) == len(gpu_types):
+        return {k: 1.0 for k in gpu_types}, {k: "flat" for k in gpu_types}
+    warnings.update(p.warnings())
+    return dict(p.speed), {k: ("assumed" if k in p.unknown else "prior") for k in gpu_types}
+
+
+def fill_unknown(tput: dict[str, float], sources: dict[str, str], gpu_types: list[str]) -> None:
+    """Types neither observed nor in the class row: the known values scaled by the type priors
+    (anchored on the known types that have one), else the job's *slowest* known value: never
+    "as fast as the best" (a type nobody measured is not sent jobs first on a guess)."""
+    missing = [k for k in gpu_types if k not in tput]
+    if not missing:
+        return
+    anchors = [(k, v, pk) for k, v in tput.items() if v > 0 and (pk := prior(k))]
+    slowest = min(v for v in tput.values() if v > 0)
+    for k in missing:
+        pk = prior(k)
+        if anchors and pk:
+            scale = math.exp(sum(math.log(v / pa) for _, v, pa in anchors) / len(anchors))
+            tput[k], sources[k] = scale * pk, "prior"
+        else:
+            tput[k], sources[k] = slowest, "assumed"
+
+
 def estimate_all(
-    snapshot: Snapshot, table: ClassTable, rules: Rules, online: Mapping[str, Mapping[str, float]]
+    snapshot: Snapshot, table: ClassTable, rules: Rules, online: Mapping[str, Mapping[str, float]],
+    learned: Mapping[tuple[str, str, int], Mapping[str, float]] | None = None,
 ) -> tuple[dict[str, Estimate], list[str]]:
     """:func:`estimate_job` over every GPU job of the snapshot, on the types it has GPUs of."""
     types = sorted(k for k, c in snapshot.capacity().items() if c > 0)
     warnings: set[str] = set()
-    est = {j.job_id: estimate_job(j, types, table, rules, online, warnings) for j in snapshot.gpu_jobs()}
+    est = {j.job_id: estimate_job(j, types, table, rules, online, warnings, learned) for j in snapshot.gpu_jobs()}
     return est, sorted(warnings)

@@ -134,7 +134,10 @@ def job_speeds(
 
     table = load_class_table(config["throughput"]["class_table"] or None)
     rules = Rules.from_config(config)
+    from ..controller.learned import load as load_learned
+
     online = store.online if store else {}
+    learned = load_learned(config["controller"]["state_dir"]).speeds
     out: dict[str, JobSpeed] = {}
     for rec in records:
         known = store.job_estimates.get(rec.job_id) if store else None
@@ -143,7 +146,7 @@ def job_speeds(
             if any(tput.get(k, 0.0) > 0 for k in types):
                 out[rec.job_id] = JobSpeed(normalise(tput, types), "controller", klass)
                 continue
-        e = estimate_job(_as_job(rec), types, table, rules, online, warnings)
+        e = estimate_job(_as_job(rec), types, table, rules, online, warnings, learned)
         out[rec.job_id] = JobSpeed(normalise(e.throughput, types), e.source, e.klass)
     return out, table.source
 

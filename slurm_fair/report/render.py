@@ -89,6 +89,7 @@ def to_document(r: Report) -> dict[str, Any]:
         "tenants": tenants,
         "jobs": [{f: clean(j.get(f)) for f in JOB_FIELDS} for j in r.jobs.to_dict("records")],
         "controller": {k: clean(v) for k, v in r.controller.items()},
+        "type_fit": [{f: clean(v) for f, v in row.items()} for row in r.type_fit.to_dict("records")],
         "not_computed": [n.to_dict() for n in r.not_computed],
         "notes": list(r.notes),
     }
@@ -228,6 +229,18 @@ def render_table(r: Report, width: int | None = None) -> str:
                                 for v, x in row.items()])
         con.print(t)
 
+    t = Table(title="Type fit: jobs on a type >= 2x slower for them than a type idle at their start",
+              title_justify="left", caption="idle = installed GPUs not held by the window's runs (an upper bound)",
+              caption_justify="left")
+    for c in ("job", "tenant", "ran on", "GPUs", "faster idle type", "speed-up", "idle GPUs", "speed from"):
+        t.add_column(c, justify="right" if c in ("GPUs", "speed-up", "idle GPUs") else "left")
+    for row in r.type_fit.to_dict("records"):
+        t.add_row(str(row["job_id"]), row["tenant"], row["gpu_type"], str(row["gpus"]), row["better_type"],
+                  _fmt(row["speedup"], "ratio"), str(row["idle_gpus"]), row["speed_source"])
+    if len(r.type_fit):
+        con.print(t)
+    else:
+        con.print("Type fit: no job ran on a type 2x slower for it than a type idle at its start")
     if r.controller:
         con.print(controller_line(r.controller))
     if r.not_computed:

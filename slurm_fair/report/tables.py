@@ -37,6 +37,7 @@ from .cycles import controller_summary
 from .data import ReportInputs
 from .jobs import ftf_frame, jobs_frame, wait_summary
 from .missing import NotComputed
+from .type_fit import COLUMNS as TYPE_FIT_COLUMNS, type_fit_frame
 from .usage import cluster_frame, tenant_frame, tenant_type_frame, timeline_frame
 from .window import Window
 from .window_fairness import fairness_frames
@@ -59,6 +60,8 @@ class Report:
     controller: dict[str, Any]
     not_computed: list[NotComputed] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: jobs on a type >= 2x slower for them than one idle at their start (:mod:`.type_fit`)
+    type_fit: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TYPE_FIT_COLUMNS))
 
 
 def build(inputs: ReportInputs, tenant: str | None = None) -> Report:
@@ -68,6 +71,7 @@ def build(inputs: ReportInputs, tenant: str | None = None) -> Report:
     jobs = ftf_frame(jobs, inputs, missing) if not jobs.empty else jobs.assign(
         wait_s=[], jct_s=[], jct_iso_s=[], ftf_rho=[], age_s=[], latency_ratio=[])
     tt = tenant_type_frame(jobs, inputs)
+    fit = type_fit_frame(jobs, inputs)
     si, envy, summary = fairness_frames(jobs, tt, inputs, missing)
     summary.update(wait_summary(jobs))
     tenants = tenant_frame(jobs, si, tt, inputs)
@@ -80,6 +84,10 @@ def build(inputs: ReportInputs, tenant: str | None = None) -> Report:
         if flat:
             notes.append(f"{flat} of {len(jobs)} jobs have no throughput estimate (no fair:class tag, rule "
                          "or controller estimate): counted at the same speed on every GPU type")
+        guessed = int(jobs["speed_source"].isin(["prior", "assumed"]).sum())
+        if guessed:
+            notes.append(f"{guessed} of {len(jobs)} jobs have no throughput estimate of their own (no fair:class "
+                         "tag, rule, learned or controller estimate): counted at the GPU type priors' speeds")
     if jobs.empty:
         missing.append(NotComputed("all per-tenant figures", "no GPU jobs in accounting for the window"))
     if tenant is not None:
@@ -89,9 +97,10 @@ def build(inputs: ReportInputs, tenant: str | None = None) -> Report:
         envy = envy.loc[[tenant]] if tenant in envy.index else envy.iloc[0:0]
         if tenant in timeline.columns:
             timeline = timeline[[tenant]]
+        fit = fit[fit["tenant"] == tenant]
     return Report(
         window=inputs.window, generated_at=inputs.now, tenant_filter=tenant, jobs=jobs,
         tenant_type=tt.reset_index(drop=True), tenants=tenants.reset_index(drop=True), envy=envy,
         cluster=cluster, summary=summary, timeline=timeline, controller=controller,
-        not_computed=missing, notes=notes,
+        not_computed=missing, notes=notes, type_fit=fit.reset_index(drop=True),
     )

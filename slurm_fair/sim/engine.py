@@ -57,6 +57,7 @@ from ..estimates.gavel import ThroughputTable
 from .bounds import MAX_ROUNDS, check_length, too_long
 from .cluster import ClusterSpec
 from .fairness_check import FairnessChecker
+from .knowledge import Knowledge, KnowledgeSpec
 from .metrics import JobRecord, RoundSample
 from .playout import JobState, Placed, RoundPlay, Seat, finish_time, progress_in
 from .workload import TraceJob, Workload
@@ -102,6 +103,10 @@ class SimConfig:
     fill_between_rounds: bool = False
     #: policy parameters (``{"hops.lambda": 2.0}``, PolicyOptions.params)
     policy_params: Mapping[str, float] = field(default_factory=dict)
+    #: what the policy knows of job speeds (:mod:`.knowledge`; oracle: the true speeds)
+    knowledge: KnowledgeSpec = field(default_factory=KnowledgeSpec)
+    #: seed of ``tagged=F``'s draw of the tagged jobs
+    knowledge_seed: int = 0
 
 
 @dataclass
@@ -156,6 +161,8 @@ class Simulator:
         self.seats: dict[str, Seat] = {}
         self.state: dict = {}
         self.checker = FairnessChecker() if self.config.check_fairness else None
+        self.knowledge = Knowledge(self.config.knowledge, self.types, [j.id for j in workload.jobs],
+                                   self.config.knowledge_seed)
         check_length(workload, cluster, table, self.config, self.frame)
 
     # ---------------------------------------------------------------- setup
@@ -174,13 +181,29 @@ class Simulator:
         self.seats[job.id] = st.seat
         return st
 
+    @staticmethod
+    def _group(job: TraceJob) -> tuple[str, str, int]:
+        """What recurs (the learner's group): tenant + job type + GPUs (user + job name + GPUs)."""
+        return (job.tenant, job.job_type, job.gpus)
+
+    def _believed(self, s: JobState) -> dict[str, float]:
+        return self.knowledge.believed(s.trace.id, self._group(s.trace), s.throughput)
+
+    def _learn(self, done: list[JobState]) -> None:
+        """Tell the knowledge of jobs that finished (how long they ran on each type)."""
+        if self.knowledge.spec.mode == "oracle":
+            return
+        for s in done:
+            self.knowledge.finished(s.trace.id, self._group(s.trace),
+                                    {k: g / max(1, s.trace.gpus) for k, g in s.gpu_seconds.items()})
+
     def _problem(self, active: list[JobState], now: float) -> Problem:
         jobs = tuple(
             Job(
                 id=s.trace.id,
                 tenant=s.trace.tenant,
                 gpus=s.trace.gpus,
-                throughput=s.throughput,
+                throughput=self._believed(s),
                 remaining_work=s.remaining,
                 age_s=now - s.trace.arrival_s,
                 attained_s=s.attained_s,
@@ -266,6 +289,7 @@ class Simulator:
             sample, ran_last = play.play(active, self._members(placement, forks, active), ran_last, incoming,
                                          placement.priority, service)
             samples.append(replace(sample, si_ok=verdict[0], ef_ok=verdict[1]))
+            self._learn([s for s in active + incoming if s.end_s is not None])
             active = [s for s in active + incoming if s.end_s is None]
             t += cfg.round_s
             if len(samples) >= MAX_ROUNDS:

@@ -68,7 +68,7 @@ def document(results: Mapping[str, SimResult], workload: Workload, cluster: Clus
         "policies": {name: policy_metrics(r) for name, r in results.items()},
         "workload": work,
         "cluster": cluster.describe(),
-        "config": dataclasses.asdict(config),
+        "config": {**dataclasses.asdict(config), "knowledge": str(config.knowledge)},
     }
 
 

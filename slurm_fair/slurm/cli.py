@@ -24,6 +24,7 @@ from .model import (
 from .parse.gres import gpu_request_of, parse_tres_map, retype_request
 from .parse.outlook import OUTLOOK_FIELDS, parse_outlook, parse_sprio, sprio_format
 from .parse.records import iter_lines
+from .parse.history import HISTORY_FIELDS
 from .parse.sacct import SACCT_FIELDS, parse_sacct
 from .parse.sacctmgr import ASSOC_FIELDS, QOS_FIELDS, parse_assoc, parse_qos
 from .parse.partitions import parse_partitions
@@ -161,6 +162,18 @@ class SlurmCli:
         if self.cluster:
             argv += ["-M", self.cluster]
         return parse_sacct(self.runner.run(argv), fs)
+
+    def sacct_history(self, since: datetime) -> tuple[str, str]:
+        """``sacct -a -X -P`` with its header over the history fields
+        (:data:`~.parse.history.HISTORY_FIELDS`) since ``since``: (text, delimiter) for
+        :func:`~.parse.history.parse_history` (``speeds learn --from-slurm``)."""
+        fs = self._separator()
+        # -D: a requeued job's earlier runs too, so its partial last run is known as such
+        argv = ["sacct", "-a", "-X", "-D", "-P", f"--delimiter={fs}", "-S", since.strftime("%Y-%m-%dT%H:%M:%S"),
+                "-E", datetime.now().strftime("%Y-%m-%dT%H:%M:%S"), "-o", ",".join(HISTORY_FIELDS)]
+        if self.cluster:
+            argv += ["-M", self.cluster]
+        return self.runner.run(argv), fs
 
     def job_outlook(self, job_id: str) -> JobOutlook:
         """``squeue -j`` (all states while slurmctld remembers the job); for an array's parent

@@ -168,6 +168,17 @@ class FakeSlurm:
                 out.append(r)
         return out
 
+    def sacct_history(self, since: datetime) -> tuple[str, str]:
+        """The recorded accounting as ``sacct -X -P`` history text (no node names: typed gres)."""
+        fs = "|"
+        lines = [fs.join(("JobID", "User", "Account", "JobName", "Partition", "AllocTRES", "NodeList", "Elapsed",
+                          "State", "ElapsedRaw"))]
+        for r in self.accounting(since):
+            tres = f"gres/gpu={r.gpus}" + (f",gres/gpu:{r.gpu_type}={r.gpus}" if r.gpu_type else "")
+            lines.append(fs.join((r.job_id, r.user, r.account, r.name.replace(fs, "_"), r.partition, tres, "None",
+                                  "", r.state, str(int(r.elapsed_s)))))
+        return "\n".join(lines) + "\n", fs
+
     def job_outlook(self, job_id: str) -> JobOutlook:
         job = self.job(job_id)
         start = job.start_time if job.running else self.expected_starts.get(job.job_id)

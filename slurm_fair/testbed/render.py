@@ -20,6 +20,7 @@ import jinja2
 
 from .. import templating
 from ..deploy.weights import billing_weights, speed_order
+from ..estimates.priors import prior_speeds
 from ..errors import ConfigError, TestbedError
 from ..estimates.gavel import load as load_table
 from .config import TestbedConfig
@@ -102,8 +103,9 @@ def _nodes(cfg: TestbedConfig, layout: Layout) -> tuple[list[dict[str, Any]], di
         )
     try:
         billing = billing_weights(list(cfg.gpu_types), load_table(None), source=cfg.source)
-    except ConfigError:  # a type the measured table does not know: no speed order to give
-        billing = {t: 1.0 for t in cfg.gpu_types}
+    except ConfigError:  # a type the measured table does not know: price by the type priors
+        speeds = prior_speeds(list(cfg.gpu_types)).speed
+        billing = {t: round(speeds[t], 4) for t in cfg.gpu_types}
     rank = speed_order(billing)
     for node in nodes:
         node["weight"] = rank[node["gpu_type"]]

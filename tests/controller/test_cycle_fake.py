@@ -239,7 +239,7 @@ def test_hostile_comment_changes_nothing_it_should_not(fake, config):
     assert not [r for r in res.results if r.action.kind == "requeue"]  # no --requeue: never requeued
     assert fake.job(evil).running
     assert {j.job_id for j in fake.jobs()} == set(ids) | {evil}
-    assert res.estimates[evil].source == "flat"
+    assert res.estimates[evil].source == "prior"  # the malformed class tag is ignored
 
 
 def test_preemptible_job_is_requeued_only_at_round_boundaries(tmp_path, fake):

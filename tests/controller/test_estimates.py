@@ -34,10 +34,23 @@ def est(j, rules=NO_RULES, online=None, types=TYPES, table=TABLE):
     return estimate_job(j, types, table, rules, online or {}, warnings), warnings
 
 
-def test_no_class_is_flat_on_every_type():
+def test_no_class_takes_the_type_priors():
     e, _ = est(job("1", "a"))
-    assert dict(e.throughput) == {"k80": 1.0, "p100": 1.0, "v100": 1.0}
-    assert e.source == "flat" and e.klass is None
+    assert e.throughput["v100"] == 1.0 > e.throughput["p100"] > e.throughput["k80"] > 0
+    assert e.source == "prior" and e.klass is None
+
+
+def test_no_class_and_no_known_model_is_flat_on_every_type():
+    e, _ = est(job("1", "a"), types=["gpu", "fast"])
+    assert dict(e.throughput) == {"gpu": 1.0, "fast": 1.0} and e.source == "flat"
+
+
+def test_no_class_uses_its_groups_learned_speeds():
+    warnings: set[str] = set()
+    j = job("1", "a")
+    learned = {(j.user, j.name, 1): {"k80": 1.0, "p100": 0.5, "v100": 0.25}}
+    e = estimate_job(j, TYPES, TABLE, Rules(), {}, warnings, learned)
+    assert dict(e.throughput) == learned[(j.user, j.name, 1)] and e.source == "learned"
 
 
 def test_tag_looks_up_class_table():
@@ -70,9 +83,14 @@ def test_unknown_class_warns_and_falls_through():
     assert any("nosuch" in w for w in warnings)
 
 
-def test_type_missing_from_table_is_assumed_as_good_as_the_best():
-    e, _ = est(job("1", "a", comment="fair:class=resnet"), types=["v100", "a100"])
-    assert e.throughput["a100"] == 8.0 and e.sources["a100"] == "assumed"
+def test_type_missing_from_table_is_scaled_by_its_prior():
+    e, _ = est(job("1", "a", comment="fair:class=resnet"), types=["v100", "a100", "l4"])
+    assert e.throughput["a100"] > 8.0 > e.throughput["l4"] and e.sources["a100"] == "prior"
+
+
+def test_type_missing_from_table_without_a_prior_is_as_slow_as_the_slowest_never_the_best():
+    e, _ = est(job("1", "a", comment="fair:class=resnet"), types=["k80", "v100", "rtx2080"])
+    assert e.throughput["rtx2080"] == 1.0 and e.sources["rtx2080"] == "assumed"
 
 
 def test_unclassified_job_uses_its_own_observations():

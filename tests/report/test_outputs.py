@@ -23,7 +23,7 @@ def test_json_schema_is_stable(report):
     doc = json.loads(render.render_json(report))
     assert doc["schema"] == "slurm-fair/report/v2"
     assert set(doc) == {"schema", "generated_at", "window", "tenant_filter", "cluster", "tenants", "jobs",
-                        "controller", "not_computed", "notes"}
+                        "controller", "type_fit", "not_computed", "notes"}
     bob = next(t for t in doc["tenants"] if t["tenant"] == "bob")
     assert set(render.TENANT_FIELDS) <= set(bob)
     assert bob["si_ratio"] == pytest.approx(12 / 18.5)

@@ -146,9 +146,9 @@ def test_problem_from_snapshot(fake, tmp_path):
     j503 = next(j for j in problem.jobs if j.id == "503")
     assert j503.gpus == 4 and j503.extra["state"] == "pending" and j503.age_s == 3600
     # 501: fair:class=resnet50 names no class of the table (names match exactly, as in the
-    # submit plugin): flat, and said so
+    # submit plugin): the type priors, and said so
     j501 = next(j for j in problem.jobs if j.id == "501")
-    assert j501.extra["class"] is None and set(j501.extra["sources"].values()) == {"flat"}
+    assert j501.extra["class"] is None and set(j501.extra["sources"].values()) == {"prior"}
 
 
 @pytest.mark.parametrize("name", list_recordings())

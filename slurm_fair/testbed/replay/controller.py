@@ -41,6 +41,9 @@ def controller_config(spec: ReplaySpec, cluster: str, weights: Mapping[str, floa
         f"audit_log = {json.dumps(str(spec.run_dir / 'controller' / 'audit.jsonl'))}",
         *([f"plan_file = {json.dumps(str(plan_file))}"] if plan_file else []),
         "",
+        # the learned speed table: refreshed every round from the last two days of the testbed's
+        # accounting (a site's daily refresh, at the replay's time scale)
+        "[throughput]", f"learn_refresh_h = {spec.round_real_s / 3600.0!r}", "learn_days = 2.0", "",
     ]
     for tenant, w in sorted(weights.items()):
         lines += [f"[tenants.{tenant}]", f"weight = {float(w)!r}", ""]

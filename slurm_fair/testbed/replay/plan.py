@@ -38,6 +38,9 @@ class ReplaySpec:
     #: trace seconds between controller cycles (None: a sixth of a round, as a site running
     #: cycles every minute with Gavel's 6-minute rounds does)
     interval_s: float | None = None
+    #: submit without ``fair:class`` (``--untagged``): the controller knows only the type priors
+    #: and what it learns from the testbed's accounting (job names recur per tenant and class)
+    untagged: bool = False
 
     @property
     def interval_real_s(self) -> float:

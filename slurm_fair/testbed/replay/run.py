@@ -159,6 +159,7 @@ class Replay:
             "replay": {
                 "trace": str(spec.trace), "policy": spec.policy or "none", "time_scale": spec.time_scale,
                 "round_s": spec.round_s, "interval_real_s": spec.interval_real_s if spec.policy else None,
+                "untagged": spec.untagged,
                 "tenant_map": mapping, "weights": weights, "cluster": self.tb.config.cluster_name,
                 "capacity": self.capacity, "node_layout": node_layout(list(self.node_gpus.values())),
                 "started_at": datetime.fromtimestamp(t0).isoformat(),

@@ -8,6 +8,8 @@ with its class; its batch script execs the emulator.
 
 from __future__ import annotations
 
+import hashlib
+
 import math
 import shlex
 from pathlib import Path
@@ -51,12 +53,21 @@ def time_limit_minutes(job: ReplayJob, time_scale: float, slack: float = 4.0) ->
     return int(math.ceil(slowest / time_scale * slack / 60.0)) + 2
 
 
-def sbatch_args(job: ReplayJob, script: Path, run_dir: Path, time_scale: float) -> list[str]:
+def job_name(job: ReplayJob, untagged: bool) -> str:
+    """Tagged: one name per job. Untagged: the name recurs for a tenant's jobs of one class, as a
+    user's script name does (a digest of the class: the controller never reads a class from it)."""
+    if not untagged:
+        return f"{JOB_NAME_PREFIX}-{job.slug}"
+    return f"{JOB_NAME_PREFIX}-{job.account}-{hashlib.sha1(job.klass.encode()).hexdigest()[:8]}"
+
+
+def sbatch_args(job: ReplayJob, script: Path, run_dir: Path, time_scale: float, untagged: bool = False) -> list[str]:
     """sbatch's arguments for one replayed job (``--parsable`` is :meth:`SlurmAdmin.submit`'s)."""
+    comment = "fair:preemptible" if untagged else f"fair:class={job.klass} fair:preemptible"
     return [
-        "-A", job.account, "-J", f"{JOB_NAME_PREFIX}-{job.slug}",
+        "-A", job.account, "-J", job_name(job, untagged),
         "-N", str(job.nodes), "-n", str(job.nodes), f"--gres=gpu:{job.per_node}", "--requeue",
-        "--comment", f"fair:class={job.klass} fair:preemptible",
+        "--comment", comment,
         "-t", str(time_limit_minutes(job, time_scale)),
         "--chdir", str(run_dir), "-o", str(run_dir / "out" / f"{job.slug}.out"), "--open-mode=append",
         str(script),
@@ -72,7 +83,7 @@ def submit(tb: Any, job: ReplayJob, spec: ReplaySpec, node_types: Mapping[str, s
     script.write_text(batch_script(emulator_argv(job, spec, node_types, ck)))
     script.chmod(0o755)
     try:
-        job.slurm_id = tb.admin(timeout_s=60).submit(sbatch_args(job, script, d, spec.time_scale))
+        job.slurm_id = tb.admin(timeout_s=60).submit(sbatch_args(job, script, d, spec.time_scale, spec.untagged))
     except SlurmError as exc:
         raise TestbedError(f"sbatch of {job.trace_id} failed: {exc}") from None
     job.submitted_wall = clock()

@@ -1,0 +1,144 @@
+"""``slurm-fair speeds learn``: each recurring job group's relative speed per GPU type, learned
+from the accounting history (docs/speeds.md).
+
+The history is ``sacct -P -X`` text with its header: a file (``--sacct-file``), or read from
+Slurm (``--from-slurm --since 90d``) through the adapter. Node types for runs without typed
+gres come from Slurm (``--from-slurm``), an inventory file (``--inventory``, the shape of
+``conf/testbed.toml``) or ``--node-type HOSTLIST=TYPE``. The learner is
+:func:`slurm_fair.estimates.learn.learn`, the same the controller and the simulator use.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import UserError
+from ..estimates.history import runs_from_history
+from ..estimates.learn import Model, learn
+from ..inputs import read_text
+from ..slurm.parse.fields import expand_hostlist
+from ..slurm.parse.history import History, parse_history
+from .options import config_option, from_slurm_option, inventory_option, json_option, output_option, since_option
+from .output import json_text, write_output
+
+#: ``--since`` when reading Slurm without one
+DEFAULT_SINCE = "90d"
+#: junk lines named on stderr (the rest are counted)
+SHOWN_JUNK = 5
+
+
+def parse_node_types(items: tuple[str, ...]) -> dict[str, str]:
+    """``("gpu[01-04]=a100",)`` -> ``{"gpu01": "a100", ...}``; a UserError naming a bad item."""
+    out: dict[str, str] = {}
+    for item in items:
+        hosts, sep, gpu_type = item.partition("=")
+        try:
+            nodes = expand_hostlist(hosts) if sep and gpu_type.strip() else ()
+        except Exception:
+            nodes = ()
+        if not nodes:
+            raise UserError(f"--node-type {item[:80]!r}: expected HOSTLIST=TYPE, e.g. gpu[01-04]=a100")
+        out.update({n: gpu_type.strip() for n in nodes})
+    return out
+
+
+def _inventory_types(path: str) -> dict[str, str]:
+    from ..deploy.inventory import load
+
+    return {n.name: n.gpu_type for n in load(path).nodes}
+
+
+def _from_slurm(config_path: str | None, since: str | None) -> tuple[History, dict[str, str]]:
+    from .. import config as config_mod
+    from ..report.window import parse_time
+    from ..slurm import make_port
+
+    start = parse_time(since or DEFAULT_SINCE, datetime.now(), "--since")
+    port = make_port(config_mod.load(config_path))
+    text, delimiter = port.sacct_history(start)  # type: ignore[attr-defined]
+    nodes = {n.name: next(iter(n.gpus_total)) for n in port.nodes() if len(n.gpus_total) == 1}
+    return parse_history(text, "sacct (from Slurm)", delimiter), nodes
+
+
+def model_document(model: Model, skipped: Counter, usable: int) -> dict[str, Any]:
+    """The ``--json`` document: groups, the pooled spread, slow nodes, what was left out."""
+    return {
+        "groups": [g.to_dict() for g in model.groups.values()],
+        "runs_used": usable, "skipped": dict(skipped), "sigma": round(model.sigma, 4),
+        "slow_nodes": {n: round(e, 4) for n, e in sorted(model.node_excess.items())},
+        "warnings": list(model.warnings),
+    }
+
+
+def model_table(model: Model, types: list[str]) -> Table:
+    """One row per group: speed per type (learned numbers bold, priors dim), runs, family."""
+    table = Table(title="learned speeds (fastest type = 1.00; dim: prior, not learned)")
+    for c in ("user", "job name", "GPUs", *types, "runs", "family"):
+        table.add_column(c, justify="right" if c not in ("user", "job name", "family") else "left")
+    for g in model.groups.values():
+        cells = [f"[bold]{g.speed[k]:.2f}[/bold]" if g.sources[k] == "learned" else f"[dim]{g.speed[k]:.2f}[/dim]"
+                 for k in types]
+        table.add_row(g.group[0], g.group[1], str(g.group[2]), *cells, str(sum(g.runs.values())), g.family)
+    return table
+
+
+@click.group("speeds")
+def command() -> None:
+    """GPU speed knowledge: what the controller believes about each job group's speed per type."""
+
+
+@command.command("learn")
+@click.option("--sacct-file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Text of sacct -P -X with its header (JobID|User|Account|JobName|Partition|AllocTRES|"
+                   "NodeList|Elapsed|State at least).")
+@from_slurm_option
+@since_option
+@inventory_option
+@click.option("--node-type", "node_type", multiple=True, metavar="HOSTLIST=TYPE",
+              help="Nodes of one GPU type, e.g. gpu[01-04]=a100 (repeatable).")
+@click.option("--strict", is_flag=True, help="An unreadable row is an error (exit 2), not skipped.")
+@json_option
+@output_option
+@config_option
+def learn_command(sacct_file: str | None, from_slurm: bool, since: str | None, inventory: str | None,
+                  node_type: tuple[str, ...], strict: bool, as_json: bool, output: str | None,
+                  config_path: str | None) -> None:
+    """Learn each group's (user + job name + GPUs) relative speed per GPU type from completed runs."""
+    if bool(sacct_file) == from_slurm:
+        raise UserError("give either --sacct-file FILE or --from-slurm")
+    if since and not from_slurm:
+        raise UserError("--since applies to --from-slurm (filter a file's rows before)")
+    node_types = _inventory_types(inventory) if inventory else {}
+    node_types.update(parse_node_types(node_type))
+    if sacct_file:
+        history = parse_history(read_text(sacct_file, "sacct history"), sacct_file, strict=strict)
+    else:
+        history, slurm_nodes = _from_slurm(config_path, since)
+        node_types = {**slurm_nodes, **node_types}
+    for finding in history.junk[:SHOWN_JUNK]:
+        click.echo(f"slurm-fair: warning: {sacct_file or 'sacct'}: {finding.where}: {finding.what}; skipped", err=True)
+    if len(history.junk) > SHOWN_JUNK:
+        click.echo(f"slurm-fair: warning: {len(history.junk) - SHOWN_JUNK} more unreadable rows skipped", err=True)
+    runs, more = runs_from_history(history.rows, node_types)
+    skipped = history.skipped + more
+    if not runs:
+        raise UserError(f"{sacct_file or 'sacct'}: no completed GPU run with a known GPU type "
+                        f"(left out: {dict(skipped) or 'nothing'})")
+    model = learn(runs)
+    for w in model.warnings:
+        click.echo(f"slurm-fair: warning: {w}", err=True)
+    types = sorted({r.gpu_type for r in runs})
+    if as_json:
+        write_output(json_text(model_document(model, skipped, len(runs))), output)
+        return
+    console = Console(width=200, record=bool(output))
+    console.print(model_table(model, types))
+    console.print(f"{len(runs)} runs used; left out: {dict(skipped)}; run spread sigma {model.sigma:.3f}")
+    if output:
+        write_output(console.export_text(), output)

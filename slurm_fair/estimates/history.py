@@ -1,0 +1,63 @@
+"""Accounting history -> learner runs: a completed run's group and the GPU type it ran on.
+
+The type is the typed gres of AllocTRES (``gres/gpu:a100=4``) when the history has it, else
+the type of the nodes in NodeList (the cluster's inventory: ``node_types``, completed by the
+nodes the history's typed runs used). A run whose type
+cannot be told (no typed gres, nodes unknown or of several types) is counted, not guessed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterable, Mapping
+
+from ..slurm.parse.history import HistoryRow
+from .learn import Run, equivalent_seconds
+
+
+def run_type(row: HistoryRow, node_types: Mapping[str, str]) -> str | None:
+    """The GPU type of a run: typed AllocTRES, else its nodes' single type."""
+    if row.gpu_type:
+        return row.gpu_type
+    types = {node_types.get(n) for n in row.nodes}
+    if len(types) == 1 and None not in types:
+        return types.pop()
+    return None
+
+
+def nodes_seen_typed(rows: Iterable[HistoryRow]) -> dict[str, str]:
+    """Node -> GPU type, from the runs whose AllocTRES was typed: a history is its own inventory
+    for the nodes typed runs used (a node seen with two types is left out)."""
+    seen: dict[str, set[str]] = {}
+    for r in rows:
+        if r.gpu_type:
+            for n in r.nodes:
+                seen.setdefault(n, set()).add(r.gpu_type)
+    return {n: next(iter(ts)) for n, ts in seen.items() if len(ts) == 1}
+
+
+def runs_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, str]) -> tuple[list[Run], Counter]:
+    """Runs grouped by user + job name + GPUs; ``skipped["GPU type unknown"]`` counts the rest.
+
+    A job that was requeued did its work over several runs, perhaps on several types: it is one
+    run on the type it spent most time on, the time on other types converted by the type priors
+    (:func:`equivalent_seconds`; the simulator does the same with its current belief)."""
+    rows = list(rows)
+    node_types = {**nodes_seen_typed(rows), **node_types}
+    runs: list[Run] = []
+    skipped: Counter = Counter()
+    for r in rows:
+        k = run_type(r, node_types)
+        parts = [(k, r.nodes, r.elapsed_s)] + [
+            (t or run_type(HistoryRow(0, "", "", "", "", 0, None, n, 0.0), node_types), n, e) for t, n, e in r.earlier]
+        if any(t is None for t, _, _ in parts):
+            skipped["GPU type unknown"] += 1
+            continue
+        seconds: dict[str, float] = {}
+        for t, _, e in parts:
+            seconds[str(t)] = seconds.get(str(t), 0.0) + e
+        main, total = equivalent_seconds(seconds)
+        if r.earlier:
+            skipped["requeued: runs joined"] += 1
+        runs.append(Run((r.user, r.job_name, r.gpus), main, total, r.nodes if main == k else (), r.job_id))
+    return runs, skipped

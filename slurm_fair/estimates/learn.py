@@ -1,0 +1,218 @@
+"""Learning a group's relative speed per GPU type from how long its completed runs took.
+
+One home for the learner: ``speeds learn`` (sacct history), the controller (runs it watched
+finish) and ``simulate --knowledge untagged`` (jobs that finished in the simulation) all call
+:func:`learn` on a list of :class:`Run`.
+
+A *group* is what recurs: user + job name + GPU count (the simulator: tenant + job type +
+GPU count). Runs of a group do about the same work, so ``log(elapsed) = log(work) - log(speed
+on the type) + noise``. Per group the learner
+
+1. corrects each run for **slow nodes**: a node whose runs take consistently longer than the
+   rest of their group-type cells (median residual over >= 3 runs, pooled over all groups) has
+   that excess removed from its runs;
+2. takes per type the **median** of log elapsed (robust to the 10-20 % work spread and to
+   outliers from 3 runs up); with exactly 2 runs that disagree by more than ``3 sigma sqrt 2``
+   it keeps the one the group's other types and the priors predict best (one is an outlier);
+3. fits the group's **family** (transformer / cnn / inference / fp64 / generic) to the types
+   seen, and **shrinks toward the priors** (:mod:`.priors`) by how much the data say: a type
+   observed ``n`` times has variance ``sigma^2 / n`` against the prior's ``TAU^2``; types not
+   seen take the prior, anchored to the seen ones. ``sigma`` is the pooled spread of runs
+   within their cells (robust, floored at 5 %).
+
+Speeds are relative, fastest 1.0. Everything here is pure and deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+from . import priors as pr
+
+#: prior uncertainty (log) of a known model's speed for a family: about a factor 1.6
+TAU = 0.5
+#: prior uncertainty of a type with no prior (its conservative value is a guess)
+TAU_UNKNOWN = 1.5
+#: floor of the pooled within-cell spread (log): never trust two runs more than 5 %
+MIN_SIGMA = 0.05
+#: spread assumed before enough cells exist to measure it (runs differ 10-20 % in work)
+DEFAULT_SIGMA = 0.15
+#: runs a node needs before its slowness is corrected
+MIN_NODE_RUNS = 3
+
+GroupKey = tuple[str, str, int]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One completed run: its group, the GPU type it ran on, how long, on which nodes."""
+
+    group: GroupKey
+    gpu_type: str
+    seconds: float
+    nodes: tuple[str, ...] = ()
+    job_id: str = ""
+
+
+@dataclass(frozen=True)
+class Learned:
+    """A group's learned speeds: ``speed[type]`` (fastest 1.0) over the types asked for,
+    ``runs[type]`` used per type, ``sources[type]`` learned | prior | assumed, the family fit."""
+
+    group: GroupKey
+    speed: Mapping[str, float]
+    runs: Mapping[str, int]
+    sources: Mapping[str, str]
+    family: str = pr.GENERIC
+
+    def to_dict(self) -> dict[str, object]:
+        user, name, gpus = self.group
+        return {"user": user, "job_name": name, "gpus": gpus, "speed": dict(self.speed),
+                "runs": sum(self.runs.values()), "runs_per_type": dict(self.runs),
+                "sources": dict(self.sources), "family": self.family}
+
+
+@dataclass(frozen=True)
+class Model:
+    """What :func:`learn` found: per group, plus the pooled spread and the slow nodes."""
+
+    groups: Mapping[GroupKey, Learned]
+    sigma: float
+    node_excess: Mapping[str, float] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+
+def _cells(runs: Iterable[Run], excess: Mapping[str, float]) -> dict[GroupKey, dict[str, list[float]]]:
+    """``{group: {type: [log seconds corrected for slow nodes]}}``."""
+    out: dict[GroupKey, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        fix = max((excess.get(n, 0.0) for n in r.nodes), default=0.0)
+        out[r.group][r.gpu_type].append(math.log(r.seconds) - fix)
+    return out
+
+
+def _node_excess(runs: Sequence[Run], rounds: int = 8) -> dict[str, float]:
+    """How much slower each node makes its runs (log), > 0 only: a node cannot make a job faster
+    than its type. Each round takes the median residual of a node's runs (>= 3) against their
+    group-type cells, corrected by what earlier rounds found, and adds it: a slow node's runs
+    pull their cell's median toward them, so one round finds only part of the excess."""
+    excess: dict[str, float] = {}
+    spread: dict[tuple[GroupKey, str], set[tuple[str, ...]]] = defaultdict(set)
+    for r in runs:
+        spread[(r.group, r.gpu_type)].add(r.nodes)
+    for _ in range(rounds):
+        cells = _cells(runs, excess)
+        # only cells that ran on more than one node say anything about a node
+        med = {(g, k): statistics.median(v) for g, by in cells.items() for k, v in by.items()
+               if len(v) >= 2 and len(spread[(g, k)]) >= 2}
+        per_node: dict[str, list[float]] = defaultdict(list)
+        for r in runs:
+            m = med.get((r.group, r.gpu_type))
+            if m is not None:
+                fix = max((excess.get(n, 0.0) for n in r.nodes), default=0.0)
+                for n in r.nodes:
+                    per_node[n].append(math.log(r.seconds) - fix - m)
+        moved = False
+        for n, res in per_node.items():
+            step = statistics.median(res) if len(res) >= MIN_NODE_RUNS else 0.0
+            if excess.get(n, 0.0) + step > 0.05 and abs(step) > 0.005:
+                excess[n] = max(0.0, excess.get(n, 0.0) + step)
+                moved = True
+        if not moved:
+            break
+    return {n: e for n, e in excess.items() if e > 0.05}
+
+
+def _sigma(cells: Mapping[GroupKey, Mapping[str, list[float]]]) -> float:
+    """Pooled robust spread of runs within their cells (1.4826 MAD; n/(n-1) for small cells)."""
+    res: list[float] = []
+    for by in cells.values():
+        for v in by.values():
+            if len(v) >= 2:
+                m = statistics.median(v)
+                scale = math.sqrt(len(v) / (len(v) - 1))
+                res += [abs(x - m) * scale for x in v]
+    if len(res) < 6:
+        return DEFAULT_SIGMA
+    return max(MIN_SIGMA, 1.4826 * statistics.median(res))
+
+
+def _tau(log_prior: Mapping[str, float], k: str) -> float:
+    return TAU if k in log_prior else TAU_UNKNOWN
+
+
+def _fit(d: Mapping[str, float], var: Mapping[str, float], p: Mapping[str, float]) -> tuple[float, float]:
+    """The group's offset ``a`` (``d_k = a + u_k``) and the weighted misfit of prior ``p``."""
+    w = {k: 1.0 / (var[k] + _tau(p, k) ** 2) for k in d}
+    a = sum(w[k] * (d[k] - p[k]) for k in d) / sum(w.values())
+    return a, sum(w[k] * (d[k] - p[k] - a) ** 2 for k in d)
+
+
+def _cell_value(values: list[float], guess: float | None, sigma: float) -> float:
+    """A cell's log elapsed: the median; two runs further apart than noise explains: the one
+    nearer ``guess`` (what the group's other types predict), else their mean."""
+    if len(values) == 2 and abs(values[0] - values[1]) > 3 * sigma * math.sqrt(2) and guess is not None:
+        return min(values, key=lambda x: abs(x - guess))
+    return statistics.median(values)
+
+
+def learn_group(group: GroupKey, cells: Mapping[str, list[float]], types: Sequence[str],
+                log_priors: Mapping[str, Mapping[str, float]], sigma: float) -> Learned:
+    """One group's speeds over ``types`` (see the module docstring)."""
+    generic = log_priors.get(pr.GENERIC, {})
+    floor = min(generic.values(), default=0.0)
+    seen = [k for k in types if cells.get(k)]
+    runs = {k: len(cells[k]) for k in seen}
+    var = {k: sigma ** 2 / runs[k] for k in seen}
+    d0 = {k: -statistics.median(cells[k]) for k in seen}
+    best_family, best = pr.GENERIC, math.inf
+    candidates = [f for f, p in log_priors.items() if all(k in p for k in seen)] if len(seen) >= 2 else []
+    for family in candidates:
+        _, misfit = _fit(d0, var, log_priors[family])
+        if misfit < best - 1e-12:
+            best_family, best = family, misfit
+    fam = log_priors.get(best_family, generic)
+    p = {k: fam.get(k, generic.get(k, floor)) for k in types}
+    known = {k: p[k] for k in types if k in generic}
+    a0, _ = _fit(d0, var, p) if seen else (0.0, 0.0)
+    d = {k: -_cell_value(cells[k], -(a0 + p[k]), sigma) for k in seen}
+    a, _ = _fit(d, var, p) if seen else (0.0, 0.0)
+    u: dict[str, float] = {}
+    sources: dict[str, str] = {}
+    for k in types:
+        tau2 = _tau(known, k) ** 2
+        if k in d:
+            u[k] = p[k] + tau2 / (tau2 + var[k]) * (d[k] - a - p[k])
+            sources[k] = "learned"
+        else:
+            u[k] = p[k]
+            sources[k] = "prior" if k in known else "assumed"
+    top = max(u.values(), default=0.0)
+    speed = {k: math.exp(v - top) for k, v in u.items()}
+    return Learned(group, speed, runs, sources, best_family)
+
+
+def learn(runs: Iterable[Run], types: Sequence[str] | None = None) -> Model:
+    """Every group's speeds over ``types`` (default: every type a run used)."""
+    good = [r for r in runs if r.seconds > 0 and math.isfinite(r.seconds)]
+    all_types = sorted(set(types) if types is not None else {r.gpu_type for r in good})
+    excess = _node_excess(good)
+    cells = _cells(good, excess)
+    sigma = _sigma(cells)
+    logp = pr.log_prior_table(all_types)
+    unknown = pr.prior_speeds(all_types).warnings()
+    groups = {g: learn_group(g, cells[g], all_types, logp, sigma) for g in sorted(cells)}
+    return Model(groups, sigma, excess, tuple(unknown))
+
+
+def equivalent_seconds(seconds: Mapping[str, float], belief: Mapping[str, float] | None = None) -> tuple[str, float]:
+    """(type with most time, the whole run's time as if all on it): time on another type ``t``
+    counts ``speed(t) / speed(main)`` (``belief``, default the type priors)."""
+    main = max(seconds, key=lambda t: seconds[t])
+    speed = belief if belief is not None else pr.prior_speeds(list(seconds)).speed
+    ref = max(speed.get(main, 1.0), 1e-9)
+    return main, sum(s * speed.get(t, 1.0) / ref for t, s in seconds.items())

@@ -1,0 +1,102 @@
+"""What the policies know about job speeds in a simulation (``simulate --knowledge``).
+
+* ``oracle``: every job's true ``T_jk`` from the throughput table (what every simulated gain
+  assumed before: perfect knowledge);
+* ``untagged``: what a real site's controller would see with no job tagged: the type priors for
+  the cluster's types (:mod:`slurm_fair.estimates.priors`), then what it learns from the jobs
+  that finished, grouped by tenant + job type + GPUs (standing for user + job name + GPUs; the
+  class itself stays hidden) through the controller's own learner
+  (:func:`slurm_fair.estimates.learn.learn`);
+* ``tagged=F``: a seeded fraction F of the jobs carry their class tag (the truth), the others
+  are untagged as above.
+
+The engine still runs every job at its true speed; only the problem the policy solves changes.
+Job sizes are not hidden: a believed ``T_jk`` is the believed relative speed times the job's true
+best throughput, so a policy's remaining-time arithmetic stays in the trace's units in every mode
+and the modes differ only in the per-type shape of speed, which is the knowledge under test.
+
+A finished job is one observation of its group: the time it ran, on the type it ran on most,
+with the minutes it spent on other types converted by the current belief (a job time-shared
+between types still says how long its work takes).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from ..errors import UserError
+from ..estimates.learn import Learned, Run, equivalent_seconds, learn
+from ..estimates.priors import prior_speeds
+from ..inputs import parse_number
+
+MODES = ("oracle", "untagged", "tagged")
+
+
+@dataclass(frozen=True)
+class KnowledgeSpec:
+    """``oracle``, ``untagged`` or ``tagged`` with the fraction of jobs tagged."""
+
+    mode: str = "oracle"
+    fraction: float = 0.0
+
+    def __str__(self) -> str:
+        return f"tagged={self.fraction:g}" if self.mode == "tagged" else self.mode
+
+
+def parse_knowledge(text: str) -> KnowledgeSpec:
+    """``oracle`` | ``untagged`` | ``tagged=F`` (0 <= F <= 1); a UserError otherwise."""
+    t = text.strip().lower()
+    if t in ("oracle", "untagged"):
+        return KnowledgeSpec(t)
+    name, sep, value = t.partition("=")
+    f = parse_number(value) if sep and name == "tagged" else None
+    if f is None or not 0 <= f <= 1:
+        raise UserError(f"--knowledge {text[:40]!r}: expected oracle, untagged or tagged=F with 0 <= F <= 1")
+    return KnowledgeSpec("tagged", float(f))
+
+
+GroupKey = tuple[str, str, int]
+
+
+class Knowledge:
+    """The belief of one simulation run: asked for each job's believed ``T_jk``, told of every
+    job that finished."""
+
+    def __init__(self, spec: KnowledgeSpec, types: Sequence[str], job_ids: Sequence[str], seed: int = 0) -> None:
+        self.spec = spec
+        self.types = list(types)
+        rng = random.Random(f"knowledge-{seed}")
+        self.tagged = {j for j in job_ids if spec.mode == "tagged" and rng.random() < spec.fraction}
+        self.priors = prior_speeds(self.types).speed
+        self.runs: list[Run] = []
+        self.learned: dict[GroupKey, Learned] = {}
+        self.version = 0
+
+    def knows(self, job_id: str) -> bool:
+        return self.spec.mode == "oracle" or job_id in self.tagged
+
+    def relative(self, group: GroupKey) -> Mapping[str, float]:
+        """The believed relative speeds (fastest 1.0) of a group: learned, else the priors."""
+        got = self.learned.get(group)
+        return got.speed if got is not None else self.priors
+
+    def believed(self, job_id: str, group: GroupKey, true: Mapping[str, float]) -> dict[str, float]:
+        """What the policy is shown for a job whose true speeds are ``true`` (0 where it cannot run)."""
+        if self.knows(job_id):
+            return dict(true)
+        rel = self.relative(group)
+        scale = max(true.values(), default=0.0)
+        return {k: (rel.get(k, 0.0) * scale if true.get(k, 0.0) > 0 else 0.0) for k in self.types}
+
+    def finished(self, job_id: str, group: GroupKey, seconds_on: Mapping[str, float]) -> None:
+        """Learn from a finished job that ran ``seconds_on[type]`` seconds on each type."""
+        ran = {k: s for k, s in seconds_on.items() if s > 0}
+        if not ran:
+            return
+        main, equivalent = equivalent_seconds(ran, self.relative(group))
+        self.runs.append(Run(group, main, equivalent, (), job_id))
+        model = learn([r for r in self.runs], self.types)
+        self.learned = dict(model.groups)
+        self.version += 1

@@ -1,0 +1,150 @@
+"""``sacct -P -X`` text with its header -> the rows ``speeds learn`` uses.
+
+The columns are found by name in the header (``JobID|User|Account|JobName|Partition|AllocTRES|
+NodeList|Elapsed|State`` at least; more allowed, any order). A site's history is messy: rows of
+job steps, pending or cancelled jobs, jobs without GPUs are *not usable* (counted, not errors);
+a row that cannot be read (wrong number of fields, an unreadable time) is *junk*: skipped with
+its line number, or an error with ``strict``. A missing header column is an error naming the
+file. A job name holding the delimiter is put back together (the only free-text column).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field, replace
+
+from ...errors import Finding, InputError
+from .fields import expand_hostlist, parse_elapsed
+from .gres import gpus_in_tres_map, parse_tres_map
+
+#: the columns a history must have
+REQUIRED = ("JobID", "User", "Account", "JobName", "Partition", "AllocTRES", "NodeList", "Elapsed", "State")
+#: what ``--from-slurm`` asks sacct for (ElapsedRaw: seconds, no parsing)
+HISTORY_FIELDS = REQUIRED + ("ElapsedRaw",)
+#: states whose elapsed time measures the work (sacct(1): everything else did not complete)
+MEASURING = "COMPLETED"
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One usable completed GPU run of the history."""
+
+    line: int
+    job_id: str
+    user: str
+    account: str
+    job_name: str
+    gpus: int
+    gpu_type: str | None
+    nodes: tuple[str, ...]
+    elapsed_s: float
+    #: earlier runs of a job requeued or preempted before it completed (``sacct -D``):
+    #: (GPU type or None, nodes, elapsed seconds) each; its work is spread over all of them
+    earlier: tuple[tuple[str | None, tuple[str, ...], float], ...] = ()
+
+
+@dataclass
+class History:
+    """The usable rows, why the others were left out (``skipped[reason]``), and junk lines."""
+
+    rows: list[HistoryRow] = field(default_factory=list)
+    skipped: Counter = field(default_factory=Counter)
+    junk: list[Finding] = field(default_factory=list)
+    #: runs that ended requeued or preempted, by job id
+    partial: dict[str, list[tuple[str | None, tuple[str, ...], float]]] = field(default_factory=dict)
+
+
+def _header(line: str, delimiter: str, source: str) -> dict[str, int]:
+    cols = [c.strip() for c in line.split(delimiter)]
+    index = {c: i for i, c in enumerate(cols)}
+    missing = [c for c in REQUIRED if c not in index]
+    if missing:
+        raise InputError(source, [Finding("line 1", f"the header lacks column(s) {', '.join(missing)} (expected "
+                                          f"the output of sacct -P -X -o {','.join(REQUIRED)}, header included)")])
+    return index
+
+
+def _fields(line: str, delimiter: str, index: dict[str, int]) -> list[str] | None:
+    """The fields of a row; a job name holding the delimiter is joined back; None if unreadable."""
+    parts = line.split(delimiter)
+    extra = len(parts) - len(index)
+    if extra == 0:
+        return parts
+    if extra < 0:
+        return None
+    j = index["JobName"]
+    return parts[:j] + [delimiter.join(parts[j:j + extra + 1])] + parts[j + extra + 1:]
+
+
+def _elapsed(f: list[str], index: dict[str, int]) -> float:
+    if "ElapsedRaw" in index and f[index["ElapsedRaw"]].strip().isdigit():
+        return float(f[index["ElapsedRaw"]])
+    return parse_elapsed(f[index["Elapsed"]])
+
+
+def _row(lineno: int, f: list[str], index: dict[str, int], history: History) -> None:
+    """Classify one row: usable (appended), not usable (counted) or junk (ValueError)."""
+    job_id = f[index["JobID"]].strip()
+    if "." in job_id:
+        history.skipped["job step"] += 1
+        return
+    state = f[index["State"]].strip().split(" ")[0].upper()
+    if state != MEASURING:
+        history.skipped[f"state {state or 'empty'}"] += 1
+        if state in ("REQUEUED", "PREEMPTED"):
+            _, gpu_type = gpus_in_tres_map(parse_tres_map(f[index["AllocTRES"]]))
+            history.partial.setdefault(job_id, []).append(
+                (gpu_type, expand_hostlist(f[index["NodeList"]]), _elapsed(f, index)))
+        return
+    gpus, gpu_type = gpus_in_tres_map(parse_tres_map(f[index["AllocTRES"]]))
+    if gpus <= 0:
+        history.skipped["no GPU"] += 1
+        return
+    seconds = _elapsed(f, index)
+    if not seconds > 0:
+        history.skipped["no elapsed time"] += 1
+        return
+    user = f[index["User"]].strip()
+    if not user:
+        raise ValueError("empty User")
+    nodes = expand_hostlist(f[index["NodeList"]])
+    history.rows.append(HistoryRow(lineno, job_id, user, f[index["Account"]].strip(), f[index["JobName"]],
+                                   gpus, gpu_type, nodes, seconds))
+
+
+def parse_history(text: str, source: str, delimiter: str = "|", strict: bool = False) -> History:
+    """Every row of ``text`` (see the module docstring); InputError for a missing/bad header,
+    or any junk row with ``strict``."""
+    lines = text.splitlines()
+    first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
+    if first is None:
+        raise InputError(source, [Finding("line 1", "empty: expected sacct -P -X output with its header")])
+    index = _header(lines[first], delimiter, source)
+    history = History()
+    for lineno, line in enumerate(lines[first + 1:], start=first + 2):
+        if not line.strip():
+            continue
+        f = _fields(line, delimiter, index)
+        try:
+            if f is None:
+                raise ValueError(f"{len(line.split(delimiter))} fields, the header has {len(index)}")
+            _row(lineno, f, index, history)
+        except Exception as exc:  # any unreadable cell: the row is junk, named by its line
+            history.junk.append(Finding(f"line {lineno}", f"unreadable row ({str(exc)[:120]})"))
+            history.skipped["junk"] += 1
+    if strict and history.junk:
+        raise InputError(source, history.junk)
+    _drop_partial(history)
+    return history
+
+
+def _drop_partial(history: History) -> None:
+    """A job requeued or preempted before it completed (``sacct -D`` lists those runs) did its
+    work over all its runs: they are attached to its completed row (``earlier``)."""
+    if not history.partial:
+        return
+    out = []
+    for r in history.rows:
+        earlier = history.partial.get(r.job_id)
+        out.append(replace(r, earlier=tuple(earlier)) if earlier else r)
+    history.rows = out

@@ -1,0 +1,56 @@
+"""The controller learns untagged groups' speeds from where their jobs ran (accounting), daily."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from slurm_fair.controller import learned
+from slurm_fair.controller.cycle import run_cycle
+
+from .conftest import make_config
+
+
+def ran(fake, gpu_type, node, minutes, name="train"):
+    j = fake.submit("alice", "--gres=gpu:1", hold=False, name=name)
+    fake.start(j, node, gpu_type)
+    fake.now += timedelta(minutes=minutes)
+    fake.finish(j)
+
+
+def test_a_cycle_learns_from_finished_runs_and_uses_it_for_the_next_run(tmp_path, fake):
+    config = make_config(tmp_path)
+    for _ in range(2):  # the truth for this group: k80 4x slower than v100 (priors say ~5x)
+        ran(fake, "v100", "v100-1", 30)
+        ran(fake, "k80", "k80-1", 120)
+        ran(fake, "p100", "p100-1", 40)
+    nxt = fake.submit("alice", "--gres=gpu:1", hold=False, name="train")
+    clock = lambda: fake.now.timestamp()  # noqa: E731
+    res = run_cycle(fake, config, clock=clock)
+    assert res.exit_code == 0, res.message
+    est = res.estimates[nxt]
+    assert est.source == "learned"
+    assert est.throughput["k80"] / est.throughput["v100"] > 0.23  # the data (0.25), not the prior (0.2)
+    assert est.throughput["p100"] / est.throughput["v100"] < 0.85
+    doc = json.loads((tmp_path / "state" / learned.FILE).read_text())
+    (g,) = [g for g in doc["groups"] if g["job_name"] == "train"]
+    assert g["runs"] == 6 and g["gpus"] == 1
+    # within the refresh interval the table is not rebuilt; a dry run never writes it
+    before = (tmp_path / "state" / learned.FILE).stat().st_mtime_ns
+    fake.now += timedelta(hours=1)
+    run_cycle(fake, config, clock=clock)
+    assert (tmp_path / "state" / learned.FILE).stat().st_mtime_ns == before
+
+
+def test_a_different_job_name_is_another_group_and_keeps_the_priors(tmp_path, fake):
+    for _ in range(2):
+        ran(fake, "v100", "v100-1", 30)
+        ran(fake, "k80", "k80-1", 30)
+    other = fake.submit("alice", "--gres=gpu:1", hold=False, name="infer")
+    res = run_cycle(fake, make_config(tmp_path), clock=lambda: fake.now.timestamp())
+    assert res.estimates[other].source == "prior"
+
+
+def test_a_broken_table_is_rebuilt_not_an_error(tmp_path):
+    (tmp_path / learned.FILE).write_text("{not json")
+    assert learned.load(tmp_path) == learned.LearnedTable()

@@ -1,0 +1,54 @@
+"""``speeds learn``'s history read from a real Slurm: sacct -P -X with its header, through the adapter.
+
+Runs a few short jobs (typed and untyped GPU requests, one cancelled) on the testbed, reads
+them back with :meth:`SlurmCli.sacct_history` and checks what the parser makes of them. With
+``SLURM_FAIR_RECORD_HISTORY=FILE`` the real text (``|`` delimited) is saved for the fast test
+``tests/estimates/test_history_recorded.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from slurm_fair.estimates.history import runs_from_history
+from slurm_fair.slurm.cli import SlurmCli
+from slurm_fair.slurm.parse.history import parse_history
+
+pytestmark = pytest.mark.slurm
+
+
+def _sbatch(env, *args):
+    argv = ["sbatch", "--parsable", "-o", "/dev/null", "-t", "5", *args]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().split(";")[0]
+
+
+def test_completed_runs_come_back_with_their_type_and_group(testbed):
+    env = {**os.environ, **testbed.env}
+    since = datetime.now() - timedelta(seconds=5)
+    port = SlurmCli(env=testbed.env, timeout_s=30, retries=2)
+    account = sorted(a.name for a in port.accounts() if a.name != "root")[0]
+    typed = [_sbatch(env, "--wait", "-A", account, "-J", "sf-learn", f"--gres=gpu:{k}:1", "--wrap", "sleep 2")
+             for k in ("v100", "k80")]
+    untyped = _sbatch(env, "--wait", "-A", account, "-J", "sf-learn", "--gres=gpu:1", "--wrap", "sleep 1")
+    cancelled = _sbatch(env, "-A", account, "-J", "sf-learn", "--gres=gpu:1", "--begin=now+3600", "--wrap", "sleep 1")
+    subprocess.run(["scancel", cancelled], env=env, capture_output=True, timeout=30)
+    text, fs = port.sacct_history(since)
+    history = parse_history(text, "sacct", fs)
+    rows = {r.job_id: r for r in history.rows}
+    assert set(typed + [untyped]) <= set(rows)
+    assert [rows[j].gpu_type for j in typed] == ["v100", "k80"]
+    assert rows[untyped].gpus == 1 and rows[untyped].nodes
+    assert cancelled not in rows  # never ran: sacct lists it cancelled or not at all
+    assert all(rows[j].elapsed_s >= 1 for j in typed) and history.junk == []
+    node_types = {n.name: next(iter(n.gpus_total)) for n in port.nodes() if n.gpus_total}
+    runs, _ = runs_from_history([rows[j] for j in typed + [untyped]], node_types)
+    assert {r.gpu_type for r in runs} >= {"v100", "k80"} and all(r.group[1] == "sf-learn" for r in runs)
+    if record := os.environ.get("SLURM_FAIR_RECORD_HISTORY"):
+        Path(record).write_text(text.replace(fs, "|"))
