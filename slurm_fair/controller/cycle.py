@@ -172,7 +172,7 @@ def _cycle(
                 return res
         with timer.phase("estimate"):
             ds = decide_settings(config, s, port)
-            types = sorted(k for k, c in snapshot.capacity().items() if c > 0)
+            types = sorted(k for k, c in whole.capacity().items() if c > 0)
             table, learn_warnings = learned.refresh(port, config, s.state_dir, types, dry_run, started)
             ds = replace(ds, learned=table.speeds)
             res.warnings += learn_warnings

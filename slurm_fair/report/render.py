@@ -229,18 +229,7 @@ def render_table(r: Report, width: int | None = None) -> str:
                                 for v, x in row.items()])
         con.print(t)
 
-    t = Table(title="Type fit: jobs on a type >= 2x slower for them than a type idle at their start",
-              title_justify="left", caption="idle = installed GPUs not held by the window's runs (an upper bound)",
-              caption_justify="left")
-    for c in ("job", "tenant", "ran on", "GPUs", "faster idle type", "speed-up", "idle GPUs", "speed from"):
-        t.add_column(c, justify="right" if c in ("GPUs", "speed-up", "idle GPUs") else "left")
-    for row in r.type_fit.to_dict("records"):
-        t.add_row(str(row["job_id"]), row["tenant"], row["gpu_type"], str(row["gpus"]), row["better_type"],
-                  _fmt(row["speedup"], "ratio"), str(row["idle_gpus"]), row["speed_source"])
-    if len(r.type_fit):
-        con.print(t)
-    else:
-        con.print("Type fit: no job ran on a type 2x slower for it than a type idle at its start")
+    _print_type_fit(con, r)
     if r.controller:
         con.print(controller_line(r.controller))
     if r.not_computed:
@@ -250,6 +239,24 @@ def render_table(r: Report, width: int | None = None) -> str:
     for note in r.notes:
         con.print(f"Note: {note}", markup=False)
     return buf.getvalue()
+
+
+def _print_type_fit(con: Any, r: Report) -> None:
+    """The type-fit section of the table report."""
+    from rich.table import Table
+
+    if not len(r.type_fit):
+        con.print("Type fit: no job ran on a type 2x slower for it than a type idle at its start")
+        return
+    t = Table(title="Type fit: jobs on a type >= 2x slower for them than a type idle at their start",
+              title_justify="left", caption="idle = installed GPUs not held by the window's runs (an upper bound)",
+              caption_justify="left")
+    for c in ("job", "tenant", "ran on", "GPUs", "faster idle type", "speed-up", "idle GPUs", "speed from"):
+        t.add_column(c, justify="right" if c in ("GPUs", "speed-up", "idle GPUs") else "left")
+    for row in r.type_fit.to_dict("records"):
+        t.add_row(str(row["job_id"]), row["tenant"], row["gpu_type"], str(row["gpus"]), row["better_type"],
+                  _fmt(row["speedup"], "ratio"), str(row["idle_gpus"]), row["speed_source"])
+    con.print(t)
 
 
 # --- HTML -------------------------------------------------------------------------------------
