@@ -25,12 +25,14 @@ utility (proof in docs/oef.md); the equal share's value inside the bundle gives 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from .. import fairness
 from ..errors import SolverError
 from ..jobgroups import groups_of
 from ..model import Allocation, Problem
-from . import PolicyOptions, register
+from . import Param, PolicyOptions, register
+from . import _inside as inside
 from ._ceei import ceei
 from ._climb import Climb
 from ._lp import (equal_split_classes, fallback_allocation, feasible_classes, max_min_classes,
@@ -38,8 +40,41 @@ from ._lp import (equal_split_classes, fallback_allocation, feasible_classes, ma
 from ._tenants import ClassX, Tenants, class_bundles, class_efficiency, pareto_ok
 
 
-@register("oef", "OEF (cooperative): maximum efficiency subject to sharing incentive, envy-freeness and Pareto efficiency")
+@register("oef", "OEF (cooperative): maximum efficiency subject to sharing incentive, envy-freeness and Pareto "
+                 "efficiency between tenants; inside a tenant, its bundle shared by latency-ratio aging",
+          dynamic=True, params={
+              "inside": Param(1.0, 0.0, 1.0, "1: a tenant's bundle is shared among its jobs by latency-ratio "
+                              "aging (two levels); 0: by efficiency alone"),
+              "keep_bonus": Param(2.0, 1.0, 100.0, "a running job keeps its GPUs against a waiting job of the "
+                                  "same tenant unless the latter's (1 + latency ratio) is this many times its own")})
 def oef(problem: Problem, options: PolicyOptions) -> Allocation:
+    """Two levels (docs/oef.md, "Two levels"): the tenant-level answer (:func:`tenant_level`,
+    memoised in ``options.state`` while the jobs, weights and capacity stay the same, since it
+    does not depend on time), then each tenant's bundle shared among its jobs by latency-ratio
+    aging (:mod:`._inside`), every round since that depends on the jobs' waits. The answer's
+    ``tenant_x`` is the tenant-level allocation: its bundles are what SI, EF and PE are about."""
+    started = time.perf_counter()
+    key = _tenant_key(problem)
+    memo = options.state.get("oef.tenant_level")
+    if memo is None or memo[0] != key:
+        memo = (key, tenant_level(problem, options))
+        options.state["oef.tenant_level"] = memo
+    top = memo[1]
+    if options.param("oef", "inside") < 0.5 or top.status == "fallback":
+        return replace(top, solve_seconds=time.perf_counter() - started)
+    x, changed = inside.two_level(problem, top.x, options, options.param("oef", "keep_bonus"))
+    return replace(top, x=x, tenant_x=top.x, solve_seconds=time.perf_counter() - started,
+                   info={**top.info, "inside": "latency-ratio aging", "inside_tenants": changed})
+
+
+def _tenant_key(problem: Problem) -> tuple:
+    """What the tenant-level answer depends on: jobs (tenant, gang, throughputs), weights, capacity."""
+    return (tuple((j.id, j.tenant, j.gpus, j.gpus_per_node, j.max_nodes, tuple(sorted(j.throughput.items())))
+                  for j in problem.jobs),
+            tuple(sorted(problem.tenants.items())), tuple(sorted(problem.gpu_types.items())), problem.nodes)
+
+
+def tenant_level(problem: Problem, options: PolicyOptions) -> Allocation:
     """See the module docstring and docs/oef.md. Every candidate is made exactly feasible
     (:func:`~._lp.feasible_classes`) and checked exactly (SI, EF with ``eps``; PE with
     :func:`slurm_fair.fairness.pareto_bound`) before it counts. A stage whose solve fails is

@@ -246,7 +246,7 @@ class Simulator:
                 placed_problem = self._with_forks(problem, allocation, active)
                 verdict: tuple[bool | None, bool | None] = (None, None)
                 if self.checker is not None:
-                    verdict = self.checker.check(placed_problem, allocation.x)
+                    verdict = self.checker.check(placed_problem, allocation.x, allocation.tenant_x)
                 cached = (problem, allocation, placed_problem, verdict)
                 cache_key = key
                 rounds_since_solve = 0
