@@ -59,7 +59,7 @@ def main() -> None:
     parser.add_argument("--policy", action="append", default=None)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=180)
     console.print(f"machine: {platform.machine()}, Python {platform.python_version()}, solver {fastest_available()}")
     table = tt.load()
     for name in args.scenario or ["philly", "gangs", "trace"]:

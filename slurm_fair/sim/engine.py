@@ -50,7 +50,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
-from .. import rounding
+from .. import fairness, rounding
 from ..model import Allocation, Job, NodeCapacity, Problem
 from ..policies import FORK_SYNC, PolicyInfo, PolicyOptions
 from ..estimates.gavel import ThroughputTable
@@ -85,6 +85,11 @@ class SimConfig:
     requeue_hold_s: float = 0.0
     #: start waiting jobs on GPUs freed, and arrivals, inside a round (Slurm is work-conserving)
     fill_between_rounds: bool = False
+    #: a waiting job allocated some time whose wait passes this many times its age (Hops'
+    #: latency ratio, at least one round) goes first in the rounding step, and the nodes that will
+    #: hold it are kept idle while jobs that cannot be stopped still hold them (Slurm's backfill
+    #: reservation for its top job); None: never
+    reserve_after_lr: float | None = 2.0
     #: policy parameters (``{"hops.lambda": 2.0}``, PolicyOptions.params)
     policy_params: Mapping[str, float] = field(default_factory=dict)
 
@@ -261,7 +266,7 @@ class Simulator:
             play = RoundPlay(t, cfg, self.cluster.capacity, self.nodes, self.seats, self._speed)
             service = {j: sum(v.values()) for j, v in received.items()}
             sample, ran_last = play.play(active, self._members(placement, forks, active), ran_last, incoming,
-                                         placement.priority, service)
+                                         placement.priority, service, placement.reserved)
             samples.append(replace(sample, si_ok=verdict[0], ef_ok=verdict[1]))
             active = [s for s in active + incoming if s.end_s is None]
             t += cfg.round_s
@@ -317,7 +322,24 @@ class Simulator:
                     fixed[mid] = seat.spot[0]
         # modelling Slurm's requeue hold, stops are as expensive as the controller's: its rules
         return rounding.place(problem, allocation, received, prev, prev_nodes, fixed,
-                              sticky=self.config.requeue_hold_s > 0)
+                              sticky=self.config.requeue_hold_s > 0, overdue=self._overdue(active, now))
+
+    def _overdue(self, active: list[JobState], now: float) -> dict[str, float]:
+        """Waiting jobs whose latency ratio so far passes ``reserve_after_lr`` (and that waited
+        at least a round), with that ratio: the rounding step serves them first."""
+        bound = self.config.reserve_after_lr
+        if bound is None:
+            return {}
+        capacity = self.cluster.capacity
+        out: dict[str, float] = {}
+        for s in active:
+            if s.seat.spot is not None:
+                continue
+            waited = fairness.wait_s(now - s.trace.arrival_s, s.attained_s)
+            age = s.attained_s + fairness.age_s(s.remaining, s.throughput, capacity)
+            if waited >= self.config.round_s and math.isfinite(age) and waited >= bound * age:
+                out[s.trace.id] = fairness.latency_ratio(waited, age)
+        return out
 
     def _unstoppable(self, seat: Seat, now: float) -> bool:
         """Still in its requeue hold or start latency, or started less than a round ago.

@@ -173,6 +173,7 @@ class RoundPlay:
         incoming: Iterable[JobState] = (),
         priority: Mapping[str, float] | None = None,
         service: Mapping[str, float] | None = None,
+        reserved: Mapping[str, Mapping[str, int]] | None = None,
     ) -> tuple[RoundSample, set[str]]:
         """Play the round; return its sample (without fairness verdicts) and the members that
         held GPUs in it.
@@ -180,7 +181,8 @@ class RoundPlay:
         ``placed[job]``: the job's members placed at the round start as (member, type,
         ``{node: gpus}``); ``ran_last``: members that held GPUs in the previous round;
         ``incoming``: jobs arriving inside the round (started by filling only); ``priority``
-        and ``service``: the rounding step's order of this round for filling.
+        and ``service``: the rounding step's order of this round for filling; ``reserved``
+        (``Placement.reserved``): GPUs kept idle for overdue jobs, never filled this round.
         """
         spots = {m: spot_of(k, ng) for ms in placed.values() for m, k, ng in ms}
         for mid in ran_last:
@@ -192,6 +194,8 @@ class RoundPlay:
                 self._start(s, placed[s.id], 0.0, ran_last)
             else:
                 self.waiting[s.id] = s
+        for k, on in (reserved or {}).items():
+            self.free.change(k, {n: g for n, g in on.items() if n}, sum(on.values()), -1)
         fragmented = self._fragmented(active, placed)
         self.peak = self.load.copy()
         if self.cfg.fill_between_rounds:

@@ -100,3 +100,29 @@ def test_every_job_finishes_and_tenants_keep_si_and_ef(seed: int) -> None:
     m = summarize(res.records, res.samples, res.capacity)
     assert m["jobs_completed"] == m["jobs"] == len(jobs) - len(res.unschedulable)
     assert m["si_violation_rounds"] == 0 and m["ef_violation_rounds"] == 0
+
+
+def test_an_overdue_gang_goes_first_and_its_node_is_kept_idle_when_blocked() -> None:
+    from slurm_fair import rounding
+    from slurm_fair.model import Allocation, NodeCapacity
+
+    nodes = (NodeCapacity("n1", "v100", 4), NodeCapacity("n2", "v100", 4))
+    singles = [Job(f"s{i}", "a", 1, {"v100": 1.0}) for i in range(1, 5)]
+    jobs = (Job("g", "a", 4, {"v100": 1.0}, gpus_per_node=4, max_nodes=1), Job("r", "a", 1, {"v100": 1.0}), *singles)
+    p = Problem({"v100": 8}, {"a": 1.0}, jobs, nodes)
+    alloc = Allocation("t", {"g": {"v100": 0.5}, "r": {"v100": 1.0}, **{s.id: {"v100": 1.0} for s in singles}})
+    # r cannot be stopped on n1; the four singles never ran, so they go first: three fill n1,
+    # the fourth breaks n2 and the gang does not fit
+    fixed, prev, prev_nodes = {"r": "v100"}, {"r": "v100"}, {"r": {"n1": 1}}
+    plain = rounding.place(p, alloc, {"g": {"v100": 0.5}}, prev, prev_nodes, fixed)
+    assert "g" not in plain.types
+    first = rounding.place(p, alloc, {"g": {"v100": 0.5}}, prev, prev_nodes, fixed, overdue={"g": 3.0})
+    assert first.types["g"] == "v100" and dict(first.node_gpus["g"]) == {"n2": 4}
+    assert sum(1 for s in singles if s.id in first.types) == 3
+    # both nodes partly held by jobs that cannot be stopped: the freer node is kept for the gang
+    fixed2, prev2 = {"r": "v100", "s1": "v100"}, {"r": {"n1": 1}, "s1": {"n2": 2}}
+    s1_two = Problem({"v100": 8}, {"a": 1.0}, (jobs[0], jobs[1], Job("s1", "a", 2, {"v100": 1.0}), *singles[1:]), nodes)
+    held = rounding.place(s1_two, alloc, {}, {"r": "v100", "s1": "v100"}, prev2, fixed2, overdue={"g": 3.0})
+    assert "g" not in held.types
+    assert dict(held.reserved["v100"]) == {"n1": 3}
+    assert {n for j in ("s2", "s3", "s4") if j in held.types for n in held.node_gpus[j]} <= {"n2"}
