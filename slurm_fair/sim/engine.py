@@ -50,7 +50,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
-from .. import fairness, rounding
+from .. import rounding
 from ..model import Allocation, Job, NodeCapacity, Problem
 from ..policies import FORK_SYNC, PolicyInfo, PolicyOptions
 from ..estimates.gavel import ThroughputTable
@@ -58,6 +58,7 @@ from .bounds import MAX_ROUNDS, check_length, too_long
 from .cluster import ClusterSpec
 from .fairness_check import FairnessChecker
 from .metrics import JobRecord, RoundSample
+from . import inround
 from .playout import JobState, Placed, RoundPlay, Seat, finish_time, progress_in
 from .workload import TraceJob, Workload
 
@@ -90,6 +91,9 @@ class SimConfig:
     #: hold it are kept idle while jobs that cannot be stopped still hold them (Slurm's backfill
     #: reservation for its top job); None: never
     reserve_after_lr: float | None = 2.0
+    #: a policy that re-plans inside a round (``PolicyInfo.replans``, Hops) is called again at
+    #: every completion and arrival inside the round, on the waiting jobs and the GPUs free then
+    replan_in_round: bool = True
     #: policy parameters (``{"hops.lambda": 2.0}``, PolicyOptions.params)
     policy_params: Mapping[str, float] = field(default_factory=dict)
 
@@ -262,11 +266,12 @@ class Simulator:
             forks = allocation.forks
             received = self._received(active, forks, states)
             placement = self._place(placed_problem, allocation, active, forks, received, t)
-            incoming = admit_until(t + cfg.round_s - _EPS) if cfg.fill_between_rounds else []
+            replan = inround.replanner(self, options) if self.policy.replans and cfg.replan_in_round else None
+            incoming = admit_until(t + cfg.round_s - _EPS) if cfg.fill_between_rounds or replan else []
             play = RoundPlay(t, cfg, self.cluster.capacity, self.nodes, self.seats, self._speed)
             service = {j: sum(v.values()) for j, v in received.items()}
             sample, ran_last = play.play(active, self._members(placement, forks, active), ran_last, incoming,
-                                         placement.priority, service, placement.reserved)
+                                         placement.priority, service, placement.reserved, replan)
             samples.append(replace(sample, si_ok=verdict[0], ef_ok=verdict[1]))
             active = [s for s in active + incoming if s.end_s is None]
             t += cfg.round_s
@@ -322,24 +327,8 @@ class Simulator:
                     fixed[mid] = seat.spot[0]
         # modelling Slurm's requeue hold, stops are as expensive as the controller's: its rules
         return rounding.place(problem, allocation, received, prev, prev_nodes, fixed,
-                              sticky=self.config.requeue_hold_s > 0, overdue=self._overdue(active, now))
-
-    def _overdue(self, active: list[JobState], now: float) -> dict[str, float]:
-        """Waiting jobs whose latency ratio so far passes ``reserve_after_lr`` (and that waited
-        at least a round), with that ratio: the rounding step serves them first."""
-        bound = self.config.reserve_after_lr
-        if bound is None:
-            return {}
-        capacity = self.cluster.capacity
-        out: dict[str, float] = {}
-        for s in active:
-            if s.seat.spot is not None:
-                continue
-            waited = fairness.wait_s(now - s.trace.arrival_s, s.attained_s)
-            age = s.attained_s + fairness.age_s(s.remaining, s.throughput, capacity)
-            if waited >= self.config.round_s and math.isfinite(age) and waited >= bound * age:
-                out[s.trace.id] = fairness.latency_ratio(waited, age)
-        return out
+                              sticky=self.config.requeue_hold_s > 0,
+                              overdue=inround.overdue(active, now, self.config, self.cluster.capacity))
 
     def _unstoppable(self, seat: Seat, now: float) -> bool:
         """Still in its requeue hold or start latency, or started less than a round ago.
