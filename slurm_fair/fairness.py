@@ -444,6 +444,11 @@ def wait_s(jct_s: float, ran_s: float) -> float:
     return max(0.0, jct_s - ran_s)
 
 
+#: the goals' "worst latency ratio" counts jobs of at least one round (Gavel's 360 s): a job of
+#: seconds that waited one round has an LR of hundreds that says nothing about starvation
+LR_MIN_AGE_S = 360.0
+
+
 def worst_latency_ratio(pairs: Iterable[tuple[float, float]], min_age_s: float = 0.0) -> float | None:
     """The largest ``LR = W / A`` over ``(wait, age)`` pairs whose age is at least ``min_age_s``
     (the goals count jobs of at least one round: a job of seconds that waited one round has an

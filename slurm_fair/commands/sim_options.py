@@ -103,7 +103,7 @@ engine_options = _group([
                  help="Start waiting jobs on GPUs freed, and arrivals, inside a round (as Slurm does), not at the "
                       "next round."),
     click.option("--reserve-after-lr", type=FiniteFloat(0, 1e6), default=2.0, show_default=True,
-                 help="A waiting job allocated time whose wait passes this many times its age goes first, and the "
+                 help="A waiting gang (more than one GPU) allocated time whose wait passes this many times its age goes first, and the "
                       "nodes it needs are kept idle until it fits (0: never)."),
     click.option("--fork-sync", type=FiniteFloat(0, 1, hi_open=True), default=0.10, show_default=True,
                  help="Progress lost by a job running as several copies (HadarE)."),

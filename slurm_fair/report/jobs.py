@@ -16,7 +16,6 @@ from .bins import overlap_s
 from .data import UNTYPED, ReportInputs
 from .missing import NotComputed
 
-
 def jobs_frame(inputs: ReportInputs) -> pd.DataFrame:
     """One row per accounting record with its window figures (docs/reports.md: jobs).
 
@@ -154,13 +153,17 @@ def _latency_ratios(df: pd.DataFrame, done: np.ndarray, all_jobs: list[Job], wor
 
 def wait_summary(jobs: pd.DataFrame) -> dict[str, float | None]:
     """Over all jobs of the report: mean wait (jobs that started), mean and max latency ratio
-    (completed jobs)."""
+    (completed jobs), and the max over completed jobs of at least one round."""
     def stat(col: str, how: str) -> float | None:
         v = jobs[col].dropna() if col in jobs else pd.Series(dtype=float)
         return float(getattr(v, how)()) if len(v) else None
 
+    pairs = [] if "age_s" not in jobs else [
+        (float(w), float(a)) for w, a in zip(jobs["wait_s"], jobs["age_s"]) if pd.notna(w) and pd.notna(a)]
     return {"wait_mean_s": stat("wait_s", "mean"), "latency_ratio_mean": stat("latency_ratio", "mean"),
-            "latency_ratio_max": stat("latency_ratio", "max")}
+            "latency_ratio_max": stat("latency_ratio", "max"),
+            # the simulator's latency_ratio_max_1round: jobs of at least one round (360 s)
+            "latency_ratio_max_1round": fairness.worst_latency_ratio(pairs, fairness.LR_MIN_AGE_S)}
 
 
 def _speed(inputs: ReportInputs, job_id: str, gpu_type: str, types: list[str]) -> dict[str, float]:

@@ -86,7 +86,7 @@ class SimConfig:
     requeue_hold_s: float = 0.0
     #: start waiting jobs on GPUs freed, and arrivals, inside a round (Slurm is work-conserving)
     fill_between_rounds: bool = False
-    #: a waiting job allocated some time whose wait passes this many times its age (Hops'
+    #: a waiting gang allocated some time whose wait passes this many times its age (Hops'
     #: latency ratio, at least one round) goes first in the rounding step, and the nodes that will
     #: hold it are kept idle while jobs that cannot be stopped still hold them (Slurm's backfill
     #: reservation for its top job); None: never

@@ -19,14 +19,15 @@ if TYPE_CHECKING:  # the engine imports this module
 
 
 def overdue(active: list[JobState], now: float, config: "SimConfig", capacity: Mapping[str, int]) -> dict[str, float]:
-    """Waiting jobs (holding no GPUs) whose latency ratio so far passes ``reserve_after_lr`` and
-    that waited at least a round, with that ratio."""
+    """Waiting gangs (more than one GPU, holding none) whose latency ratio so far passes
+    ``reserve_after_lr`` and that waited at least a round, with that ratio. A single GPU is
+    never kept from a job by fragmentation: who runs among those is the policy's order alone."""
     bound = config.reserve_after_lr
     if bound is None:
         return {}
     out: dict[str, float] = {}
     for s in active:
-        if s.seat.spot is not None:
+        if s.seat.spot is not None or s.trace.gpus <= 1:
             continue
         waited = fairness.wait_s(now - s.trace.arrival_s, s.attained_s)
         age = s.attained_s + fairness.age_s(s.remaining, s.throughput, capacity)

@@ -199,11 +199,6 @@ def job_latency_ratio(record: JobRecord, capacity: Mapping[str, int]) -> float |
     return None if wait is None or age is None else fairness.latency_ratio(wait, age)
 
 
-#: the goals' "worst latency ratio" counts jobs of at least one round (Gavel's 360 s): a job of
-#: seconds that waited one round has an LR of hundreds that says nothing about starvation
-LR_MIN_AGE_S = 360.0
-
-
 def wait_lr_stats(records: Iterable[JobRecord], capacity: Mapping[str, int]) -> dict[str, float | None]:
     """Average wait, mean and max latency ratio of the finished jobs (Hops' Table 3/4 columns),
     and the max over jobs of at least one round (``latency_ratio_max_1round``,
@@ -215,7 +210,7 @@ def wait_lr_stats(records: Iterable[JobRecord], capacity: Mapping[str, int]) -> 
     lr_mean, _, _, lr_max = _stats(lrs)
     return {"avg_wait_s": float(np.mean(waits)) if waits else None,
             "latency_ratio_mean": lr_mean, "latency_ratio_max": lr_max,
-            "latency_ratio_max_1round": fairness.worst_latency_ratio(pairs, LR_MIN_AGE_S)}
+            "latency_ratio_max_1round": fairness.worst_latency_ratio(pairs, fairness.LR_MIN_AGE_S)}
 
 
 def normalised(record: JobRecord, gpu_type: str) -> float:
