@@ -30,27 +30,47 @@ from . import PolicyOptions
 XMap = Mapping[str, Mapping[str, float]]
 
 
-def priority(problem: Problem, job: Job, keep_bonus: float) -> float:
-    """Latency-ratio aging: ``g_j (1 + LR_j)``, times ``keep_bonus`` for a running job.
+def priority(problem: Problem, job: Job, keep_bonus: float, iso_jct: float | None = None) -> float:
+    """Aging: ``g_j max(1 + LR_j, rho_j)``, times ``keep_bonus`` for a running job.
 
     ``LR_j = W_j / A_j`` is Hops' latency ratio so far: ``W_j`` the time in the system not run
     (``age_s - attained_s``), ``A_j`` its predicted run time without waiting (time run so far
-    plus :func:`slurm_fair.fairness.age_s` of its remaining work). ``g_j`` makes the value per
-    GPU of a gang equal to a single GPU job's at the same ratio, so a gang is not passed over for
+    plus :func:`slurm_fair.fairness.age_s` of its remaining work). ``rho_j`` (when ``iso_jct``,
+    the job's isolated JCT taken when it was first seen, is known) is the finish-time ratio it
+    reaches at best, running from now on its fastest type: ``(age_s + rem / T_max) / JCT_iso``.
+    ``A_j`` averages over the types, so a job much faster on one type has a small ratio while
+    its ``rho`` grows: the larger of the two keeps both bounded. ``g_j`` makes the value per GPU
+    of a gang equal to a single GPU job's at the same ratio, so a gang is not passed over for
     being a gang. ``keep_bonus`` is the hysteresis: a running job is stopped only for a job whose
-    ratio beats its own by that factor, since the stop costs a restart."""
+    value beats its own by that factor, since the stop costs a restart."""
     waited = max(0.0, float(job.age_s or 0.0) - float(job.attained_s))
     if job.remaining_work is not None:
         ahead = fairness.age_s(float(job.remaining_work), job.throughput, problem.gpu_types)
     else:
         ahead = float("inf")
     age = float(job.attained_s) + (ahead if ahead < float("inf") else 0.0)
-    ratio = waited / max(age, 1.0)
-    return job.gpus * (1.0 + ratio) * (keep_bonus if job.prev_type else 1.0)
+    value = 1.0 + waited / max(age, 1.0)
+    if iso_jct and job.remaining_work is not None and job.best_throughput > 0:
+        value = max(value, (float(job.age_s or 0.0) + float(job.remaining_work) / job.best_throughput) / iso_jct)
+    return job.gpus * value * (keep_bonus if job.prev_type else 1.0)
+
+
+def isolated_jcts(problem: Problem, state: dict) -> dict[str, float]:
+    """Each job's isolated JCT (:func:`slurm_fair.fairness.isolated_jct` of its remaining work)
+    taken the first time the policy sees it, kept in the policy state (``oef.iso_jct``) as the
+    finish-time baseline the metrics take at arrival; jobs gone are dropped."""
+    memo: dict[str, float] = state.setdefault("oef.iso_jct", {})
+    ids = {j.id for j in problem.jobs}
+    for jid in [j for j in memo if j not in ids]:
+        del memo[jid]
+    for j in problem.jobs:
+        if j.id not in memo and j.remaining_work is not None:
+            memo[j.id] = fairness.isolated_jct(problem, j.id, float(j.remaining_work)) or 0.0
+    return memo
 
 
 def share_bundle(problem: Problem, tenant: str, x: XMap, options: PolicyOptions,
-                 keep_bonus: float = 2.0) -> tuple[dict[str, dict[str, float]], bool]:
+                 keep_bonus: float = 2.0, iso: Mapping[str, float] | None = None) -> tuple[dict[str, dict[str, float]], bool]:
     """Tenant ``tenant``'s jobs' shares of its bundle in ``x``: ``max sum_j p_j r_j`` (``p_j``
     :func:`priority`, ``r_j`` the job's normalised rate) inside the bundle (module docstring). A vertex of this LP runs most jobs all the time or not
     at all, highest ratio first, which is what keeps waits short (time-slicing every job a
@@ -71,7 +91,7 @@ def share_bundle(problem: Problem, tenant: str, x: XMap, options: PolicyOptions,
         return keep, False
     objective: dict[int, float] = {}
     for g, j in zip(groups, jobs):
-        p = priority(problem, j, keep_bonus)
+        p = priority(problem, j, keep_bonus, (iso or {}).get(j.id))
         for col, n in lp.class_rate(g).items():
             objective[col] = p * n
     lp.set_objective(objective)
@@ -112,8 +132,9 @@ def two_level(problem: Problem, x: XMap, options: PolicyOptions,
     rows and how many tenants' rows were re-shared."""
     out: dict[str, dict[str, float]] = {}
     changed = 0
+    iso = isolated_jcts(problem, options.state)
     for u in problem.active_tenants:
-        rows, done = share_bundle(problem, u, x, options, keep_bonus)
+        rows, done = share_bundle(problem, u, x, options, keep_bonus, iso)
         out.update(rows)
         changed += done
     return out, changed

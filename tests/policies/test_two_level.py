@@ -126,3 +126,17 @@ def test_an_overdue_gang_goes_first_and_its_node_is_kept_idle_when_blocked() -> 
     assert "g" not in held.types
     assert dict(held.reserved["v100"]) == {"n1": 3}
     assert {n for j in ("s2", "s3", "s4") if j in held.types for n in held.node_gpus[j]} <= {"n2"}
+
+
+def test_the_priority_is_the_larger_of_the_latency_ratio_and_the_best_finish_time_ratio() -> None:
+    from slurm_fair.policies._inside import priority
+
+    # 10x faster on v100 than on k80: Hops' age averages the two types (2 GPUs each):
+    # A = 0.5 * 3600 + 0.5 * 36000 = 19800 s, so 3600 s of waiting is a ratio of 0.18 only
+    p = Problem({"v100": 2, "k80": 2}, {"a": 1.0}, ())
+    job = Job("j", "a", 1, {"v100": 10.0, "k80": 1.0}, remaining_work=36000.0, age_s=3600.0)
+    assert priority(p, job, 2.0) == pytest.approx(1 + 3600 / 19800)
+    # its isolated JCT was 3600 s: it can finish at best at 3600 + 3600 s, rho >= 2
+    assert priority(p, job, 2.0, iso_jct=3600.0) == pytest.approx(2.0)
+    running = Job("r", "a", 2, {"v100": 10.0, "k80": 1.0}, remaining_work=36000.0, age_s=0.0, prev_type="v100")
+    assert priority(p, running, 2.0) == pytest.approx(2 * 1.0 * 2.0)  # g_j x (1 + 0) x keep bonus
