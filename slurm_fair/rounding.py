@@ -324,6 +324,9 @@ def _serve_overdue(problem: Problem, allocation: Allocation, overdue: Mapping[st
     """Overdue jobs first (see :func:`place`); what is held idle for those that do not fit."""
     jobs = {j.id: j for j in problem.jobs}
     reserved: dict[str, dict[str, int]] = {}
+    #: what jobs that cannot be stopped leave free: a gang that fits there waits for an overdue
+    #: job ahead of it, not for a drain, and gets nothing held
+    after_fixed = pool.copy()
     for job_id in sorted(overdue, key=lambda j: (-overdue[j], j)):
         job = jobs.get(job_id)
         if job is None or job_id in types:
@@ -339,9 +342,13 @@ def _serve_overdue(problem: Problem, allocation: Allocation, overdue: Mapping[st
                     node_gpus[job_id] = got
                 break
         else:
-            if allocated:
-                for n, g in _drain(problem, pool, job, allocated[0]).items():
-                    reserved.setdefault(allocated[0], {})[n] = reserved.get(allocated[0], {}).get(n, 0) + g
+            # one drain per type and round (Slurm's backfill reserves for its top job), and only
+            # when jobs that cannot be stopped are what keeps the gang out
+            k = allocated[0] if allocated else None
+            if k is not None and k not in reserved and after_fixed.fit(job.shape, k, _hosts(job)) is None:
+                held = _drain(problem, pool, job, k)
+                if held:
+                    reserved[k] = held
     return reserved
 
 
