@@ -43,7 +43,11 @@ def replanner(sim: "Simulator", options: PolicyOptions) -> Replan:
     names them."""
     def replan(now: float, waiting: list[JobState], free: FreeGpus) -> list[tuple[JobState, str, Mapping[str, int]]]:
         capacity = {k: v for k, v in free.by_type.items() if v > 0}
-        if not capacity:
+        # only jobs that can run on a type with GPUs free now (a problem of jobs that can run
+        # nowhere has nothing to plan)
+        waiting = [s for s in waiting if any(s.throughput.get(k, 0.0) > 0 and v >= s.trace.gpus
+                                             for k, v in capacity.items())]
+        if not capacity or not waiting:
             return []
         nodes = tuple(NodeCapacity(n.name, n.gpu_type, free.by_node.get(n.gpu_type, {}).get(n.name, 0), n.speed)
                       for n in sim.nodes if free.by_node.get(n.gpu_type, {}).get(n.name, 0) > 0)
