@@ -15,8 +15,9 @@ the exact checks with ``eps``.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 
 from .grouplp import GroupLP
@@ -399,6 +400,61 @@ def isolated_jct(problem: Problem, job_id: str, work: float) -> float | None:
     shares = _best_time_shares(job, _isolated_fractions(problem)[job.tenant], problem.gpu_types)
     rate = sum(job.throughput[k] * z for k, z in shares.items())
     return work / rate if rate > 0 else None
+
+
+@dataclass(frozen=True)
+class JobSpan:
+    """A job's life as the per-job measures see it (simulator records and sacct records alike):
+    ``work`` in the units of ``throughput`` (steps and steps/s, or seconds on its fastest type
+    and ``n_jk``); ``end_s`` None while it has not ended (in the system from then on)."""
+
+    id: str
+    tenant: str
+    weight: float
+    gpus: int
+    throughput: Mapping[str, float]
+    arrival_s: float
+    end_s: float | None
+    work: float | None
+
+
+def rhos_at_arrival(spans: Sequence[JobSpan], capacity: Mapping[str, int]) -> dict[str, float]:
+    """``rho_j = JCT_j / JCT_j^iso`` of every ended job with a known baseline, ``JCT_iso``
+    (:func:`isolated_jct`) taken over the jobs in the system at its arrival (arrived, not ended;
+    itself included) and frozen from then on (Gavel's snapshot idea). The one definition the
+    simulator's metrics, the report and ``testbed replay`` use."""
+    order = sorted(spans, key=lambda s: s.arrival_s)
+    arrivals = [s.arrival_s for s in order]
+    as_job = {s.id: Job(s.id, s.tenant, s.gpus, s.throughput) for s in spans}
+    out: dict[str, float] = {}
+    for s in spans:
+        if s.end_s is None or not s.work or not s.throughput:
+            continue
+        upto = bisect.bisect_right(arrivals, s.arrival_s)
+        present = [p for p in order[:upto] if p.end_s is None or p.end_s > s.arrival_s or p.id == s.id]
+        problem = Problem(capacity, {p.tenant: p.weight for p in present}, tuple(as_job[p.id] for p in present))
+        iso = isolated_jct(problem, s.id, s.work)
+        if iso:
+            out[s.id] = ftf_rho(s.end_s - s.arrival_s, iso)
+    return out
+
+
+def wait_s(jct_s: float, ran_s: float) -> float:
+    """Hops' wait ``W``: time in the system not running (``JCT - time run``, at least 0)."""
+    return max(0.0, jct_s - ran_s)
+
+
+#: the goals' "worst latency ratio" counts jobs of at least one round (Gavel's 360 s): a job of
+#: seconds that waited one round has an LR of hundreds that says nothing about starvation
+LR_MIN_AGE_S = 360.0
+
+
+def worst_latency_ratio(pairs: Iterable[tuple[float, float]], min_age_s: float = 0.0) -> float | None:
+    """The largest ``LR = W / A`` over ``(wait, age)`` pairs whose age is at least ``min_age_s``
+    (the goals count jobs of at least one round: a job of seconds that waited one round has an
+    LR of hundreds that says nothing about starvation); None when there is none."""
+    lrs = [latency_ratio(w, a) for w, a in pairs if a >= min_age_s]
+    return max(lrs) if lrs else None
 
 
 def ftf_rho(jct_s: float, isolated_jct_s: float) -> float:

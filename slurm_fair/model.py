@@ -220,6 +220,10 @@ class Allocation:
     #: why the model failed, when ``status`` is ``fallback``
     fallback_reason: str | None = None
     info: Mapping[str, object] = field(default_factory=dict)
+    #: two levels (docs/oef.md): the tenant-level allocation whose bundles the tenants hold,
+    #: ``x`` sharing each tenant's bundle among its jobs by job-level fairness; SI, EF and PE are
+    #: properties of these bundles (None: one level, ``x`` itself)
+    tenant_x: Mapping[str, Mapping[str, float]] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -228,6 +232,8 @@ class Allocation:
         object.__setattr__(self, "nodes", frozen_map({j: tuple(v) for j, v in self.nodes.items()}))
         object.__setattr__(self, "forks", frozen_map(self.forks))
         object.__setattr__(self, "info", frozen_map(self.info))
+        if self.tenant_x is not None:
+            object.__setattr__(self, "tenant_x", frozen_map({j: frozen_map(v) for j, v in self.tenant_x.items()}))
 
     def fraction(self, job_id: str, gpu_type: str) -> float:
         return float(self.x.get(job_id, {}).get(gpu_type, 0.0))

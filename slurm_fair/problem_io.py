@@ -223,7 +223,8 @@ def _runs_nowhere(where: str, gpus: int, throughput: dict[str, float],
 def allocation_to_dict(problem: Problem, allocation: Allocation) -> dict[str, Any]:
     """docs/fairness.md's allocation output: policy, status, solver, solve_seconds, allocation
     (``x_jk``, zero types omitted), tenants (bundle, utility) and efficiency; the allocation's
-    ``nodes``, ``forks`` (when not empty), ``efficiency_bound`` and ``fallback_reason`` (when
+    ``tenant_level`` (two levels: each tenant's bundle and its value ``V_u`` at the tenant
+    level), ``nodes``, ``forks`` (when not empty), ``efficiency_bound`` and ``fallback_reason`` (when
     set), and its ``info`` entries that are plain JSON values, beside them."""
     from . import fairness  # local: fairness imports the solver, which readers do not need
 
@@ -242,6 +243,11 @@ def allocation_to_dict(problem: Problem, allocation: Allocation) -> dict[str, An
         },
         "efficiency": sum(utilities.values()),
     }
+    if allocation.tenant_x is not None:  # two levels: the bundles SI, EF and PE are about
+        top = {j.id: dict(allocation.tenant_x.get(j.id, {})) for j in problem.jobs}
+        top_util, top_bundles = fairness.tenant_utilities(problem, top), fairness.tenant_bundles(problem, top)
+        out["tenant_level"] = {u: {"bundle": {k: v for k, v in top_bundles[u].items() if v > 1e-12},
+                                   "value": top_util[u]} for u in problem.active_tenants}
     typed: dict[str, Any] = {
         "nodes": {j: list(v) for j, v in allocation.nodes.items()}, "forks": dict(allocation.forks),
         "efficiency_bound": allocation.efficiency_bound, "fallback_reason": allocation.fallback_reason,

@@ -79,6 +79,9 @@ class Placement:
     priority: Mapping[str, float] = field(default_factory=dict)
     #: GPUs taken on each node per job (``{job: {node: gpus}}``), beside ``nodes``
     node_gpus: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    #: GPUs held idle this round for overdue jobs that could not start yet (``{type: {node:
+    #: gpus}}``; without node structure ``{type: {"": gpus}}``): nothing else may start there
+    reserved: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "types", frozen_map(self.types))
@@ -87,6 +90,7 @@ class Placement:
         object.__setattr__(
             self, "node_gpus", frozen_map({j: frozen_map(v) for j, v in self.node_gpus.items()})
         )
+        object.__setattr__(self, "reserved", frozen_map({k: frozen_map(v) for k, v in self.reserved.items()}))
 
     def gpus_used(self, problem: Problem) -> dict[str, int]:
         """GPUs per type this placement occupies."""
@@ -199,6 +203,7 @@ def place(
     prev_nodes: Mapping[str, Mapping[str, int]] | None = None,
     fixed: Mapping[str, str] | None = None,
     sticky: bool = False,
+    overdue: Mapping[str, float] | None = None,
 ) -> Placement:
     """Turn ``allocation`` into this round's placement (see the module docstring).
 
@@ -208,6 +213,11 @@ def place(
     ``sticky``: stopping and restarting a job is expensive (Slurm's requeue hold), so a job
     allocated the whole period is never displaced by one allocated less, and leftover GPUs do
     not go to a job allocated a much faster type (module docstring).
+    ``overdue[job]``: how far a waiting job is past its wait bound (the caller's rule); such a
+    job allocated some time goes before every other (most overdue first), on the fastest type it
+    is allocated that fits, and when none fits now (jobs that cannot be stopped hold the
+    GPUs) the free GPUs of the nodes that will hold it are kept idle (``Placement.reserved``),
+    as Slurm's backfill reserves nodes for its top job, so smaller jobs cannot keep taking them.
     """
     received = received or {}
     prev = prev or {}
@@ -241,6 +251,8 @@ def place(
                 return kept
         return pool.take(job.shape, k, _hosts(job), wanted(job_id, k))
 
+    reserved = _serve_overdue(problem, allocation, overdue or {}, pool, types, node_gpus, take, prev)
+
     # service received so far (share of the job's rounds it ran, any type): among "never ran
     # here" pairs, a job that never ran anywhere goes before one that ran on another type
     service = {j: sum(float(v) for v in received.get(j, {}).values()) for j in jobs}
@@ -269,7 +281,7 @@ def place(
                 break
 
     nodes = {j: tuple(sorted(used)) for j, used in node_gpus.items()}
-    return Placement(types=types, nodes=nodes, priority=job_priority, node_gpus=node_gpus)
+    return Placement(types=types, nodes=nodes, priority=job_priority, node_gpus=node_gpus, reserved=reserved)
 
 
 def _ranked_pairs(
@@ -326,6 +338,65 @@ def _fill_types(job: Job, problem: Problem, allocation: Allocation, prev: Mappin
         (k for k in problem.gpu_types if job.throughput.get(k, 0.0) > 0 and job.normalised(k) >= floor - _EPS),
         key=lambda k: (-job.normalised(k), 0 if prev.get(job.id) == k else 1, k),
     )
+
+def _serve_overdue(problem: Problem, allocation: Allocation, overdue: Mapping[str, float], pool: Pool,
+                   types: dict[str, str], node_gpus: dict[str, dict[str, int]],
+                   take: Callable[[str, str], dict[str, int] | None],
+                   prev: Mapping[str, str]) -> dict[str, dict[str, int]]:
+    """Overdue jobs first (see :func:`place`); what is held idle for those that do not fit."""
+    jobs = {j.id: j for j in problem.jobs}
+    reserved: dict[str, dict[str, int]] = {}
+    #: what jobs that cannot be stopped leave free: a gang that fits there waits for an overdue
+    #: job ahead of it, not for a drain, and gets nothing held
+    after_fixed = pool.copy()
+    for job_id in sorted(overdue, key=lambda j: (-overdue[j], j)):
+        job = jobs.get(job_id)
+        if job is None or job_id in types:
+            continue
+        allocated = sorted((k for k in problem.gpu_types if allocation.fraction(job_id, k) > _EPS
+                            and job.throughput.get(k, 0.0) > 0),
+                           key=lambda k: (-job.normalised(k), 0 if prev.get(job_id) == k else 1, k))
+        for k in allocated:
+            got = take(job_id, k)
+            if got is not None:
+                types[job_id] = k
+                if pool.with_nodes:
+                    node_gpus[job_id] = got
+                break
+        else:
+            # one drain per type and round (Slurm's backfill reserves for its top job), and only
+            # when jobs that cannot be stopped are what keeps the gang out
+            first = allocated[0] if allocated else None
+            if first is not None and first not in reserved and after_fixed.fit(job.shape, first, _hosts(job)) is None:
+                held = _drain(problem, pool, job, first)
+                if held:
+                    reserved[first] = held
+    return reserved
+
+
+def _drain(problem: Problem, pool: Pool, job: Job, gpu_type: str) -> dict[str, int]:
+    """Hold the free GPUs of the nodes that will hold ``job`` on ``gpu_type`` (the nodes most
+    free first, as many as its gang needs and no more GPUs than it needs per node)."""
+    if not pool.with_nodes:
+        got = min(job.gpus, max(0, pool.free_type.get(gpu_type, 0)))
+        if got:
+            pool.hold(gpu_type, {}, got)
+        return {"": got} if got else {}
+    per_node = job.shape.per_node or job.gpus
+    size = {n.name: n.gpus for n in problem.nodes if n.gpu_type == gpu_type}
+    free = pool.free_node.get(gpu_type, {})
+    nodes = sorted((n for n in free if size.get(n, 0) >= min(per_node, job.gpus)), key=lambda n: (-free[n], n))
+    want, out = job.gpus, {}
+    for n in nodes:
+        if want <= 0:
+            break
+        g = min(free[n], per_node, want)
+        want -= min(size[n], per_node, want)
+        if g > 0:
+            out[n] = g
+    if out:
+        pool.hold(gpu_type, out)
+    return out
 
 
 def _rounded(value: float) -> float:

@@ -103,6 +103,9 @@ engine_options = _group([
     click.option("--fill-between-rounds", is_flag=True,
                  help="Start waiting jobs on GPUs freed, and arrivals, inside a round (as Slurm does), not at the "
                       "next round."),
+    click.option("--reserve-after-lr", type=FiniteFloat(0, 1e6), default=2.0, show_default=True,
+                 help="A waiting gang (more than one GPU) allocated time whose wait passes this many times its age "
+                      "goes first, and the nodes it needs are kept idle until it fits (0: never)."),
     click.option("--fork-sync", type=FiniteFloat(0, 1, hi_open=True), default=0.10, show_default=True,
                  help="Progress lost by a job running as several copies (HadarE)."),
     click.option("--resolve-every", type=Integer(1), default=1, show_default=True,
@@ -120,15 +123,17 @@ engine_options = _group([
 
 
 def _sim_config(round_s: float, restart_s: float, requeue_hold_s: float, fill_between_rounds: bool,
-                fork_sync: float, resolve_every: int, horizon_h: float | None, no_fairness_checks: bool,
-                solver: str, policy_options: tuple[str, ...] = (), knowledge: str = "oracle") -> SimConfig:
+                reserve_after_lr: float, fork_sync: float, resolve_every: int, horizon_h: float | None,
+                no_fairness_checks: bool, solver: str, policy_options: tuple[str, ...] = (),
+                knowledge: str = "oracle") -> SimConfig:
     from ..policies import parse_params
     from ..sim.knowledge import parse_knowledge
     from ..solver import resolve
 
     return SimConfig(
         round_s=round_s, restart_s=restart_s, requeue_hold_s=requeue_hold_s,
-        fill_between_rounds=fill_between_rounds, fork_sync=fork_sync, resolve_every=resolve_every,
+        fill_between_rounds=fill_between_rounds, reserve_after_lr=reserve_after_lr or None,
+        fork_sync=fork_sync, resolve_every=resolve_every,
         horizon_s=horizon_h * 3600 if horizon_h else None, check_fairness=not no_fairness_checks,
         solver=resolve(solver), policy_params=parse_params(policy_options), knowledge=parse_knowledge(knowledge),
     )

@@ -162,7 +162,7 @@ def _from_document(doc: object, source: str) -> ThroughputTable:
             if problem := throughput_problem(raw):
                 problems.append(Finding(where, f'throughput ("null") {problem}'))
                 continue
-            table[job] = float(raw)
+            table[job] = float(raw)  # type: ignore[arg-type]  # checked by throughput_problem
         data[gpu_type] = table
     if problems:
         raise InputError(source, problems)
@@ -175,6 +175,6 @@ def load(path: str | Path | None = None) -> ThroughputTable:
     Bad files raise :class:`InputError` naming the file and every bad key.
     """
     if path is None:
-        text = resources.files("slurm_fair").joinpath("data", "gavel_throughputs.json").read_text()
+        text = resources.files("slurm_fair").joinpath("data").joinpath("gavel_throughputs.json").read_text()
         return _from_document(parse_json(text, EMBEDDED), EMBEDDED)
     return _from_document(load_json(path, "throughput"), str(path))

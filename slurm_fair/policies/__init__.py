@@ -97,6 +97,9 @@ class PolicyInfo:
     dynamic: bool = False
     #: the parameters it declares (``{key: Param}``), read with :meth:`PolicyOptions.param`
     params: Mapping[str, Param] = field(default_factory=dict)
+    #: True when it re-plans inside a round when GPUs free up (Hops): the simulator calls it
+    #: again at completions and arrivals on the waiting jobs and the GPUs free then
+    replans: bool = False
 
 
 _REGISTRY: dict[str, PolicyInfo] = {}
@@ -104,14 +107,14 @@ _loaded = False
 
 
 def register(name: str, description: str, dynamic: bool = False,
-             params: Mapping[str, Param] | None = None) -> Callable[[AllocateFn], AllocateFn]:
+             params: Mapping[str, Param] | None = None, replans: bool = False) -> Callable[[AllocateFn], AllocateFn]:
     """Decorator: register ``fn`` under ``name`` (names are unique), with the parameters it
     declares."""
 
     def deco(fn: AllocateFn) -> AllocateFn:
         if name in _REGISTRY and getattr(_REGISTRY[name].allocate, "__wrapped__", None) is not fn:
             raise RuntimeError(f"policy {name!r} registered twice")
-        _REGISTRY[name] = PolicyInfo(name, _empty_is_empty(name, fn), description, dynamic, dict(params or {}))
+        _REGISTRY[name] = PolicyInfo(name, _empty_is_empty(name, fn), description, dynamic, dict(params or {}), replans)
         return fn
 
     return deco

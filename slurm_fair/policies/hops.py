@@ -19,8 +19,9 @@ The first plan re-plans every job on the whole cluster (jobs may change type and
 rounds, §3.6). The second is the paper's in-round re-plan on the GPUs the first left idle: the
 window recomputed over the jobs still waiting, plus the *sensitivity adjustment* (jobs beyond
 the window with below-average placement sensitivity promoted into the idle GPUs). The engine
-calls a policy once per round, so plans on GPUs freed mid-round are left to the simulator's
-``--fill-between-rounds`` (Slurm's backfill does the same on the real cluster).
+calls it again inside a round at every completion and arrival (``replans=True``: the paper's
+re-plan when GPUs free up), on the jobs still waiting and the GPUs free then; the controller's
+mirror is a cycle triggered by job ends (``controller/trigger.py``).
 
 Output: ``x[j] = {type: 1.0}`` for the placed jobs and ``Allocation.nodes`` naming their nodes
 (the rounding step honours them when there is room). ``options.state["hops_nodes"]`` keeps this
@@ -111,7 +112,8 @@ def promote(win: list[Job], queue: list[Job], idle: int, rho: Mapping[str, float
 
 
 @register("hops", "Hops: latency-ratio window, weighted ILP over per-node configurations, "
-          "spread and fragment filling for placement-insensitive jobs", dynamic=True, params=PARAMS)
+          "spread and fragment filling for placement-insensitive jobs", dynamic=True, params=PARAMS,
+          replans=True)
 def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
     lam, sigma, gap = (options.param("hops", k) for k in ("lambda", "sigma", "gap"))

@@ -11,11 +11,10 @@ import numpy as np
 import pandas as pd
 
 from .. import fairness
-from ..model import Job, Problem
+from ..model import Job
 from .bins import overlap_s
 from .data import UNTYPED, ReportInputs
 from .missing import NotComputed
-
 
 def jobs_frame(inputs: ReportInputs) -> pd.DataFrame:
     """One row per accounting record with its window figures (docs/reports.md: jobs).
@@ -83,7 +82,8 @@ def ftf_frame(jobs: pd.DataFrame, inputs: ReportInputs, missing: list[NotCompute
     so_far = df["elapsed_s"].where(df["end"].notna(), (now - df["start"]).dt.total_seconds().clip(lower=0.0))
     ran = so_far.groupby(df["job_id"]).transform("sum")
     span = (df["end"].fillna(now) - df["first_submit"]).dt.total_seconds()
-    df["wait_s"] = np.where(df["final"] & df["first_start"].notna(), np.maximum(0.0, span - ran), np.nan)
+    waits = np.vectorize(fairness.wait_s, otypes=[float])(span, ran)
+    df["wait_s"] = np.where(df["final"] & df["first_start"].notna(), waits, np.nan)
     df["jct_s"] = (df["end"] - df["first_submit"]).dt.total_seconds()
     done = (df["final"] & df["state"].eq("COMPLETED") & df["end"].notna() & df["start"].notna()
             & df["first_submit"].notna())
@@ -97,29 +97,35 @@ def ftf_frame(jobs: pd.DataFrame, inputs: ReportInputs, missing: list[NotCompute
         missing.append(NotComputed("finish-time fairness and latency ratio", "no GPU capacity known"))
         return df
     types = sorted(inputs.capacity)
-    stop = pd.Timestamp(inputs.now)
-    end_eff = df["end"].fillna(stop).to_numpy(dtype="datetime64[ns]")
-    submit = df["first_submit"].fillna(df["first_start"]).to_numpy(dtype="datetime64[ns]")
-    final = df["final"].to_numpy()
-    # Job objects built once; each completed job's problem is the subset active at its submit
+    # Job objects built once; the per-job measures' one definition (fairness.rhos_at_arrival)
+    # takes each completed job's baseline over the jobs in the system at its first submission
     all_jobs = [
         Job(r.job_id, r.tenant, int(r.gpus), _speed(inputs, r.job_id, r.gpu_type, types))
         for r in df.itertuples(index=False)
     ]
-    weights = dict(inputs.weights)
-    iso = np.full(len(df), np.nan)
-    rho = np.full(len(df), np.nan)
     # seconds on its fastest type, over all its runs
     work = (df["elapsed_s"] * df["n"]).groupby(df["job_id"]).transform("sum").to_numpy()
     jct = df["jct_s"].to_numpy()
-    for i in np.flatnonzero(done.to_numpy()):
-        t = submit[i]
-        active = np.flatnonzero(final & (submit <= t) & (end_eff > t))
-        problem = Problem(gpu_types=inputs.capacity, tenants=weights, jobs=tuple(all_jobs[a] for a in active))
-        jct_iso = fairness.isolated_jct(problem, all_jobs[i].id, float(work[i]))
-        if jct_iso:  # a run shorter than sacct's second has no measurable rho
-            iso[i] = jct_iso
-            rho[i] = fairness.ftf_rho(jct[i], jct_iso)
+    final = df["final"].to_numpy()
+    submit = df["first_submit"].fillna(df["first_start"])
+    t0 = submit.min()
+    done_np = done.to_numpy()
+    spans = []
+    ends = df["end"]
+    for i in np.flatnonzero(final & submit.notna().to_numpy()):
+        # seconds from the first submission; a job that ended without completing leaves the
+        # system at its end (no rho of its own: work None), one still running stays in it
+        arrive = (submit.iloc[i] - t0).total_seconds()
+        end = None if pd.isna(ends.iloc[i]) else (ends.iloc[i] - t0).total_seconds()
+        spans.append(fairness.JobSpan(
+            str(i), all_jobs[i].tenant, float(inputs.weights.get(all_jobs[i].tenant, 1.0)), all_jobs[i].gpus,
+            all_jobs[i].throughput, arrive, end, float(work[i]) if done_np[i] else None))
+    rhos = fairness.rhos_at_arrival(spans, inputs.capacity)
+    iso = np.full(len(df), np.nan)
+    rho = np.full(len(df), np.nan)
+    for key, value in rhos.items():
+        rho[int(key)] = value  # a run shorter than sacct's second has no measurable rho
+        iso[i] = jct[i] / value if value > 0 else np.nan
     df["jct_iso_s"] = iso
     df["ftf_rho"] = rho
     _latency_ratios(df, done.to_numpy(), all_jobs, work, inputs)
@@ -147,13 +153,17 @@ def _latency_ratios(df: pd.DataFrame, done: np.ndarray, all_jobs: list[Job], wor
 
 def wait_summary(jobs: pd.DataFrame) -> dict[str, float | None]:
     """Over all jobs of the report: mean wait (jobs that started), mean and max latency ratio
-    (completed jobs)."""
+    (completed jobs), and the max over completed jobs of at least one round."""
     def stat(col: str, how: str) -> float | None:
         v = jobs[col].dropna() if col in jobs else pd.Series(dtype=float)
         return float(getattr(v, how)()) if len(v) else None
 
+    pairs = [] if "age_s" not in jobs else [
+        (float(w), float(a)) for w, a in zip(jobs["wait_s"], jobs["age_s"]) if pd.notna(w) and pd.notna(a)]
     return {"wait_mean_s": stat("wait_s", "mean"), "latency_ratio_mean": stat("latency_ratio", "mean"),
-            "latency_ratio_max": stat("latency_ratio", "max")}
+            "latency_ratio_max": stat("latency_ratio", "max"),
+            # the simulator's latency_ratio_max_1round: jobs of at least one round (360 s)
+            "latency_ratio_max_1round": fairness.worst_latency_ratio(pairs, fairness.LR_MIN_AGE_S)}
 
 
 def _speed(inputs: ReportInputs, job_id: str, gpu_type: str, types: list[str]) -> dict[str, float]:

@@ -59,6 +59,7 @@ from .cluster import ClusterSpec
 from .fairness_check import FairnessChecker
 from .knowledge import Knowledge, KnowledgeSpec
 from .metrics import JobRecord, RoundSample
+from . import inround
 from .playout import JobState, Placed, RoundPlay, Seat, finish_time, progress_in
 from .workload import TraceJob, Workload
 from ..statuses import AllocationStatus
@@ -101,6 +102,14 @@ class SimConfig:
     requeue_hold_s: float = 0.0
     #: start waiting jobs on GPUs freed, and arrivals, inside a round (Slurm is work-conserving)
     fill_between_rounds: bool = False
+    #: a waiting gang allocated some time whose wait passes this many times its age (Hops'
+    #: latency ratio, at least one round) goes first in the rounding step, and the nodes that will
+    #: hold it are kept idle while jobs that cannot be stopped still hold them (Slurm's backfill
+    #: reservation for its top job); None: never
+    reserve_after_lr: float | None = 2.0
+    #: a policy that re-plans inside a round (``PolicyInfo.replans``, Hops) is called again at
+    #: every completion and arrival inside the round, on the waiting jobs and the GPUs free then
+    replan_in_round: bool = True
     #: policy parameters (``{"hops.lambda": 2.0}``, PolicyOptions.params)
     policy_params: Mapping[str, float] = field(default_factory=dict)
     #: what the policy knows of job speeds (:mod:`.knowledge`; oracle: the true speeds)
@@ -283,11 +292,12 @@ class Simulator:
             forks = allocation.forks
             received = self._received(active, forks, states)
             placement = self._place(placed_problem, allocation, active, forks, received, t)
-            incoming = admit_until(t + cfg.round_s - _EPS) if cfg.fill_between_rounds else []
+            replan = inround.replanner(self, options) if self.policy.replans and cfg.replan_in_round else None
+            incoming = admit_until(t + cfg.round_s - _EPS) if cfg.fill_between_rounds or replan else []
             play = RoundPlay(t, cfg, self.cluster.capacity, self.nodes, self.seats, self._speed)
             service = {j: sum(v.values()) for j, v in received.items()}
             sample, ran_last = play.play(active, self._members(placement, forks, active), ran_last, incoming,
-                                         placement.priority, service)
+                                         placement.priority, service, placement.reserved, replan)
             samples.append(replace(sample, si_ok=verdict[0], ef_ok=verdict[1]))
             self._learn([s for s in active + incoming if s.end_s is not None])
             active = [s for s in active + incoming if s.end_s is None]
@@ -337,7 +347,7 @@ class Simulator:
         placed_problem = self._with_forks(problem, allocation, active)
         verdict: tuple[bool | None, bool | None] = (None, None)
         if self.checker is not None:
-            verdict = self.checker.check(placed_problem, allocation.x)
+            verdict = self.checker.check(placed_problem, allocation.x, allocation.tenant_x)
         return problem, allocation, placed_problem, verdict
 
     def _received(self, active: list[JobState], forks: Mapping[str, str],
@@ -370,7 +380,8 @@ class Simulator:
                     fixed[mid] = seat.spot[0]
         # modelling Slurm's requeue hold, stops are as expensive as the controller's: its rules
         return rounding.place(problem, allocation, received, prev, prev_nodes, fixed,
-                              sticky=self.config.requeue_hold_s > 0)
+                              sticky=self.config.requeue_hold_s > 0,
+                              overdue=inround.overdue(active, now, self.config, self.cluster.capacity))
 
     def _unstoppable(self, seat: Seat, now: float) -> bool:
         """Still in its requeue hold or start latency, or started less than a round ago.

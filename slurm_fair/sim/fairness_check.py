@@ -1,5 +1,10 @@
 """Per-round SI/EF checks of a policy's allocation, memoised so long simulations stay cheap.
 
+Two levels (``Allocation.tenant_x``, docs/oef.md): SI and EF are properties of the tenants'
+bundles, so the tenant-level allocation is checked, and each tenant's bundle in ``x`` must lie
+inside its tenant-level bundle (``y_uk(x) <= y_uk(tenant_x) + eps``, per type): a tenant holding
+more than it was given fails both checks.
+
 What is checked: the policy's own ``x`` of the round (the shares it asked for, before the
 rounding step), with :func:`slurm_fair.fairness.is_sharing_incentive` and
 :func:`~slurm_fair.fairness.is_envy_free` themselves. Checking ``x`` judges the policy's
@@ -50,8 +55,15 @@ class FairnessChecker:
 
         return value
 
-    def check(self, problem: Problem, x: Mapping[str, Mapping[str, float]]) -> tuple[bool, bool]:
-        """(SI holds, EF holds) for allocation ``x`` of ``problem``."""
+    def check(self, problem: Problem, x: Mapping[str, Mapping[str, float]],
+              tenant_x: Mapping[str, Mapping[str, float]] | None = None) -> tuple[bool, bool]:
+        """(SI holds, EF holds) for allocation ``x`` of ``problem``; with ``tenant_x`` (two
+        levels) for ``tenant_x``, and both False when a tenant's bundle in ``x`` passes its
+        bundle in ``tenant_x``."""
+        if tenant_x is not None:
+            if not within_bundles(problem, x, tenant_x):
+                return False, False
+            x = tenant_x
         xkey = (
             tuple(sorted((j.id, j.tenant, j.gpus, tuple(sorted(j.throughput.items()))) for j in problem.jobs)),
             tuple(sorted((j, _bundle_key(row)) for j, row in x.items())),
@@ -63,3 +75,11 @@ class FairnessChecker:
             self._checks[xkey] = (fairness.is_sharing_incentive(problem, x, value),
                                   fairness.is_envy_free(problem, x, value))
         return self._checks[xkey]
+
+
+def within_bundles(problem: Problem, x: Mapping[str, Mapping[str, float]],
+                   tenant_x: Mapping[str, Mapping[str, float]]) -> bool:
+    """Every tenant's bundle in ``x`` inside its bundle in ``tenant_x`` (``eps`` per type)."""
+    inner, outer = fairness.tenant_bundles(problem, x), fairness.tenant_bundles(problem, tenant_x)
+    return all(v <= outer.get(u, {}).get(k, 0.0) + fairness.eps(outer.get(u, {}).get(k, 0.0))
+               for u, row in inner.items() for k, v in row.items())

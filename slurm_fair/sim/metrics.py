@@ -24,7 +24,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from .. import fairness
-from ..model import Job, Problem, frozen_map, normalised_throughput
+from ..model import frozen_map, normalised_throughput
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class JobRecord:
         """Hops' ``W``: a finished job's time in the system not running, ``JCT - ran_s`` (the
         wait before its first start plus every wait after a stop; None while unfinished)."""
         jct, ran = self.jct_s, self.ran_s()
-        return None if jct is None or ran is None else max(0.0, jct - ran)
+        return None if jct is None or ran is None else fairness.wait_s(jct, ran)
 
     def used_gpu_seconds(self) -> dict[str, float]:
         if self.gpu_seconds:
@@ -153,30 +153,17 @@ def makespan(records: Iterable[JobRecord]) -> float | None:
     return max(ends) - min(r.arrival_s for r in recs)
 
 
-def _active_at(records: Sequence[JobRecord], t: float) -> list[JobRecord]:
-    """Records in the system at time ``t`` (arrived, not finished)."""
-    return [r for r in records if r.arrival_s <= t and (r.end_s is None or r.end_s > t)]
+def spans(records: Sequence[JobRecord]) -> list[fairness.JobSpan]:
+    """The records as :class:`slurm_fair.fairness.JobSpan` (the per-job measures' input)."""
+    return [fairness.JobSpan(r.job_id, r.tenant, r.weight, r.gpus, r.throughput, r.arrival_s, r.end_s, r.work)
+            for r in records]
 
 
 def ftf_rhos(records: Sequence[JobRecord], capacity: Mapping[str, int]) -> dict[str, float]:
-    """``rho_j = JCT_j / JCT_j^iso`` for every finished job whose baseline is known.
-
-    ``JCT_iso`` is :func:`slurm_fair.fairness.isolated_jct` over the jobs in the system at the
-    job's arrival (arrived, not finished; the job itself included), frozen from then on (Gavel's
-    FTF baseline uses the same snapshot idea). Jobs without work or throughputs have none."""
-    as_job = {r.job_id: Job(r.job_id, r.tenant, r.gpus, r.throughput) for r in records}
-    out: dict[str, float] = {}
-    for r in records:
-        if r.jct_s is None or r.work is None or not r.throughput:
-            continue
-        present = _active_at(records, r.arrival_s)
-        if r not in present:
-            present.append(r)
-        problem = Problem(capacity, {p.tenant: p.weight for p in present}, tuple(as_job[p.job_id] for p in present))
-        iso = fairness.isolated_jct(problem, r.job_id, r.work)
-        if iso:
-            out[r.job_id] = fairness.ftf_rho(r.jct_s, iso)
-    return out
+    """``rho_j = JCT_j / JCT_j^iso`` for every finished job whose baseline is known
+    (:func:`slurm_fair.fairness.rhos_at_arrival`: the baseline over the jobs in the system at
+    the job's arrival). Jobs without work or throughputs have none."""
+    return fairness.rhos_at_arrival(spans(records), capacity)
 
 
 def job_slowdown(record: JobRecord) -> float | None:
@@ -213,13 +200,17 @@ def job_latency_ratio(record: JobRecord, capacity: Mapping[str, int]) -> float |
 
 
 def wait_lr_stats(records: Iterable[JobRecord], capacity: Mapping[str, int]) -> dict[str, float | None]:
-    """Average wait, mean and max latency ratio of the finished jobs (Hops' Table 3/4 columns)."""
+    """Average wait, mean and max latency ratio of the finished jobs (Hops' Table 3/4 columns),
+    and the max over jobs of at least one round (``latency_ratio_max_1round``,
+    :func:`slurm_fair.fairness.worst_latency_ratio`)."""
     recs = [r for r in records if r.finished]
     waits = [w for w in (r.wait_s for r in recs) if w is not None]
-    lrs = [x for x in (job_latency_ratio(r, capacity) for r in recs) if x is not None]
+    pairs = [(r.wait_s, a) for r in recs if r.wait_s is not None and (a := job_age(r, capacity)) is not None]
+    lrs = [fairness.latency_ratio(w, a) for w, a in pairs]
     lr_mean, _, _, lr_max = _stats(lrs)
     return {"avg_wait_s": float(np.mean(waits)) if waits else None,
-            "latency_ratio_mean": lr_mean, "latency_ratio_max": lr_max}
+            "latency_ratio_mean": lr_mean, "latency_ratio_max": lr_max,
+            "latency_ratio_max_1round": fairness.worst_latency_ratio(pairs, fairness.LR_MIN_AGE_S)}
 
 
 def normalised(record: JobRecord, gpu_type: str) -> float:
@@ -302,8 +293,9 @@ def samples_from_records(records: Sequence[JobRecord], capacity: Mapping[str, in
 
 def tenant_breakdown(records: Sequence[JobRecord], capacity: Mapping[str, int]) -> dict[str, dict[str, object]]:
     """Per tenant: jobs, finished, mean JCT, mean rho, average wait and mean/max latency ratio
-    (:func:`wait_lr_stats`), share of all GPU-seconds used on each type, and utility (GPU-seconds weighted by the job's normalised throughput on that type,
-    divided by the tenant's GPU-seconds: 1.0 means every GPU-second was on the job's best type)."""
+    (:func:`wait_lr_stats`), share of all GPU-seconds used on each type, and utility (GPU-seconds
+    weighted by the job's normalised throughput on that type, divided by the tenant's
+    GPU-seconds: 1.0 means every GPU-second was on the job's best type)."""
     rhos = ftf_rhos(records, capacity)
     used_by_type: dict[str, float] = {}
     per: dict[str, dict[str, float]] = {}

@@ -134,6 +134,10 @@ Placed = Mapping[str, list[tuple[str, str, Mapping[str, int]]]]
 _DONE, _ARRIVAL, _ELIGIBLE = 0, 1, 2
 
 
+#: a policy's in-round plan: (time, eligible waiting jobs, free GPUs) -> [(job, type, {node: gpus})]
+Replan = Callable[[float, list["JobState"], FreeGpus], list[tuple["JobState", str, Mapping[str, int]]]]
+
+
 class RoundPlay:
     """Plays one round from ``t0``: starts the placement, runs the in-round events when filling
     is on, and books progress, GPU-seconds and the round's sample."""
@@ -162,6 +166,7 @@ class RoundPlay:
         self.seq = itertools.count()
         self.waiting: dict[str, JobState] = {}
         self.order: dict[str, tuple[float, float, str]] = {}
+        self.replan: Replan | None = None
 
     # ------------------------------------------------------------------ entry point
 
@@ -173,6 +178,8 @@ class RoundPlay:
         incoming: Iterable[JobState] = (),
         priority: Mapping[str, float] | None = None,
         service: Mapping[str, float] | None = None,
+        reserved: Mapping[str, Mapping[str, int]] | None = None,
+        replan: Replan | None = None,
     ) -> tuple[RoundSample, set[str]]:
         """Play the round; return its sample (without fairness verdicts) and the members that
         held GPUs in it.
@@ -180,8 +187,13 @@ class RoundPlay:
         ``placed[job]``: the job's members placed at the round start as (member, type,
         ``{node: gpus}``); ``ran_last``: members that held GPUs in the previous round;
         ``incoming``: jobs arriving inside the round (started by filling only); ``priority``
-        and ``service``: the rounding step's order of this round for filling.
+        and ``service``: the rounding step's order of this round for filling; ``reserved``
+        (``Placement.reserved``): GPUs kept idle for overdue jobs, never filled this round;
+        ``replan`` (a policy that re-plans inside a round, Hops): at every completion and arrival
+        inside the round it chooses which waiting jobs start on the GPUs free then (before any
+        filling).
         """
+        self.replan = replan
         spots = {m: spot_of(k, ng) for ms in placed.values() for m, k, ng in ms}
         for mid in ran_last:
             if spots.get(mid) != self.seats[mid].spot:
@@ -192,9 +204,11 @@ class RoundPlay:
                 self._start(s, placed[s.id], 0.0, ran_last)
             else:
                 self.waiting[s.id] = s
+        for k, on in (reserved or {}).items():
+            self.free.change(k, {n: g for n, g in on.items() if n}, sum(on.values()), -1)
         fragmented = self._fragmented(active, placed)
         self.peak = self.load.copy()
-        if self.cfg.fill_between_rounds:
+        if self.events_on:
             self._schedule(incoming, priority or {}, service or {})
             self._run_events()
         ran = self._settle()
@@ -232,7 +246,7 @@ class RoundPlay:
         group = Group(job, runs, factor, done_at, at)
         self.groups.append(group)
         self.load.change(group, +1)
-        if done_at is not None and self.cfg.fill_between_rounds:
+        if done_at is not None and self.events_on:
             self._push(done_at, _DONE, group)
 
     def _fragmented(self, active: list[JobState], placed: Mapping[str, object]) -> int:
@@ -276,7 +290,10 @@ class RoundPlay:
                     what.rounds_in_system += 1  # in the system from now on
                     self.waiting[what.id] = what
                 # _ELIGIBLE: nothing to book, the fill below considers the job from now on
-            self._fill(at)
+            if self.replan is not None:
+                self._replan(at)
+            if self.cfg.fill_between_rounds:
+                self._fill(at)
             if self.load.total > self.peak.total:
                 self.peak = self.load.copy()
 
@@ -284,6 +301,31 @@ class RoundPlay:
         for m in group.members:
             self.free.change(m.gpu_type, m.node_gpus, group.job.trace.gpus, +1)
         self.load.change(group, -1)
+
+    @property
+    def events_on(self) -> bool:
+        """Whether completions and arrivals inside the round are events (filling or re-plans)."""
+        return self.cfg.fill_between_rounds or self.replan is not None
+
+    def _replan(self, at: float) -> None:
+        """The policy's in-round plan on the GPUs free now, for the eligible waiting jobs."""
+        eligible = [s for s in self.waiting.values() if self._eligible_at(s) <= at + _EPS]
+        if not eligible or not self.free.any or self.replan is None:
+            return
+        for job, k, nodes in self.replan(self.t0 + at, eligible, self.free):
+            if job.id not in self.waiting:
+                continue
+            got = nodes if nodes and self._free_on(k, nodes, job.trace.gpus) else self.free.fit(job.shape, k)
+            if got is not None:
+                del self.waiting[job.id]
+                self._start(job, [(job.id, k, got)], at)
+
+    def _free_on(self, gpu_type: str, nodes: Mapping[str, int], gpus: int) -> bool:
+        """Whether ``nodes`` (``{node: gpus}``) are free now on ``gpu_type``."""
+        if self.free.by_type.get(gpu_type, 0) < gpus:
+            return False
+        free = self.free.by_node.get(gpu_type, {})
+        return sum(nodes.values()) == gpus and all(free.get(n, 0) >= g for n, g in nodes.items())
 
     def _fill(self, at: float) -> None:
         """Start the eligible waiting jobs that fit now, in the round's order."""

@@ -33,6 +33,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("avg_wait_s", "avg wait h", "h"),
     ("latency_ratio_mean", "LR mean", ".2f"),
     ("latency_ratio_max", "LR max", ".2f"),
+    ("latency_ratio_max_1round", "LR max (>= 1 round)", ".2f"),
     ("max_slowdown", "max slowdown", ".1f"),
     ("fragmentation", "avg frag GPUs", ".2f"),
     ("jobs_completed", "done", "d"),

@@ -25,7 +25,7 @@ from .strategies import problems
 
 def check(problem, solver: str) -> tuple[bool, str, dict]:
     a = policies.allocate("oef", problem, PolicyOptions(solver=solver))
-    x = {j: dict(r) for j, r in a.x.items()}
+    x = {j: dict(r) for j, r in (a.tenant_x or a.x).items()}  # the tenant level (docs/oef.md)
     e = sum(ind.utilities(problem, x).values())
     what = []
     if not ind.capacity_ok(problem, x):

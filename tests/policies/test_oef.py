@@ -20,7 +20,9 @@ FAST = settings(max_examples=scaled(25), deadline=None, suppress_health_check=[H
 
 
 def _x(alloc):
-    return {j: dict(r) for j, r in alloc.x.items()}
+    """The allocation SI, EF and PE are about: oef's tenant level (its bundles, docs/oef.md
+    "Two levels"), any other policy's ``x``."""
+    return {j: dict(r) for j, r in (alloc.tenant_x or alloc.x).items()}
 
 
 @FAST

@@ -283,9 +283,11 @@ def test_report_si_and_envy_figures_are_fairness_values(case):
 @given(problems_and_allocations())
 def test_oef_passes_the_checks_report_and_simulator_use(case):
     problem, _ = case
-    x = policies.allocate("oef", problem, PolicyOptions()).x
+    a = policies.allocate("oef", problem, PolicyOptions())
+    x = a.tenant_x or a.x  # the tenant level: SI and EF are about its bundles (docs/oef.md)
     assert fairness.is_sharing_incentive(problem, x) and fairness.is_envy_free(problem, x)
     assert CHECKER.check(problem, x) == (True, True)
+    assert CHECKER.check(problem, a.x, a.tenant_x) == (True, True)
 
 
 @SETTINGS

@@ -1,0 +1,106 @@
+"""Starvation goals (issue 29): worst FTF rho, worst latency ratio (jobs of at least one round),
+average JCT and SI/EF violations of oef against fft, gavel-ftf, hops, gavel-mmf and agnostic, on
+workloads generated with seeds, sizes and weights the policies were not tuned on.
+
+    .venv/bin/python benchmarks/bench_starvation.py                     # every scenario
+    .venv/bin/python benchmarks/bench_starvation.py --scenario gangs    # one of them
+    .venv/bin/python benchmarks/bench_starvation.py --seed 5            # other draws
+
+Scenarios (``--seed`` shifts every draw):
+
+* ``philly``: 200 jobs of the Philly mix, 5 tenants (tenant-1 weight 2), 8:8:8 GPUs on 4-GPU nodes;
+* ``gangs``: 160 jobs of Gavel's mix (1/2/4/8 GPUs), every job one node (``sbatch -N1``), 4
+  tenants, 16:16:16 GPUs on 8-GPU nodes: an 8-GPU job needs a whole node;
+* ``trace``: ``benchmarks/traces/philly_6vc_240.csv`` (Gavel's Philly VCs, MIT), 8:8:8, 4-GPU nodes.
+
+Every simulated policy knows every job's true throughput (the simulator's table), also oef:
+the gains assume that. Prints one rich table per scenario and the goal checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import platform
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from slurm_fair import policies
+from slurm_fair.estimates import gavel as tt
+from slurm_fair.sim.cluster import parse_cluster
+from slurm_fair.sim.engine import SimConfig, simulate
+from slurm_fair.sim.metrics import summarize
+from slurm_fair.sim.synthetic import generate
+from slurm_fair.sim.workload import Workload, load_traces, make_workload
+from slurm_fair.solver import fastest_available
+
+TRACE = Path(__file__).parent / "traces" / "philly_6vc_240.csv"
+POLICIES = ("oef", "fft", "gavel-ftf", "hops", "gavel-mmf", "agnostic")
+
+
+def scenario(name: str, seed: int, table: tt.ThroughputTable) -> tuple[Workload, str, int]:
+    """The workload, cluster spec and GPUs per node of scenario ``name``."""
+    if name == "philly":
+        jobs = generate(200, 5, 100 + seed, 8.0, table, 24 * 3600.0, "philly").jobs
+        return make_workload(jobs, {"tenant-1": 2.0}), "8:8:8", 4
+    if name == "gangs":
+        jobs = generate(160, 4, 200 + seed, 5.0, table, 24 * 3600.0, "gavel").jobs
+        return make_workload([dataclasses.replace(j, nodes=1) for j in jobs]), "16:16:16", 8
+    if name == "trace":
+        return load_traces([str(TRACE)], table, None, None, False, {}), "8:8:8", 4
+    raise SystemExit(f"unknown scenario {name!r}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--scenario", action="append", choices=("philly", "gangs", "trace"), default=None)
+    parser.add_argument("--policy", action="append", default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    console = Console(width=180)
+    console.print(f"machine: {platform.machine()}, Python {platform.python_version()}, solver {fastest_available()}")
+    table = tt.load()
+    for name in args.scenario or ["philly", "gangs", "trace"]:
+        workload, spec, gpn = scenario(name, args.seed, table)
+        cluster = parse_cluster(spec, gpn)
+        got = {}
+        for pol in args.policy or POLICIES:
+            res = simulate(workload, cluster, table, policies.get(pol), SimConfig())
+            got[pol] = summarize(res.records, res.samples, res.capacity) | {"wall": res.wall_seconds}
+        show(console, f"{name} (seed {args.seed}): {len(workload.jobs)} jobs, {spec}, {gpn} GPUs/node", got)
+
+
+def show(console: Console, title: str, got: dict[str, dict]) -> None:
+    """The metrics table and the goals of issue 29 that the runs allow to check."""
+    t = Table(title=title)
+    for col in ("policy", "avg JCT h", "rho max", "LR max (>=1 round)", "LR mean", "avg wait h",
+                "SI viol.", "EF viol.", "done", "wall s"):
+        t.add_column(col, justify="right")
+    for pol, m in got.items():
+        t.add_row(pol, f"{m['avg_jct_s'] / 3600:.2f}", f"{m['ftf_rho_max']:.2f}",
+                  f"{m['latency_ratio_max_1round'] or 0:.2f}", f"{m['latency_ratio_mean']:.2f}",
+                  f"{m['avg_wait_s'] / 3600:.2f}", str(m["si_violation_rounds"]), str(m["ef_violation_rounds"]),
+                  f"{m['jobs_completed']}/{m['jobs']}", f"{m['wall']:.0f}")
+    console.print(t)
+    goals = []
+    if {"oef", "fft", "gavel-ftf"} <= got.keys():
+        best = min(got["fft"]["ftf_rho_max"], got["gavel-ftf"]["ftf_rho_max"])
+        goals.append(("oef rho max <= 1.2 x better of fft/gavel-ftf", got["oef"]["ftf_rho_max"] / best, 1.2))
+    if {"oef", "hops"} <= got.keys():
+        goals.append(("oef LR max <= 2 x hops'", got["oef"]["latency_ratio_max_1round"]
+                      / got["hops"]["latency_ratio_max_1round"], 2.0))
+    if {"oef", "agnostic"} <= got.keys():
+        goals.append(("agnostic JCT / oef JCT >= 1.5", -got["agnostic"]["avg_jct_s"] / got["oef"]["avg_jct_s"], -1.5))
+    if {"hops", "gavel-mmf"} <= got.keys():
+        h, g = got["hops"], got["gavel-mmf"]
+        goals.append(("hops LR max <= gavel-mmf's / 3", h["latency_ratio_max_1round"] / g["latency_ratio_max_1round"], 1 / 3))
+        goals.append(("hops LR mean <= gavel-mmf's / 3", h["latency_ratio_mean"] / g["latency_ratio_mean"], 1 / 3))
+        goals.append(("hops JCT <= 0.8 x gavel-mmf's", h["avg_jct_s"] / g["avg_jct_s"], 0.8))
+    for what, ratio, limit in goals:
+        console.print(f"  {what}: {abs(ratio):.2f} {'met' if ratio <= limit else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Two levels: a tenant-level allocation's bundles shared among each tenant's jobs by
+latency-ratio aging.
+
+Why (docs/oef.md, "Two levels"): a tenant-level policy that maximises efficiency also gives a
+tenant's bundle to the jobs that use it best; a job that is slow per GPU, or a gang, gets
+nothing for as long as faster jobs of its tenant keep arriving. Inside the bundle ``y_u`` of
+tenant ``u`` (``y_uk = sum_j g_j x_jk`` of the tenant-level answer) this step instead maximises
+``sum_j p_j r_j`` with ``p_j`` growing with the job's latency ratio so far (:func:`priority`),
+subject to ``sum_j g_j x_jk <= y_uk`` and ``sum_k x_jk <= 1``.
+
+What stays: every tenant holds at most the GPUs of its tenant-level bundle, so SI, EF and PE,
+which are properties of the bundles valued by their best use ``V_u`` (docs/fairness.md), are
+those of the tenant-level answer, checked there (``Allocation.tenant_x``); the simulator checks
+both that and that every tenant's bundle in ``x`` lies inside its tenant-level bundle. What is
+given up: ``U_u(x)`` may be below ``V_u(y_u)``, i.e. the tenant spends part of what its bundle
+could do on its own waiting jobs; no other tenant can tell the difference.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, MutableMapping
+
+from .. import fairness
+from ..errors import SolverError
+from ..grouplp import GroupLP
+from ..jobgroups import JobGroup, normalised_vector
+from ..model import Job, Problem
+from . import PolicyOptions
+
+XMap = Mapping[str, Mapping[str, float]]
+
+
+def priority(problem: Problem, job: Job, keep_bonus: float, iso_jct: float | None = None) -> float:
+    """Aging: ``g_j max(1 + LR_j, rho_j)``, times ``keep_bonus`` for a running job.
+
+    ``LR_j = W_j / A_j`` is Hops' latency ratio so far: ``W_j`` the time in the system not run
+    (``age_s - attained_s``), ``A_j`` its predicted run time without waiting (time run so far
+    plus :func:`slurm_fair.fairness.age_s` of its remaining work). ``rho_j`` (when ``iso_jct``,
+    the job's isolated JCT taken when it was first seen, is known) is the finish-time ratio it
+    reaches at best, running from now on its fastest type: ``(age_s + rem / T_max) / JCT_iso``.
+    ``A_j`` averages over the types, so a job much faster on one type has a small ratio while
+    its ``rho`` grows: the larger of the two keeps both bounded. ``g_j`` makes the value per GPU
+    of a gang equal to a single GPU job's at the same ratio, so a gang is not passed over for
+    being a gang. ``keep_bonus`` is the hysteresis: a running job is stopped only for a job whose
+    value beats its own by that factor, since the stop costs a restart."""
+    waited = max(0.0, float(job.age_s or 0.0) - float(job.attained_s))
+    if job.remaining_work is not None:
+        ahead = fairness.age_s(float(job.remaining_work), job.throughput, problem.gpu_types)
+    else:
+        ahead = float("inf")
+    age = float(job.attained_s) + (ahead if ahead < float("inf") else 0.0)
+    value = 1.0 + waited / max(age, 1.0)
+    if iso_jct and job.remaining_work is not None and job.best_throughput > 0:
+        value = max(value, (float(job.age_s or 0.0) + float(job.remaining_work) / job.best_throughput) / iso_jct)
+    return job.gpus * value * (keep_bonus if job.prev_type else 1.0)
+
+
+def isolated_jcts(problem: Problem, state: MutableMapping[str, Any]) -> dict[str, float]:
+    """Each job's isolated JCT (:func:`slurm_fair.fairness.isolated_jct` of its remaining work)
+    taken the first time the policy sees it, kept in the policy state (``oef.iso_jct``) as the
+    finish-time baseline the metrics take at arrival; jobs gone are dropped."""
+    memo: dict[str, float] = state.setdefault("oef.iso_jct", {})
+    ids = {j.id for j in problem.jobs}
+    for jid in [j for j in memo if j not in ids]:
+        del memo[jid]
+    for j in problem.jobs:
+        if j.id not in memo and j.remaining_work is not None:
+            memo[j.id] = fairness.isolated_jct(problem, j.id, float(j.remaining_work)) or 0.0
+    return memo
+
+
+def share_bundle(problem: Problem, tenant: str, x: XMap, options: PolicyOptions,
+                 keep_bonus: float = 2.0, iso: Mapping[str, float] | None = None) -> tuple[dict[str, dict[str, float]], bool]:
+    """Tenant ``tenant``'s jobs' shares of its bundle in ``x``: ``max sum_j p_j r_j`` (``p_j``
+    :func:`priority`, ``r_j`` the job's normalised rate) inside the bundle (module docstring).
+    A vertex of this LP runs most jobs all the time or not
+    at all, highest ratio first, which is what keeps waits short (time-slicing every job a
+    little makes every job wait). ``(rows, changed)``; the tenant keeps its rows of ``x`` when
+    the solve fails."""
+    jobs = list(problem.jobs_of(tenant))
+    keep = {j.id: dict(x.get(j.id, {})) for j in jobs}
+    gpus = {j.id: j.gpus for j in jobs}
+    bundle: dict[str, float] = {}
+    for jid, row in keep.items():
+        for k, v in row.items():
+            bundle[k] = bundle.get(k, 0.0) + gpus[jid] * v
+    types = problem.types
+    groups = [JobGroup(i, tenant, j.gpus, normalised_vector(j, types), (j.id,)) for i, j in enumerate(jobs)]
+    lp = GroupLP(groups, bundle, f"inside_{tenant}", backend="cbc" if options.resolved_solver == "cbc" else None,
+                 time_limit_s=options.time_limit_s, keep_lp_dir=options.keep_lp_dir)
+    if not lp.cols:
+        return keep, False
+    objective: dict[int, float] = {}
+    for g, j in zip(groups, jobs):
+        p = priority(problem, j, keep_bonus, (iso or {}).get(j.id))
+        for col, n in lp.class_rate(g).items():
+            objective[col] = p * n
+    lp.set_objective(objective)
+    try:
+        lp.solve()
+    except SolverError:
+        return keep, False
+    values = lp.values()
+    out = {j.id: {k: min(1.0, v) for k, v in values.get(g.key, {}).items()} for g, j in zip(groups, jobs)}
+    return _within(out, bundle, gpus), True
+
+
+def _within(x: dict[str, dict[str, float]], bundle: Mapping[str, float],
+            gpus: Mapping[str, int]) -> dict[str, dict[str, float]]:
+    """``x`` scaled down by the solver's round-off where a job's total passes 1 or a type's use
+    passes the bundle (so the returned rows are exactly inside the bundle)."""
+    for row in x.values():
+        total = sum(row.values())
+        if total > 1.0:
+            for k in row:
+                row[k] /= total
+    used: dict[str, float] = {}
+    for jid, row in x.items():
+        for k, v in row.items():
+            used[k] = used.get(k, 0.0) + gpus[jid] * v
+    for k, u in used.items():
+        if u > bundle.get(k, 0.0) > 0 or bundle.get(k, 0.0) <= 0:
+            factor = bundle.get(k, 0.0) / u if u > 0 else 0.0
+            for row in x.values():
+                if k in row:
+                    row[k] *= factor
+    return x
+
+
+def two_level(problem: Problem, x: XMap, options: PolicyOptions,
+              keep_bonus: float = 2.0) -> tuple[dict[str, dict[str, float]], int]:
+    """Every tenant's bundle in ``x`` shared among its jobs by :func:`share_bundle`; the new
+    rows and how many tenants' rows were re-shared."""
+    out: dict[str, dict[str, float]] = {}
+    changed = 0
+    iso = isolated_jcts(problem, options.state)
+    for u in problem.active_tenants:
+        rows, done = share_bundle(problem, u, x, options, keep_bonus, iso)
+        out.update(rows)
+        changed += done
+    return out, changed

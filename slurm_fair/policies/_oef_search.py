@@ -1,0 +1,192 @@
+"""oef's tenant level: the candidate search of docs/oef.md ("Cooperative oef"), one method per
+stage so each stays short. Every candidate is made exactly feasible and checked exactly (SI, EF
+with ``eps``; PE with :func:`slurm_fair.fairness.pareto_bound`) before it counts."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from .. import fairness
+from ..errors import SolverError
+from ..jobgroups import JobGroup
+from ..model import Allocation, Problem
+from . import PolicyOptions
+from ._ceei import ceei
+from ._ceei_market import Equilibrium
+from ._climb import Climb
+from ._lp import fallback_allocation, feasible_classes, max_min_classes, max_throughput_classes, result
+from ._tenants import ClassX, Tenants, class_efficiency, pareto_ok
+
+
+class Search:
+    """The candidates of one problem, the verified ones, and what happened to each."""
+
+    def __init__(self, problem: Problem, options: PolicyOptions, classes: list[JobGroup], t: Tenants,
+                 started: float) -> None:
+        self.problem, self.options, self.classes, self.t = problem, options, classes, t
+        self.started = started
+        self.deadline = started + options.time_limit_s
+        self.tried: dict[str, str] = {}
+        self.degraded: dict[str, str] = {}
+        #: verified candidates: (E, name, X, pareto gap or None when PE was not verified)
+        self.fair_points: list[tuple[float, str, ClassX, float | None]] = []
+        self.passing: list[tuple[float, str, ClassX]] = []
+        self.skipped: list[str] = []
+        self.rounds = 0
+        self.e_star: float | None = None
+        self._lp: Climb | None = None
+        self.eq: Equilibrium | None = None
+
+    @property
+    def lp(self) -> Climb:
+        """The climb's warm model, built at the first climb (not when max E is the answer)."""
+        if self._lp is None:
+            self._lp = Climb(self.problem, self.t, self.options)
+        return self._lp
+
+    def clean(self, X: ClassX) -> ClassX:
+        return feasible_classes(self.problem, self.classes, X)
+
+    def consider(self, name: str, X: ClassX | None) -> bool:
+        """Check candidate ``X`` exactly; True when it is SI, EF and PE."""
+        if X is None:
+            self.tried.setdefault(name, "failed")
+            return False
+        X = self.clean(X)
+        try:
+            if not self.t.fair(X):
+                self.tried[name] = "not SI+EF"
+                return False
+        except SolverError as exc:
+            self.tried[name] = "check failed"
+            self.degraded[f"check of {name}"] = str(exc)
+            return False
+        e = class_efficiency(self.classes, X)
+        try:
+            pe, gap = pareto_ok(self.problem, self.t, X)
+        except SolverError as exc:
+            self.tried[name] = "SI+EF, PE check failed"
+            self.degraded[f"PE check of {name}"] = str(exc)
+            self.fair_points.append((e, name, X, None))
+            return False
+        self.fair_points.append((e, name, X, gap))
+        if not pe:
+            self.tried[name] = f"SI+EF, not PE (gap {gap:.3g})"
+            return False
+        self.tried[name] = "SI+EF+PE"
+        self.passing.append((e, name, X))
+        return True
+
+    def max_e(self) -> ClassX | None:
+        """Stage 0, the efficiency bound: the answer itself when it is SI and EF."""
+        try:
+            top = self.clean(max_throughput_classes(self.problem, self.options, self.classes))
+            self.e_star = class_efficiency(self.classes, top)
+            if self.t.fair(top):
+                return top
+            self.tried["max-throughput"] = "not SI+EF"
+        except SolverError as exc:
+            self.tried["max-throughput"] = "failed"
+            self.degraded["max-throughput"] = str(exc)
+        return None
+
+    def climb(self, name: str, X: ClassX) -> None:
+        """max E s.t. SI+EF (convex-concave) from the fair point X, then a Pareto polish."""
+        if self.lp.first_step_seconds(self.clean(X)) > self.deadline - time.perf_counter():
+            self.skipped.append(f"ccp from {name} (its first step alone would pass the time limit)")
+            return
+        X, _, more, why = self.lp.climb(self.clean(X), class_efficiency(self.classes, self.clean(X)), self.deadline)
+        self.rounds += more
+        if why == "time limit":
+            self.skipped.append(f"rest of ccp from {name}")
+            if more == 0:
+                return  # not one verified step: the starting point was considered already
+        elif why is not None:
+            self.degraded[f"ccp from {name}"] = why
+        try:
+            better, _ = self.lp.polish(X)
+        except SolverError as exc:
+            self.degraded[f"polish from {name}"] = str(exc)
+            self.tried[f"ccp+polish from {name}"] = "failed"
+            self.consider(f"ccp from {name}", X)
+            return
+        if not self.consider(f"ccp+polish from {name}", X if better is None else better) and better is not None:
+            # the polish broke SI/EF: the climb's own answer may still be PE
+            self.consider(f"ccp from {name}", X)
+
+    def at_bound(self) -> bool:
+        """A verified candidate reaches E*: no other candidate can be more efficient."""
+        e_star = self.e_star
+        return e_star is not None and any(e >= e_star - fairness.eps(e_star) for e, _, _ in self.passing)
+
+    def good(self, X: ClassX) -> bool:
+        """SI, EF and PE (the CEEI's early stop)."""
+        X = self.clean(X)
+        try:
+            return self.t.fair(X) and pareto_ok(self.problem, self.t, X)[0]
+        except SolverError:
+            return False
+
+    def ceei(self) -> None:
+        """Stage 2: the CEEI, SI+EF+PE by construction (the anytime point)."""
+        try:
+            self.eq = ceei(self.problem, self.classes, good_enough=self.good)
+        except SolverError as exc:
+            self.degraded["ceei"] = str(exc)
+        self.consider("ceei", None if self.eq is None else self.eq.X)
+
+    def gavel(self, X0: ClassX) -> None:
+        """gavel-mmf's answer, and the climb from it when it is SI+EF and a better start."""
+        gm: ClassX | None = None
+        try:
+            _, gm, _ = max_min_classes(self.problem, self.options, "oef_gavel", agnostic=False)
+        except SolverError as exc:
+            self.degraded["gavel-mmf"] = str(exc)
+        self.consider("gavel-mmf", gm)
+        if gm is not None and self.tried["gavel-mmf"].startswith("SI+EF") and \
+                class_efficiency(self.classes, self.clean(gm)) > class_efficiency(self.classes, X0):
+            self.climb("gavel-mmf", gm)
+
+    def improve(self, X0: ClassX) -> None:
+        """Stage 3, most promising first, while time is left: the climbs from the CEEI and from
+        the equal split, then gavel-mmf's answer and the climb from it."""
+        eq = self.eq
+        stages: list[tuple[str, Callable[[], None]]] = []
+        if eq is not None and self.tried["ceei"].startswith("SI+EF") and \
+                class_efficiency(self.classes, self.clean(eq.X)) > class_efficiency(self.classes, X0):
+            stages.append(("ccp from ceei", lambda: self.climb("ceei", eq.X)))
+        stages.append(("ccp from equal-split", lambda: self.climb("equal-split", X0)))
+        stages.append(("gavel-mmf", lambda: self.gavel(X0)))
+        for name, run in stages:
+            if self.at_bound():
+                break
+            if time.perf_counter() >= self.deadline:
+                self.skipped.append(name)
+                continue
+            run()
+
+    def answer(self) -> Allocation:
+        """The most efficient SI+EF+PE candidate; else the most efficient SI+EF one (reported
+        as not verified PE); the documented fallback when nothing was verified."""
+        if self.passing:
+            self.passing.sort(key=lambda r: r[0], reverse=True)
+            e_best, winner, X = self.passing[0]
+            pe, gap = True, 0.0
+        elif not self.fair_points:  # every check failed: nothing verified, the documented fallback
+            why = "; ".join(f"{k}: {v}" for k, v in self.degraded.items()) or "no candidate could be verified"
+            return fallback_allocation(self.problem, "oef", SolverError(f"oef: no verified candidate ({why})", None,
+                                                                        "Error"), self.started)
+        else:
+            self.fair_points.sort(key=lambda r: r[0], reverse=True)
+            e_best, winner, X, g = self.fair_points[0]
+            pe, gap = False, float(g or 0.0)
+            winner = f"{winner} (SI+EF, not verified PE)"
+        info = {"winner": winner, "candidates": self.tried, "ccp_rounds": self.rounds,
+                "time_limit_s": self.options.time_limit_s, "skipped_for_time": self.skipped,
+                "exact_envy_lps": self.t.envy.exact_solves,
+                "pareto_efficient": pe, "pareto_gap": gap,
+                "efficiency_ratio": None if self.e_star is None else fairness.efficiency_ratio(e_best, self.e_star),
+                "ceei_spending_error": None if self.eq is None else self.eq.error, "degraded": self.degraded}
+        return result(self.problem, "oef", self.classes, X, self.options, self.started, info,
+                      efficiency_bound=self.e_star)

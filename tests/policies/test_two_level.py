@@ -1,0 +1,142 @@
+"""oef's two levels (docs/oef.md, "Two levels"): the tenant level keeps SI, EF and PE (checked by
+independent scipy LPs), every tenant's jobs share no more than its bundle, and inside a tenant a
+job that waited goes before a more efficient one that did not."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from slurm_fair import policies
+from slurm_fair.model import Job, Problem
+from slurm_fair.policies import PolicyOptions
+from slurm_fair.sim.cluster import parse_cluster
+from slurm_fair.sim.engine import SimConfig, simulate
+from slurm_fair.sim.fairness_check import FairnessChecker
+from slurm_fair.sim.metrics import summarize
+from slurm_fair.sim.synthetic import generate
+from slurm_fair.sim.workload import make_workload
+from slurm_fair.estimates import gavel as tt
+
+from . import _independent as ind
+from .strategies import problems
+
+OPTS = PolicyOptions(solver="highs")
+
+
+def _bundles(problem: Problem, x) -> dict[tuple[str, str], float]:
+    """``y_uk`` computed here, not with the library's own function."""
+    gpus = {j.id: j.gpus for j in problem.jobs}
+    tenant = {j.id: j.tenant for j in problem.jobs}
+    out: dict[tuple[str, str], float] = {}
+    for jid, row in x.items():
+        for k, v in row.items():
+            out[tenant[jid], k] = out.get((tenant[jid], k), 0.0) + gpus[jid] * v
+    return out
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems())
+def test_two_levels_keep_the_tenant_level_and_stay_inside_its_bundles(problem: Problem) -> None:
+    a = policies.allocate("oef", problem, OPTS)
+    assert a.tenant_x is not None or a.status == "fallback"
+    top = {j: dict(r) for j, r in (a.tenant_x or a.x).items()}
+    x = {j: dict(r) for j, r in a.x.items()}
+    assert ind.capacity_ok(problem, x) and ind.capacity_ok(problem, top)
+    assert ind.si_ok(problem, top) and ind.ef_ok(problem, top)
+    outer = _bundles(problem, top)
+    for key, used in _bundles(problem, x).items():
+        assert used <= outer.get(key, 0.0) + 1e-6 * (1 + outer.get(key, 0.0)), key
+    assert all(sum(row.values()) <= 1 + 1e-9 for row in x.values())
+
+
+def _gang_problem(gang_waited_s: float, inside: float = 1.0) -> Problem:
+    # one tenant, 2 v100: two single-GPU jobs use them best (rate 2 against the gang's 1)
+    jobs = (
+        Job("s1", "a", 1, {"v100": 1.0}, remaining_work=3600.0, age_s=0.0),
+        Job("s2", "a", 1, {"v100": 1.0}, remaining_work=3600.0, age_s=0.0),
+        Job("gang", "a", 2, {"v100": 1.0}, remaining_work=3600.0, age_s=gang_waited_s),
+    )
+    return Problem({"v100": 2}, {"a": 1.0}, jobs)
+
+
+def test_a_gang_that_waited_goes_before_more_efficient_jobs() -> None:
+    a = policies.allocate("oef", _gang_problem(36000.0), OPTS)
+    assert a.x["gang"].get("v100", 0.0) == pytest.approx(1.0)
+    assert sum(a.x["s1"].values()) + sum(a.x["s2"].values()) == pytest.approx(0.0, abs=1e-9)
+    # the tenant level alone (efficiency inside the tenant) starves it
+    flat = policies.allocate("oef", _gang_problem(36000.0), PolicyOptions(solver="highs", params={"oef.inside": 0}))
+    assert flat.tenant_x is None
+    assert sum(flat.x["gang"].values()) == pytest.approx(0.0, abs=1e-9)
+    assert a.tenant_x is not None and dict(a.tenant_x["gang"]) == dict(flat.x["gang"])
+
+
+def test_a_running_job_is_kept_unless_the_waiting_one_beats_the_bonus() -> None:
+    def problem(waited_s: float) -> Problem:
+        return Problem({"v100": 1}, {"a": 1.0}, (
+            Job("run", "a", 1, {"v100": 1.0}, remaining_work=3600.0, age_s=600.0, attained_s=600.0, prev_type="v100"),
+            Job("wait", "a", 1, {"v100": 1.0}, remaining_work=3600.0, age_s=waited_s)))
+    # wait's ratio 0.5 -> 1.5 < 2 x 1: run keeps the GPU; 1.5 -> 2.5 > 2: wait takes it
+    assert policies.allocate("oef", problem(1800.0), OPTS).x["run"].get("v100", 0.0) == pytest.approx(1.0)
+    assert policies.allocate("oef", problem(5400.0), OPTS).x["wait"].get("v100", 0.0) == pytest.approx(1.0)
+
+
+def test_the_simulator_fails_a_tenant_that_holds_more_than_its_bundle() -> None:
+    problem = Problem({"v100": 2}, {"a": 1.0, "b": 1.0}, (
+        Job("a1", "a", 1, {"v100": 1.0}), Job("a2", "a", 1, {"v100": 1.0}), Job("b1", "b", 1, {"v100": 1.0})))
+    top = {"a1": {"v100": 1.0}, "b1": {"v100": 1.0}}  # SI and EF
+    assert FairnessChecker().check(problem, {"a1": {"v100": 1.0}, "a2": {"v100": 1.0}}, top) == (False, False)
+    assert FairnessChecker().check(problem, {"a2": {"v100": 1.0}, "b1": {"v100": 0.5}}, top) == (True, True)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10_000))
+def test_every_job_finishes_and_tenants_keep_si_and_ef(seed: int) -> None:
+    """Random gang workloads (every job on one node of 4 GPUs): all jobs end, no violation."""
+    table = tt.load()
+    jobs = [j.__class__(**{**j.__dict__, "nodes": 1}) for j in generate(14, 3, seed, 20.0, table, 3 * 3600.0, "gavel").jobs]
+    res = simulate(make_workload(jobs), parse_cluster("4:4:4", 4), table, policies.get("oef"), SimConfig())
+    m = summarize(res.records, res.samples, res.capacity)
+    assert m["jobs_completed"] == m["jobs"] == len(jobs) - len(res.unschedulable)
+    assert m["si_violation_rounds"] == 0 and m["ef_violation_rounds"] == 0
+
+
+def test_an_overdue_gang_goes_first_and_its_node_is_kept_idle_when_blocked() -> None:
+    from slurm_fair import rounding
+    from slurm_fair.model import Allocation, NodeCapacity
+
+    nodes = (NodeCapacity("n1", "v100", 4), NodeCapacity("n2", "v100", 4))
+    singles = [Job(f"s{i}", "a", 1, {"v100": 1.0}) for i in range(1, 5)]
+    jobs = (Job("g", "a", 4, {"v100": 1.0}, gpus_per_node=4, max_nodes=1), Job("r", "a", 1, {"v100": 1.0}), *singles)
+    p = Problem({"v100": 8}, {"a": 1.0}, jobs, nodes)
+    alloc = Allocation("t", {"g": {"v100": 0.5}, "r": {"v100": 1.0}, **{s.id: {"v100": 1.0} for s in singles}})
+    # r cannot be stopped on n1; the four singles never ran, so they go first: three fill n1,
+    # the fourth breaks n2 and the gang does not fit
+    fixed, prev, prev_nodes = {"r": "v100"}, {"r": "v100"}, {"r": {"n1": 1}}
+    plain = rounding.place(p, alloc, {"g": {"v100": 0.5}}, prev, prev_nodes, fixed)
+    assert "g" not in plain.types
+    first = rounding.place(p, alloc, {"g": {"v100": 0.5}}, prev, prev_nodes, fixed, overdue={"g": 3.0})
+    assert first.types["g"] == "v100" and dict(first.node_gpus["g"]) == {"n2": 4}
+    assert sum(1 for s in singles if s.id in first.types) == 3
+    # both nodes partly held by jobs that cannot be stopped: the freer node is kept for the gang
+    fixed2, prev2 = {"r": "v100", "s1": "v100"}, {"r": {"n1": 1}, "s1": {"n2": 2}}
+    s1_two = Problem({"v100": 8}, {"a": 1.0}, (jobs[0], jobs[1], Job("s1", "a", 2, {"v100": 1.0}), *singles[1:]), nodes)
+    held = rounding.place(s1_two, alloc, {}, {"r": "v100", "s1": "v100"}, prev2, fixed2, overdue={"g": 3.0})
+    assert "g" not in held.types
+    assert dict(held.reserved["v100"]) == {"n1": 3}
+    assert {n for j in ("s2", "s3", "s4") if j in held.types for n in held.node_gpus[j]} <= {"n2"}
+
+
+def test_the_priority_is_the_larger_of_the_latency_ratio_and_the_best_finish_time_ratio() -> None:
+    from slurm_fair.policies._inside import priority
+
+    # 10x faster on v100 than on k80: Hops' age averages the two types (2 GPUs each):
+    # A = 0.5 * 3600 + 0.5 * 36000 = 19800 s, so 3600 s of waiting is a ratio of 0.18 only
+    p = Problem({"v100": 2, "k80": 2}, {"a": 1.0}, ())
+    job = Job("j", "a", 1, {"v100": 10.0, "k80": 1.0}, remaining_work=36000.0, age_s=3600.0)
+    assert priority(p, job, 2.0) == pytest.approx(1 + 3600 / 19800)
+    # its isolated JCT was 3600 s: it can finish at best at 3600 + 3600 s, rho >= 2
+    assert priority(p, job, 2.0, iso_jct=3600.0) == pytest.approx(2.0)
+    running = Job("r", "a", 2, {"v100": 10.0, "k80": 1.0}, remaining_work=36000.0, age_s=0.0, prev_type="v100")
+    assert priority(p, running, 2.0) == pytest.approx(2 * 1.0 * 2.0)  # g_j x (1 + 0) x keep bonus
