@@ -213,11 +213,8 @@ def place(
     ``sticky``: stopping and restarting a job is expensive (Slurm's requeue hold), so a job
     allocated the whole period is never displaced by one allocated less, and leftover GPUs do
     not go to a job allocated a much faster type (module docstring).
-    ``overdue[job]``: how far a waiting job is past its wait bound (the caller's rule); such a
-    job allocated some time goes before every other (most overdue first), on the fastest type it
-    is allocated that fits, and when none fits now (jobs that cannot be stopped hold the
-    GPUs) the free GPUs of the nodes that will hold it are kept idle (``Placement.reserved``),
-    as Slurm's backfill reserves nodes for its top job, so smaller jobs cannot keep taking them.
+    ``overdue[job]``: how far a waiting job is past its wait bound: it goes first, and when it
+    cannot fit now its nodes are kept idle (:func:`_serve_overdue`, ``Placement.reserved``).
     """
     received = received or {}
     prev = prev or {}
@@ -226,14 +223,7 @@ def place(
     node_hints = allocation.nodes  # optional node choice of the policy
     pool = Pool.of_problem(problem)
     jobs: dict[str, Job] = {j.id: j for j in problem.jobs}
-    types: dict[str, str] = {}
-    node_gpus: dict[str, dict[str, int]] = {}
-    for job_id, k in sorted(fixed.items()):
-        if job_id in jobs:
-            types[job_id] = k
-            got = pool.hold(k, prev_nodes.get(job_id, {}), jobs[job_id].gpus)
-            if pool.with_nodes:
-                node_gpus[job_id] = got
+    types, node_gpus = _hold_fixed(pool, jobs, fixed, prev_nodes)
 
     def wanted(job_id: str, k: str) -> tuple[str, ...]:
         hint = tuple(node_hints.get(job_id, ()))
@@ -282,6 +272,20 @@ def place(
 
     nodes = {j: tuple(sorted(used)) for j, used in node_gpus.items()}
     return Placement(types=types, nodes=nodes, priority=job_priority, node_gpus=node_gpus, reserved=reserved)
+
+
+def _hold_fixed(pool: Pool, jobs: Mapping[str, Job], fixed: Mapping[str, str],
+                prev_nodes: Mapping[str, Mapping[str, int]]) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """Jobs that run this round whatever the priorities keep the GPUs they hold (first)."""
+    types: dict[str, str] = {}
+    node_gpus: dict[str, dict[str, int]] = {}
+    for job_id, k in sorted(fixed.items()):
+        if job_id in jobs:
+            types[job_id] = k
+            got = pool.hold(k, prev_nodes.get(job_id, {}), jobs[job_id].gpus)
+            if pool.with_nodes:
+                node_gpus[job_id] = got
+    return types, node_gpus
 
 
 def _ranked_pairs(
@@ -343,7 +347,10 @@ def _serve_overdue(problem: Problem, allocation: Allocation, overdue: Mapping[st
                    types: dict[str, str], node_gpus: dict[str, dict[str, int]],
                    take: Callable[[str, str], dict[str, int] | None],
                    prev: Mapping[str, str]) -> dict[str, dict[str, int]]:
-    """Overdue jobs first (see :func:`place`); what is held idle for those that do not fit."""
+    """Overdue jobs first (most overdue first), each on the fastest type it is allocated that
+    fits; when none fits now (jobs that cannot be stopped hold the GPUs) the free GPUs of the
+    nodes that will hold it are kept idle, as Slurm's backfill reserves nodes for its top job, so
+    smaller jobs cannot keep taking them. Returns what is held idle."""
     jobs = {j.id: j for j in problem.jobs}
     reserved: dict[str, dict[str, int]] = {}
     #: what jobs that cannot be stopped leave free: a gang that fits there waits for an overdue
