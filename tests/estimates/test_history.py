@@ -141,3 +141,9 @@ def test_a_requeued_job_is_one_run_over_all_its_runs():
     five = next(r for r in runs if r.job_id == "5")
     # 30 min on v100, then 10 min on k80 (the priors: k80 ~0.2 of a v100): ~32 min of v100
     assert five.gpu_type == "v100" and 1800 < five.seconds < 2100 and skipped == {"requeued: runs joined": 1}
+
+
+def test_a_job_name_with_a_newline_is_one_row():
+    h = parse_history(text("1|ann|p|two\nlines|gpu|gres/gpu:a100=1|g01|10:00|COMPLETED",
+                           "2|ann|p|x|gpu|gres/gpu:a100=1|g01|10:00|COMPLETED"), "h.txt")
+    assert [r.job_name for r in h.rows] == ["two\nlines", "x"] and h.junk == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -39,9 +40,13 @@ def test_completed_runs_come_back_with_their_type_and_group(testbed):
     untyped = _sbatch(env, "--wait", "-A", account, "-J", "sf-learn", "--gres=gpu:1", "--wrap", "sleep 1")
     cancelled = _sbatch(env, "-A", account, "-J", "sf-learn", "--gres=gpu:1", "--begin=now+3600", "--wrap", "sleep 1")
     subprocess.run(["scancel", cancelled], env=env, capture_output=True, timeout=30)
-    text, fs = port.sacct_history(since)
-    history = parse_history(text, "sacct", fs)
-    rows = {r.job_id: r for r in history.rows}
+    for _ in range(30):  # slurmdbd records a job's end a moment after sbatch --wait returns
+        text, fs = port.sacct_history(since)
+        history = parse_history(text, "sacct", fs)
+        rows = {r.job_id: r for r in history.rows}
+        if set(typed + [untyped]) <= set(rows):
+            break
+        time.sleep(1)
     assert set(typed + [untyped]) <= set(rows)
     assert [rows[j].gpu_type for j in typed] == ["v100", "k80"]
     assert rows[untyped].gpus == 1 and rows[untyped].nodes

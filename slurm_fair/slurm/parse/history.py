@@ -112,6 +112,24 @@ def _row(lineno: int, f: list[str], index: dict[str, int], history: History) -> 
                                    gpus, gpu_type, nodes, seconds))
 
 
+def _records(lines: list[str], start: int, delimiter: str, width: int) -> list[tuple[int, str]]:
+    """(line number, record text) of the rows: a row with too few fields continues on the next
+    line when that completes it (a job name holding a newline: names are user text)."""
+    out: list[tuple[int, str]] = []
+    i = start
+    while i < len(lines):
+        line, lineno = lines[i], i + 1
+        i += 1
+        if not line.strip():
+            continue
+        while line.count(delimiter) < width - 1 and i < len(lines) and \
+                line.count(delimiter) + lines[i].count(delimiter) <= width - 1:
+            line += "\n" + lines[i]
+            i += 1
+        out.append((lineno, line))
+    return out
+
+
 def parse_history(text: str, source: str, delimiter: str = "|", strict: bool = False) -> History:
     """Every row of ``text`` (see the module docstring); InputError for a missing/bad header,
     or any junk row with ``strict``."""
@@ -121,9 +139,7 @@ def parse_history(text: str, source: str, delimiter: str = "|", strict: bool = F
         raise InputError(source, [Finding("line 1", "empty: expected sacct -P -X output with its header")])
     index = _header(lines[first], delimiter, source)
     history = History()
-    for lineno, line in enumerate(lines[first + 1:], start=first + 2):
-        if not line.strip():
-            continue
+    for lineno, line in _records(lines, first + 1, delimiter, len(index)):
         f = _fields(line, delimiter, index)
         try:
             if f is None:
