@@ -14,6 +14,7 @@ still exist, or there is no plan when there is none.
 from __future__ import annotations
 
 import copy
+import functools
 import grp
 import os
 import pwd
@@ -214,6 +215,7 @@ def plan_settings(snapshot: Snapshot, whole: Snapshot, ds: DecideSettings) -> Pl
     )
 
 
+@functools.lru_cache(maxsize=4096)
 def user_groups(user: str) -> frozenset[str] | None:
     """The groups of ``user`` as this host resolves them (a partition's ``AllowGroups``); None
     when the user is unknown here (then only partitions open to every group are targets)."""
@@ -265,6 +267,7 @@ def decide(
     warnings: list[str] = []
     if s.pin_gres_type is True and not ds.can_retype:
         warnings.append(RETYPE_WARNING)
+    user_groups.cache_clear()  # once per user and cycle: a loop sees group changes next cycle
     pilot = read_pilot(whole, history.owned, Scope.of(s.accounts, s.partitions))
     snapshot = pilot.view.snapshot
     with timer.phase("estimate"):
@@ -294,7 +297,8 @@ def decide(
             plan = Plan.from_dict(last).restricted_to({j.job_id for j in snapshot.jobs})
             message += f"; keeping the last good plan of cycle {cycle_id}"
         else:
-            message += "; no earlier plan: Slurm left as it is (older versions' changes given back)"
+            message += ("; no earlier plan: nothing steered; what slurm-fair still holds on jobs is given "
+                        "back")
     with timer.phase("diff"):
         actions = diff(plan or Plan({}, {}), whole, pilot.owned, pilot.reading.ours)
         actions = sorted(actions + legacy_actions(whole, history.managed_qos, pilot.owned), key=order)

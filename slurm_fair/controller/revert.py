@@ -155,8 +155,8 @@ def check(port: SlurmPort, store: StateStore, managed: dict[str, Any], touched: 
     parts = {p.name for p in snap.partitions} | {p for n in snap.nodes for p in n.partitions}
     accounts = {a.name for a in snap.accounts}
     for j in snap.jobs:
-        if j.job_id not in touched and j.qos not in managed and not j.pending:
-            continue
+        if j.job_id not in touched and j.qos not in managed:
+            continue  # the site's own jobs: not revert's to judge
         if qos and j.qos and j.qos not in qos:
             problems.append(f"job {j.job_id}: its QOS {j.qos} does not exist")
         elif j.qos in managed and j.pending:
