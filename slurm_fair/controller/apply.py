@@ -16,8 +16,12 @@ Rules, so a plan is never half-applied *silently* and never left where ``revert`
 * when Slurm becomes unreachable mid-way, or a stop is requested (SIGTERM, SIGINT), nothing
   further is attempted and every remaining action is reported as not attempted.
 
-Job changes of one kind and value go to Slurm in one ``scontrol update JobId=a,b,c``; changes to
-accounting (older versions' QOS, given back: :mod:`.legacy`) run a few at a time.
+Job changes of one kind and value go to Slurm in one ``scontrol update JobId=a,b,c`` per few
+hundred jobs (:mod:`..slurm.batch`), GPU requests too where Slurm replaces one in one update
+(>= 23.11); their intents are stored first, in one transaction, and each job's outcome is read
+from Slurm's answer for that job. Node lists, which Slurm takes for one job per call, go one job
+at a time, their intents stored together first. Changes to accounting (older versions' QOS,
+given back: :mod:`.legacy`) run a few at a time.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import JobGone, SlurmError, SlurmUnavailable, StateWriteError
-from ..slurm.model import Snapshot, SlurmJob
+from ..slurm.model import Snapshot
 from ..slurm.port import SlurmPort
 from .diff import Action
 from .ownership import current
@@ -51,21 +55,20 @@ class ActionResult:
 
 #: job actions carried out for many jobs at once: kind -> the ``scontrol update`` field it sets
 _BATCHED = {"set_job_qos": "QOS", "set_partition": "Partition", "set_nice": "Nice", "set_site_factor": "SiteFactor"}
+#: job actions grouped like those of ``_BATCHED`` but sent through the port's GPU request methods
+_GPU = "set_gpu_type"
+#: job actions Slurm takes one job per call: their intents are stored together, then one call each
+_ONE_BY_ONE = ("set_nodes",)
 #: changes to accounting: independent between tenants, so run side by side
 _ACCOUNTING = ("restore_default_qos", "detach_qos", "clear_qos_limits", "delete_qos")
 #: sacctmgr calls in flight at once (each waits on slurmdbd round trips, not on CPU)
 DEFAULT_WORKERS = 8
 
 
-def _call(port: SlurmPort, action: Action, job: SlurmJob | None) -> None:
+def _call(port: SlurmPort, action: Action) -> None:
+    """One action that is not sent in a group (``_batched``)."""
     k, p = action.kind, action.params
-    if k == "set_gpu_type":
-        assert job is not None
-        if p.get("raw") is not None and p.get("give_back"):
-            port.restore_gpu_request(job, p["raw"])
-        else:
-            port.set_gpu_type(job, p.get("gpu_type"))
-    elif k == "set_nodes":  # one job per call: scontrol refuses a node list for several jobs
+    if k == "set_nodes":  # one job per call: scontrol refuses a node list for several jobs
         port.update_job(action.job, {"ReqNodeList": p["nodes"]})
     elif k == "set_priority":
         port.set_priority(action.job, None)
@@ -79,9 +82,7 @@ def _call(port: SlurmPort, action: Action, job: SlurmJob | None) -> None:
         port.ensure_qos(p["qos"], dict(p["limits"]), exists=True)
     elif k == "delete_qos":
         port.delete_qos(p["qos"])
-    elif k in _BATCHED:  # one job alone
-        port.update_jobs([action.job], {_BATCHED[k]: _batch_value(action)})
-    else:  # pragma: no cover - diff and legacy only produce the kinds above
+    else:  # pragma: no cover - diff and legacy only produce the kinds above and those of _batched
         raise ValueError(f"unknown action kind {k!r}")
 
 
@@ -228,8 +229,10 @@ def apply(
         kind = actions[i].kind
         if kind in _ACCOUNTING:
             _accounting(st, port, actions, run, done, max(1, workers))
-        elif kind in _BATCHED:
+        elif kind in _BATCHED or kind == _GPU:
             _batched(st, port, actions, run, done)
+        elif kind in _ONE_BY_ONE:
+            _one_by_one(st, port, actions, run, done)
         else:
             for k in run:
                 _one(st, port, actions[k], k, done)
@@ -240,7 +243,7 @@ def apply(
 
 def _attempt(st: _Run, port: SlurmPort, action: Action) -> BaseException | None:
     try:
-        _call(port, action, st.jobs.get(action.job) if action.job else None)
+        _call(port, action)
     except (SlurmError, ValueError) as exc:
         return exc
     return None
@@ -273,29 +276,72 @@ def _accounting(st: _Run, port: SlurmPort, actions: list[Action], run: list[int]
         done(k, st.outcome(actions[k], exc))
 
 
+def _group_key(action: Action) -> tuple[str, str]:
+    """Actions with the same key are one change, sent for all their jobs at once."""
+    p = action.params
+    if action.kind == _GPU:
+        if p.get("raw") is not None and p.get("give_back"):
+            return ("restore", str(p["raw"]))
+        return ("type", str(p.get("gpu_type")))
+    return (_BATCHED[action.kind], _batch_value(action))
+
+
+def _send(st: _Run, port: SlurmPort, group: list[Action]) -> dict[str, BaseException]:
+    """One group's change through the port; the jobs it did not change, with their errors."""
+    first = group[0]
+    if first.kind != _GPU:
+        field, value = _group_key(first)
+        return dict(port.update_jobs([a.job for a in group], {field: value}))
+    failed: dict[str, BaseException] = {a.job: ValueError(f"job {a.job} is not in the snapshot")
+                                        for a in group if a.job not in st.jobs}
+    known = [a for a in group if a.job in st.jobs]
+    if first.params.get("raw") is not None and first.params.get("give_back"):
+        failed.update(port.restore_gpu_requests([(st.jobs[a.job], str(a.params["raw"])) for a in known]))
+    else:
+        failed.update(port.set_gpu_types([(st.jobs[a.job], a.params.get("gpu_type")) for a in known]))
+    return failed
+
+
+def _attempted(st: _Run, actions: list[Action], members: list[int],
+               done: Callable[[int, ActionResult], None]) -> list[int]:
+    """The members to attempt; the others get their result (skipped, not attempted) now."""
+    todo = []
+    for k in members:
+        skip = st.precheck(actions[k])
+        if skip is not None:
+            done(k, skip)
+        else:
+            todo.append(k)
+    return todo
+
+
 def _batched(st: _Run, port: SlurmPort, actions: list[Action], run: list[int],
              done: Callable[[int, ActionResult], None]) -> None:
-    groups: dict[str, list[int]] = {}
+    groups: dict[tuple[str, str], list[int]] = {}
     for k in run:
-        groups.setdefault(_batch_value(actions[k]), []).append(k)
-    for value, members in groups.items():
-        todo = []
-        for k in members:
-            skip = st.precheck(actions[k])
-            if skip is not None:
-                done(k, skip)
-            else:
-                todo.append(k)
+        groups.setdefault(_group_key(actions[k]), []).append(k)
+    for members in groups.values():
+        todo = _attempted(st, actions, members, done)
         if not todo:
             continue
         st.intend([actions[k] for k in todo])
-        field = _BATCHED[actions[todo[0]].kind]
         try:
-            failed: dict[str, BaseException] = dict(port.update_jobs([actions[k].job for k in todo], {field: value}))
+            failed = _send(st, port, [actions[k] for k in todo])
         except (SlurmError, ValueError) as exc:  # the whole group: unreachable, or a refused value
             failed = {actions[k].job: exc for k in todo}
         for k in todo:
             done(k, st.outcome(actions[k], failed.get(actions[k].job)))
+
+
+def _one_by_one(st: _Run, port: SlurmPort, actions: list[Action], run: list[int],
+                done: Callable[[int, ActionResult], None]) -> None:
+    """Intents of the whole run in one transaction, then one call per action (a stop or an
+    unreachable Slurm halts the rest: :meth:`_Run.precheck`)."""
+    todo = _attempted(st, actions, run, done)
+    st.intend([actions[k] for k in todo])
+    for k in todo:
+        skip = st.precheck(actions[k])
+        done(k, skip if skip is not None else st.outcome(actions[k], _attempt(st, port, actions[k])))
 
 
 def counts(results: list[ActionResult]) -> dict[str, int]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from functools import partial
 from datetime import datetime
 from typing import Callable, Mapping, Sequence
 
@@ -30,19 +31,21 @@ from .parse.sacctmgr import ASSOC_FIELDS, QOS_FIELDS, parse_assoc, parse_qos
 from .parse.partitions import parse_partitions
 from .parse.sinfo import SINFO_FIELDS, parse_sinfo
 from .parse.squeue import SQUEUE_FIELDS, parse_excluded, parse_squeue, with_pending_extras
-from .run import JOB_GONE, Runner
+from . import batch
+from .run import Runner
 from .sacctmgr import Sacctmgr
 from .write_rules import (
     UPDATABLE_FIELDS, batch_items, check_job_id, check_name, check_value, norm_spec, refuse_retype, split_raw,
     with_prefix,
 )
 
-#: jobs per ``scontrol update`` (an argv of ~8 KB; slurmctld handles them in one RPC each)
-BATCH_JOBS = 500
+#: jobs per ``scontrol update`` (kept here for callers of the adapter)
+BATCH_JOBS = batch.BATCH_JOBS
 
-#: scontrol's per-job error line for a job list: "<message> for job <id>"
-_PER_JOB = re.compile(r"^\s*(?P<msg>\S.*?)\s+for job (?P<job>\d+(?:_\d+)?(?:\+\d+)?)\s*$", re.M)
 _HELD = {"JobHeldUser": "uhold", "JobHeldAdmin": "hold"}
+
+#: a GPU request rewrite to make: (field, spec, the spec it replaces, the GPU type it pins)
+_Rewrite = tuple[str, str, str, str | None]
 
 
 def _new_fs() -> str:
@@ -52,11 +55,6 @@ def _new_fs() -> str:
 def _long_format(fields: Sequence[str], fs: str) -> str:
     """``-O`` format: width 0 (no padding, no truncation) and ``fs`` as suffix between fields."""
     return ",".join(f"{f}:0{fs}" for f in fields[:-1]) + f",{fields[-1]}:0"
-
-
-def _per_job_errors(text: str, chunk: set[str]) -> dict[str, str]:
-    """scontrol's ``<message> for job <id>`` lines about jobs of ``chunk``."""
-    return {m["job"]: m["msg"] for m in _PER_JOB.finditer(text) if m["job"] in chunk}
 
 
 class SlurmCli:
@@ -212,27 +210,80 @@ class SlurmCli:
         BadConstraints). So on those versions a typed request is refused here, before anything
         is sent, with :class:`SlurmCommandError` (see docs/slurm-adapter.md).
         """
+        rewrite = self._retyped(job, gpu_type)
+        if rewrite is not None:
+            self._rewrite_request(job.job_id, *rewrite)
+
+    def _retyped(self, job: SlurmJob, gpu_type: str | None) -> _Rewrite | None:
+        """The rewrite that pins ``job`` to ``gpu_type`` (None: it asks for it already)."""
         req = job.gpu_request
         if req is None:
             raise ValueError(f"job {job.job_id} has no GPU request")
         if gpu_type is not None:
             check_name("GPU type", gpu_type)
         if req.gpu_type == gpu_type:
-            return
+            return None
         field, spec = split_raw(req.raw, req.per)
         self._refuse_retype(job, req.gpu_type, gpu_type)
-        self._rewrite_request(job.job_id, field, retype_request(spec, gpu_type), spec, gpu_type)
+        return field, retype_request(spec, gpu_type), spec, gpu_type
 
     def restore_gpu_request(self, job: SlurmJob, raw: str) -> None:
+        rewrite = self._restored(job, raw)
+        if rewrite is not None:
+            self._rewrite_request(job.job_id, *rewrite)
+
+    def _restored(self, job: SlurmJob, raw: str) -> _Rewrite | None:
+        """The rewrite that puts ``raw`` back (None: the job asks for it already)."""
         per = job.gpu_request.per if job.gpu_request else "node"
         field, spec = split_raw(raw, per)
         _, want_type = gpu_request_of(spec)
         current = job.gpu_request.raw.split("=", 1)[-1] if job.gpu_request else spec
         if job.gpu_request is not None and job.gpu_request.gpu_type == want_type:
             if norm_spec(current) == norm_spec(spec):
-                return
+                return None
         self._refuse_retype(job, job.gpu_request.gpu_type if job.gpu_request else None, want_type)
-        self._rewrite_request(job.job_id, field, spec, current, want_type)
+        return field, spec, current, want_type
+
+    def set_gpu_types(self, changes: Sequence[tuple[SlurmJob, str | None]]) -> dict[str, SlurmError | ValueError]:
+        return self._rewrite_many([(job, partial(self._retyped, job, t)) for job, t in changes])
+
+    def restore_gpu_requests(self, changes: Sequence[tuple[SlurmJob, str]]) -> dict[str, SlurmError | ValueError]:
+        return self._rewrite_many([(job, partial(self._restored, job, raw)) for job, raw in changes])
+
+    def _rewrite_many(
+        self, planned: Sequence[tuple[SlurmJob, Callable[[], _Rewrite | None]]],
+    ) -> dict[str, SlurmError | ValueError]:
+        """GPU request rewrites of many jobs. Where Slurm replaces a request in one update
+        (>= 23.11) the jobs of one new request share one ``scontrol update`` per chunk and one
+        ``squeue`` read-back; before, each job takes the hold, clear, set, release of
+        :meth:`_rewrite_request`. Returns the jobs not changed, with their errors."""
+        failed: dict[str, SlurmError | ValueError] = {}
+        groups: dict[tuple[str, str, str | None], list[str]] = {}
+        for job, plan in planned:
+            try:
+                rewrite = plan()
+                if rewrite is not None and not self.can_retype_gpu():
+                    self._rewrite_request(job.job_id, *rewrite)
+                elif rewrite is not None:
+                    field, spec, _previous, want = rewrite
+                    spec = with_prefix(spec, self.tres_prefix())
+                    check_value(field, spec)
+                    groups.setdefault((field, spec, want), []).append(check_job_id(job.job_id))
+            except (JobGone, SlurmCommandError, ValueError) as exc:
+                failed[job.job_id] = exc
+        for (field, spec, want), ids in groups.items():
+            failed.update(batch.update(self.runner, ids, [f"{field}={spec}"]))
+            done = [j for j in ids if j not in failed]
+            seen = batch.typed_gpus(self.runner, done, self._separator())
+            for job_id in done:
+                if job_id not in seen:
+                    failed[job_id] = JobGone(f"job {job_id} is gone")
+                elif seen[job_id] != ({want} if want else frozenset()):
+                    failed[job_id] = SlurmCommandError(
+                        ["scontrol", "update", f"JobId={job_id}"], 1,
+                        f"job {job_id}: Slurm now schedules it by {sorted(seen[job_id]) or 'untyped GPUs'}, "
+                        f"not {want or 'untyped GPUs'}")
+        return failed
 
     def can_retype_gpu(self) -> bool:
         """Whether this Slurm can change a request that is already typed (>= 23.11; the
@@ -343,45 +394,12 @@ class SlurmCli:
             self._update(job_id, **dict(fields))
 
     def update_jobs(self, job_ids: Sequence[str], fields: Mapping[str, str]) -> dict[str, SlurmError]:
-        """One ``scontrol update JobId=a,b,c F=V`` per chunk of :data:`BATCH_JOBS` jobs.
-
-        scontrol updates every listed job it can and prints one line ``<error> for job <id>``
-        per job it could not (exit 1), on 22.05 and 24.11 alike (checked on the testbeds). A
-        failure no line explains (Slurm unreachable aside) is retried job by job, so every
-        error is attributed to its job.
-        """
+        """One ``scontrol update JobId=a,b,c F=V`` per chunk of :data:`BATCH_JOBS` jobs; the
+        jobs not changed, each with its error, read from scontrol's per-job lines (22.05 and
+        24.11 alike, see :mod:`.batch`)."""
         items = batch_items(fields)
-        ids = list(dict.fromkeys(check_job_id(j) for j in job_ids))
-        failed: dict[str, SlurmError] = {}
-        if not items:
-            return failed
-        for start in range(0, len(ids), BATCH_JOBS):
-            chunk = ids[start:start + BATCH_JOBS]
-            argv = ["scontrol", "update", "JobId=" + ",".join(chunk), *items]
-            try:
-                self.runner.run(argv, job_id=chunk[0] if len(chunk) == 1 else None)
-                continue
-            except JobGone as exc:
-                failed[chunk[0]] = exc
-                continue
-            except SlurmCommandError as exc:
-                explained = {
-                    job: JobGone(f"job {job} is gone or no longer pending: {message}") if JOB_GONE.search(message)
-                    else SlurmCommandError(["scontrol", "update", f"JobId={job}"], exc.returncode, message)
-                    for job, message in _per_job_errors(exc.stderr, set(chunk)).items()
-                }
-                failed.update(explained or self._one_by_one(chunk, items))
-        return failed
-
-    def _one_by_one(self, chunk: Sequence[str], items: Sequence[str]) -> dict[str, SlurmError]:
-        """The jobs of ``chunk`` updated one at a time; those that failed, with their errors."""
-        out: dict[str, SlurmError] = {}
-        for job in chunk:
-            try:
-                self.runner.run(["scontrol", "update", f"JobId={job}", *items], job_id=job)
-            except (JobGone, SlurmCommandError) as exc:
-                out[job] = exc
-        return out
+        ids = [check_job_id(j) for j in job_ids]
+        return batch.update(self.runner, ids, items) if items else {}
 
     # --- QOS (sacctmgr: :class:`.sacctmgr.Sacctmgr`) ------------------------------------------
     def ensure_qos(self, name: str, grp_tres: Mapping[str, int | None], exists: bool | None = None) -> None:
