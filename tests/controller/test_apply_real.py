@@ -40,9 +40,8 @@ def partitions(ids: list[str], env: dict[str, str]) -> dict[str, str]:
     return dict(line.split() for line in out.splitlines())
 
 
-def test_a_job_that_starts_mid_batch_is_recorded_apart_and_revert_gives_the_rest_back(
-        tmp_path, accounts, sub, tb_env):
-    _, env, full = tb_env
+def test_a_job_that_starts_mid_batch_is_recorded_apart_and_revert_gives_the_rest_back(tmp_path, accounts, sub):  # noqa: F811
+    env, full = sub.env, sub.full_env
     config = validate({  # steered by partition on both versions
         "controller": {"state_dir": str(tmp_path / "state"), "audit_log": str(tmp_path / "audit.jsonl"),
                        "manage_accounts": list(accounts), "pin_gres_type": False},

@@ -17,7 +17,8 @@ from slurm_fair.errors import LockHeld, SlurmUnavailable, SolverError
 
 from .conftest import make_config
 
-WRITES = {"set_gpu_type", "restore_gpu_request", "set_gpu_types", "restore_gpu_requests", "set_priority", "set_nice", "hold", "release",
+WRITES = {"set_gpu_type", "restore_gpu_request", "set_gpu_types", "restore_gpu_requests",
+          "set_priority", "set_nice", "hold", "release",
           "requeue", "update_job", "update_jobs", "ensure_qos", "delete_qos", "attach_qos", "detach_qos"}
 
 
