@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from ...model import Allocation
 from ...slurm.model import Partition, SlurmJob
 from ...slurm.parse.fields import fold_hostlist
-from ..steer import admits, current_type, job_partitions, partition_holds
+from ..steer import admits, current_type, holds_key, job_partitions, partition_holds
 from .types import JobPlan, PlanSettings
 
 
@@ -75,9 +75,8 @@ def steer_target(sj: SlurmJob, k: str, settings: PlanSettings, asked: str) -> st
     typed (the job stays there); else a partition of type ``k`` that admits it
     (:func:`..steer.admits`) and whose nodes hold it. None: ``k`` cannot be reached."""
     if settings.pin_gres:
-        typed = replace(sj, gpu_request=replace(sj.gpu_request, gpu_type=k)) if sj.gpu_request else sj
         for p in job_partitions(asked):
-            if not settings.nodes or partition_holds(typed, p, settings.nodes):
+            if _holds(sj, p, settings, k):
                 return p
         return None
     asked_parts = _asked_partitions(asked, settings)
@@ -85,9 +84,23 @@ def steer_target(sj: SlurmJob, k: str, settings: PlanSettings, asked: str) -> st
         rules = settings.partitions.get(p)
         if settings.partitions and (rules is None or not admits(rules, sj, asked_parts, settings.groups)):
             continue
-        if not settings.nodes or partition_holds(sj, p, settings.nodes):
+        if _holds(sj, p, settings):
             return p
     return None
+
+
+def _holds(sj: SlurmJob, partition: str, settings: PlanSettings, typed: str | None = None) -> bool:
+    """:func:`..steer.partition_holds` through the cycle's memo (no nodes known: True), for the
+    job as it is or, with ``typed``, as it would be with its request pinned to that type."""
+    if not settings.nodes:
+        return True
+    key = holds_key(sj, partition, typed)
+    memo = settings.holds_memo
+    if key not in memo:
+        if typed is not None and sj.gpu_request is not None:
+            sj = replace(sj, gpu_request=replace(sj.gpu_request, gpu_type=typed))
+        memo[key] = partition_holds(sj, partition, settings.nodes)
+    return memo[key]
 
 
 def steerable(sj: SlurmJob, k: str, settings: PlanSettings, asked: str) -> bool:

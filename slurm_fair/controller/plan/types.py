@@ -34,6 +34,10 @@ class PlanSettings:
     move_up_gain: float = 0.25
     #: schedulable nodes, to check that a partition can hold a job before it is sent there
     nodes: tuple[Node, ...] = ()
+    #: whether a partition holds a job, by :func:`..steer.holds_key` (thousands of pending jobs
+    #: share a few shapes: each (partition, shape) is computed once per cycle; not copied by
+    #: ``replace``, so new nodes never meet old answers)
+    holds_memo: dict[tuple[object, ...], bool] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("ptypes", "type_partitions", "partitions"):
