@@ -19,14 +19,14 @@ import grp
 import os
 import pwd
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from .. import policies, rounding
 from ..errors import SolverError
 from ..estimates.classes import ClassTable
 from ..estimates.estimate import Estimate, estimate_all
-from ..estimates.online import OnlineUpdate, fold, observations, values
+from ..estimates.online import OnlineUpdate, fold, observations, reporters, values
 from ..estimates.rules import Rules
 from ..model import Allocation, Problem
 from ..slurm.model import Snapshot
@@ -193,7 +193,8 @@ def observe(pilot: Pilot, history: History, ds: DecideSettings) -> Observed:
     snapshot = pilot.view.snapshot
     now = snapshot.taken_at.timestamp()
     ptypes = partition_types(snapshot.nodes)
-    first, _ = estimate_all(snapshot, ds.table, ds.rules, values(history.online), ds.learned)
+    first, _ = estimate_all(replace(snapshot, jobs=reporters(snapshot.jobs)), ds.table, ds.rules,
+                            values(history.online), ds.learned)
     online = fold(history.online, history.reported, observations(snapshot.jobs, first), s.ewma_alpha, now)
     tenant_service, job_service = service_since(snapshot, history.last_snapshot_at)
     running = {j.job_id: j.gpu_type_running for j in snapshot.gpu_jobs()}

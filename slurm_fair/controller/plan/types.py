@@ -150,4 +150,14 @@ def _known(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
 
 def _fields(obj: Any) -> dict[str, Any]:
     """A frozen dataclass as plain JSON-able data (``asdict`` cannot copy mapping proxies)."""
-    return {f.name: (dict(v) if isinstance(v := getattr(obj, f.name), Mapping) else v) for f in fields(obj)}
+    return {name: (dict(v) if isinstance(v := getattr(obj, name), Mapping) else v) for name in _names(type(obj))}
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    """The fields of a plan's dataclass (asked once per class, not once per job of a cycle)."""
+    if cls not in _NAMES:
+        _NAMES[cls] = tuple(f.name for f in fields(cls))
+    return _NAMES[cls]
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}
