@@ -16,7 +16,7 @@ Two modes:
 
       python benchmarks/controller_cycle.py --real --jobs 10000 --accounts 200 --repeat 3
 
-  The testbed is taken down at the end unless ``--keep``.
+  ``--slurm 24.11`` runs it on the testbed's other Slurm version. The testbed is taken down at the end unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -64,7 +64,12 @@ def one(n_jobs: int, policy: str, seed: int, accounts: int = 6) -> dict[str, flo
         first = run_cycle(fake, config)
         fake.now += timedelta(seconds=60)
         second = run_cycle(fake, config)
+        t = time.perf_counter()
+        rev = revert(fake, config)
+        revert_s = time.perf_counter() - t
     out = {f"first.{k}": v for k, v in first.timings.items()}
+    out["revert.total"] = revert_s
+    out["revert.failed"] = len(rev.failed)
     out.update({f"second.{k}": v for k, v in second.timings.items()})
     out["first.actions"] = len(first.results)
     out["second.actions"] = len(second.results)
@@ -123,7 +128,8 @@ def real(a: argparse.Namespace) -> None:
     out = Path(a.dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     (out / "testbed.toml").write_text(testbed_toml(a.accounts, a.port_offset))
-    tb = Testbed(out / "tb", out / "testbed.toml")
+    # another Slurm version keeps its own directory (its root filesystem is made there once)
+    tb = Testbed(out / ("tb" if a.slurm is None else f"tb-{a.slurm}"), out / "testbed.toml", slurm=a.slurm)
     t0 = time.perf_counter()
     tb.up()
     print(f"testbed up with {a.accounts} accounts in {time.perf_counter() - t0:.1f} s")
@@ -155,10 +161,20 @@ def real(a: argparse.Namespace) -> None:
 def one_real(port: Any, config: Any, gap: float) -> dict[str, Any]:
     """A first cycle, a steady one ``gap`` seconds later, then ``revert`` (all in-process)."""
     row: dict[str, Any] = {}
+    stats = port.runner.stats  # wall time inside Slurm's commands, per command
+
+    def slurm_share(label: str) -> None:
+        row[f"{label}.in_slurm"] = stats.seconds
+        row[f"{label}.slurm_calls"] = stats.calls
+        row[f"{label}.in_scontrol"] = stats.by_command.get("scontrol", 0.0)
+        stats.reset()
+
     for label in ("first", "steady"):
+        stats.reset()
         t = time.perf_counter()
         res = run_cycle(port, config)
         row[f"{label}.total"] = time.perf_counter() - t
+        slurm_share(label)
         row.update({f"{label}.{k}": v for k, v in res.timings.items()})
         row[f"{label}.actions"] = len(res.results)
         row[f"{label}.failed"] = sum(1 for x in res.results if not x.applied and not x.skipped)
@@ -169,6 +185,8 @@ def one_real(port: Any, config: Any, gap: float) -> dict[str, Any]:
     rev = revert(port, config)
     row["revert.total"] = time.perf_counter() - t
     row["revert.failed"] = len(rev.failed)
+    row["revert.actions"] = len(rev.steps)
+    slurm_share("revert")
     return row
 
 
@@ -179,7 +197,7 @@ def table(title: str, runs: list[dict[str, Any]]) -> None:
     keys = sorted({k for r in runs for k, v in r.items() if isinstance(v, (int, float))})
     for k in keys:
         vals = [float(r.get(k, 0.0)) for r in runs]
-        unit = "" if k.endswith(("actions", "failed")) else " s"
+        unit = "" if k.endswith(("actions", "failed", "calls")) else " s"
         print(f"  {k:28s} {statistics.median(vals):9.3f} {min(vals):9.3f} {max(vals):9.3f}{unit}")
     for k in sorted({k for r in runs for k, v in r.items() if isinstance(v, str)}):
         print(f"  {k:28s} {', '.join(str(r.get(k)) for r in runs)}")
@@ -199,6 +217,8 @@ def main() -> None:
     ap.add_argument("--dir", default=str(ROOT / ".cyclebench"), help="--real: working directory")
     ap.add_argument("--port-offset", type=int, default=3000, help="--real: added to the default testbed's ports")
     ap.add_argument("--keep", action="store_true", help="--real: leave the testbed running")
+    ap.add_argument("--slurm", default=None, help="--real: the testbed's Slurm version (default: the host's; "
+                    "another moves every port, e.g. by +1000 for 24.11)")
     a = ap.parse_args()
     if a.real:
         a.jobs = a.jobs or [10000]
