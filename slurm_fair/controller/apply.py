@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import JobGone, SlurmError, SlurmUnavailable, StateWriteError
+from ..slurm.batch import BATCH_JOBS
 from ..slurm.model import Snapshot
 from ..slurm.port import SlurmPort
 from .diff import Action
@@ -320,8 +321,11 @@ def _batched(st: _Run, port: SlurmPort, actions: list[Action], run: list[int],
     groups: dict[tuple[str, str], list[int]] = {}
     for k in run:
         groups.setdefault(_group_key(actions[k]), []).append(k)
-    for members in groups.values():
-        todo = _attempted(st, actions, members, done)
+    # a chunk at a time (the port's own chunk size): a stop (SIGTERM) is honoured between two
+    # Slurm calls, and the intents stored are those of the call about to be made
+    chunks = [members[i:i + BATCH_JOBS] for members in groups.values() for i in range(0, len(members), BATCH_JOBS)]
+    for chunk in chunks:
+        todo = _attempted(st, actions, chunk, done)
         if not todo:
             continue
         st.intend([actions[k] for k in todo])

@@ -137,3 +137,26 @@ def test_gpu_types_go_in_one_call_per_type_on_24_11(tmp_path, fake):
     assert rv.exit_code == 0
     assert len([c for c in fake.calls if c[0] == "restore_gpu_requests"]) <= 2  # one per original request
     assert all(fake.job(j).gpu_request.gpu_type is None for j in ids if j != gone)
+
+
+def test_a_stop_is_honoured_between_two_calls_of_one_group(fake, tmp_path):
+    """One change for more jobs than one call takes goes in bounded calls; a stop (SIGTERM)
+    after the first leaves the rest not attempted, with no intent stored for them."""
+    from slurm_fair.controller.apply import apply
+    from slurm_fair.controller.diff import field_action
+    from slurm_fair.slurm.batch import BATCH_JOBS
+
+    ids = [fake.submit("alice", "--gres=gpu:1", hold=False) for _ in range(BATCH_JOBS + 20)]
+    snap = fake.snapshot()
+    actions = [field_action(sj, "partition", "v100", {}, partition="v100") for sj in snap.jobs]
+    sent = lambda: [c[1][0] for c in fake.calls if c[0] == "update_jobs"]  # noqa: E731
+    with StateStore.in_dir(tmp_path / "state") as store:
+        results = apply(actions, fake, snap, store, "c1", 0.0, stop=lambda: len(sent()) >= 1)
+        owned = store.owned()
+    assert [len(c) for c in sent()] == [BATCH_JOBS]
+    done = {r.action.job for r in results if r.applied}
+    assert done == set(sent()[0]) and len(done) == BATCH_JOBS
+    rest = [r for r in results if not r.applied]
+    assert len(rest) == 20 and all(r.error.startswith("not attempted") for r in rest)
+    assert {j for j, _ in owned} == done  # no row, no intent for what was never sent
+    assert all(fake.job(j).partition == ("v100" if j in done else "gpu") for j in ids)
