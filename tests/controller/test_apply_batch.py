@@ -6,6 +6,8 @@ started or ended between the snapshot and the write, a job Slurm refuses, Slurm 
 
 from __future__ import annotations
 
+import threading
+
 from slurm_fair.controller.cycle import run_cycle
 from slurm_fair.controller.revert import revert
 from slurm_fair.controller.state import StateStore
@@ -29,20 +31,22 @@ def test_a_job_that_started_meanwhile_is_skipped_and_the_rest_of_its_batch_recor
     ids = submit(fake, 12)
     real = fake.update_jobs
     seen: dict[str, object] = {}
+    first = threading.Lock()  # calls may be in flight side by side: only one starts a job
 
     def update_jobs(job_ids, fields):
-        if "Partition" in fields and not seen:
+        if "Partition" in fields and first.acquire(blocking=False):
             # what the store held when the batch went out: every job's intent, none written yet
             seen.update(rows(config))
             fake.start(job_ids[0], "k80-1", "k80")  # starts between the snapshot and the write
             seen["started"] = job_ids[0]
+            seen["batch"] = list(job_ids)
         return real(job_ids, fields)
 
     monkeypatch.setattr(fake, "update_jobs", update_jobs)
     res = run_cycle(fake, config)
     started = str(seen.pop("started"))
+    first_batch = seen.pop("batch")
     assert res.exit_code == 0, res.message
-    first_batch = [c[1][0] for c in fake.calls if c[0] == "update_jobs" and "Partition" in c[1][1]][0]
     assert {j for j, f in seen if f == "partition"} >= set(first_batch)
     assert all(r.intent is not None and r.written is None for (j, f), r in seen.items() if j in first_batch)
     by_job = {r.action.job: r for r in res.results if r.action.kind == "set_partition"}
@@ -87,9 +91,10 @@ def test_slurm_lost_mid_batch_keeps_every_intent_of_it(fake, config, monkeypatch
     ids = submit(fake, 10)
     real = fake.update_jobs
     lost: list[str] = []
+    first = threading.Lock()  # calls may be in flight side by side: only one is lost
 
     def update_jobs(job_ids, fields):
-        if "Partition" in fields and not lost:
+        if "Partition" in fields and first.acquire(blocking=False):
             lost.extend(job_ids)
             real(job_ids[: len(job_ids) // 2], fields)  # half of it happened before the timeout
             raise SlurmUnavailable("scontrol did not answer within 30 s (3 attempts)")
@@ -140,22 +145,23 @@ def test_gpu_types_go_in_one_call_per_type_on_24_11(tmp_path, fake):
 
 
 def test_a_stop_is_honoured_between_two_calls_of_one_group(fake, tmp_path):
-    """One change for more jobs than one call takes goes in bounded calls; a stop (SIGTERM)
-    after the first leaves the rest not attempted, with no intent stored for them."""
-    from slurm_fair.controller.apply import apply
+    """One change for more jobs than one call takes goes in bounded calls, a bounded number in
+    flight; a stop (SIGTERM) during the first round leaves the rest not attempted, with no
+    intent stored for them."""
+    from slurm_fair.controller.apply import JOB_CALLS, apply
     from slurm_fair.controller.diff import field_action
     from slurm_fair.slurm.batch import BATCH_JOBS
 
-    ids = [fake.submit("alice", "--gres=gpu:1", hold=False) for _ in range(BATCH_JOBS + 20)]
+    ids = [fake.submit("alice", "--gres=gpu:1", hold=False) for _ in range(BATCH_JOBS * JOB_CALLS + 20)]
     snap = fake.snapshot()
     actions = [field_action(sj, "partition", "v100", {}, partition="v100") for sj in snap.jobs]
     sent = lambda: [c[1][0] for c in fake.calls if c[0] == "update_jobs"]  # noqa: E731
     with StateStore.in_dir(tmp_path / "state") as store:
         results = apply(actions, fake, snap, store, "c1", 0.0, stop=lambda: len(sent()) >= 1)
         owned = store.owned()
-    assert [len(c) for c in sent()] == [BATCH_JOBS]
+    assert [len(c) for c in sent()] == [BATCH_JOBS] * JOB_CALLS  # one round of calls in flight
     done = {r.action.job for r in results if r.applied}
-    assert done == set(sent()[0]) and len(done) == BATCH_JOBS
+    assert done == {j for c in sent() for j in c} and len(done) == BATCH_JOBS * JOB_CALLS
     rest = [r for r in results if not r.applied]
     assert len(rest) == 20 and all(r.error.startswith("not attempted") for r in rest)
     assert {j for j, _ in owned} == done  # no row, no intent for what was never sent
