@@ -17,7 +17,7 @@ Rules, so a plan is never half-applied *silently* and never left where ``revert`
   further is attempted and every remaining action is reported as not attempted.
 
 Job changes of one kind and value go to Slurm in one ``scontrol update JobId=a,b,c`` per few
-hundred jobs (:mod:`..slurm.batch`), GPU requests too where Slurm replaces one in one update
+hundred jobs (:mod:`..slurm.batch`), two such calls in flight, GPU requests too where Slurm replaces one in one update
 (>= 23.11); their intents are stored first, in one transaction, and each job's outcome is read
 from Slurm's answer for that job. Node lists, which Slurm takes for one job per call, go one job
 at a time, their intents stored together first. Changes to accounting (older versions' QOS,
@@ -265,13 +265,7 @@ def _one(st: _Run, port: SlurmPort, action: Action, index: int, done: Callable[[
 
 def _accounting(st: _Run, port: SlurmPort, actions: list[Action], run: list[int],
                 done: Callable[[int, ActionResult], None], workers: int) -> None:
-    todo: list[int] = []
-    for k in run:
-        skip = st.precheck(actions[k])
-        if skip is not None:
-            done(k, skip)
-        else:
-            todo.append(k)
+    todo = _attempted(st, actions, run, done)
     if workers == 1 or len(todo) <= 1:
         errors = [_attempt(st, port, actions[k]) for k in todo]
     else:
