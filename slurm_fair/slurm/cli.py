@@ -40,9 +40,6 @@ from .write_rules import (
     with_prefix,
 )
 
-#: jobs per ``scontrol update`` (kept here for callers of the adapter)
-BATCH_JOBS = batch.BATCH_JOBS
-
 _HELD = {"JobHeldUser": "uhold", "JobHeldAdmin": "hold"}
 
 #: a GPU request rewrite to make: (field, spec, the spec it replaces, the GPU type it pins)
@@ -399,7 +396,7 @@ class SlurmCli:
             self._update(job_id, **dict(fields))
 
     def update_jobs(self, job_ids: Sequence[str], fields: Mapping[str, str]) -> dict[str, SlurmError]:
-        """One ``scontrol update JobId=a,b,c F=V`` per chunk of :data:`BATCH_JOBS` jobs; the
+        """One ``scontrol update JobId=a,b,c F=V`` per chunk of ``batch.BATCH_JOBS`` jobs; the
         jobs not changed, each with its error, read from scontrol's per-job lines (22.05 and
         24.11 alike, see :mod:`.batch`)."""
         items = batch_items(fields)
