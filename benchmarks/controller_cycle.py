@@ -7,6 +7,8 @@ Two modes:
 
       python benchmarks/controller_cycle.py --jobs 50 200 --policy oef --repeat 3
 
+  (``--fake-accounts 200`` for many tenants; the fake cycle ends with a ``revert``.)
+
 * ``--real``: a private real testbed (its own directory and ports, so the default testbed may
   run beside it) with ``--accounts`` Slurm accounts (fair-share shares 1, 2, 3 in turn) and
   ``--jobs`` pending GPU jobs submitted with ``sbatch`` (class tags in the comment, counts 1, 2
