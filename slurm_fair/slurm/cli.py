@@ -260,32 +260,42 @@ class SlurmCli:
         ``squeue`` read-back; before, each job takes the hold, clear, set, release of
         :meth:`_rewrite_request`. Returns the jobs not changed, with their errors."""
         failed: dict[str, SlurmError | ValueError] = {}
-        groups: dict[tuple[str, str, str | None], list[str]] = {}
+        groups: dict[tuple[str, str, str | None], dict[str, str]] = {}
         for job, plan in planned:
             try:
                 rewrite = plan()
                 if rewrite is not None and not self.can_retype_gpu():
                     self._rewrite_request(job.job_id, *rewrite)
                 elif rewrite is not None:
-                    field, spec, _previous, want = rewrite
+                    field, spec, previous, want = rewrite
                     spec = with_prefix(spec, self.tres_prefix())
                     check_value(field, spec)
-                    groups.setdefault((field, spec, want), []).append(check_job_id(job.job_id))
+                    groups.setdefault((field, spec, want), {})[check_job_id(job.job_id)] = previous
             except (JobGone, SlurmCommandError, ValueError) as exc:
                 failed[job.job_id] = exc
-        for (field, spec, want), ids in groups.items():
-            failed.update(batch.update(self.runner, ids, [f"{field}={spec}"]))
-            done = [j for j in ids if j not in failed]
+        for (field, spec, want), before in groups.items():
+            failed.update(batch.update(self.runner, list(before), [f"{field}={spec}"]))
+            done = [j for j in before if j not in failed]
             seen = batch.typed_gpus(self.runner, done, self._separator())
             for job_id in done:
                 if job_id not in seen:
                     failed[job_id] = JobGone(f"job {job_id} is gone")
                 elif seen[job_id] != ({want} if want else frozenset()):
-                    failed[job_id] = SlurmCommandError(
-                        ["scontrol", "update", f"JobId={job_id}"], 1,
-                        f"job {job_id}: Slurm now schedules it by {sorted(seen[job_id]) or 'untyped GPUs'}, "
-                        f"not {want or 'untyped GPUs'}")
+                    failed[job_id] = self._put_back(job_id, field, before[job_id], seen[job_id], want)
         return failed
+
+    def _put_back(self, job_id: str, field: str, previous: str, typed: frozenset[str],
+                  want: str | None) -> SlurmCommandError:
+        """A rewrite Slurm took otherwise than asked: the job's request as it was before, put
+        back (so the failed write leaves nothing behind for ``revert`` to undo); the error."""
+        message = (f"job {job_id}: Slurm now schedules it by {sorted(typed) or 'untyped GPUs'}, "
+                   f"not {want or 'untyped GPUs'}")
+        try:
+            self._update(job_id, **{field: with_prefix(previous, self.tres_prefix())})
+            message += f"; its request {previous} is put back"
+        except (SlurmError, ValueError) as exc:
+            message += f"; putting back its request {previous} failed too: {exc}"
+        return SlurmCommandError(["scontrol", "update", f"JobId={job_id}"], 1, message)
 
     def can_retype_gpu(self) -> bool:
         """Whether this Slurm can change a request that is already typed (>= 23.11; the

@@ -109,3 +109,43 @@ def test_slurm_unreachable_propagates(tmp_path):
     runner, _ = replay(tmp_path, case)
     with pytest.raises(SlurmUnavailable):
         batch.update(runner, ["1", "2"], ["Partition=v100"])
+
+
+_SQUEUE = """#!{python}
+import json, sys
+with open({log!r}, "a") as log:
+    log.write(json.dumps(["squeue", *sys.argv[1:]]) + "\\n")
+fmt = sys.argv[sys.argv.index("-O") + 1]
+fs = fmt[len("JobID:0"):fmt.index(",tres-alloc")]
+ids = sys.argv[sys.argv.index("-j") + 1].split(",")
+typed = json.load(open({typed!r}))
+for j in ids:
+    print(j + fs + "cpu=1,mem=1G,node=1,gres/gpu=1" + (",gres/gpu:" + typed[j] + "=1" if typed.get(j) else ""))
+"""
+
+
+def test_a_rewrite_slurm_takes_otherwise_is_put_back_and_named(tmp_path):
+    """>= 23.11: one update for the jobs of one new request, one squeue read-back; a job whose
+    read-back shows another type than asked gets its request put back and is reported failed
+    (a failed write must leave nothing for revert to undo), the others are done."""
+    from slurm_fair.slurm.cli import SlurmCli
+    from slurm_fair.slurm.fake import FakeSlurm
+
+    fake = FakeSlurm(slurm_version="24.11")
+    jobs = [fake.job(fake.submit("a", "--gres=gpu:1", hold=False)) for _ in range(3)]
+    case = {"argv": ["none"], "rc": 0, "stdout": "", "stderr": ""}
+    runner, log = replay(tmp_path, case)
+    (tmp_path / "typed.json").write_text(json.dumps({jobs[0].job_id: "v100", jobs[1].job_id: "k80",
+                                                     jobs[2].job_id: "v100"}))
+    squeue = tmp_path / "squeue"
+    squeue.write_text(_SQUEUE.format(python=sys.executable, log=str(log), typed=str(tmp_path / "typed.json")))
+    squeue.chmod(squeue.stat().st_mode | stat.S_IEXEC)
+    cli = SlurmCli(runner=runner, tres_prefix="gres/")
+    failed = cli.set_gpu_types([(j, "v100") for j in jobs])
+    assert list(failed) == [jobs[1].job_id] and isinstance(failed[jobs[1].job_id], SlurmCommandError)
+    assert "put back" in str(failed[jobs[1].job_id])
+    ids = ",".join(j.job_id for j in jobs)
+    got = calls(log)
+    assert got[0] == ["update", f"JobId={ids}", "TresPerNode=gres/gpu:v100:1"]
+    assert got[1][:4] == ["squeue", "-h", "-j", ids]
+    assert got[2:] == [["update", f"JobId={jobs[1].job_id}", "TresPerNode=gres/gpu:1"]]
