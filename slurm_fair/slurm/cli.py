@@ -281,15 +281,16 @@ class SlurmCli:
                 if job_id not in seen:
                     failed[job_id] = JobGone(f"job {job_id} is gone")
                 elif seen[job_id] != ({want} if want else frozenset()):
-                    failed[job_id] = self._put_back(job_id, field, before[job_id], seen[job_id], want)
+                    failed[job_id] = self._put_back(
+                        job_id, field, before[job_id],
+                        f"job {job_id}: Slurm now schedules it by {sorted(seen[job_id]) or 'untyped GPUs'}, "
+                        f"not {want or 'untyped GPUs'}")
         return failed
 
-    def _put_back(self, job_id: str, field: str, previous: str, typed: frozenset[str],
-                  want: str | None) -> SlurmCommandError:
-        """A rewrite Slurm took otherwise than asked: the job's request as it was before, put
-        back (so the failed write leaves nothing behind for ``revert`` to undo); the error."""
-        message = (f"job {job_id}: Slurm now schedules it by {sorted(typed) or 'untyped GPUs'}, "
-                   f"not {want or 'untyped GPUs'}")
+    def _put_back(self, job_id: str, field: str, previous: str, message: str) -> SlurmCommandError:
+        """A rewrite Slurm took otherwise than asked (>= 23.11; ``message`` says how): the
+        job's request as it was before, put back (so the failed write leaves nothing behind
+        for ``revert`` to undo); the error to report."""
         try:
             self._update(job_id, **{field: with_prefix(previous, self.tres_prefix())})
             message += f"; its request {previous} is put back"
@@ -336,7 +337,10 @@ class SlurmCli:
         previous = with_prefix(previous, self.tres_prefix())
         if self.can_retype_gpu():  # >= 23.11 replaces the request in one update (24.11, checked)
             self._update(job_id, **{field: spec})
-            self._verify_request(job_id, want_type)
+            try:
+                self._verify_request(job_id, want_type)
+            except SlurmCommandError as exc:
+                raise self._put_back(job_id, field, previous, exc.stderr) from None
             return
         held = self._reason(job_id) in _HELD
         if not held:

@@ -116,11 +116,11 @@ import json, sys
 with open({log!r}, "a") as log:
     log.write(json.dumps(["squeue", *sys.argv[1:]]) + "\\n")
 fmt = sys.argv[sys.argv.index("-O") + 1]
-fs = fmt[len("JobID:0"):fmt.index(",tres-alloc")]
 ids = sys.argv[sys.argv.index("-j") + 1].split(",")
 typed = json.load(open({typed!r}))
 for j in ids:
-    print(j + fs + "cpu=1,mem=1G,node=1,gres/gpu=1" + (",gres/gpu:" + typed[j] + "=1" if typed.get(j) else ""))
+    tres = "cpu=1,mem=1G,node=1,gres/gpu=1" + (",gres/gpu:" + typed[j] + "=1" if typed.get(j) else "")
+    print(tres if fmt == "tres-alloc:0" else j + fmt[len("JobID:0"):fmt.index(",tres-alloc")] + tres)
 """
 
 
@@ -149,3 +149,9 @@ def test_a_rewrite_slurm_takes_otherwise_is_put_back_and_named(tmp_path):
     assert got[0] == ["update", f"JobId={ids}", "TresPerNode=gres/gpu:v100:1"]
     assert got[1][:4] == ["squeue", "-h", "-j", ids]
     assert got[2:] == [["update", f"JobId={jobs[1].job_id}", "TresPerNode=gres/gpu:1"]]
+    # one job alone (set_gpu_type) is read back and put back the same way
+    with pytest.raises(SlurmCommandError, match="put back"):
+        cli.set_gpu_type(jobs[1], "v100")
+    assert calls(log)[-3:] == [["update", f"JobId={jobs[1].job_id}", "TresPerNode=gres/gpu:v100:1"],
+                               ["squeue", "-h", "-j", jobs[1].job_id, "-O", "tres-alloc:0"],
+                               ["update", f"JobId={jobs[1].job_id}", "TresPerNode=gres/gpu:1"]]
