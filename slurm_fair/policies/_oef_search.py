@@ -13,10 +13,15 @@ from ..jobgroups import JobGroup
 from ..model import Allocation, Problem
 from . import PolicyOptions
 from ._ceei import ceei
+from ._ceei_price import price_ceei
 from ._ceei_market import Equilibrium
 from ._climb import Climb
 from ._lp import fallback_allocation, feasible_classes, max_min_classes, max_throughput_classes, result
 from ._tenants import ClassX, Tenants, class_efficiency, pareto_ok
+
+
+#: the price-space CEEI's closing error below which its point is checked as a candidate
+_PRICE_CLOSED = 1e-7
 
 
 class Search:
@@ -37,6 +42,8 @@ class Search:
         self.e_star: float | None = None
         self._lp: Climb | None = None
         self.eq: Equilibrium | None = None
+        #: what the price-space CEEI did (steps, closing error, warm start, timed out)
+        self.price_info: dict[str, object] = {}
 
     @property
     def lp(self) -> Climb:
@@ -129,12 +136,41 @@ class Search:
             return False
 
     def ceei(self) -> None:
-        """Stage 2: the CEEI, SI+EF+PE by construction (the anytime point)."""
+        """Stage 2: the CEEI, SI+EF+PE by construction (the anytime point): first in price space
+        (:mod:`._ceei_price`, warm-started from ``options.state['oef.ceei_prices']``, at most a
+        fifth of the time limit), candidate ``ceei-price`` when its closing LP reached an exact
+        equilibrium; else the Eisenberg-Gale budget iteration (:mod:`._ceei`) until the time
+        limit. The prices of the equilibrium found are left in ``options.state`` for the next
+        call."""
+        now = time.perf_counter()
+        warm = self.options.state.get("oef.ceei_prices")
         try:
-            self.eq = ceei(self.problem, self.classes, good_enough=self.good)
+            got = price_ceei(self.problem, self.classes, min(self.deadline, now + 0.2 * self.options.time_limit_s),
+                             warm if isinstance(warm, dict) else None)
+        except SolverError as exc:
+            self.degraded["ceei-price"] = str(exc)
+            got = None
+        if got is not None:
+            self.price_info = {"steps": got.steps, "spending_error": got.eq.error, "warm_start": bool(warm),
+                               "timed_out": got.timed_out}
+            if got.timed_out:
+                self.skipped.append("rest of ceei-price's price iteration")
+            if got.eq.error <= _PRICE_CLOSED and self.consider("ceei-price", got.eq.X):
+                self.eq = got.eq
+                self.options.state["oef.ceei_prices"] = dict(got.prices)
+                return
+            self.tried.setdefault("ceei-price", f"not closed (error {got.eq.error:.2g})")
+        if time.perf_counter() >= self.deadline:
+            self.skipped.append("ceei")
+            return
+        try:
+            self.eq = ceei(self.problem, self.classes, good_enough=self.good, deadline=self.deadline)
         except SolverError as exc:
             self.degraded["ceei"] = str(exc)
-        self.consider("ceei", None if self.eq is None else self.eq.X)
+        if self.eq is not None and time.perf_counter() >= self.deadline and self.eq.error > 1e-10:
+            self.skipped.append(f"rest of ceei (spending error {self.eq.error:.2g})")
+        if self.consider("ceei", None if self.eq is None else self.eq.X) and self.eq is not None:
+            self.options.state["oef.ceei_prices"] = dict(self.eq.prices)
 
     def gavel(self, X0: ClassX) -> None:
         """gavel-mmf's answer, and the climb from it when it is SI+EF and a better start."""
@@ -153,9 +189,10 @@ class Search:
         the equal split, then gavel-mmf's answer and the climb from it."""
         eq = self.eq
         stages: list[tuple[str, Callable[[], None]]] = []
-        if eq is not None and self.tried["ceei"].startswith("SI+EF") and \
+        src = "ceei-price" if self.tried.get("ceei-price") == "SI+EF+PE" else "ceei"
+        if eq is not None and self.tried.get(src, "").startswith("SI+EF") and \
                 class_efficiency(self.classes, self.clean(eq.X)) > class_efficiency(self.classes, X0):
-            stages.append(("ccp from ceei", lambda: self.climb("ceei", eq.X)))
+            stages.append((f"ccp from {src}", lambda: self.climb(src, eq.X)))
         stages.append(("ccp from equal-split", lambda: self.climb("equal-split", X0)))
         stages.append(("gavel-mmf", lambda: self.gavel(X0)))
         for name, run in stages:
@@ -187,6 +224,7 @@ class Search:
                 "exact_envy_lps": self.t.envy.exact_solves,
                 "pareto_efficient": pe, "pareto_gap": gap,
                 "efficiency_ratio": None if self.e_star is None else fairness.efficiency_ratio(e_best, self.e_star),
-                "ceei_spending_error": None if self.eq is None else self.eq.error, "degraded": self.degraded}
+                "ceei_spending_error": None if self.eq is None else self.eq.error, "ceei_price": self.price_info,
+                "degraded": self.degraded}
         return result(self.problem, "oef", self.classes, X, self.options, self.started, info,
                       efficiency_bound=self.e_star)
