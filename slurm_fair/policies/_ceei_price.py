@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -42,6 +43,10 @@ from ._ceei_market import Equilibrium, Point
 
 #: two lines of a class closer than this (relative) at a tenant's multiplier are a tie
 TIE = 1e-9
+#: steps without a tenfold fall of the closing error after which the price iteration gives up
+#: (with few jobs per tenant one class's switch moves a whole percent of a type, and the
+#: iteration can circle the point where enough classes tie at once)
+STALL = 100
 #: the closing LP's error (relative spending and unsold capacity) that ends the price iteration
 CLOSED = 1e-10
 
@@ -151,17 +156,17 @@ def demand(m: PriceMarket, p: np.ndarray) -> Demand:
     Z[rows, choice[rows, piece]] = m.count
     lam_u = np.full(T, np.inf)
     hit = np.nonzero(cross < len(ten))[0]
-    for u in hit:  # the crossing class is split: the tenant spends exactly w_u
-        j = cross[u]
+    if len(hit):  # the crossing class is split: the tenant spends exactly w_u
+        j = cross[hit]
         c, i = ci[j], pi[j]
-        need = m.weight[u] - (reach[j] - d[j])
-        theta = min(1.0, max(0.0, need / d[j])) if d[j] > 0 else 1.0
+        need = m.weight[hit] - (reach[j] - d[j])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            theta = np.where(d[j] > 0, np.clip(need / d[j], 0.0, 1.0), 1.0)
         Z[c, choice[c, i]] = m.count[c] * (1 - theta)
         Z[c, choice[c, i + 1]] += m.count[c] * theta
-        lam_u[u] = lam[j]
+        lam_u[hit] = lam[j]
     spend = np.bincount(m.owner, (Z * cost).sum(axis=1), minlength=T)
-    Y = np.zeros((T, len(m.types)))
-    np.add.at(Y, m.owner, Z[:, 1:] * m.gpus[:, None])
+    Y = np.column_stack([np.bincount(m.owner, Z[:, k + 1] * m.gpus, minlength=T) for k in range(len(m.types))])
     return Demand(Z, lam_u, spend, Y)
 
 
@@ -174,6 +179,13 @@ class PriceResult:
     prices: dict[str, float]
     steps: int
     timed_out: bool
+    #: each tenant's multiplier at the limit prices (money per unit of utility; ``inf`` when
+    #: satiated): ``p / lambda_u`` is a dual-feasible point of ``V_u``'s LP that bounds every
+    #: bundle u can afford by ``U_u`` (the envy certificate of the equilibrium)
+    lam: dict[str, float]
+    #: the certified bound on a Pareto improvement's gain in ``E`` for an allocation of this
+    #: market (:func:`pareto_bound_gain` at the limit prices); None when it cannot be given
+    pe_gain: "Callable[[Mapping[int, Mapping[str, float]]], float | None]"
 
 
 def excess(m: PriceMarket, dem: Demand, p: np.ndarray) -> np.ndarray:
@@ -187,25 +199,29 @@ def tatonnement(m: PriceMarket, p0: np.ndarray, deadline: float, max_steps: int 
                 ) -> tuple[np.ndarray, Demand, np.ndarray, float, int, bool]:
     """Prices and the closing LP's answer there (:func:`_close`), tried at every step whose
     excess is small: ``p_k *= 1 + s_k e_k`` (``e`` the relative excess, clipped to [-0.5, 1]),
-    ``s_k`` shortened (x0.7) when ``e_k`` changes sign and lengthened (x1.2, at most 1) while it
+    ``s_k`` shortened (x0.6) when ``e_k`` changes sign and lengthened (x1.3, at most 1) while it
     keeps it, and the prices rescaled so the cluster costs what the tenants spend (the level
     Walras' law fixes; without it the steps of a type whose excess jumps back and forth shrink
     before the other prices have moved). Stops when the closing LP's error is at most
-    :data:`CLOSED`, at ``deadline`` or after ``max_steps``. Returns the prices, their demand,
+    :data:`CLOSED`, when :data:`STALL` steps did not divide the best error by 10, at
+    ``deadline`` or after ``max_steps``. Returns the prices, their demand,
     the closed allocation (``C x (K + 1)``) and its error at the best point tried, the number
     of steps and whether time ran out."""
     p = np.maximum(p0.astype(float), 0.0)
-    s = np.full(len(p), 0.3)
+    s = np.full(len(p), 1.0)
     last = np.zeros(len(p))
     best: tuple[float, np.ndarray, Demand, np.ndarray] | None = None
+    improved = 0
     for it in range(1, max_steps + 1):
         dem = demand(m, p)
         e = excess(m, dem, p)
-        if float(np.abs(e).max()) <= 0.05 or it % 10 == 0:
+        if float(np.abs(e).max()) <= 0.01 or it % 10 == 1:
             Z, err = _close(m, dem, p)
+            if best is None or err < best[0] * 0.1:
+                improved = it
             if best is None or err < best[0]:
                 best = (err, p.copy(), dem, Z)
-            if err <= CLOSED:
+            if err <= CLOSED or it - improved > STALL:
                 break
         if time.perf_counter() >= deadline:
             break
@@ -213,7 +229,7 @@ def tatonnement(m: PriceMarket, p0: np.ndarray, deadline: float, max_steps: int 
         if value > 0:
             p = p * float(dem.spend.sum()) / value
         sign = np.sign(e)
-        s = np.where(sign * last < 0, s * 0.7, np.minimum(s * 1.2, 1.0))
+        s = np.where(sign * last < 0, s * 0.6, np.minimum(s * 1.3, 1.0))
         last = sign
         p = p * (1 + s * np.clip(e, -0.5, 1.0))
         p = np.where(p < 1e-14 * max(float(p.max()), 1e-300), 0.0, p)
@@ -223,7 +239,7 @@ def tatonnement(m: PriceMarket, p0: np.ndarray, deadline: float, max_steps: int 
     return best[1], best[2], best[3], best[0], it, time.perf_counter() >= deadline and best[0] > CLOSED
 
 
-def _ties(m: PriceMarket, dem: Demand, p: np.ndarray) -> np.ndarray:
+def _ties(m: PriceMarket, dem: Demand, p: np.ndarray, tie: float = TIE) -> np.ndarray:
     """``C x (K + 1)``: the lines each class may use at the tenants' multipliers (within
     :data:`TIE` of its best line); a satiated tenant's classes keep their demand."""
     slope, cost = m.lines(p)
@@ -233,17 +249,17 @@ def _ties(m: PriceMarket, dem: Demand, p: np.ndarray) -> np.ndarray:
     profit = lam_f[:, None] * slope - cost
     best = profit.max(axis=1, keepdims=True)
     scale = lam_f[:, None] * np.abs(slope) + cost + 1e-300
-    near = (profit >= best - TIE * scale.max(axis=1, keepdims=True)) & (slope >= 0)
+    near = (profit >= best - tie * scale.max(axis=1, keepdims=True)) & (slope >= 0)
     near[:, 1:] &= m.n > 0
     return np.where(finite[:, None], near, dem.Z > 0)
 
 
-def _close(m: PriceMarket, dem: Demand, p: np.ndarray) -> tuple[np.ndarray, float]:
+def _close(m: PriceMarket, dem: Demand, p: np.ndarray, tie: float = TIE) -> tuple[np.ndarray, float]:
     """The closing LP: the classes at a tie are its columns (every other class stays on its
     line), the prices held; minimise the tenants' relative spending error and the relative
     unsold capacity of priced types and the over-used capacity. The allocation (``C x (K + 1)``)
     and its error (the larger of the two, relative)."""
-    near = _ties(m, dem, p)
+    near = _ties(m, dem, p, tie)
     free = np.nonzero(near.sum(axis=1) >= 2)[0]
     Z = dem.Z.copy()
     if len(free) == 0:
@@ -264,20 +280,25 @@ def _close(m: PriceMarket, dem: Demand, p: np.ndarray) -> tuple[np.ndarray, floa
     ncol = len(cost_vec)
     lp = SmallLP(cost_vec, [0.0] * ncol, [INF] * ncol, [], name="ceei_price_close")
     by_class: dict[int, list[int]] = {}
-    for i, (c, _) in enumerate(acts):
+    by_type: dict[int, list[int]] = {}
+    by_tenant: dict[int, list[int]] = {}
+    for i, (c, ln) in enumerate(acts):
         by_class.setdefault(int(c), []).append(i)
+        by_type.setdefault(ln - 1, []).append(i)
+        if p[ln - 1] > 0:
+            by_tenant.setdefault(int(m.owner[c]), []).append(i)
     for c in free:
         cols = by_class.get(int(c), [])
         lo = m.count[c] if not near[c, 0] else -INF
         if cols:
             lp.add_row(cols, [1.0] * len(cols), lo, float(m.count[c]))
     for k in range(K):
-        cols = [i for i, (_, ln) in enumerate(acts) if ln == k + 1]
+        cols = by_type.get(k, [])
         vals = [float(m.gpus[acts[i][0]]) for i in cols]
         room = float(m.caps[k] - fixed_use[k])
         lp.add_row(cols + [nx + 2 * T + k, nx + 2 * T + K + k], vals + [1.0, -1.0], room if p[k] > 0 else -INF, room)
     for u in range(T):
-        cols = [i for i, (c, ln) in enumerate(acts) if m.owner[c] == u and p[ln - 1] > 0]
+        cols = by_tenant.get(u, [])
         vals = [float(cost[acts[i][0], acts[i][1]]) for i in cols]
         lp.add_row(cols + [nx + 2 * u, nx + 2 * u + 1], vals + [-1.0, 1.0],
                    float(m.weight[u] - fixed_spend[u]), float(m.weight[u] - fixed_spend[u]))
@@ -303,26 +324,49 @@ def _error(m: PriceMarket, Z: np.ndarray, p: np.ndarray) -> float:
     return float(max(spend_err.max(initial=0.0), unsold.max(initial=0.0)))
 
 
-def start_prices(m: PriceMarket, warm: dict[str, float] | None) -> np.ndarray:
-    """The caller's prices when they cover these types and are positive somewhere (scaled to
-    this market's incomes), else every GPU priced alike so the incomes buy the whole cluster."""
-    total = float(m.weight.sum())
+def pareto_bound_gain(m: PriceMarket, X: Mapping[int, Mapping[str, float]], p: np.ndarray, lam: np.ndarray) -> float | None:
+    """An upper bound on what any feasible allocation giving every tenant at least its utility
+    in ``X`` can add to ``E`` (so ``X`` is PE when it is at most ``eps(E)``), from the
+    equilibrium's own certificate instead of an LP over all classes: with ``q_c = max(0,
+    max_k lambda_u n_ck - g_c p_k)``, ``(p, q)`` is dual-feasible for ``max sum_u lambda_u U_u``,
+    so every feasible ``X'`` has ``sum_u lambda_u U'_u <= D = p.C + sum_c m_c q_c``; if
+    ``U' >= U(X)`` then ``sum_u (U'_u - U_u) <= (D - sum_u lambda_u U_u(X)) / min_u lambda_u``.
+    None when a tenant is satiated (``lambda = inf``: the caller's LP check decides)."""
+    if not np.all(np.isfinite(lam)) or not np.all(lam > 0):
+        return None
+    Xa = np.zeros((len(m.classes), len(m.types)))
+    col = {k: j for j, k in enumerate(m.types)}
+    for i, c in enumerate(m.classes):
+        for k, v in X.get(c.key, {}).items():
+            if k in col:
+                Xa[i, col[k]] = v
+    la = lam[m.owner]
+    q = np.maximum(0.0, (la[:, None] * m.n - m.gpus[:, None] * p[None, :]).max(axis=1))
+    dual = float(p @ m.caps + m.count @ q)
+    primal = float((la * (Xa * m.n).sum(axis=1)).sum())
+    return max(0.0, dual - primal) / float(lam.min())
+
+
+def start_prices(m: PriceMarket, warm: Mapping[str, float] | None) -> np.ndarray:
+    """The caller's prices (the last equilibrium: the price iteration's rescaling adapts their
+    level to this market's incomes) when they cover these types, are finite and positive
+    somewhere; else every GPU priced alike so the incomes buy the whole cluster."""
     if warm and all(k in warm for k in m.types):
         p = np.array([max(0.0, float(warm[k])) for k in m.types])
-        value = float(p @ m.caps)
-        if value > 0 and np.all(np.isfinite(p)):
-            return p * total / value
-    return np.full(len(m.types), total / float(m.caps.sum()))
+        if np.all(np.isfinite(p)) and float(p @ m.caps) > 0:
+            return p
+    return np.full(len(m.types), float(m.weight.sum()) / float(m.caps.sum()))
 
 
 def price_ceei(problem: Problem, classes: list[JobGroup], deadline: float,
-               warm: dict[str, float] | None = None) -> PriceResult | None:
+               warm: Mapping[str, float] | None = None) -> PriceResult | None:
     """The CEEI of ``problem`` in price space (module docstring); None when no tenant can use
     any GPU (nothing to price)."""
     m = PriceMarket.of(problem, classes)
     if not m.classes or not len(m.types):
         return None
-    p, _, Z, err, steps, timed_out = tatonnement(m, start_prices(m, warm), deadline)
+    p, dem, Z, err, steps, timed_out = tatonnement(m, start_prices(m, warm), deadline)
+    lam = dem.lam
     X: Point = {c.key: {} for c in classes}
     for i, c in enumerate(m.classes):
         for j, k in enumerate(m.types):
@@ -332,4 +376,7 @@ def price_ceei(problem: Problem, classes: list[JobGroup], deadline: float,
     spend = np.bincount(m.owner, (Z * cost).sum(axis=1), minlength=len(m.tenants))
     prices = {k: float(v) for k, v in zip(m.types, p)}
     eq = Equilibrium(X, prices, {}, {u: float(s) for u, s in zip(m.tenants, spend)}, err, steps)
-    return PriceResult(eq, prices, steps, timed_out)
+    return PriceResult(eq, prices, steps, timed_out, {u: float(v) for u, v in zip(m.tenants, lam)},
+                       lambda X: pareto_bound_gain(m, X, p, lam))
+
+

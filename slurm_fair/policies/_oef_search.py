@@ -4,7 +4,10 @@ with ``eps``; PE with :func:`slurm_fair.fairness.pareto_bound`) before it counts
 
 from __future__ import annotations
 
+import math
 import time
+
+import numpy as np
 from typing import Callable
 
 from .. import fairness
@@ -55,8 +58,14 @@ class Search:
     def clean(self, X: ClassX) -> ClassX:
         return feasible_classes(self.problem, self.classes, X)
 
-    def consider(self, name: str, X: ClassX | None) -> bool:
-        """Check candidate ``X`` exactly; True when it is SI, EF and PE."""
+    def consider(self, name: str, X: ClassX | None,
+                 pe_gain: "Callable[[ClassX], float | None] | None" = None, check_pe: bool = True) -> bool:
+        """Check candidate ``X`` exactly; True when it is SI, EF and PE. ``pe_gain(X)``, when
+        given, is a certified upper bound on what a Pareto improvement could add to ``E`` (the
+        equilibrium's dual certificate, :func:`._ceei_price.pareto_bound_gain`): PE is then
+        decided by it when it is at most ``eps(E)``, else (or when None) by the LP check.
+        ``check_pe=False`` (the equal split: rarely PE, and its PE check is an LP over all
+        classes) keeps an SI+EF point whose PE is checked only if it becomes the answer."""
         if X is None:
             self.tried.setdefault(name, "failed")
             return False
@@ -70,8 +79,13 @@ class Search:
             self.degraded[f"check of {name}"] = str(exc)
             return False
         e = class_efficiency(self.classes, X)
+        if not check_pe:
+            self.tried[name] = "SI+EF (PE checked if it is the answer)"
+            self.fair_points.append((e, name, X, None))
+            return False
+        gain = None if pe_gain is None else pe_gain(X)
         try:
-            pe, gap = pareto_ok(self.problem, self.t, X)
+            pe, gap = (True, gain) if gain is not None and gain <= fairness.eps(e) else pareto_ok(self.problem, self.t, X)
         except SolverError as exc:
             self.tried[name] = "SI+EF, PE check failed"
             self.degraded[f"PE check of {name}"] = str(exc)
@@ -137,15 +151,14 @@ class Search:
 
     def ceei(self) -> None:
         """Stage 2: the CEEI, SI+EF+PE by construction (the anytime point): first in price space
-        (:mod:`._ceei_price`, warm-started from ``options.state['oef.ceei_prices']``, at most a
-        fifth of the time limit), candidate ``ceei-price`` when its closing LP reached an exact
+        (:mod:`._ceei_price`, warm-started from ``options.state['oef.ceei_prices']``, until the time
+        limit or a stall), candidate ``ceei-price`` when its closing LP reached an exact
         equilibrium; else the Eisenberg-Gale budget iteration (:mod:`._ceei`) until the time
         limit. The prices of the equilibrium found are left in ``options.state`` for the next
         call."""
-        now = time.perf_counter()
         warm = self.options.state.get("oef.ceei_prices")
         try:
-            got = price_ceei(self.problem, self.classes, min(self.deadline, now + 0.2 * self.options.time_limit_s),
+            got = price_ceei(self.problem, self.classes, self.deadline,
                              warm if isinstance(warm, dict) else None)
         except SolverError as exc:
             self.degraded["ceei-price"] = str(exc)
@@ -155,7 +168,9 @@ class Search:
                                "timed_out": got.timed_out}
             if got.timed_out:
                 self.skipped.append("rest of ceei-price's price iteration")
-            if got.eq.error <= _PRICE_CLOSED and self.consider("ceei-price", got.eq.X):
+            if got.eq.error <= _PRICE_CLOSED:
+                self._certify(got.prices, got.lam)
+            if got.eq.error <= _PRICE_CLOSED and self.consider("ceei-price", got.eq.X, got.pe_gain):
                 self.eq = got.eq
                 self.options.state["oef.ceei_prices"] = dict(got.prices)
                 return
@@ -171,6 +186,16 @@ class Search:
             self.skipped.append(f"rest of ceei (spending error {self.eq.error:.2g})")
         if self.consider("ceei", None if self.eq is None else self.eq.X) and self.eq is not None:
             self.options.state["oef.ceei_prices"] = dict(self.eq.prices)
+
+    def _certify(self, prices: dict[str, float], lam: dict[str, float]) -> None:
+        """Put each tenant's equilibrium certificate ``p / lambda_u`` in its envy pool: at a
+        CEEI it bounds every bundle the tenant can afford (``(w_u/w_v) y_v`` among them) by
+        ``U_u``, so the exact check clears all pairs without a pair LP. Any prices give a valid
+        bound (:class:`._envy.EnvyBounds` computes their ``Q_u``), so this only saves LPs."""
+        for u, lu in lam.items():
+            i = self.t.envy.index.get(u)
+            if i is not None and math.isfinite(lu) and lu > 0:
+                self.t.envy.add(i, np.array([prices.get(k, 0.0) / lu for k in self.t.types]))
 
     def gavel(self, X0: ClassX) -> None:
         """gavel-mmf's answer, and the climb from it when it is SI+EF and a better start."""
@@ -218,7 +243,13 @@ class Search:
             self.fair_points.sort(key=lambda r: r[0], reverse=True)
             e_best, winner, X, g = self.fair_points[0]
             pe, gap = False, float(g or 0.0)
-            winner = f"{winner} (SI+EF, not verified PE)"
+            if g is None:  # its PE was not checked (or the check failed): once more, for the answer
+                try:
+                    pe, gap = pareto_ok(self.problem, self.t, X)
+                except SolverError as exc:
+                    self.degraded[f"PE check of {winner}"] = str(exc)
+            if not pe:
+                winner = f"{winner} (SI+EF, not verified PE)"
         info = {"winner": winner, "candidates": self.tried, "ccp_rounds": self.rounds,
                 "time_limit_s": self.options.time_limit_s, "skipped_for_time": self.skipped,
                 "exact_envy_lps": self.t.envy.exact_solves,

@@ -87,20 +87,21 @@ def tenant_level(problem: Problem, options: PolicyOptions) -> Allocation:
     except SolverError as exc:  # no SI constant, nothing can be verified: the documented fallback
         return fallback_allocation(problem, "oef", exc, started)
     search = Search(problem, options, classes, t, started)
-    # 0. the efficiency bound: when the most efficient allocation is already SI and EF it is
-    #    the answer (E = E*, and it is Pareto-efficient by construction)
+    # 1. the equal split with best use: always SI+EF, so a verified SI+EF point exists whatever
+    #    fails later (its PE, an LP over all classes, is checked only if it is the answer)
+    search.consider("equal-split", X0, check_pe=False)
+    # 2. the competitive equilibrium from equal incomes: SI, EF and PE by construction, the
+    #    candidate that keeps oef anytime (one verified SI+EF+PE point early, whatever the size)
+    search.ceei()
+    # 0. the efficiency bound (an LP as large as the problem, so after the anytime point): when
+    #    the most efficient allocation is already SI and EF it is the answer (E = E*, and it is
+    #    Pareto-efficient by construction)
     top = search.max_e()
     if top is not None:
         info = {"winner": "max-throughput", "candidates": {"max-throughput": "SI+EF+PE"},
                 "ccp_rounds": 0, "pareto_efficient": True, "pareto_gap": 0.0,
-                "efficiency_ratio": 1.0, "degraded": {}}
+                "efficiency_ratio": 1.0, "degraded": search.degraded}
         return result(problem, "oef", classes, top, options, started, info, efficiency_bound=search.e_star)
-    # 1. the equal split with best use: always SI+EF, so a verified SI+EF point exists whatever
-    #    fails later
-    search.consider("equal-split", X0)
-    # 2. the competitive equilibrium from equal incomes: SI, EF and PE by construction, the
-    #    candidate that keeps oef anytime (one verified SI+EF+PE point early, whatever the size)
-    search.ceei()
     # 3. improvement stages while time is left
     search.improve(X0)
     return search.answer()
