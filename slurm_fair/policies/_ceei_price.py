@@ -30,6 +30,7 @@ exact SI/EF/PE check decides in any case.
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 from typing import Callable, Mapping
@@ -47,6 +48,8 @@ TIE = 1e-9
 #: (with few jobs per tenant one class's switch moves a whole percent of a type, and the
 #: iteration can circle the point where enough classes tie at once)
 STALL = 100
+#: the classes nearest to a tie whose (K - 1)-subsets :func:`snap_prices` tries
+SNAP_NEAREST = 8
 #: the closing LP's error (relative spending and unsold capacity) that ends the price iteration
 CLOSED = 1e-10
 
@@ -97,6 +100,9 @@ class Demand:
     lam: np.ndarray
     spend: np.ndarray
     Y: np.ndarray
+    #: per tenant the class split at its spending crossing and the lines it is split between
+    #: (``T x 3``; -1 for a satiated tenant): ``lambda_u`` is that class's breakpoint, linear in p
+    pivot: np.ndarray
 
 
 def _pieces(slope: np.ndarray, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -155,6 +161,7 @@ def demand(m: PriceMarket, p: np.ndarray) -> Demand:
     Z = np.zeros_like(slope)
     Z[rows, choice[rows, piece]] = m.count
     lam_u = np.full(T, np.inf)
+    pivot = np.full((T, 3), -1, dtype=int)
     hit = np.nonzero(cross < len(ten))[0]
     if len(hit):  # the crossing class is split: the tenant spends exactly w_u
         j = cross[hit]
@@ -165,9 +172,10 @@ def demand(m: PriceMarket, p: np.ndarray) -> Demand:
         Z[c, choice[c, i]] = m.count[c] * (1 - theta)
         Z[c, choice[c, i + 1]] += m.count[c] * theta
         lam_u[hit] = lam[j]
+        pivot[hit] = np.column_stack([c, choice[c, i], choice[c, i + 1]])
     spend = np.bincount(m.owner, (Z * cost).sum(axis=1), minlength=T)
     Y = np.column_stack([np.bincount(m.owner, Z[:, k + 1] * m.gpus, minlength=T) for k in range(len(m.types))])
-    return Demand(Z, lam_u, spend, Y)
+    return Demand(Z, lam_u, spend, Y, pivot)
 
 
 @dataclass
@@ -308,6 +316,89 @@ def _close(m: PriceMarket, dem: Demand, p: np.ndarray, tie: float = TIE) -> tupl
     return Z, _error(m, Z, p)
 
 
+def _walras(m: PriceMarket, p: np.ndarray) -> np.ndarray:
+    """``p`` rescaled to the level where the cluster costs what the tenants spend (every type
+    sold): ``f p.C = W_ns + f S_sat`` (incomes of the tenants that are not satiated, the
+    satiated ones' spending scaling with the prices); the ties fix only the direction."""
+    dem = demand(m, p)
+    sat = ~np.isfinite(dem.lam)
+    denom = float(p @ m.caps) - float(dem.spend[sat].sum())
+    income = float(m.weight[~sat].sum())
+    return p * (income / denom) if denom > 0 and income > 0 else p
+
+
+def _line_price(m: PriceMarket, c: int, line: int) -> np.ndarray:
+    """The cost ``g_c p_k`` of class ``c``'s line (0 for the idle line) as a vector over p."""
+    v = np.zeros(len(m.types))
+    if line > 0:
+        v[line - 1] = m.gpus[c]
+    return v
+
+
+def snap_prices(m: PriceMarket, dem: Demand, p0: np.ndarray, deadline: float, nearest: int = SNAP_NEAREST
+                ) -> tuple[np.ndarray, Demand, np.ndarray, float] | None:
+    """Where the price iteration stalls, the prices at which ``K - 1`` more classes tie at
+    once, tried for the classes nearest to a tie. A tenant's multiplier is the breakpoint of
+    its split class, ``lambda_u = (g p_b - g p_a) / (n_b - n_a)``, linear in ``p``; so a tie of
+    another class of ``u`` between its lines ``a, b`` (``lambda_u (n_b - n_a) = g (p_b - p_a)``)
+    is a homogeneous linear equation in ``p``. ``K - 1`` of them fix the direction of ``p``,
+    Walras' law its level (:func:`_walras`); the demand there is recomputed exactly and the
+    closing LP run. Returns the first closed ``(p, demand, allocation,
+    error)``, else the best, else None (``K = 1`` or no candidate)."""
+    K = len(m.types)
+    if K < 2:
+        return None
+    slope, cost = m.lines(p0)
+    lam = dem.lam[m.owner]
+    finite = np.isfinite(lam)
+    profit = np.where(finite, lam, 0.0)[:, None] * slope - cost
+    order = np.argsort(-profit, axis=1)
+    rows = np.arange(len(m.classes))
+    first, second = order[:, 0], order[:, 1]
+    scale = np.abs(profit).max(axis=1) + 1e-300
+    gap = (profit[rows, first] - profit[rows, second]) / scale
+    pivots = set(int(c) for c in dem.pivot[:, 0] if c >= 0)
+    eqs: list[np.ndarray] = []
+    for c in (int(c) for c in np.argsort(gap)):
+        if len(eqs) >= nearest:
+            break
+        u = int(m.owner[c])
+        pc, pa, pb = (int(v) for v in dem.pivot[u])
+        if not finite[c] or c in pivots or slope[c, second[c]] < 0 or pc < 0 or slope[pc, pb] == slope[pc, pa]:
+            continue
+        lam_vec = (_line_price(m, pc, pb) - _line_price(m, pc, pa)) / (slope[pc, pb] - slope[pc, pa])
+        a, b = int(second[c]), int(first[c])
+        row = lam_vec * (slope[c, b] - slope[c, a]) - (_line_price(m, c, b) - _line_price(m, c, a))
+        norm = float(np.abs(row).max())
+        # a row that vanishes is a tie the pivot already holds (same breakpoint); a parallel
+        # one is the same equation again
+        if norm <= 1e-12 * float(np.abs(lam_vec).max() + m.gpus[c]) or any(
+                abs(abs(float(row @ e)) - norm_e * float(np.linalg.norm(row))) <= 1e-12 * norm_e * float(np.linalg.norm(row))
+                for e, norm_e in ((e, float(np.linalg.norm(e))) for e in eqs)):
+            continue
+        eqs.append(row)
+    best: tuple[np.ndarray, Demand, np.ndarray, float] | None = None
+    for subset in itertools.combinations(range(len(eqs)), K - 1):
+        if time.perf_counter() >= deadline:
+            break
+        A = np.array([eqs[i] for i in subset])
+        _, sv, vt = np.linalg.svd(A)
+        if len(sv) < K - 1 or sv[-1] <= 1e-12 * sv[0]:
+            continue  # dependent ties: no single direction
+        d = vt[-1]
+        p = d * float(d @ p0)
+        if np.any(p < -1e-15 * np.abs(p).max()):
+            continue
+        p = _walras(m, np.maximum(p, 0.0))
+        got = demand(m, p)
+        Z, err = _close(m, got, p)
+        if best is None or err < best[3]:
+            best = (p, got, Z, err)
+        if err <= CLOSED:
+            break
+    return best
+
+
 def _error(m: PriceMarket, Z: np.ndarray, p: np.ndarray) -> float:
     """The larger of the tenants' relative spending error (a satiated tenant may spend less:
     all its classes at their best rate) and the relative unsold capacity of priced types."""
@@ -366,6 +457,10 @@ def price_ceei(problem: Problem, classes: list[JobGroup], deadline: float,
     if not m.classes or not len(m.types):
         return None
     p, dem, Z, err, steps, timed_out = tatonnement(m, start_prices(m, warm), deadline)
+    if err > CLOSED:
+        snapped = snap_prices(m, dem, p, deadline)
+        if snapped is not None and snapped[3] < err:
+            p, dem, Z, err = snapped
     lam = dem.lam
     X: Point = {c.key: {} for c in classes}
     for i, c in enumerate(m.classes):
