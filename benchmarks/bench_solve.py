@@ -5,7 +5,10 @@ Gavel's scaling-study shape: N jobs on N/4 GPUs of each of v100, p100, k80; job 
 batch size, GPU count) drawn with a fixed seed from Gavel's measured throughput table; T tenants
 with mixed weights (1, 2, 3 in turn), jobs dealt round-robin. For each (N, T) every program runs
 as a separate process on the same PROBLEM.json, and the wall time of each whole process is
-measured. Prints a table (and ``--json`` rows).
+measured. Prints a table (and ``--json`` rows). ``E/E*`` is the returned allocation's; for a
+two-level policy (``oef``: docs/oef.md, "Two levels") ``top E/E*`` is its tenant level's, the
+allocation SI, EF and PE are about (inside a tenant, jobs are then ordered by aging, not by
+efficiency).
 
     .venv/bin/python benchmarks/bench_solve.py --sizes 2048 8192 16384 --tenants 8 32 128 512
 """
@@ -82,7 +85,7 @@ def main() -> None:
     rows = []
     head = f"| {'N':>6} | {'T':>4} | {'classes':>7} | {'plain LP s':>10} |"
     for p in args.policies:
-        head += f" {p + ' s':>15} | {'ratio':>6} | {'E/E*':>6} | {'status':>22} |"
+        head += f" {p + ' s':>15} | {'ratio':>6} | {'E/E*':>6} | {'top E/E*':>6} | {'status':>30} |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for n in args.sizes:
@@ -101,6 +104,9 @@ def main() -> None:
                     secs, _ = timed(sf + ["solve", "--input", path, "--policy", p, *extra, "--output", out], args.timeout)
                     res = json.loads(Path(out).read_text()) if secs is not None else {}
                     status = res.get("status", "timeout")
+                    top = res.get("tenant_level")
+                    if top and res.get("efficiency_bound"):  # two levels: the tenant level's E/E*
+                        row.setdefault("tenant_e_ratio", {})[p] = sum(t["value"] for t in top.values()) / res["efficiency_bound"]
                     if p == "oef" and res:
                         status = f"{res.get('winner', '?')}" + (" (time)" if res.get("skipped_for_time") else "")
                     ratio = None if secs is None or plain_s is None else secs / plain_s
@@ -108,7 +114,9 @@ def main() -> None:
                               "classes": res.get("classes")}
                     row["classes"] = res.get("classes") or row.get("classes")
                     e = res.get("efficiency_ratio")
-                    line += f" {_fmt(secs, '15.2f')} | {_fmt(ratio, '6.3f')} | {_fmt(e, '6.4f')} | {status[:22]:>22} |"
+                    te = row.get("tenant_e_ratio", {}).get(p)
+                    line += (f" {_fmt(secs, '15.2f')} | {_fmt(ratio, '6.3f')} | {_fmt(e, '6.4f')} |"
+                             f" {'' if te is None else format(te, '6.4f'):>6} | {status[:30]:>30} |")
             rows.append(row)
             print(f"| {n:>6} | {tenants:>4} | {str(row.get('classes')):>7} | {_fmt(plain_s, '10.2f')} |" + line, flush=True)
     if args.json:

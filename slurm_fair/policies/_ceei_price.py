@@ -44,10 +44,13 @@ from ._ceei_market import Equilibrium, Point
 
 #: two lines of a class closer than this (relative) at a tenant's multiplier are a tie
 TIE = 1e-9
-#: steps without a tenfold fall of the closing error after which the price iteration gives up
-#: (with few jobs per tenant one class's switch moves a whole percent of a type, and the
-#: iteration can circle the point where enough classes tie at once)
-STALL = 100
+#: per round of :func:`_search`, the steps without a tenfold fall of the closing error after
+#: which the price steps stop and :func:`snap_prices` is tried (one class's switch can move a
+#: whole percent of a type, and the steps then circle the point where enough classes tie at
+#: once; where they stop decides which ties the snap sees, so each round waits longer)
+STALLS = (30, 60, 100, 150)
+#: price steps in all
+MAX_STEPS = 600
 #: the classes nearest to a tie whose (K - 1)-subsets :func:`snap_prices` tries
 SNAP_NEAREST = 8
 #: the closing LP's error (relative spending and unsold capacity) that ends the price iteration
@@ -203,7 +206,7 @@ def excess(m: PriceMarket, dem: Demand, p: np.ndarray) -> np.ndarray:
     return np.where((p <= 0) & (e < 0), 0.0, e)
 
 
-def tatonnement(m: PriceMarket, p0: np.ndarray, deadline: float, max_steps: int = 400
+def tatonnement(m: PriceMarket, p0: np.ndarray, deadline: float, max_steps: int = 400, stall: int = 100
                 ) -> tuple[np.ndarray, Demand, np.ndarray, float, int, bool]:
     """Prices and the closing LP's answer there (:func:`_close`), tried at every step whose
     excess is small: ``p_k *= 1 + s_k e_k`` (``e`` the relative excess, clipped to [-0.5, 1]),
@@ -211,7 +214,7 @@ def tatonnement(m: PriceMarket, p0: np.ndarray, deadline: float, max_steps: int 
     keeps it, and the prices rescaled so the cluster costs what the tenants spend (the level
     Walras' law fixes; without it the steps of a type whose excess jumps back and forth shrink
     before the other prices have moved). Stops when the closing LP's error is at most
-    :data:`CLOSED`, when :data:`STALL` steps did not divide the best error by 10, at
+    :data:`CLOSED`, when ``stall`` steps did not divide the best error by 10, at
     ``deadline`` or after ``max_steps``. Returns the prices, their demand,
     the closed allocation (``C x (K + 1)``) and its error at the best point tried, the number
     of steps and whether time ran out."""
@@ -229,7 +232,7 @@ def tatonnement(m: PriceMarket, p0: np.ndarray, deadline: float, max_steps: int 
                 improved = it
             if best is None or err < best[0]:
                 best = (err, p.copy(), dem, Z)
-            if err <= CLOSED or it - improved > STALL:
+            if err <= CLOSED or it - improved > stall:
                 break
         if time.perf_counter() >= deadline:
             break
@@ -449,6 +452,33 @@ def start_prices(m: PriceMarket, warm: Mapping[str, float] | None) -> np.ndarray
     return np.full(len(m.types), float(m.weight.sum()) / float(m.caps.sum()))
 
 
+def _search(m: PriceMarket, p: np.ndarray, deadline: float
+            ) -> tuple[np.ndarray, Demand, np.ndarray, float, int, bool]:
+    """Price steps until they stall, then :func:`snap_prices` from the best point, and again
+    from the snap's prices (one round per :data:`STALLS`, :data:`MAX_STEPS` steps in all); the
+    steps stop at three quarters of the time left so the snap gets the rest. The best point:
+    prices, demand, closed allocation, error, steps and whether time ran out first."""
+    start = time.perf_counter()
+    best: tuple[np.ndarray, Demand, np.ndarray, float] | None = None
+    steps = 0
+    for stall in STALLS:
+        step_deadline = start + 0.75 * (deadline - start)
+        p, dem, Z, err, n, _ = tatonnement(m, p, step_deadline, max_steps=MAX_STEPS - steps, stall=stall)
+        steps += n
+        if best is None or err < best[3]:
+            best = (p, dem, Z, err)
+        if best[3] <= CLOSED:
+            break
+        snapped = snap_prices(m, best[1], best[0], deadline)
+        if snapped is not None and snapped[3] < best[3]:
+            best = snapped
+            p = snapped[0]
+        if best[3] <= CLOSED or steps >= MAX_STEPS or time.perf_counter() >= deadline:
+            break
+    assert best is not None
+    return best[0], best[1], best[2], best[3], steps, best[3] > CLOSED and time.perf_counter() >= deadline
+
+
 def price_ceei(problem: Problem, classes: list[JobGroup], deadline: float,
                warm: Mapping[str, float] | None = None) -> PriceResult | None:
     """The CEEI of ``problem`` in price space (module docstring); None when no tenant can use
@@ -456,11 +486,7 @@ def price_ceei(problem: Problem, classes: list[JobGroup], deadline: float,
     m = PriceMarket.of(problem, classes)
     if not m.classes or not len(m.types):
         return None
-    p, dem, Z, err, steps, timed_out = tatonnement(m, start_prices(m, warm), deadline)
-    if err > CLOSED:
-        snapped = snap_prices(m, dem, p, deadline)
-        if snapped is not None and snapped[3] < err:
-            p, dem, Z, err = snapped
+    p, dem, Z, err, steps, timed_out = _search(m, start_prices(m, warm), deadline)
     lam = dem.lam
     X: Point = {c.key: {} for c in classes}
     for i, c in enumerate(m.classes):

@@ -100,7 +100,11 @@ class Search:
         return True
 
     def max_e(self) -> ClassX | None:
-        """Stage 0, the efficiency bound: the answer itself when it is SI and EF."""
+        """Stage 0, the efficiency bound: the answer itself when it is SI and EF (skipped when
+        the time limit has passed: ``E*`` is then not known, ``efficiency_ratio`` None)."""
+        if time.perf_counter() >= self.deadline:
+            self.skipped.append("max-throughput")
+            return None
         try:
             top = self.clean(max_throughput_classes(self.problem, self.options, self.classes))
             self.e_star = class_efficiency(self.classes, top)
@@ -234,7 +238,7 @@ class Search:
         if self.passing:
             self.passing.sort(key=lambda r: r[0], reverse=True)
             e_best, winner, X = self.passing[0]
-            pe, gap = True, 0.0
+            pe, gap = True, 0.0  # type: tuple[bool, float | None]
         elif not self.fair_points:  # every check failed: nothing verified, the documented fallback
             why = "; ".join(f"{k}: {v}" for k, v in self.degraded.items()) or "no candidate could be verified"
             return fallback_allocation(self.problem, "oef", SolverError(f"oef: no verified candidate ({why})", None,
@@ -242,8 +246,10 @@ class Search:
         else:
             self.fair_points.sort(key=lambda r: r[0], reverse=True)
             e_best, winner, X, g = self.fair_points[0]
-            pe, gap = False, float(g or 0.0)
-            if g is None:  # its PE was not checked (or the check failed): once more, for the answer
+            pe, gap = False, g
+            if g is None and time.perf_counter() >= self.deadline:
+                self.skipped.append(f"PE check of {winner}")
+            elif g is None:  # its PE was not checked (or the check failed): once more, for the answer
                 try:
                     pe, gap = pareto_ok(self.problem, self.t, X)
                 except SolverError as exc:
