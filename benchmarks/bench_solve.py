@@ -78,6 +78,7 @@ def main() -> None:
     ap.add_argument("--policies", nargs="+", default=["oef", "oef-noncoop"])
     ap.add_argument("--solver", default=None, help="passed to slurm-fair solve (default: its own default)")
     ap.add_argument("--time-limit", type=float, default=None, help="passed to slurm-fair solve")
+    ap.add_argument("--policy-option", action="append", default=[], help="passed to slurm-fair solve (oef.improve_s=0)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds before a process is killed")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -100,6 +101,7 @@ def main() -> None:
                     extra = ["--solver", args.solver] if args.solver else []
                     if args.time_limit is not None:
                         extra += ["--time-limit", str(args.time_limit)]
+                    extra += [a for o in args.policy_option if o.startswith(p + ".") for a in ("--policy-option", o)]
                     out = os.path.join(tmp, f"{p}.json")
                     secs, _ = timed(sf + ["solve", "--input", path, "--policy", p, *extra, "--output", out], args.timeout)
                     res = json.loads(Path(out).read_text()) if secs is not None else {}

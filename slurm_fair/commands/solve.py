@@ -31,19 +31,23 @@ MAX_TIME_LIMIT_S = 86400.0
 @policy_option
 @solver_option
 @click.option("--time-limit", "time_limit", type=FiniteFloat(0.1, MAX_TIME_LIMIT_S), default=60.0, show_default=True,
-              help="Seconds allowed per LP solve; for oef also the whole search once it has a verified "
-                   "SI+EF+PE answer (it then returns the best verified candidate and lists the "
-                   "stages skipped for time, docs/oef.md).")
+              help="Seconds allowed per LP solve; for oef also its whole search: every stage stops at "
+                   "it, the best verified candidate is returned and the stages cut are listed "
+                   "(skipped_for_time, docs/oef.md).")
+@click.option("--policy-option", "policy_options", multiple=True, metavar="POLICY.KEY=VALUE",
+              help="A policy's parameter (oef.improve_s=0; `slurm-fair policies --json` lists them).")
 @output_option
 @keep_lp_dir_option
-def command(input_path: str, policy: str, solver: str, time_limit: float, output: str | None,
-            keep_lp_dir: str | None) -> None:
+def command(input_path: str, policy: str, solver: str, time_limit: float, policy_options: tuple[str, ...],
+            output: str | None, keep_lp_dir: str | None) -> None:
     """Compute one cycle's allocation (docs/fairness.md's output format)."""
     check_distinct({"--output": output}, {"--input": input_path})
     started = time.perf_counter()
     info = policies.get(policy)  # unknown policy: UserError before any work
+    params = policies.parse_params(policy_options)  # a bad option: UserError (exit 2) before any work
+    policies.check_params_run(params, [info.name])
     problem = load_problem(input_path)
-    options = PolicyOptions(solver=solver, time_limit_s=time_limit, keep_lp_dir=keep_lp_dir)
+    options = PolicyOptions(solver=solver, time_limit_s=time_limit, keep_lp_dir=keep_lp_dir, params=params)
     allocation = info.allocate(problem, options)
     out = allocation_to_dict(problem, allocation)
     bound = allocation.efficiency_bound

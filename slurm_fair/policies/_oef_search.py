@@ -215,7 +215,9 @@ class Search:
 
     def improve(self, X0: ClassX) -> None:
         """Stage 3, most promising first, while time is left: the climbs from the CEEI and from
-        the equal split, then gavel-mmf's answer and the climb from it."""
+        the equal split, then gavel-mmf's answer and the climb from it; for at most
+        ``oef.improve_s`` seconds (and never past the time limit)."""
+        self.deadline = min(self.deadline, time.perf_counter() + self.options.param("oef", "improve_s"))
         eq = self.eq
         stages: list[tuple[str, Callable[[], None]]] = []
         src = "ceei-price" if self.tried.get("ceei-price") == "SI+EF+PE" else "ceei"
