@@ -53,9 +53,8 @@ def ceei(problem: Problem, classes: list[JobGroup], tol: float = 1e-10, max_iter
 
     ``good_enough(X)``, when given, is asked before the exact closing step
     (:func:`~._ceei_snap.snap`): an approximate point that already passes the caller's own check
-    is returned as it is. ``deadline`` (a ``time.perf_counter()`` value) ends the iteration and
-    the closing step between two solves: the best point so far is returned (its ``error`` says
-    how far it is from an equilibrium; the caller's exact check judges it).
+    is returned as it is. ``deadline`` (``time.perf_counter()``) ends the iteration and the
+    closing step between two solves: the best point so far is returned (``error`` says how far).
     """
     caps = {k: float(c) for k, c in problem.gpu_types.items() if float(c) > 0}
     types = [k for k in problem.types if k in caps]
