@@ -17,7 +17,7 @@ from ..errors import SolverError
 from ..inputs import FiniteFloat
 from ..policies import PolicyOptions
 from ..problem_io import allocation_to_dict, load_problem
-from .options import keep_lp_dir_option, output_option, policy_option, solver_option
+from .options import keep_lp_dir_option, output_option, policy_option, policy_params_option, solver_option
 from .output import check_distinct, json_text, write_output
 from ..statuses import AllocationStatus
 
@@ -34,8 +34,7 @@ MAX_TIME_LIMIT_S = 86400.0
               help="Seconds allowed per LP solve; for oef also its whole search: every stage stops at "
                    "it, the best verified candidate is returned and the stages cut are listed "
                    "(skipped_for_time, docs/oef.md).")
-@click.option("--policy-option", "policy_options", multiple=True, metavar="POLICY.KEY=VALUE",
-              help="A policy's parameter (oef.improve_s=0; `slurm-fair policies --json` lists them).")
+@policy_params_option
 @output_option
 @keep_lp_dir_option
 def command(input_path: str, policy: str, solver: str, time_limit: float, policy_options: tuple[str, ...],
