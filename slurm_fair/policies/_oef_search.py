@@ -23,6 +23,9 @@ from ._lp import fallback_allocation, feasible_classes, max_min_classes, max_thr
 from ._tenants import ClassX, Tenants, class_efficiency, pareto_ok
 
 
+#: classes from which the CEEI is tried in price space first: below, the budget iteration's LPs
+#: are small and it is the one the sweeps of docs/oef.md measured (500/500 exact)
+_PRICE_FROM_CLASSES = 200
 #: the price-space CEEI's closing error below which its point is checked as a candidate
 _PRICE_CLOSED = 1e-7
 
@@ -154,31 +157,17 @@ class Search:
             return False
 
     def ceei(self) -> None:
-        """Stage 2: the CEEI, SI+EF+PE by construction (the anytime point): first in price space
-        (:mod:`._ceei_price`, warm-started from ``options.state['oef.ceei_prices']``, until the time
-        limit or a stall), candidate ``ceei-price`` when its closing LP reached an exact
-        equilibrium; else the Eisenberg-Gale budget iteration (:mod:`._ceei`) until the time
-        limit. The prices of the equilibrium found are left in ``options.state`` for the next
-        call."""
-        warm = self.options.state.get("oef.ceei_prices")
-        try:
-            got = price_ceei(self.problem, self.classes, self.deadline,
-                             warm if isinstance(warm, dict) else None)
-        except SolverError as exc:
-            self.degraded["ceei-price"] = str(exc)
-            got = None
-        if got is not None:
-            self.price_info = {"steps": got.steps, "spending_error": got.eq.error, "warm_start": bool(warm),
-                               "timed_out": got.timed_out}
-            if got.timed_out:
-                self.skipped.append("rest of ceei-price's price iteration")
-            if got.eq.error <= _PRICE_CLOSED:
-                self._certify(got.prices, got.lam)
-            if got.eq.error <= _PRICE_CLOSED and self.consider("ceei-price", got.eq.X, got.pe_gain):
-                self.eq = got.eq
-                self.options.state["oef.ceei_prices"] = dict(got.prices)
+        """Stage 2: the CEEI, SI+EF+PE by construction (the anytime point): from
+        :data:`_PRICE_FROM_CLASSES` classes first in price space (:mod:`._ceei_price`,
+        warm-started from ``options.state['oef.ceei_prices']``, until the time limit or a
+        stall), candidate ``ceei-price`` when its closing LP reached an exact equilibrium; else
+        the Eisenberg-Gale budget iteration (:mod:`._ceei`) until the time limit. The price
+        iteration's best prices (closed or not) and those of a budget CEEI that passes are left
+        in ``options.state`` for the next call."""
+        if len(self.classes) >= _PRICE_FROM_CLASSES:
+            self.price_stage()
+            if self.eq is not None:
                 return
-            self.tried.setdefault("ceei-price", f"not closed (error {got.eq.error:.2g})")
         if time.perf_counter() >= self.deadline:
             self.skipped.append("ceei")
             return
@@ -190,6 +179,29 @@ class Search:
             self.skipped.append(f"rest of ceei (spending error {self.eq.error:.2g})")
         if self.consider("ceei", None if self.eq is None else self.eq.X) and self.eq is not None:
             self.options.state["oef.ceei_prices"] = dict(self.eq.prices)
+
+    def price_stage(self) -> None:
+        """The CEEI in price space; ``self.eq`` when it closed and passed the check."""
+        warm = self.options.state.get("oef.ceei_prices")
+        try:
+            got = price_ceei(self.problem, self.classes, self.deadline,
+                             warm if isinstance(warm, dict) else None)
+        except SolverError as exc:
+            self.degraded["ceei-price"] = str(exc)
+            got = None
+        if got is not None:
+            # closed or not, the next call continues from here (a controller's next cycle)
+            self.options.state["oef.ceei_prices"] = dict(got.prices)
+            self.price_info = {"steps": got.steps, "spending_error": got.eq.error, "warm_start": bool(warm),
+                               "timed_out": got.timed_out}
+            if got.timed_out:
+                self.skipped.append("rest of ceei-price's price iteration")
+            if got.eq.error <= _PRICE_CLOSED:
+                self._certify(got.prices, got.lam)
+            if got.eq.error <= _PRICE_CLOSED and self.consider("ceei-price", got.eq.X, got.pe_gain):
+                self.eq = got.eq
+                return
+            self.tried.setdefault("ceei-price", f"not closed (error {got.eq.error:.2g})")
 
     def _certify(self, prices: dict[str, float], lam: dict[str, float]) -> None:
         """Put each tenant's equilibrium certificate ``p / lambda_u`` in its envy pool: at a

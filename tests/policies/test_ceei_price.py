@@ -166,8 +166,9 @@ def test_a_tiny_time_limit_still_returns_a_verified_answer_and_says_what_ran_out
 
 def test_prices_round_trip_through_the_policy_state() -> None:
     """oef leaves the equilibrium prices in options.state; the next call starts from them and,
-    on the same market, closes at its first price step."""
-    problem = parse_problem(json.dumps(instance(256, 4)))
+    on the same market, closes at its first price step (256 jobs / 8 tenants: 214 classes, so
+    oef tries the price space first)."""
+    problem = parse_problem(json.dumps(instance(256, 8)))
     state: dict = {}
     first = policies.allocate("oef", problem, PolicyOptions(solver="highs", state=state, params={"oef.inside": 0}))
     assert first.info["winner"] == "ceei-price" or first.info["winner"] == "max-throughput", first.info
