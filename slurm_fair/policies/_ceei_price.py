@@ -7,7 +7,7 @@ tenant's demand (``docs/oef.md``, "CEEI": a cheapest bundle maximising ``V_u`` o
 ``p.y <= w_u``) is a fractional multiple-choice knapsack over its classes, solved exactly in
 closed form:
 
-* with a multiplier ``lambda`` (utility per unit of money) a class ``c`` runs all its ``m_c``
+* with a multiplier ``lambda`` (money per unit of utility) a class ``c`` runs all its ``m_c``
   jobs on the type maximising ``lambda n_ck - g_c p_k`` when that is positive, and none
   otherwise; the tenant's spending ``S_u(lambda)`` is a nondecreasing step function of
   ``lambda`` (a class only switches to a type of higher ``n`` and higher cost), with breakpoints
@@ -19,13 +19,16 @@ closed form:
 
 This is the LP optimum of the tenant's knapsack with its dual ``lambda_u``, so ``(lambda, p, q)``
 with ``q_c = max(0, max_k lambda_u n_ck - g_c p_k)`` certify every tenant's demand. The prices
-move by the excess demand (tatonnement with a step per type, halved when the excess changes
-sign), warm-started from the caller's prices (a controller passes the last cycle's). At the
-limit prices the market clears only with the classes at a tie split the right way: the closing
-LP (:func:`_close`) takes the classes within a relative ``1e-9`` of a tie as its only
-columns, the others fixed, and minimises the tenants' spending error and the unsold capacity
-of priced types with the prices held. The answer is exact when that error is 0 and the caller's
-exact SI/EF/PE check decides in any case.
+move by the excess demand (:func:`tatonnement`: a step per type, shortened when its excess
+changes sign, the level rescaled by Walras' law), warm-started from the caller's prices (oef
+keeps the last equilibrium's in its policy state). At the limit prices the market clears only
+with the classes at a tie split the right way: the closing LP (:func:`_close`) takes the
+classes within a relative ``1e-9`` of a tie as its only columns, the others fixed, and
+minimises the tenants' spending error and the unsold capacity of priced types with the prices
+held. Where the steps stall, :func:`snap_prices` jumps to the prices where ``K - 1`` more
+classes tie (equations linear in ``p``) and the steps resume from there (:func:`_search`).
+The answer is exact when the closing error is 0; the caller's exact SI/EF/PE check decides
+in any case, helped by the certificates :class:`PriceResult` carries.
 """
 
 from __future__ import annotations

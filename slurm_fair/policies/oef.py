@@ -100,9 +100,10 @@ def tenant_level(problem: Problem, options: PolicyOptions) -> Allocation:
     #    Pareto-efficient by construction)
     top = search.max_e()
     if top is not None:
-        info = {"winner": "max-throughput", "candidates": {"max-throughput": "SI+EF+PE"},
-                "ccp_rounds": 0, "pareto_efficient": True, "pareto_gap": 0.0,
-                "efficiency_ratio": 1.0, "degraded": search.degraded}
+        info = {"winner": "max-throughput", "candidates": {**search.tried, "max-throughput": "SI+EF+PE"},
+                "ccp_rounds": 0, "pareto_efficient": True, "pareto_gap": 0.0, "efficiency_ratio": 1.0,
+                "time_limit_s": options.time_limit_s, "skipped_for_time": search.skipped,
+                "ceei_price": search.price_info, "degraded": search.degraded}
         return result(problem, "oef", classes, top, options, started, info, efficiency_bound=search.e_star)
     # 3. improvement stages while time is left
     search.improve(X0)

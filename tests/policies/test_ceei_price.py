@@ -9,6 +9,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from scipy.optimize import linprog
 from slurm_fair import policies
 from slurm_fair.jobgroups import groups_of
 from slurm_fair.model import Job, Problem
-from slurm_fair.policies import PolicyOptions
+from slurm_fair.policies import PolicyOptions, _oef_search
 from slurm_fair.policies._ceei import ceei
 from slurm_fair.policies._ceei_price import CLOSED, PriceMarket, demand, pareto_bound_gain, price_ceei
 from slurm_fair.problem_io import parse_problem
@@ -181,3 +182,26 @@ def test_prices_round_trip_through_the_policy_state() -> None:
     state.pop("oef.tenant_level", None)
     again = policies.allocate("oef", smaller, PolicyOptions(solver="highs", state=state, params={"oef.inside": 0}))
     assert again.info["ceei_price"]["warm_start"] is True
+
+
+@st.composite
+def small_market(draw: st.DrawFn) -> Problem:
+    return _market(draw)
+
+
+@settings(max_examples=scaled(25), deadline=None)
+@given(small_market())
+def test_oef_through_the_price_space_answers_si_ef_and_pe_when_it_says_so(problem: Problem) -> None:
+    """Whatever the price space gives on small random markets (the stage forced on from one
+    class), oef's tenant level is SI and EF by the independent LPs, and PE by the independent
+    gap whenever it reports PE; when the price space closed, its candidate is what passed."""
+    with mock.patch.object(_oef_search, "_PRICE_FROM_CLASSES", 1):
+        a = policies.allocate("oef", problem, PolicyOptions(solver="highs", params={"oef.inside": 0}))
+    assert "ceei_price" in a.info and (a.info["ceei_price"] or a.info["winner"] == "max-throughput")
+    x = {j: dict(r) for j, r in (a.tenant_x or a.x).items()}
+    assert ind.capacity_ok(problem, x)
+    assert ind.si_ok(problem, x) and ind.ef_ok(problem, x)
+    if a.info.get("pareto_efficient"):
+        assert ind.pe_gap(problem, x) <= ind.tol(sum(ind.utilities(problem, x).values()))
+    if a.info.get("candidates", {}).get("ceei-price") == "SI+EF+PE":
+        assert a.info["winner"] in {"ceei-price", "max-throughput"} or a.info["winner"].startswith("ccp")
