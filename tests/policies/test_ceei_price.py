@@ -1,4 +1,4 @@
-"""The CEEI in price space (slurm_fair/policies/_ceei_price.py): tenant demands against an
+"""The CEEI in price space (slurm_fair/policies/_ceei_price*.py): tenant demands against an
 independent LP, the closed equilibrium against the independent SI/EF/PE checks, the PE
 certificate against the independent PE gap, the budget CEEI without any usable class, and the
 time bound of every stage (docs/oef.md, "CEEI in price space", "Time limit")."""
@@ -21,7 +21,9 @@ from slurm_fair.jobgroups import groups_of
 from slurm_fair.model import Job, Problem
 from slurm_fair.policies import PolicyOptions, _oef_search
 from slurm_fair.policies._ceei import ceei
-from slurm_fair.policies._ceei_price import CLOSED, PriceMarket, demand, pareto_bound_gain, price_ceei
+from slurm_fair.policies._ceei_price import price_ceei
+from slurm_fair.policies._ceei_price_close import CLOSED, pareto_bound_gain
+from slurm_fair.policies._ceei_price_demand import PriceMarket, demand
 from slurm_fair.problem_io import parse_problem
 
 from hypo_profiles import scaled
