@@ -7,7 +7,7 @@ Two modes:
 
       python benchmarks/controller_cycle.py --jobs 50 200 --policy oef --repeat 3
 
-  (``--fake-accounts 200`` for many tenants; the fake cycle ends with a ``revert``.)
+  (``--accounts 200`` for many tenants; the fake cycle ends with a ``revert``.)
 
 * ``--real``: a private real testbed (its own directory and ports, so the default testbed may
   run beside it) with ``--accounts`` Slurm accounts (fair-share shares 1, 2, 3 in turn) and
@@ -54,7 +54,7 @@ def cluster(accounts: int = 6) -> FakeSlurm:
                      qos=[Qos("normal")], now=datetime(2026, 1, 1, 12))
 
 
-def one(n_jobs: int, policy: str, seed: int, accounts: int = 6) -> dict[str, float]:
+def one(n_jobs: int, policy: str, seed: int, accounts: int = 6, time_limit: float = 30.0) -> dict[str, float]:
     rng = random.Random(seed)
     classes = list(load_class_table(None).rows)
     fake = cluster(accounts)
@@ -62,7 +62,9 @@ def one(n_jobs: int, policy: str, seed: int, accounts: int = 6) -> dict[str, flo
         fake.submit(f"t{rng.randrange(accounts)}", f"--gres=gpu:{rng.choice([1, 1, 2, 4])}", hold=False,
                     comment=f"fair:class={rng.choice(classes)}")
     with tempfile.TemporaryDirectory() as tmp:
-        config = validate({"controller": {"policy": policy, "state_dir": tmp, "audit_log": str(Path(tmp) / "a.jsonl")}})
+        config = validate({"controller": {"policy": policy, "state_dir": tmp, "audit_log": str(Path(tmp) / "a.jsonl"),
+                                          "time_limit_s": time_limit},
+                           "tenants": {f"t{i}": {"weight": float(1 + i % 3)} for i in range(accounts)}})
         first = run_cycle(fake, config)
         fake.now += timedelta(seconds=60)
         second = run_cycle(fake, config)
@@ -211,10 +213,10 @@ def main() -> None:
     ap.add_argument("--policy", nargs="+", default=["oef"])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--real", action="store_true", help="a private real testbed instead of the fake")
-    ap.add_argument("--accounts", type=int, default=200, help="--real: Slurm accounts (tenants)")
-    ap.add_argument("--fake-accounts", type=int, default=6, help="fake mode: tenants")
+    ap.add_argument("--accounts", type=int, default=None,
+                    help="Slurm accounts (tenants; weights 1, 2, 3 in turn): default 200 with --real, 6 in the fake")
     ap.add_argument("--gpu-counts", type=int, nargs="+", default=[1, 1, 2, 4], help="--real: GPUs per job, drawn uniformly")
-    ap.add_argument("--time-limit", type=float, default=30.0, help="--real: [controller] time_limit_s")
+    ap.add_argument("--time-limit", type=float, default=30.0, help="[controller] time_limit_s")
     ap.add_argument("--gap", type=float, default=5.0, help="--real: seconds between the first and steady cycle")
     ap.add_argument("--dir", default=str(ROOT / ".cyclebench"), help="--real: working directory")
     ap.add_argument("--port-offset", type=int, default=3000, help="--real: added to the default testbed's ports")
@@ -224,12 +226,14 @@ def main() -> None:
     a = ap.parse_args()
     if a.real:
         a.jobs = a.jobs or [10000]
+        a.accounts = a.accounts or 200
         real(a)
         return
+    accounts = a.accounts or 6
     for n in a.jobs or [50, 200]:
         for policy in a.policy:
-            runs = [one(n, policy, s, a.fake_accounts) for s in range(a.repeat)]
-            table(f"fake: jobs={n} policy={policy} repeat={a.repeat}", runs)
+            runs = [one(n, policy, s, accounts, a.time_limit) for s in range(a.repeat)]
+            table(f"fake: jobs={n} accounts={accounts} policy={policy} time_limit={a.time_limit:g} repeat={a.repeat}", runs)
 
 
 if __name__ == "__main__":
