@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
+from ...hysteresis import min_run_s
 from ...model import frozen_map
 from ...slurm.model import Node, Partition
 
@@ -26,7 +27,8 @@ class PlanSettings:
     groups: Callable[[str], frozenset[str] | None] | None = None
     #: rewrite the gres request instead of moving the job (only where Slurm can undo it)
     pin_gres: bool = False
-    #: hysteresis: a job is requeued only after running this long (None or 0: one round)
+    #: hysteresis: a job is requeued only after running this long (None or 0:
+    #: :func:`slurm_fair.hysteresis.min_run_s` of the round and the requeue cost)
     min_run_s: float | None = None
     #: what a requeue costs a job (Slurm's requeue hold + a restart), for moves to a faster type
     requeue_cost_s: float = 150.0
@@ -41,7 +43,7 @@ class PlanSettings:
 
     @property
     def min_run(self) -> float:
-        return float(self.min_run_s) if self.min_run_s else float(self.round_s)
+        return float(self.min_run_s) if self.min_run_s else min_run_s(self.round_s, self.requeue_cost_s)
 
 
 @dataclass(frozen=True)
