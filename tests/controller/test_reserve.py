@@ -70,6 +70,7 @@ def test_an_overdue_gang_becomes_the_top_job_of_its_type_by_pushing_the_others_d
     gang, small, res = _fake_scene(fake, tmp_path, reserve_after_lr=2.0)
     assert res.plan is not None and res.plan.jobs[gang].planned_type == "v100"
     assert res.plan.jobs[gang].rank == 1  # first in the plan's line
+    assert dict(res.plan.head) == {gang: "v100"}  # recorded with the plan (run --json, the store)
     # the gang keeps its own priority (never raised), every competitor is now below it
     assert _priority(fake, gang) == 1000 and (fake.job(gang).site_factor or 0) == 0
     assert all(_priority(fake, s) < _priority(fake, gang) for s in small)
@@ -81,7 +82,7 @@ def test_an_overdue_gang_becomes_the_top_job_of_its_type_by_pushing_the_others_d
 def test_without_the_bound_the_small_jobs_stay_ahead_of_the_gang(fake, tmp_path) -> None:
     """The control of the test above: the reservation is what changes the order."""
     gang, small, res = _fake_scene(fake, tmp_path, reserve_after_lr=0.0)
-    assert res.plan is not None and res.plan.jobs[gang].rank > 1
+    assert res.plan is not None and res.plan.jobs[gang].rank > 1 and not res.plan.head
     assert all(_priority(fake, s) > _priority(fake, gang) for s in small)
 
 

@@ -151,6 +151,7 @@ def make_plan(
     return Plan(
         tenants, jobs, tuple(requeue), tuple(sorted(capacity)), allocation.policy, allocation.status,
         unsteered, {j: tuple(t) for j, t in requeue_for.items()}, moves,
+        {j: k for j, k in inputs.head.items() if j in jobs and jobs[j].planned_type == k},
     )
 
 

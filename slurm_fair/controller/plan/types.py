@@ -97,9 +97,11 @@ class Plan:
     requeue_for: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: requeued job -> the faster type it moves up to
     move_up: Mapping[str, str] = field(default_factory=dict)
+    #: overdue gang -> the type it goes first on (its competitors there pushed below it)
+    head: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("tenants", "jobs", "unsteered", "move_up"):
+        for name in ("tenants", "jobs", "unsteered", "move_up", "head"):
             object.__setattr__(self, name, frozen_map(getattr(self, name)))
         object.__setattr__(self, "requeue_for", frozen_map({j: tuple(t) for j, t in self.requeue_for.items()}))
 
@@ -113,6 +115,8 @@ class Plan:
             info["requeue_for"] = {j: list(t) for j, t in self.requeue_for.items()}
         if self.move_up:
             info["move_up"] = dict(self.move_up)
+        if self.head:
+            info["head"] = dict(self.head)
         return {
             "policy": self.policy, "status": self.status, "gpu_types": list(self.gpu_types),
             "requeue": list(self.requeue), "info": info,
@@ -130,7 +134,7 @@ class Plan:
             requeue=tuple(d.get("requeue", ())), gpu_types=tuple(d.get("gpu_types", ())),
             policy=d.get("policy", ""), status=d.get("status", ""),
             unsteered=info.get("unsteered", {}), requeue_for=info.get("requeue_for", {}),
-            move_up=info.get("move_up", {}),
+            move_up=info.get("move_up", {}), head=info.get("head", {}),
         )
 
     def restricted_to(self, live_jobs: set[str]) -> "Plan":
