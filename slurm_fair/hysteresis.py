@@ -42,6 +42,12 @@ def min_run_s(round_s: float, cost_s: float, share: float = MAX_RESTART_SHARE) -
     return max(float(round_s), max(0.0, float(cost_s)) * (1.0 - share) / share)
 
 
+def min_run_or(configured_s: float | None, round_s: float, cost_s: float) -> float:
+    """The minimum run in force: the configured one (``[controller] min_run_s``) when set, else
+    :func:`min_run_s`."""
+    return float(configured_s) if configured_s else min_run_s(round_s, cost_s)
+
+
 def move_gain_s(horizon_s: float, n_cur: float, n_new: float) -> float:
     """Seconds of the current type's run a move saves over ``horizon_s`` of running there."""
     if n_new <= 0 or n_cur <= 0:

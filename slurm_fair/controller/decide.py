@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping
 
 from .. import policies, rounding
 from ..errors import SolverError
+from ..hysteresis import Moves, min_run_or
 from ..estimates.classes import ClassTable
 from ..estimates.estimate import Estimate, estimate_all
 from ..estimates.online import OnlineUpdate, fold, observations, values
@@ -31,7 +32,6 @@ from ..estimates.rules import Rules
 from ..model import Allocation, Problem
 from ..slurm.model import Snapshot
 from .diff import Action, diff, order
-from ..hysteresis import Moves, min_run_s
 from .history import History
 from .legacy import legacy_actions
 from .plan import PlanInputs, make_plan
@@ -247,8 +247,8 @@ def _allocate(built: BuiltProblem, history: History, snapshot: Snapshot, ds: Dec
         else:
             allocation = Allocation(policy=s.policy, x={}, status="empty")
         with timer.phase("rounding"):
-            min_run = s.min_run_s or min_run_s(s.round_s, s.requeue_cost_s)
-            held = staying(snapshot, built, min_run, history.last_requeues)
+            held = staying(snapshot, built, min_run_or(s.min_run_s, s.round_s, s.requeue_cost_s),
+                           history.last_requeues)
             moves = Moves(frozenset(built.prev_nodes), s.requeue_cost_s, s.move_up_gain)
             placement = place(built.problem, allocation, built.received, built.prev,
                               built.prev_nodes, held, sticky=True, overdue=late, moves=moves)

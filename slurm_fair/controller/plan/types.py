@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
-from ...hysteresis import min_run_s
+from ...hysteresis import min_run_or
 from ...model import frozen_map
 from ...slurm.model import Node, Partition
 
@@ -43,7 +43,7 @@ class PlanSettings:
 
     @property
     def min_run(self) -> float:
-        return float(self.min_run_s) if self.min_run_s else min_run_s(self.round_s, self.requeue_cost_s)
+        return min_run_or(self.min_run_s, self.round_s, self.requeue_cost_s)
 
 
 @dataclass(frozen=True)
