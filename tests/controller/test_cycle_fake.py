@@ -254,7 +254,7 @@ def test_preemptible_job_is_requeued_only_at_round_boundaries(tmp_path, fake):
 
     waiting = fake.submit("bob", "--gres=gpu:4", hold=False)
 
-    def keep_none(problem, allocation, received=None, prev=None, prev_nodes=None, fixed=None, sticky=False):
+    def keep_none(problem, allocation, received=None, prev=None, prev_nodes=None, fixed=None, sticky=False, **_rules):
         # this round runs the waiting job on v100, where the opted-in job holds every GPU
         return Placement(types={waiting: "v100"})
 

@@ -60,6 +60,8 @@ class JobContext:
     choices: Mapping[str, str] = field(default_factory=dict)
     #: (job, field) someone else changed after the controller: never written again
     released: frozenset[tuple[str, str]] = frozenset()
+    #: overdue gang -> the type it is served on or GPUs are kept for (first in line, sent there)
+    head: Mapping[str, str] = field(default_factory=dict)
 
     def asked_of(self, sj: SlurmJob) -> str:
         return self.asked.get(sj.job_id) or sj.partition
@@ -117,24 +119,26 @@ def job_plans(
     def placed_type(job_id: str) -> str | None:
         return moves.get(job_id) or ctx.placed_types.get(job_id)
 
-    # place in line: this round's jobs first, then by deficit, then first come first served
+    # place in line: overdue gangs, this round's jobs, then by deficit, then first come first served
     def line_key(sj: SlurmJob) -> tuple[int, float, float, str]:
         submitted = sj.submit_time.timestamp() if sj.submit_time else 0.0
-        return (0 if placed_type(sj.job_id) else 1, -round(ctx.deficit.get(sj.job_id, 0.0), 9),
-                submitted, sj.job_id)
+        first = 0 if sj.job_id in ctx.head else 1 if placed_type(sj.job_id) else 2
+        return (first, -round(ctx.deficit.get(sj.job_id, 0.0), 9), submitted, sj.job_id)
 
     jobs: dict[str, JobPlan] = {}
     unsteered: dict[str, str] = {}
     for rank, sj in enumerate(sorted(queue, key=line_key), start=1):
-        jp, why = _one(sj, rank, placed_type(sj.job_id), ctx, sj.job_id in requeued)
+        jp, why = _one(sj, rank, placed_type(sj.job_id), ctx, sj.job_id in requeued, ctx.head.get(sj.job_id))
         jobs[sj.job_id] = jp
         if why:
             unsteered[sj.job_id] = why
     return jobs, unsteered
 
 
-def _one(sj: SlurmJob, rank: int, placed_k: str | None, ctx: JobContext, requeued: bool) -> tuple[JobPlan, str]:
-    """One job's plan and, when its planned type cannot be reached, that type."""
+def _one(sj: SlurmJob, rank: int, placed_k: str | None, ctx: JobContext, requeued: bool,
+         head_k: str | None = None) -> tuple[JobPlan, str]:
+    """One job's plan and, when its planned type cannot be reached, that type (``head_k``: the
+    type an overdue gang waits for, sent there first)."""
     settings = ctx.settings
     asked = ctx.asked_of(sj)
     gpu_type = partition = None
@@ -142,7 +146,7 @@ def _one(sj: SlurmJob, rank: int, placed_k: str | None, ctx: JobContext, requeue
     planned = ctx.fixed_type.get(sj.job_id)
     if planned is None and sj.job_id not in ctx.choices:
         ranked = rank_types(
-            sj, ctx.allocation.x.get(sj.job_id, {}), placed_k,
+            sj, ctx.allocation.x.get(sj.job_id, {}), placed_k or head_k,
             ctx.pjobs[sj.job_id].throughput, ctx.capacity, current_type(sj, settings.ptypes),
         )
         targets = {k: steer_target(sj, k, settings, asked) for k in ranked}
