@@ -46,8 +46,9 @@ from ._tenants import Tenants, class_bundles
                               "aging (two levels); 0: by efficiency alone"),
               "keep_bonus": Param(2.0, 1.0, 100.0, "a running job keeps its GPUs against a waiting job of the "
                                   "same tenant unless the latter's (1 + latency ratio) is this many times its own"),
-              "improve_s": Param(86400.0, 0.0, 86400.0, "seconds the improvement stages (climbs, gavel-mmf) may "
-                                 "run after the CEEI; the time limit bounds them in any case")})
+              "improve_s": Param(3.0, 0.0, 86400.0, "seconds the improvement stages (climbs, gavel-mmf) may "
+                                 "run after the CEEI (a stage predicted to pass them is not started); the "
+                                 "time limit bounds them in any case")})
 def oef(problem: Problem, options: PolicyOptions) -> Allocation:
     """Two levels (docs/oef.md, "Two levels"): the tenant-level answer (:func:`tenant_level`,
     memoised in ``options.state`` while the jobs, weights and capacity stay the same, since it
