@@ -18,7 +18,9 @@ on the type) + noise``. Per group the learner
    seen, and **shrinks toward the priors** (:mod:`.priors`) by how much the data say: a type
    observed ``n`` times has variance ``sigma^2 / n`` against the prior's ``TAU^2``; types not
    seen take the prior, anchored to the seen ones. ``sigma`` is the pooled spread of runs
-   within their cells (robust, floored at 5 %).
+   within their cells (robust, floored at 5 %);
+4. marks the types the group **fails on** (:func:`fails_on`: FAILED / OUT_OF_MEMORY runs there
+   and no completion there): speed 0, so no estimate sends the group's jobs there again.
 
 Speeds are relative, fastest 1.0. Everything here is pure and deterministic.
 """
@@ -58,22 +60,56 @@ class Run:
     job_id: str = ""
 
 
+#: run end states that blame the GPU type (sacct(1)); NODE_FAIL, CANCELLED, TIMEOUT, PREEMPTED do not
+FAILING = ("FAILED", "OUT_OF_MEMORY")
+#: FAILED runs on a type (no completion there, none elsewhere) that mark it on their own
+REPEATED_FAILS = 2
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One run of a group that ended FAILED or OUT_OF_MEMORY on a GPU type."""
+
+    group: GroupKey
+    gpu_type: str
+    state: str
+    job_id: str = ""
+
+
 @dataclass(frozen=True)
 class Learned:
-    """A group's learned speeds: ``speed[type]`` (fastest 1.0) over the types asked for,
-    ``runs[type]`` used per type, ``sources[type]`` learned | prior | assumed, the family fit."""
+    """A group's learned speeds: ``speed[type]`` (fastest 1.0, 0 where it fails) over the types
+    asked for, ``runs[type]`` used per type, ``sources[type]`` learned | prior | assumed | fails,
+    the family fit, ``fails_on[type]``: the failed runs that marked a type."""
 
     group: GroupKey
     speed: Mapping[str, float]
     runs: Mapping[str, int]
     sources: Mapping[str, str]
     family: str = pr.GENERIC
+    fails_on: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         user, name, gpus = self.group
         return {"user": user, "job_name": name, "gpus": gpus, "speed": dict(self.speed),
                 "runs": sum(self.runs.values()), "runs_per_type": dict(self.runs),
-                "sources": dict(self.sources), "family": self.family}
+                "sources": dict(self.sources), "family": self.family, "fails_on": dict(self.fails_on)}
+
+    def table_value(self) -> "GroupSpeeds":
+        """What an estimate reads: the speeds with the runs behind them and the failing types."""
+        return GroupSpeeds(self.speed, self.runs, self.fails_on)
+
+
+class GroupSpeeds(dict[str, float]):
+    """A group's speed per type (0: it fails there) as the estimates read it, carrying the
+    completed runs behind each number (``runs``) and the failed runs that marked a type
+    (``fails``) so ``explain`` can say what a number rests on."""
+
+    def __init__(self, speed: Mapping[str, float], runs: Mapping[str, int] | None = None,
+                 fails: Mapping[str, int] | None = None) -> None:
+        super().__init__(speed)
+        self.runs: dict[str, int] = dict(runs or {})
+        self.fails: dict[str, int] = dict(fails or {})
 
 
 @dataclass(frozen=True)
@@ -160,8 +196,34 @@ def _cell_value(values: list[float], guess: float | None, sigma: float) -> float
     return statistics.median(values)
 
 
+def fails_on(runs: Iterable[Run], failures: Iterable[Failure], types: Sequence[str]) -> dict[GroupKey, dict[str, int]]:
+    """``{group: {type: failed runs}}`` for the (group, type) pairs judged infeasible.
+
+    A type is marked when the group never completed there and: an OUT_OF_MEMORY run ended
+    there (the type's memory is too small), or a FAILED run there while the group completed on
+    another type (its code runs; that type is the difference), or ``REPEATED_FAILS`` FAILED
+    runs there. A completion on the type clears it. A group is never marked on *every* type of
+    ``types``: failing everywhere is the job's own fault, not a type's, and a job with no type
+    left would never be placed at all."""
+    done: dict[GroupKey, set[str]] = defaultdict(set)
+    for r in runs:
+        done[r.group].add(r.gpu_type)
+    failed: dict[GroupKey, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for f in failures:
+        if f.state in FAILING and f.gpu_type not in done[f.group]:
+            failed[f.group][f.gpu_type].append(f.state)
+    out: dict[GroupKey, dict[str, int]] = {}
+    for g, by in failed.items():
+        marked = {k: len(st) for k, st in by.items()
+                  if "OUT_OF_MEMORY" in st or len(st) >= REPEATED_FAILS or done[g]}
+        if marked and not set(types) <= set(marked):
+            out[g] = marked
+    return out
+
+
 def learn_group(group: GroupKey, cells: Mapping[str, list[float]], types: Sequence[str],
-                log_priors: Mapping[str, Mapping[str, float]], sigma: float) -> Learned:
+                log_priors: Mapping[str, Mapping[str, float]], sigma: float,
+                fails: Mapping[str, int] | None = None) -> Learned:
     """One group's speeds over ``types`` (see the module docstring)."""
     generic = log_priors.get(pr.GENERIC, {})
     floor = min(generic.values(), default=0.0)
@@ -191,21 +253,26 @@ def learn_group(group: GroupKey, cells: Mapping[str, list[float]], types: Sequen
         else:
             u[k] = p[k]
             sources[k] = "prior" if k in known else "assumed"
-    top = max(u.values(), default=0.0)
-    speed = {k: math.exp(v - top) for k, v in u.items()}
-    return Learned(group, speed, runs, sources, best_family)
+    fails = {k: n for k, n in (fails or {}).items() if k in u}
+    top = max((v for k, v in u.items() if k not in fails), default=0.0)
+    speed = {k: 0.0 if k in fails else math.exp(v - top) for k, v in u.items()}
+    sources.update({k: "fails" for k in fails})
+    return Learned(group, speed, runs, sources, best_family, fails)
 
 
-def learn(runs: Iterable[Run], types: Sequence[str] | None = None) -> Model:
-    """Every group's speeds over ``types`` (default: every type a run used)."""
+def learn(runs: Iterable[Run], types: Sequence[str] | None = None, failures: Iterable[Failure] = ()) -> Model:
+    """Every group's speeds over ``types`` (default: every type a run or failure used)."""
     good = [r for r in runs if r.seconds > 0 and math.isfinite(r.seconds)]
-    all_types = sorted(set(types) if types is not None else {r.gpu_type for r in good})
+    failures = list(failures)
+    all_types = sorted(set(types) if types is not None else {r.gpu_type for r in good} | {f.gpu_type for f in failures})
     excess = _node_excess(good)
     cells = _cells(good, excess)
     sigma = _sigma(cells)
     logp = pr.log_prior_table(all_types)
     unknown = pr.prior_speeds(all_types).warnings()
-    groups = {g: learn_group(g, cells[g], all_types, logp, sigma) for g in sorted(cells)}
+    marked = fails_on(good, failures, all_types)
+    groups = {g: learn_group(g, cells.get(g, {}), all_types, logp, sigma, marked.get(g))
+              for g in sorted(set(cells) | set(marked))}
     return Model(groups, sigma, excess, tuple(unknown))
 
 

@@ -100,3 +100,70 @@ def test_any_runs_give_finite_speeds_fastest_one_on_every_type(rows):
         assert all(0 < v <= 1 + 1e-9 and math.isfinite(v) for v in learned.speed.values())
         assert max(learned.speed.values()) == pytest.approx(1.0)
     assert all(e > 0 for e in model.node_excess.values())
+
+
+# ---------------------------------------------------------------- types a group fails on
+
+from slurm_fair.estimates.learn import Failure, fails_on  # noqa: E402
+
+G = ("ann", "train", 4)
+TYPES3 = ["k80", "p100", "v100"]
+
+
+def done_on(*types, group=G):
+    return [Run(group, k, 1000.0) for k in types for _ in range(2)]
+
+
+def test_out_of_memory_marks_the_type_at_once_and_the_speed_is_zero_there():
+    m = learn(done_on("v100", "p100"), TYPES3, [Failure(G, "k80", "OUT_OF_MEMORY", "7")])
+    g = m.groups[G]
+    assert g.speed["k80"] == 0.0 and g.sources["k80"] == "fails" and g.fails_on == {"k80": 1}
+    assert max(g.speed.values()) == 1.0 and g.speed["p100"] > 0
+    assert g.to_dict()["fails_on"] == {"k80": 1}
+
+
+def test_one_failure_counts_only_when_the_group_completes_elsewhere_two_always():
+    one = [Failure(G, "k80", "FAILED")]
+    assert fails_on([], one, TYPES3) == {}  # its code may be broken: not the type's fault yet
+    assert fails_on(done_on("v100"), one, TYPES3) == {G: {"k80": 1}}
+    assert fails_on([], one * 2, TYPES3) == {G: {"k80": 2}}
+
+
+@pytest.mark.parametrize("state", ["NODE_FAIL", "CANCELLED", "TIMEOUT", "PREEMPTED"])
+def test_states_that_are_not_the_types_fault_mark_nothing(state):
+    assert fails_on(done_on("v100"), [Failure(G, "k80", state)] * 3, TYPES3) == {}
+
+
+def test_a_completion_on_the_type_clears_it_and_other_groups_are_untouched():
+    fails = [Failure(G, "k80", "OUT_OF_MEMORY")]
+    assert fails_on(done_on("v100", "k80"), fails, TYPES3) == {}
+    other = ("bob", "train", 4)
+    m = learn(done_on("v100") + done_on("v100", "k80", group=other), TYPES3, fails)
+    assert m.groups[other].speed["k80"] > 0 and m.groups[G].speed["k80"] == 0
+
+
+def test_failing_on_every_type_marks_none_and_a_group_seen_only_failing_keeps_priors_elsewhere():
+    everywhere = [Failure(G, k, "OUT_OF_MEMORY") for k in TYPES3]
+    assert fails_on([], everywhere, TYPES3) == {}
+    m = learn([], TYPES3, [Failure(G, "k80", "OUT_OF_MEMORY")])
+    g = m.groups[G]
+    assert g.speed["k80"] == 0 and g.sources == {"k80": "fails", "p100": "prior", "v100": "prior"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(TYPES3),
+                          st.sampled_from(["COMPLETED", "FAILED", "OUT_OF_MEMORY", "TIMEOUT"])), max_size=14))
+def test_marked_types_never_completed_and_every_group_keeps_a_type(rows):
+    runs = [Run((u, "x", 1), k, 100.0) for u, k, s in rows if s == "COMPLETED"]
+    fails = [Failure((u, "x", 1), k, s) for u, k, s in rows if s != "COMPLETED"]
+    m = learn(runs, TYPES3, fails)
+    completed = {(r.group, r.gpu_type) for r in runs}
+    for g, got in m.groups.items():
+        assert any(v > 0 for v in got.speed.values())
+        for k in TYPES3:
+            assert (got.speed[k] == 0) == (k in got.fails_on) == (got.sources[k] == "fails")
+            if k in got.fails_on:
+                assert (g, k) not in completed
+                states = [f.state for f in fails if f.group == g and f.gpu_type == k]
+                assert "OUT_OF_MEMORY" in states or states.count("FAILED") >= 2 or any(
+                    c[0] == g for c in completed)
