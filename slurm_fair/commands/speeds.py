@@ -70,6 +70,8 @@ def model_document(model: Model, skipped: Counter, usable: int) -> dict[str, Any
     """The ``--json`` document: groups, the pooled spread, slow nodes, what was left out."""
     return {
         "groups": [g.to_dict() for g in model.groups.values()],
+        # every user's runs of one job name and GPU count (user "*"): a new user's first belief
+        "pools": [g.to_dict() for g in model.pools.values()],
         "runs_used": usable, "skipped": dict(skipped), "sigma": round(model.sigma, 4),
         "slow_nodes": {n: round(e, 4) for n, e in sorted(model.node_excess.items())},
         "warnings": list(model.warnings),
@@ -79,10 +81,10 @@ def model_document(model: Model, skipped: Counter, usable: int) -> dict[str, Any
 def model_table(model: Model, types: list[str]) -> Table:
     """One row per group: speed per type (learned numbers bold, priors dim), runs, family."""
     table = Table(title="learned speeds (fastest type = 1.00; dim: prior, not learned; "
-                        "fails: the group failed there, never sent there)")
+                        "fails: the group failed there, never sent there; user *: every user's runs of the name)")
     for c in ("user", "job name", "GPUs", *types, "runs", "family", "fails on (runs)"):
         table.add_column(c, justify="right" if c not in ("user", "job name", "family", "fails on (runs)") else "left")
-    for g in model.groups.values():
+    for g in [*model.groups.values(), *model.pools.values()]:
         cells = [_cell(g.speed[k], g.sources[k]) for k in types]
         fails = ", ".join(f"{k} ({n})" for k, n in sorted(g.fails_on.items()))
         table.add_row(g.group[0], g.group[1], str(g.group[2]), *cells, str(sum(g.runs.values())), g.family, fails)

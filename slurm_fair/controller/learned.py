@@ -5,7 +5,8 @@ last ``[throughput].learn_days`` days of ``sacct -X`` (through the adapter), tur
 GPU runs into observations of their group (user + job name + GPUs) on the type they ran on, and
 learns every group's speeds with the one learner (:func:`slurm_fair.estimates.learn.learn`),
 FAILED / OUT_OF_MEMORY runs included: a type a group fails on gets speed 0
-(:func:`slurm_fair.estimates.learn.fails_on`), so no later decision sends it there.
+(:func:`slurm_fair.estimates.learn.fails_on`), so no later decision sends it there. Each job
+name's pool over users (user ``*``) is kept too: the belief for a group that never completed.
 That history holds the jobs the controller itself placed, so what it learns while it runs (where
 each job ran, for how long, that it completed) needs no user cooperation and no tag.
 
@@ -26,7 +27,7 @@ from typing import Any, Mapping
 from .. import atomic
 from ..errors import SlurmFairError
 from ..estimates.history import failures_from_history, runs_from_history
-from ..estimates.learn import GroupKey, GroupSpeeds, learn
+from ..estimates.learn import ANY_USER, GroupKey, GroupSpeeds, learn
 from ..slurm.parse.history import parse_history
 from ..slurm.port import SlurmPort
 
@@ -61,7 +62,7 @@ def load(state_dir: str | Path) -> LearnedTable:
         speeds = {(g["user"], g["job_name"], int(g["gpus"])): GroupSpeeds(
             {k: float(v) for k, v in g["speed"].items()},
             {k: int(v) for k, v in g.get("runs_per_type", {}).items()},
-            {k: int(v) for k, v in g.get("fails_on", {}).items()}) for g in doc["groups"]}
+            {k: int(v) for k, v in g.get("fails_on", {}).items()}, g["user"] == ANY_USER) for g in doc["groups"]}
         runs = {(g["user"], g["job_name"], int(g["gpus"])): int(g.get("runs", 0)) for g in doc["groups"]}
         return LearnedTable(speeds, runs, float(doc["refreshed_at"]))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -87,8 +88,9 @@ def build(port: SlurmPort, types: list[str], days: float, now: float) -> Learned
     model = learn(runs, types, failures) if runs or failures else None
     if model is None:
         return LearnedTable(refreshed_at=now)
-    return LearnedTable({g: v.table_value() for g, v in model.groups.items()},
-                        {g: sum(v.runs.values()) for g, v in model.groups.items()}, now)
+    every = {**model.pools, **model.groups}
+    return LearnedTable({g: v.table_value() for g, v in every.items()},
+                        {g: sum(v.runs.values()) for g, v in every.items()}, now)
 
 
 def refresh(port: SlurmPort, config: Any, state_dir: str | Path, types: list[str], dry_run: bool,

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from ..slurm.model import Snapshot, SlurmJob
 from .classes import ClassTable, known_class
+from .learn import pool_key
 from .priors import prior, prior_speeds
 from .rules import Rules
 from .tags import tag_class
@@ -19,7 +20,7 @@ class Estimate:
 
     job_id: str
     throughput: Mapping[str, float]
-    #: per GPU type: observed | class-table | learned | fails | prior | assumed | flat
+    #: per GPU type: observed | class-table | learned | pooled | fails | prior | assumed | flat
     sources: Mapping[str, str]
     klass: str | None = None
     #: how the class was chosen: tag | rule:... | default_class | None
@@ -33,7 +34,7 @@ class Estimate:
     @property
     def source(self) -> str:
         """The strongest source used for any type (the order of precedence above)."""
-        for s in ("observed", "class-table", "learned", "fails", "prior", "assumed", "flat"):
+        for s in ("observed", "class-table", "learned", "pooled", "fails", "prior", "assumed", "flat"):
             if s in self.sources.values():
                 return s
         return "flat"
@@ -50,10 +51,12 @@ class Estimate:
 
 
 def label(source: str, runs: int | None) -> str:
-    """``learned (3 runs)`` when a number rests on runs, else the source itself."""
-    if runs is None or source not in ("learned", "fails"):
+    """``learned (3 runs)`` when a number rests on runs, else the source itself (``pooled``:
+    the runs of every user's jobs of that name)."""
+    if runs is None or source not in ("learned", "pooled", "fails"):
         return source
-    return f"{source} ({runs} run{'' if runs == 1 else 's'})"
+    who = ", all users" if source == "pooled" else ""
+    return f"{source} ({runs} run{'' if runs == 1 else 's'}{who})"
 
 
 def job_gpus(job: SlurmJob) -> int:
@@ -106,7 +109,8 @@ def estimate_job(
             tput[k], sources[k] = observed[k], "observed"
         elif k in row:
             tput[k], sources[k] = float(row[k]), "class-table"
-    group = (learned or {}).get(group_key(job), {})
+    known = learned or {}
+    group = known.get(group_key(job)) or known.get(pool_key(group_key(job))) or {}
     if not tput or max(tput.values()) <= 0:
         tput, sources = untagged(job, gpu_types, group, warnings)
     else:
@@ -123,12 +127,14 @@ def group_key(job: SlurmJob) -> tuple[str, str, int]:
 def untagged(job: SlurmJob, gpu_types: list[str], group: Mapping[str, float],
              warnings: set[str]) -> tuple[dict[str, float], dict[str, str]]:
     """A job with no class and no observation: its group's learned speeds (``group``, from
-    the accounting history and the runs the controller watched), else the type priors, else
+    the accounting history and the runs the controller watched; a group that never completed:
+    the pool of every user's runs of its job name), else the type priors, else
     flat (1.0 everywhere: no type of the cluster is a known model)."""
     if group and all(k in group for k in gpu_types) and any(group[k] > 0 for k in gpu_types):
         runs: Mapping[str, int] = getattr(group, "runs", {})
+        how = "pooled" if getattr(group, "pooled", False) else "learned"
         return {k: float(group[k]) for k in gpu_types}, {
-            k: "learned" if runs.get(k) or not runs else "prior" for k in gpu_types}
+            k: how if runs.get(k) or not runs else "prior" for k in gpu_types}
     p = prior_speeds(gpu_types)
     if len(p.unknown) == len(gpu_types):
         return {k: 1.0 for k in gpu_types}, {k: "flat" for k in gpu_types}
@@ -145,7 +151,7 @@ def mark_fails(tput: dict[str, float], sources: dict[str, str], group: Mapping[s
     for k in tput:
         if (k in fails or group.get(k) == 0) and sources.get(k) != "observed":
             tput[k], sources[k] = 0.0, "fails"
-    out = {k: runs[k] for k, s in sources.items() if s == "learned" and k in runs}
+    out = {k: runs[k] for k, s in sources.items() if s in ("learned", "pooled") and k in runs}
     out.update({k: fails[k] for k, s in sources.items() if s == "fails" and k in fails})
     return out
 

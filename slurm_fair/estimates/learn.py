@@ -19,7 +19,12 @@ on the type) + noise``. Per group the learner
    observed ``n`` times has variance ``sigma^2 / n`` against the prior's ``TAU^2``; types not
    seen take the prior, anchored to the seen ones. ``sigma`` is the pooled spread of runs
    within their cells (robust, floored at 5 %);
-4. marks the types the group **fails on** (:func:`fails_on`: FAILED / OUT_OF_MEMORY runs there
+4. **pools** every user's runs of one job name and GPU count (a group whose user is
+   :data:`ANY_USER`), learned the same way with the pool's own within-cell spread (a junk name
+   such as ``bash`` whose runs differ wildly is trusted little), when at least two users ran it:
+   the pool is the prior of its groups (instead of the type priors) and the belief for a group
+   of that name that never completed;
+5. marks the types the group **fails on** (:func:`fails_on`: FAILED / OUT_OF_MEMORY runs there
    and no completion there): speed 0, so no estimate sends the group's jobs there again.
 
 Speeds are relative, fastest 1.0. Everything here is pure and deterministic.
@@ -43,10 +48,16 @@ TAU_UNKNOWN = 1.5
 MIN_SIGMA = 0.05
 #: spread assumed before enough cells exist to measure it (runs differ 10-20 % in work)
 DEFAULT_SIGMA = 0.15
+#: spread assumed for a pool with too few runs to measure it: users' work under one name differs
+POOL_SIGMA = 0.5
 #: runs a node needs before its slowness is corrected
 MIN_NODE_RUNS = 3
 
 GroupKey = tuple[str, str, int]
+#: the user of a pooled group (every user's runs of a job name and GPU count); no Slurm user name
+ANY_USER = "*"
+#: users a pool needs: with one, the pool is that user's group
+MIN_POOL_USERS = 2
 
 
 @dataclass(frozen=True)
@@ -97,7 +108,7 @@ class Learned:
 
     def table_value(self) -> "GroupSpeeds":
         """What an estimate reads: the speeds with the runs behind them and the failing types."""
-        return GroupSpeeds(self.speed, self.runs, self.fails_on)
+        return GroupSpeeds(self.speed, self.runs, self.fails_on, self.group[0] == ANY_USER)
 
 
 class GroupSpeeds(dict[str, float]):
@@ -106,10 +117,12 @@ class GroupSpeeds(dict[str, float]):
     (``fails``) so ``explain`` can say what a number rests on."""
 
     def __init__(self, speed: Mapping[str, float], runs: Mapping[str, int] | None = None,
-                 fails: Mapping[str, int] | None = None) -> None:
+                 fails: Mapping[str, int] | None = None, pooled: bool = False) -> None:
         super().__init__(speed)
         self.runs: dict[str, int] = dict(runs or {})
         self.fails: dict[str, int] = dict(fails or {})
+        #: the speeds of every user's runs of the job name (a pool), not of this user's group
+        self.pooled = pooled
 
 
 @dataclass(frozen=True)
@@ -120,6 +133,17 @@ class Model:
     sigma: float
     node_excess: Mapping[str, float] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    #: per (``ANY_USER``, job name, GPUs): every user's runs of that name pooled
+    pools: Mapping[GroupKey, Learned] = field(default_factory=dict)
+
+    def belief(self, group: GroupKey) -> Learned | None:
+        """What is believed of ``group``: its own learned speeds, else its name's pool."""
+        return self.groups.get(group) or self.pools.get(pool_key(group))
+
+
+def pool_key(group: GroupKey) -> GroupKey:
+    """The pool a group belongs to: every user's runs of its job name and GPU count."""
+    return (ANY_USER, group[1], group[2])
 
 
 def _cells(runs: Iterable[Run], excess: Mapping[str, float]) -> dict[GroupKey, dict[str, list[float]]]:
@@ -163,7 +187,7 @@ def _node_excess(runs: Sequence[Run], rounds: int = 8) -> dict[str, float]:
     return {n: e for n, e in excess.items() if e > 0.05}
 
 
-def _sigma(cells: Mapping[GroupKey, Mapping[str, list[float]]]) -> float:
+def _sigma(cells: Mapping[GroupKey, Mapping[str, list[float]]], default: float = DEFAULT_SIGMA) -> float:
     """Pooled robust spread of runs within their cells (1.4826 MAD; n/(n-1) for small cells)."""
     res: list[float] = []
     for by in cells.values():
@@ -173,7 +197,7 @@ def _sigma(cells: Mapping[GroupKey, Mapping[str, list[float]]]) -> float:
                 scale = math.sqrt(len(v) / (len(v) - 1))
                 res += [abs(x - m) * scale for x in v]
     if len(res) < 6:
-        return DEFAULT_SIGMA
+        return default
     return max(MIN_SIGMA, 1.4826 * statistics.median(res))
 
 
@@ -271,9 +295,39 @@ def learn(runs: Iterable[Run], types: Sequence[str] | None = None, failures: Ite
     logp = pr.log_prior_table(all_types)
     unknown = pr.prior_speeds(all_types).warnings()
     marked = fails_on(good, failures, all_types)
-    groups = {g: learn_group(g, cells.get(g, {}), all_types, logp, sigma, marked.get(g))
+    pools = _pools(cells, all_types, logp, sigma)
+    groups = {g: learn_group(g, cells.get(g, {}), all_types, _pool_prior(pools.get(pool_key(g)), logp),
+                             sigma, marked.get(g))
               for g in sorted(set(cells) | set(marked))}
-    return Model(groups, sigma, excess, tuple(unknown))
+    return Model(groups, sigma, excess, tuple(unknown), pools)
+
+
+def _pools(cells: Mapping[GroupKey, Mapping[str, list[float]]], types: Sequence[str],
+           log_priors: Mapping[str, Mapping[str, float]], sigma: float) -> dict[GroupKey, Learned]:
+    """Every user's cells of a job name and GPU count, learned as one group with its own spread
+    (never below the pooled ``sigma``): each user's cell counts once (its median), users run
+    different amounts of work under one name, and the more they differ the less the pool moves
+    off the priors. ``runs`` of a pool counts users per type."""
+    pooled: dict[GroupKey, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    users: dict[GroupKey, set[str]] = defaultdict(set)
+    for g, by in cells.items():
+        key = pool_key(g)
+        users[key].add(g[0])
+        for k, v in by.items():  # one value per user: users, not runs, are the pool's samples
+            pooled[key][k].append(statistics.median(v))
+    out = {}
+    for key, by in sorted(pooled.items()):
+        if len(users[key]) >= MIN_POOL_USERS:
+            spread = max(sigma, _sigma({key: by}, POOL_SIGMA))
+            out[key] = learn_group(key, by, types, log_priors, spread)
+    return out
+
+
+def _pool_prior(pool: Learned | None, log_priors: Mapping[str, Mapping[str, float]]) -> Mapping[str, Mapping[str, float]]:
+    """A group's prior: its pool's speeds when the pool learned something, else the type priors."""
+    if pool is None or "learned" not in pool.sources.values():
+        return log_priors
+    return {pr.GENERIC: {k: math.log(v) for k, v in pool.speed.items() if v > 0}}
 
 
 def equivalent_seconds(seconds: Mapping[str, float], belief: Mapping[str, float] | None = None) -> tuple[str, float]:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..errors import UserError
-from ..estimates.learn import Failure, Learned, Run, equivalent_seconds, learn
+from ..estimates.learn import Failure, Learned, Model, Run, equivalent_seconds, learn
 from ..estimates.priors import prior_speeds
 from ..inputs import parse_number
 
@@ -79,14 +79,16 @@ class Knowledge:
         self.runs: list[Run] = []
         self.failures: list[Failure] = []
         self.learned: dict[GroupKey, Learned] = {}
+        self.model: Model | None = None
         self.version = 0
 
     def knows(self, job_id: str) -> bool:
         return self.spec.mode == "oracle" or job_id in self.tagged
 
     def relative(self, group: GroupKey) -> Mapping[str, float]:
-        """The believed relative speeds (fastest 1.0) of a group: learned, else the priors."""
-        got = self.learned.get(group)
+        """The believed relative speeds (fastest 1.0) of a group: learned (its own runs, else
+        its job type's pool over tenants), else the priors."""
+        got = self.model.belief(group) if self.model is not None else None
         return got.speed if got is not None else self.priors
 
     def believed(self, job_id: str, group: GroupKey, true: Mapping[str, float],
@@ -120,5 +122,6 @@ class Knowledge:
 
     def _relearn(self) -> None:
         model = learn(self.runs, self.types, self.failures)
+        self.model = model
         self.learned = dict(model.groups)
         self.version += 1

@@ -167,3 +167,38 @@ def test_marked_types_never_completed_and_every_group_keeps_a_type(rows):
                 states = [f.state for f in fails if f.group == g and f.gpu_type == k]
                 assert "OUT_OF_MEMORY" in states or states.count("FAILED") >= 2 or any(
                     c[0] == g for c in completed)
+
+
+# ---------------------------------------------------------------- pools over users
+
+def test_a_users_unseen_type_and_a_new_user_take_the_names_pool_not_the_prior():
+    truth = {"v100": 1.0, "k80": 0.5}  # the generic prior says about 0.2
+    a, b, c = ("ann", "bert", 1), ("bob", "bert", 1), ("cy", "bert", 1)
+    runs = runs_of(a, truth, n=3) + runs_of(b, {"v100": 1.0}, n=2) + runs_of(("dee", "bert", 1), truth, n=3)
+    m = learn(runs, ["k80", "v100"])
+    pool = m.pools[("*", "bert", 1)]
+    # two users are two samples (the pool's runs count users): most of the way from the prior
+    assert 0.35 < pool.speed["k80"] <= 0.5 and pool.runs == {"k80": 2, "v100": 3}
+    assert 0.3 < m.groups[b].speed["k80"] <= 0.5
+    assert m.belief(c) is pool and m.belief(("cy", "other", 1)) is None
+    alone = learn(runs_of(b, {"v100": 1.0}, n=2), ["k80", "v100"])
+    assert not alone.pools and alone.groups[b].speed["k80"] < 0.3  # one user: the prior
+
+
+def test_a_name_whose_users_run_wildly_different_work_moves_little_off_the_prior():
+    """The pool's own spread sets its weight: a tidy name reaches its truth, a junk name
+    ("bash": any work) stays near the prior (median over seeds: one seed may move by chance)."""
+    base = learn(runs_of(("z", "z", 1), {"v100": 1.0}, n=1), ["k80", "v100"]).groups[("z", "z", 1)].speed["k80"]
+    moves = []
+    for seed in range(9):
+        rng = random.Random(seed)
+        tidy, junk = [], []
+        for i in range(6):
+            tidy += runs_of((f"u{i}", "train", 1), {"v100": 1.0, "k80": 0.6}, n=2, spread=0.05, rng=rng)
+            work = 10 ** rng.uniform(1, 5)  # "bash": anything
+            junk += runs_of((f"u{i}", "bash", 1), {"v100": 1.0} if i % 2 else {"k80": 0.6}, n=2, work=work, rng=rng)
+        m = learn(tidy + junk, ["k80", "v100"])
+        assert m.pools[("*", "train", 1)].speed["k80"] == pytest.approx(0.6, rel=0.1)
+        assert m.pools[("*", "bash", 1)].speed["k80"] > 0
+        moves.append(abs(math.log(m.pools[("*", "bash", 1)].speed["k80"] / base)))
+    assert sorted(moves)[4] < 0.5 * abs(math.log(0.6 / base))
