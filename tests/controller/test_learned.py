@@ -81,3 +81,8 @@ def test_a_group_that_failed_on_a_type_is_never_sent_there_and_explain_says_why(
     shown = explain(config, nxt)
     assert shown["runs"] == {"k80": 1, "v100": 2} and shown["sources"]["k80"] == "fails"
     assert "k80 0 (fails (1 run))" in render(shown), render(shown) and "(learned (2 runs))" in render(shown)
+    from slurm_fair.commands.snapshot import controller_problem
+
+    (snap,) = [j for j in controller_problem(fake, config).jobs if j.id == nxt]
+    assert snap.extra["runs"] == {"k80": 1, "v100": 2} and snap.extra["sources"]["k80"] == "fails"
+    assert "k80" not in snap.throughput or snap.throughput["k80"] == 0
