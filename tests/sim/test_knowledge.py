@@ -94,3 +94,13 @@ def test_a_type_a_job_cannot_run_on_is_no_free_pass_it_costs_a_failed_turn_then_
     assert len(untagged.records) == 4 and all(r.end_s is not None for r in untagged.records)
     wasted = sum(r.gpu_seconds.get("k80", 0) for r in untagged.records)
     assert 0 < wasted and max(r.end_s for r in untagged.records) >= max(r.end_s for r in oracle.records)
+
+
+def test_a_tenant_that_never_finished_a_job_type_believes_the_pool_of_the_others():
+    k = Knowledge(KnowledgeSpec("untagged"), ["k80", "v100"], [])
+    jt = "LM (batch size 20)"
+    for i, tenant in enumerate(["a", "a", "b", "b"]):
+        k.finished(f"{tenant}{i}", (tenant, jt, 1), {"v100" if i % 2 else "k80": 100.0 if i % 2 else 250.0})
+    assert k.model is not None and ("*", jt, 1) in k.model.pools
+    assert k.relative(("c", jt, 1)) == k.model.pools[("*", jt, 1)].speed != k.priors
+    assert k.relative(("c", "other", 1)) == k.priors
