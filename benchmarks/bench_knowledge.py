@@ -4,7 +4,7 @@ For each workload: ``agnostic`` (the baseline) and heterogeneity-aware policies 
 true speeds (``oracle``), with none tagged (``untagged``: type priors, then what the learner
 learns from finished jobs) and with half the jobs tagged (``tagged=0.5``). The gain of a policy
 is ``avg JCT(agnostic, same knowledge) / avg JCT(policy)``; the *kept* fraction is
-``(gain - 1) / (oracle gain - 1)``; *kept\** measures the gain against agnostic with the oracle's
+``(gain - 1) / (oracle gain - 1)``; ``kept*`` measures the gain against agnostic with the oracle's
 knowledge (the stricter figure: an untagged agnostic also wastes turns on types a job cannot
 run on). Prints one markdown table; the latest is in docs/speeds.md.
 

@@ -85,6 +85,8 @@ class Failure:
     gpu_type: str
     state: str
     job_id: str = ""
+    #: the types the job ran on before it failed (runs requeued or preempted there, ``sacct -D``)
+    ran_on: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -225,7 +227,8 @@ def fails_on(runs: Iterable[Run], failures: Iterable[Failure], types: Sequence[s
 
     A type is marked when the group never completed there and: an OUT_OF_MEMORY run ended
     there (the type's memory is too small), or a FAILED run there while the group completed on
-    another type (its code runs; that type is the difference), or ``REPEATED_FAILS`` FAILED
+    another type, or the failed job itself ran on another type before (requeued or preempted
+    there, not failed: its code runs; that type is the difference), or ``REPEATED_FAILS`` FAILED
     runs there. A completion on the type clears it. A group is never marked on *every* type of
     ``types``: failing everywhere is the job's own fault, not a type's, and a job with no type
     left would never be placed at all."""
@@ -233,13 +236,15 @@ def fails_on(runs: Iterable[Run], failures: Iterable[Failure], types: Sequence[s
     for r in runs:
         done[r.group].add(r.gpu_type)
     failed: dict[GroupKey, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    ran: dict[tuple[GroupKey, str], bool] = defaultdict(bool)
     for f in failures:
         if f.state in FAILING and f.gpu_type not in done[f.group]:
             failed[f.group][f.gpu_type].append(f.state)
+            ran[(f.group, f.gpu_type)] |= any(t != f.gpu_type for t in f.ran_on)
     out: dict[GroupKey, dict[str, int]] = {}
     for g, by in failed.items():
         marked = {k: len(st) for k, st in by.items()
-                  if "OUT_OF_MEMORY" in st or len(st) >= REPEATED_FAILS or done[g]}
+                  if "OUT_OF_MEMORY" in st or len(st) >= REPEATED_FAILS or done[g] - {k} or ran[(g, k)]}
         if marked and not set(types) <= set(marked):
             out[g] = marked
     return out

@@ -177,3 +177,15 @@ def test_failed_and_out_of_memory_gpu_runs_are_kept_apart_and_mark_a_type(tmp_pa
     assert "p100" not in g["speed"]  # a node failure is not the type's fault, and says nothing else
     res = CliRunner().invoke(cli, ["speeds", "learn", "--sacct-file", str(f)])
     assert res.exit_code == 0 and "k80 (1)" in res.output and "fails" in res.output
+
+
+def test_a_failed_jobs_earlier_requeued_runs_say_where_it_ran():
+    from slurm_fair.estimates.history import failures_from_history
+
+    h = parse_history(text(
+        "53|ann|bio|rn|gpu|gres/gpu:p100=4,gres/gpu=4|p1|00:00:13|REQUEUED",
+        "53|ann|bio|rn|gpu|gres/gpu:p100=4,gres/gpu=4|p2|00:00:26|REQUEUED",
+        "53|ann|bio|rn|gpu|gres/gpu:k80=4,gres/gpu=4|k1|00:00:01|FAILED",
+    ), "h.txt")
+    (f,) = failures_from_history(h.failed, {})
+    assert (f.gpu_type, f.state, f.ran_on) == ("k80", "FAILED", ("p100", "p100"))

@@ -202,3 +202,10 @@ def test_a_name_whose_users_run_wildly_different_work_moves_little_off_the_prior
         assert m.pools[("*", "bash", 1)].speed["k80"] > 0
         moves.append(abs(math.log(m.pools[("*", "bash", 1)].speed["k80"] / base)))
     assert sorted(moves)[4] < 0.5 * abs(math.log(0.6 / base))
+
+
+def test_one_failure_after_the_job_ran_elsewhere_marks_the_type():
+    """Requeued from P100 (it ran there) to K80, where it failed at once: its code runs."""
+    moved = Failure(G, "k80", "FAILED", "53", ran_on=("p100", "p100"))
+    assert fails_on([], [moved], TYPES3) == {G: {"k80": 1}}
+    assert fails_on([], [Failure(G, "k80", "FAILED", "53", ran_on=("k80",))], TYPES3) == {}

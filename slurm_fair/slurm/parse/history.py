@@ -176,11 +176,13 @@ def parse_history(text: str, source: str, delimiter: str = "|", strict: bool = F
 
 def _drop_partial(history: History) -> None:
     """A job requeued or preempted before it completed (``sacct -D`` lists those runs) did its
-    work over all its runs: they are attached to its completed row (``earlier``)."""
+    work over all its runs: they are attached to its completed row (``earlier``), and to a
+    failed row (it ran on those types before it failed)."""
     if not history.partial:
         return
-    out = []
-    for r in history.rows:
-        earlier = history.partial.get(r.job_id)
-        out.append(replace(r, earlier=tuple(earlier)) if earlier else r)
-    history.rows = out
+    for name in ("rows", "failed"):
+        out = []
+        for r in getattr(history, name):
+            earlier = history.partial.get(r.job_id)
+            out.append(replace(r, earlier=tuple(earlier)) if earlier else r)
+        setattr(history, name, out)
