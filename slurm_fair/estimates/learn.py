@@ -49,7 +49,7 @@ MIN_SIGMA = 0.05
 #: spread assumed before enough cells exist to measure it (runs differ 10-20 % in work)
 DEFAULT_SIGMA = 0.15
 #: spread assumed for a pool with too few runs to measure it: users' work under one name differs
-POOL_SIGMA = 0.5
+POOL_SIGMA = 1.0
 #: runs a node needs before its slowness is corrected
 MIN_NODE_RUNS = 3
 
