@@ -70,7 +70,9 @@ def main() -> None:
             started = time.perf_counter()
             alloc = policies.allocate(name, problem, options)
             rows[name]["s"].append(time.perf_counter() - started)
-            x = alloc.x
+            # oef's fairness is that of its tenant level (docs/oef.md, "Two levels"): the bundles
+            # SI, EF and PE are about; inside a tenant its jobs are ordered by aging
+            x = alloc.tenant_x or alloc.x
             if name == "oef" and (alloc.status != "optimal" or alloc.info.get("degraded")
                                   or not alloc.info.get("pareto_efficient", True)):
                 notes.append(f"problem {done}: oef status {alloc.status}, winner {alloc.info.get('winner')}, "

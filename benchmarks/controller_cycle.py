@@ -7,6 +7,8 @@ Two modes:
 
       python benchmarks/controller_cycle.py --jobs 50 200 --policy oef --repeat 3
 
+  (``--accounts 200`` for many tenants; the fake cycle ends with a ``revert``.)
+
 * ``--real``: a private real testbed (its own directory and ports, so the default testbed may
   run beside it) with ``--accounts`` Slurm accounts (fair-share shares 1, 2, 3 in turn) and
   ``--jobs`` pending GPU jobs submitted with ``sbatch`` (class tags in the comment, counts 1, 2
@@ -16,7 +18,7 @@ Two modes:
 
       python benchmarks/controller_cycle.py --real --jobs 10000 --accounts 200 --repeat 3
 
-  The testbed is taken down at the end unless ``--keep``.
+  ``--slurm 24.11`` runs it on the testbed's other Slurm version. The testbed is taken down at the end unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -45,26 +47,33 @@ from slurm_fair.slurm.model import Account, Node, Qos
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def cluster() -> FakeSlurm:
+def cluster(accounts: int = 6) -> FakeSlurm:
     nodes = [Node(f"{k}-{i}", "idle", {k: 4}, {}, ("gpu",), (), 32) for k in ("v100", "p100", "k80") for i in range(1, 10)]
-    tenants = [f"t{i}" for i in range(6)]
+    tenants = [f"t{i}" for i in range(accounts)]
     return FakeSlurm(nodes=nodes, accounts=[Account(t, 1.0, ("normal",), "normal") for t in tenants],
                      qos=[Qos("normal")], now=datetime(2026, 1, 1, 12))
 
 
-def one(n_jobs: int, policy: str, seed: int) -> dict[str, float]:
+def one(n_jobs: int, policy: str, seed: int, accounts: int = 6, time_limit: float = 30.0) -> dict[str, float]:
     rng = random.Random(seed)
     classes = list(load_class_table(None).rows)
-    fake = cluster()
+    fake = cluster(accounts)
     for _ in range(n_jobs):
-        fake.submit(f"t{rng.randrange(6)}", f"--gres=gpu:{rng.choice([1, 1, 2, 4])}", hold=False,
+        fake.submit(f"t{rng.randrange(accounts)}", f"--gres=gpu:{rng.choice([1, 1, 2, 4])}", hold=False,
                     comment=f"fair:class={rng.choice(classes)}")
     with tempfile.TemporaryDirectory() as tmp:
-        config = validate({"controller": {"policy": policy, "state_dir": tmp, "audit_log": str(Path(tmp) / "a.jsonl")}})
+        config = validate({"controller": {"policy": policy, "state_dir": tmp, "audit_log": str(Path(tmp) / "a.jsonl"),
+                                          "time_limit_s": time_limit},
+                           "tenants": {f"t{i}": {"weight": float(1 + i % 3)} for i in range(accounts)}})
         first = run_cycle(fake, config)
         fake.now += timedelta(seconds=60)
         second = run_cycle(fake, config)
+        t = time.perf_counter()
+        rev = revert(fake, config)
+        revert_s = time.perf_counter() - t
     out = {f"first.{k}": v for k, v in first.timings.items()}
+    out["revert.total"] = revert_s
+    out["revert.failed"] = len(rev.failed)
     out.update({f"second.{k}": v for k, v in second.timings.items()})
     out["first.actions"] = len(first.results)
     out["second.actions"] = len(second.results)
@@ -123,7 +132,8 @@ def real(a: argparse.Namespace) -> None:
     out = Path(a.dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     (out / "testbed.toml").write_text(testbed_toml(a.accounts, a.port_offset))
-    tb = Testbed(out / "tb", out / "testbed.toml")
+    # another Slurm version keeps its own directory (its root filesystem is made there once)
+    tb = Testbed(out / ("tb" if a.slurm is None else f"tb-{a.slurm}"), out / "testbed.toml", slurm=a.slurm)
     t0 = time.perf_counter()
     tb.up()
     print(f"testbed up with {a.accounts} accounts in {time.perf_counter() - t0:.1f} s")
@@ -155,10 +165,20 @@ def real(a: argparse.Namespace) -> None:
 def one_real(port: Any, config: Any, gap: float) -> dict[str, Any]:
     """A first cycle, a steady one ``gap`` seconds later, then ``revert`` (all in-process)."""
     row: dict[str, Any] = {}
+    stats = port.runner.stats  # wall time inside Slurm's commands, per command
+
+    def slurm_share(label: str) -> None:
+        row[f"{label}.in_slurm"] = stats.seconds
+        row[f"{label}.slurm_calls"] = stats.calls
+        row[f"{label}.in_scontrol"] = stats.by_command.get("scontrol", 0.0)
+        stats.reset()
+
     for label in ("first", "steady"):
+        stats.reset()
         t = time.perf_counter()
         res = run_cycle(port, config)
         row[f"{label}.total"] = time.perf_counter() - t
+        slurm_share(label)
         row.update({f"{label}.{k}": v for k, v in res.timings.items()})
         row[f"{label}.actions"] = len(res.results)
         row[f"{label}.failed"] = sum(1 for x in res.results if not x.applied and not x.skipped)
@@ -169,6 +189,8 @@ def one_real(port: Any, config: Any, gap: float) -> dict[str, Any]:
     rev = revert(port, config)
     row["revert.total"] = time.perf_counter() - t
     row["revert.failed"] = len(rev.failed)
+    row["revert.actions"] = len(rev.steps)
+    slurm_share("revert")
     return row
 
 
@@ -179,7 +201,7 @@ def table(title: str, runs: list[dict[str, Any]]) -> None:
     keys = sorted({k for r in runs for k, v in r.items() if isinstance(v, (int, float))})
     for k in keys:
         vals = [float(r.get(k, 0.0)) for r in runs]
-        unit = "" if k.endswith(("actions", "failed")) else " s"
+        unit = "" if k.endswith(("actions", "failed", "calls")) else " s"
         print(f"  {k:28s} {statistics.median(vals):9.3f} {min(vals):9.3f} {max(vals):9.3f}{unit}")
     for k in sorted({k for r in runs for k, v in r.items() if isinstance(v, str)}):
         print(f"  {k:28s} {', '.join(str(r.get(k)) for r in runs)}")
@@ -191,22 +213,27 @@ def main() -> None:
     ap.add_argument("--policy", nargs="+", default=["oef"])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--real", action="store_true", help="a private real testbed instead of the fake")
-    ap.add_argument("--accounts", type=int, default=200, help="--real: Slurm accounts (tenants)")
+    ap.add_argument("--accounts", type=int, default=None,
+                    help="Slurm accounts (tenants; weights 1, 2, 3 in turn): default 200 with --real, 6 in the fake")
     ap.add_argument("--gpu-counts", type=int, nargs="+", default=[1, 1, 2, 4], help="--real: GPUs per job, drawn uniformly")
-    ap.add_argument("--time-limit", type=float, default=30.0, help="--real: [controller] time_limit_s")
+    ap.add_argument("--time-limit", type=float, default=30.0, help="[controller] time_limit_s")
     ap.add_argument("--gap", type=float, default=5.0, help="--real: seconds between the first and steady cycle")
     ap.add_argument("--dir", default=str(ROOT / ".cyclebench"), help="--real: working directory")
     ap.add_argument("--port-offset", type=int, default=3000, help="--real: added to the default testbed's ports")
     ap.add_argument("--keep", action="store_true", help="--real: leave the testbed running")
+    ap.add_argument("--slurm", default=None, help="--real: the testbed's Slurm version (default: the host's; "
+                    "another moves every port, e.g. by +1000 for 24.11)")
     a = ap.parse_args()
     if a.real:
         a.jobs = a.jobs or [10000]
+        a.accounts = a.accounts or 200
         real(a)
         return
+    accounts = a.accounts or 6
     for n in a.jobs or [50, 200]:
         for policy in a.policy:
-            runs = [one(n, policy, s) for s in range(a.repeat)]
-            table(f"fake: jobs={n} policy={policy} repeat={a.repeat}", runs)
+            runs = [one(n, policy, s, accounts, a.time_limit) for s in range(a.repeat)]
+            table(f"fake: jobs={n} accounts={accounts} policy={policy} time_limit={a.time_limit:g} repeat={a.repeat}", runs)
 
 
 if __name__ == "__main__":

@@ -84,12 +84,16 @@ SCHEMA: dict[str, dict[str, Key]] = {
             (bool, str), "auto", "send a pending job to its GPU type by typing its GPU request rather than moving it to a "
             "partition: auto (where Slurm can undo it, >= 23.11; partitions steer on 22.05), true, or false",
             C.pin_gres_type),
-        "min_run_s": Key(NUM, 0.0, "time-sharing hysteresis: a job is requeued only after running this long (0: one round)",
+        "min_run_s": Key(NUM, 0.0, "time-sharing hysteresis: a job is requeued only after running this long (0: a "
+                         "round, or 3x requeue_cost_s when longer, so a restart costs at most a quarter of a turn)",
                          C.number(0, 30 * DAY)),
         "requeue_cost_s": Key(NUM, 150.0, "what a requeue costs a job (Slurm's hold, cred_expire + 1 s, plus a restart); "
                               "a job moves to a faster idle type only when the expected gain beats it", C.number(0, DAY)),
         "move_up_gain": Key(NUM, 0.25, "a job moves up only to a type at least this much faster (0.25: 25 %)",
                             C.number(0, 1000)),
+        "reserve_after_lr": Key(NUM, 2.0, "a pending gang that waited this many times its time limit (and a round) "
+                                "is put first among the jobs competing for its GPU type, so Slurm's backfill keeps "
+                                "its nodes (0: off)", C.number(0, 1000)),
         "plan_file": Key((str,), "", "the plan file job_submit.lua reads (empty: state_dir/plan.json)",
                          C.path("file", empty_ok=True)),
     },

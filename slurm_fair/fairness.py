@@ -487,6 +487,18 @@ def latency_ratio(wait_s: float, age: float) -> float:
     return wait_s / age if age > 0 else float("inf")
 
 
+def overdue_ratio(waited_s: float, age: float | None, round_s: float, bound: float | None) -> float | None:
+    """The wait bound of gang reservation, one rule for the simulator and the controller: a
+    waiting job is *overdue* once it waited at least a round and at least ``bound`` times its
+    age (its latency ratio passed ``bound``); returns that latency ratio, None when it is not
+    overdue (no bound, or no finite positive age: a job whose run time nobody can predict)."""
+    if bound is None or age is None or not 0 < age < float("inf"):
+        return None
+    if waited_s < round_s or waited_s < bound * age:
+        return None
+    return latency_ratio(waited_s, age)
+
+
 def efficiency_ratio(e: float, e_star: float) -> float:
     """``E / E*`` (1.0 when nothing can run at all)."""
     return e / e_star if e_star > 0 else 1.0

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from .gangs import Shape, choose_nodes
+from .hysteresis import Moves, move_pays
 from .model import Allocation, Job, Problem, frozen_map
 
 #: priority of a (job, type) pair the job never ran on: above every finite ratio
@@ -82,9 +83,13 @@ class Placement:
     #: GPUs held idle this round for overdue jobs that could not start yet (``{type: {node:
     #: gpus}}``; without node structure ``{type: {"": gpus}}``): nothing else may start there
     reserved: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    #: overdue job -> the type whose GPUs are held for it (the controller makes it the first of
+    #: its competitors in Slurm's queue, so Slurm's backfill keeps those GPUs for it too)
+    reserved_for: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "types", frozen_map(self.types))
+        object.__setattr__(self, "reserved_for", frozen_map(self.reserved_for))
         object.__setattr__(self, "nodes", frozen_map(self.nodes))
         object.__setattr__(self, "priority", frozen_map(self.priority))
         object.__setattr__(
@@ -204,22 +209,19 @@ def place(
     fixed: Mapping[str, str] | None = None,
     sticky: bool = False,
     overdue: Mapping[str, float] | None = None,
+    moves: Moves | None = None,
 ) -> Placement:
     """Turn ``allocation`` into this round's placement (see the module docstring).
 
-    ``prev_nodes[job]``: the GPUs per node it holds now (placed on its previous type, it keeps
-    them when they are free); ``fixed[job]``: a type the job runs on this round whatever the
-    priorities (a running job that cannot be stopped: its ``prev_nodes`` are reserved first).
-    ``sticky``: stopping and restarting a job is expensive (Slurm's requeue hold), so a job
-    allocated the whole period is never displaced by one allocated less, and leftover GPUs do
-    not go to a job allocated a much faster type (module docstring).
+    ``prev_nodes``, ``fixed``: module docstring. ``sticky``: stopping and restarting a job is
+    expensive (Slurm's requeue hold), so a job allocated the whole period is never displaced by
+    one allocated less, and leftover GPUs do not go to a job allocated a much faster type.
     ``overdue[job]``: how far a waiting job is past its wait bound: it goes first, and when it
     cannot fit now its nodes are kept idle (:func:`_serve_overdue`, ``Placement.reserved``).
+    ``moves``: a running job moves to another type only when the move pays for its restart
+    (:mod:`slurm_fair.hysteresis`); else it competes for the type it runs on (:func:`_stays`).
     """
-    received = received or {}
-    prev = prev or {}
-    prev_nodes = prev_nodes or {}
-    fixed = fixed or {}
+    received, prev, prev_nodes, fixed = received or {}, prev or {}, prev_nodes or {}, fixed or {}
     node_hints = allocation.nodes  # optional node choice of the policy
     pool = Pool.of_problem(problem)
     jobs: dict[str, Job] = {j.id: j for j in problem.jobs}
@@ -241,12 +243,12 @@ def place(
                 return kept
         return pool.take(job.shape, k, _hosts(job), wanted(job_id, k))
 
-    reserved = _serve_overdue(problem, allocation, overdue or {}, pool, types, node_gpus, take, prev)
+    reserved, reserved_for = _serve_overdue(problem, allocation, overdue or {}, pool, types, node_gpus, take, prev)
 
     # service received so far (share of the job's rounds it ran, any type): among "never ran
     # here" pairs, a job that never ran anywhere goes before one that ran on another type
     service = {j: sum(float(v) for v in received.get(j, {}).values()) for j in jobs}
-    pairs, job_priority = _ranked_pairs(problem, allocation, received, prev, service, sticky)
+    pairs, job_priority = _ranked_pairs(problem, allocation, received, prev, service, sticky, moves)
     for job_id, k in pairs:
         if job_id in types:
             continue
@@ -262,7 +264,7 @@ def place(
     # time on: it would have to be stopped and restarted there later, which costs more than
     # the little it does meanwhile (a job allocated nothing takes any free GPU)
     for job in _waiting(problem, types, job_priority, service):
-        for k in _fill_types(job, problem, allocation, prev, sticky):
+        for k in _fill_types(job, problem, allocation, prev, sticky, moves):
             placed = take(job.id, k)
             if placed is not None:
                 types[job.id] = k
@@ -271,7 +273,8 @@ def place(
                 break
 
     nodes = {j: tuple(sorted(used)) for j, used in node_gpus.items()}
-    return Placement(types=types, nodes=nodes, priority=job_priority, node_gpus=node_gpus, reserved=reserved)
+    return Placement(types=types, nodes=nodes, priority=job_priority, node_gpus=node_gpus, reserved=reserved,
+                     reserved_for=reserved_for)
 
 
 def _hold_fixed(pool: Pool, jobs: Mapping[str, Job], fixed: Mapping[str, str],
@@ -290,7 +293,7 @@ def _hold_fixed(pool: Pool, jobs: Mapping[str, Job], fixed: Mapping[str, str],
 
 def _ranked_pairs(
     problem: Problem, allocation: Allocation, received: Mapping[str, Mapping[str, float]],
-    prev: Mapping[str, str], service: Mapping[str, float], sticky: bool,
+    prev: Mapping[str, str], service: Mapping[str, float], sticky: bool, moves: Moves | None = None,
 ) -> tuple[list[tuple[str, str]], dict[str, float]]:
     """The (job, type) pairs with a positive priority in the order they are placed, and each
     job's best pair priority.
@@ -298,11 +301,13 @@ def _ranked_pairs(
     Pairs allocated the whole period first (nothing allocated less displaces them), then the
     others; in each group "never ran here" pairs first, the least served job first, then by
     Gavel's priority (one stopped and behind before one that kept running); ties: previous
-    type, larger share, then a stable name order."""
+    type, larger share, then a stable name order. With ``moves``, a running job's pair on a
+    type it should not move to (:func:`_stays`) becomes a pair on the type it runs on."""
     pairs: list[tuple[int, int, float, float, int, float, str, str]] = []
     job_priority: dict[str, float] = {}
     for job in problem.jobs:
         best = 0.0
+        mine: dict[str, tuple[int, int, float, float, int, float, str, str]] = {}
         for k in problem.gpu_types:
             if job.throughput.get(k, 0.0) <= 0:
                 continue
@@ -314,11 +319,33 @@ def _ranked_pairs(
                 keep = 1 if prev.get(job.id) == k else 0
                 never = got_k <= _EPS
                 tier = 0 if sticky and x >= 1.0 - FULL_TIME_EPS else 1
-                pairs.append((tier, 0 if never else 1, service[job.id] if never else 0.0,
-                              -_rounded(pr), -keep, -x, job.id, k))
+                mine[k] = (tier, 0 if never else 1, service[job.id] if never else 0.0,
+                           -_rounded(pr), -keep, -x, job.id, k)
+        pairs.extend(_stays(job, mine, prev, moves))
         job_priority[job.id] = best
     pairs.sort(key=lambda p: (p[0], p[1], _rounded(p[2]), p[3], p[4], p[5], p[6], p[7]))
     return [(p[6], p[7]) for p in pairs], job_priority
+
+
+def _stays(job: Job, mine: Mapping[str, tuple[int, int, float, float, int, float, str, str]],
+           prev: Mapping[str, str], moves: Moves | None) -> list[tuple[int, int, float, float, int, float, str, str]]:
+    """A job's pairs, a running job's hysteresis applied: a pair on another type is kept only
+    when the move pays (:func:`slurm_fair.hysteresis.move_pays`); when one is dropped and the
+    job has no pair on its current type, it competes there with the dropped pair's rank (it
+    stays, or it is stopped for others, but it is not moved to where a move does not pay)."""
+    cur = prev.get(job.id)
+    if moves is None or job.id not in moves.running or cur is None or job.throughput.get(cur, 0.0) <= 0:
+        return list(mine.values())
+    kept = [p for k, p in mine.items() if k == cur or _move_ok(job, cur, k, moves)]
+    dropped = [p for k, p in mine.items() if k != cur and not _move_ok(job, cur, k, moves)]
+    if dropped and cur not in mine:
+        best = min(dropped, key=lambda p: (p[0], p[3]))
+        kept.append((best[0], 1, 0.0, best[3], -1, best[5], job.id, cur))
+    return kept
+
+
+def _move_ok(job: Job, cur: str, new: str, moves: Moves) -> bool:
+    return move_pays(job.attained_s, job.normalised(cur), job.normalised(new), moves.cost_s, moves.min_gain)
 
 
 def _waiting(problem: Problem, types: Mapping[str, str], job_priority: Mapping[str, float],
@@ -332,27 +359,32 @@ def _waiting(problem: Problem, types: Mapping[str, str], job_priority: Mapping[s
 
 
 def _fill_types(job: Job, problem: Problem, allocation: Allocation, prev: Mapping[str, str],
-                sticky: bool) -> list[str]:
+                sticky: bool, moves: Moves | None = None) -> list[str]:
     """The types a waiting job may take leftover GPUs on, best first: its fastest (its previous
     type when equally fast), never much slower than one it is allocated time on when stops are
-    expensive (``sticky``)."""
+    expensive (``sticky``); a running job (``moves``) only its own or one a move pays for."""
     allocated = [job.normalised(k) for k in problem.gpu_types if allocation.fraction(job.id, k) > _EPS]
     floor = FILL_SLOWER * max(allocated) if allocated and sticky else 0.0
+    cur = prev.get(job.id)
+    held = moves is not None and job.id in moves.running and cur is not None
     return sorted(
-        (k for k in problem.gpu_types if job.throughput.get(k, 0.0) > 0 and job.normalised(k) >= floor - _EPS),
+        (k for k in problem.gpu_types if job.throughput.get(k, 0.0) > 0 and job.normalised(k) >= floor - _EPS
+         and (not held or k == cur or _move_ok(job, cur, k, moves))),  # type: ignore[arg-type]
         key=lambda k: (-job.normalised(k), 0 if prev.get(job.id) == k else 1, k),
     )
+
 
 def _serve_overdue(problem: Problem, allocation: Allocation, overdue: Mapping[str, float], pool: Pool,
                    types: dict[str, str], node_gpus: dict[str, dict[str, int]],
                    take: Callable[[str, str], dict[str, int] | None],
-                   prev: Mapping[str, str]) -> dict[str, dict[str, int]]:
+                   prev: Mapping[str, str]) -> tuple[dict[str, dict[str, int]], dict[str, str]]:
     """Overdue jobs first (most overdue first), each on the fastest type it is allocated that
     fits; when none fits now (jobs that cannot be stopped hold the GPUs) the free GPUs of the
     nodes that will hold it are kept idle, as Slurm's backfill reserves nodes for its top job, so
-    smaller jobs cannot keep taking them. Returns what is held idle."""
+    smaller jobs cannot keep taking them. Returns what is held idle, and for whom."""
     jobs = {j.id: j for j in problem.jobs}
     reserved: dict[str, dict[str, int]] = {}
+    reserved_for: dict[str, str] = {}
     #: what jobs that cannot be stopped leave free: a gang that fits there waits for an overdue
     #: job ahead of it, not for a drain, and gets nothing held
     after_fixed = pool.copy()
@@ -374,11 +406,14 @@ def _serve_overdue(problem: Problem, allocation: Allocation, overdue: Mapping[st
             # one drain per type and round (Slurm's backfill reserves for its top job), and only
             # when jobs that cannot be stopped are what keeps the gang out
             first = allocated[0] if allocated else None
-            if first is not None and first not in reserved and after_fixed.fit(job.shape, first, _hosts(job)) is None:
+            # (the first of a type is its top job even while nothing is free to hold yet)
+            if (first is not None and first not in reserved_for.values()
+                    and after_fixed.fit(job.shape, first, _hosts(job)) is None):
+                reserved_for[job_id] = first
                 held = _drain(problem, pool, job, first)
                 if held:
                     reserved[first] = held
-    return reserved
+    return reserved, reserved_for
 
 
 def _drain(problem: Problem, pool: Pool, job: Job, gpu_type: str) -> dict[str, int]:

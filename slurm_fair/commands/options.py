@@ -99,6 +99,10 @@ _POLICY_HELP = "Allocation policy (`slurm-fair policies` lists them)."
 #: one policy (``solve``, ``testbed replay``)
 policy_option = click.option("--policy", "policy", metavar="NAME", required=True, help=_POLICY_HELP)
 #: ``--policy`` repeated: the policies a command compares (``simulate``)
+policy_params_option = click.option(
+    "--policy-option", "policy_options", multiple=True, metavar="POLICY.KEY=VALUE",
+    help="A policy's parameter (hops.lambda=2, oef.improve_s=0; `slurm-fair policies --json` lists them).")
+
 policies_option = click.option("--policy", "policy_names", metavar="NAME", multiple=True, required=True,
                                help=_POLICY_HELP)
 
@@ -185,7 +189,7 @@ slurm_option = click.option(
 #: the decorators a test checks every command against, by long name; ``testbed`` replaces some
 SHARED = (config_option, json_option, output_option, solver_option, policy_option, trace_option,
           throughputs_option, round_option, quiet_option, dry_run_option, shadow_option, since_option,
-          inventory_option, from_slurm_option)
+          inventory_option, from_slurm_option, policy_params_option)
 TESTBED = (testbed_dir_option, testbed_config_option, slurm_option)
 
 

@@ -20,7 +20,7 @@ from ..sim.engine import SimConfig
 from ..sim.scenario import ClusterSource, WorkloadSource, parse_speeds
 from ..sim.synthetic import MIXES
 from ..sim.workload import parse_weights
-from .options import solver_option, round_option, traces_option
+from .options import policy_params_option, solver_option, round_option, traces_option
 
 F = Callable[..., Any]
 
@@ -113,8 +113,7 @@ engine_options = _group([
     click.option("--horizon-h", type=FiniteFloat(0, 1e6, lo_open=True), default=None,
                  help="Stop after this many simulated hours."),
     click.option("--no-fairness-checks", is_flag=True, help="Skip the per-round SI/EF checks (faster)."),
-    click.option("--policy-option", "policy_options", multiple=True, metavar="POLICY.KEY=VALUE",
-                 help="A policy's parameter (hops.lambda=2; `slurm-fair policies --json` lists them)."),
+    policy_params_option,
     click.option("--knowledge", default="oracle", show_default=True, metavar="oracle|untagged|tagged=F",
                  help="What policies know of job speeds: oracle (the true speeds), untagged (type priors, then "
                       "what is learned from finished jobs), tagged=F (a seeded fraction F of jobs tagged)."),

@@ -17,7 +17,7 @@ from ..errors import SolverError
 from ..inputs import FiniteFloat
 from ..policies import PolicyOptions
 from ..problem_io import allocation_to_dict, load_problem
-from .options import keep_lp_dir_option, output_option, policy_option, solver_option
+from .options import keep_lp_dir_option, output_option, policy_option, policy_params_option, solver_option
 from .output import check_distinct, json_text, write_output
 from ..statuses import AllocationStatus
 
@@ -31,19 +31,22 @@ MAX_TIME_LIMIT_S = 86400.0
 @policy_option
 @solver_option
 @click.option("--time-limit", "time_limit", type=FiniteFloat(0.1, MAX_TIME_LIMIT_S), default=60.0, show_default=True,
-              help="Seconds allowed per LP solve; for oef also the whole search once it has a verified "
-                   "SI+EF+PE answer (it then returns the best verified candidate and lists the "
-                   "stages skipped for time, docs/oef.md).")
+              help="Seconds allowed per LP solve; for oef also its whole search: every stage stops at "
+                   "it, the best verified candidate is returned and the stages cut are listed "
+                   "(skipped_for_time, docs/oef.md).")
+@policy_params_option
 @output_option
 @keep_lp_dir_option
-def command(input_path: str, policy: str, solver: str, time_limit: float, output: str | None,
-            keep_lp_dir: str | None) -> None:
+def command(input_path: str, policy: str, solver: str, time_limit: float, policy_options: tuple[str, ...],
+            output: str | None, keep_lp_dir: str | None) -> None:
     """Compute one cycle's allocation (docs/fairness.md's output format)."""
     check_distinct({"--output": output}, {"--input": input_path})
     started = time.perf_counter()
     info = policies.get(policy)  # unknown policy: UserError before any work
+    params = policies.parse_params(policy_options)  # a bad option: UserError (exit 2) before any work
+    policies.check_params_run(params, [info.name])
     problem = load_problem(input_path)
-    options = PolicyOptions(solver=solver, time_limit_s=time_limit, keep_lp_dir=keep_lp_dir)
+    options = PolicyOptions(solver=solver, time_limit_s=time_limit, keep_lp_dir=keep_lp_dir, params=params)
     allocation = info.allocate(problem, options)
     out = allocation_to_dict(problem, allocation)
     bound = allocation.efficiency_bound

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from .. import policies, rounding
 from ..config import Config
@@ -345,11 +345,9 @@ def _record(store: StateStore, res: CycleResult, d: Decision, snapshot: Snapshot
     store.set_meta("last_snapshot_at", repr(now))
     for job_id, (k, part) in obs.refused.items():
         store.refuse_type(job_id, k, part, now)
-    if d.policy_state is not None:
-        try:  # dynamic policies keep memory in options.state; persisted when it is plain JSON
-            store.set_meta(policy_state_key(s.policy), json.dumps(d.policy_state))
-        except (TypeError, ValueError):
-            pass
+    if d.policy_state is not None:  # dynamic policies keep memory in options.state: its plain
+        # JSON entries are persisted (oef's in-process memo is not, its equilibrium prices are)
+        store.set_meta(policy_state_key(s.policy), json.dumps(_plain_json(d.policy_state)))
     plan = d.plan
     if plan is None:
         return
@@ -401,3 +399,16 @@ def _record_decisions(store: StateStore, cycle_id: str, d: Decision, snapshot: S
          "limits": {}}
         for t, tp in plan.tenants.items()
     ])
+
+
+def _plain_json(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of a policy state that are plain JSON (one entry that is not no longer
+    drops the whole state)."""
+    out: dict[str, Any] = {}
+    for key, value in state.items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            continue
+        out[key] = value
+    return out

@@ -19,14 +19,15 @@ import grp
 import os
 import pwd
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from .. import policies, rounding
 from ..errors import SolverError
+from ..hysteresis import Moves, min_run_or
 from ..estimates.classes import ClassTable
 from ..estimates.estimate import Estimate, estimate_all
-from ..estimates.online import OnlineUpdate, fold, observations, values
+from ..estimates.online import OnlineUpdate, fold, observations, reporters, values
 from ..estimates.rules import Rules
 from ..model import Allocation, Problem
 from ..slurm.model import Snapshot
@@ -37,6 +38,7 @@ from .plan import PlanInputs, make_plan
 from .plan.types import Plan, PlanSettings
 from .problem import BuiltProblem, build_problem
 from .requeue import eligible as rq_eligible
+from .reserve import overdue
 from .scope import Pilot, Scope, read_pilot
 from .settings import Settings
 from .steer import partition_type, partition_types, type_partition_lists
@@ -169,13 +171,12 @@ def refused_now(snapshot: Snapshot, asked: Mapping[str, str],
     return out
 
 
-def staying(snapshot: Snapshot, built: BuiltProblem, round_s: float, min_run_s: float,
+def staying(snapshot: Snapshot, built: BuiltProblem, min_run: float,
             last_requeued: Mapping[str, float]) -> dict[str, str]:
     """Running jobs the controller will not stop this cycle -> their type: those not opted in
-    to time-sharing or not run long enough (:func:`.requeue.eligible`). The rounding step keeps
+    to time-sharing or not run ``min_run`` (:func:`.requeue.eligible`). The rounding step keeps
     them on their nodes, so it never plans a pending job into GPUs that will not be freed."""
     now = snapshot.taken_at.timestamp()
-    min_run = min_run_s or round_s
     in_problem = {j.id for j in built.problem.jobs}
     out = {}
     for sj in snapshot.gpu_jobs():
@@ -193,7 +194,8 @@ def observe(pilot: Pilot, history: History, ds: DecideSettings) -> Observed:
     snapshot = pilot.view.snapshot
     now = snapshot.taken_at.timestamp()
     ptypes = partition_types(snapshot.nodes)
-    first, _ = estimate_all(snapshot, ds.table, ds.rules, values(history.online), ds.learned)
+    first, _ = estimate_all(replace(snapshot, jobs=reporters(snapshot.jobs)), ds.table, ds.rules,
+                            values(history.online), ds.learned)
     online = fold(history.online, history.reported, observations(snapshot.jobs, first), s.ewma_alpha, now)
     tenant_service, job_service = service_since(snapshot, history.last_snapshot_at)
     running = {j.job_id: j.gpu_type_running for j in snapshot.gpu_jobs()}
@@ -227,10 +229,11 @@ def user_groups(user: str) -> frozenset[str] | None:
 
 
 def _allocate(built: BuiltProblem, history: History, snapshot: Snapshot, ds: DecideSettings,
-              allocate: AllocateFn, place: PlaceFn, timer: Timer
+              allocate: AllocateFn, place: PlaceFn, timer: Timer, late: Mapping[str, float]
               ) -> tuple[Allocation | None, rounding.Placement | None, dict[str, Any] | None, str]:
     """Phase 4: the policy's allocation and this round's placement (None, with the reason,
-    when the policy fails)."""
+    when the policy fails). ``late``: the overdue gangs (:mod:`.reserve`), served first; a
+    running job is moved only when the move pays (:mod:`slurm_fair.hysteresis`)."""
     s = ds.settings
     try:
         policy_state: dict[str, Any] | None = None
@@ -245,9 +248,11 @@ def _allocate(built: BuiltProblem, history: History, snapshot: Snapshot, ds: Dec
         else:
             allocation = Allocation(policy=s.policy, x={}, status="empty")
         with timer.phase("rounding"):
-            held = staying(snapshot, built, s.round_s, s.min_run_s, history.last_requeues)
+            held = staying(snapshot, built, min_run_or(s.min_run_s, s.round_s, s.requeue_cost_s),
+                           history.last_requeues)
+            moves = Moves(frozenset(built.prev_nodes), s.requeue_cost_s, s.move_up_gain)
             placement = place(built.problem, allocation, built.received, built.prev,
-                              built.prev_nodes, held, sticky=True)
+                              built.prev_nodes, held, sticky=True, overdue=late, moves=moves)
         return allocation, placement, policy_state, ""
     except (SolverError, ArithmeticError, ValueError) as exc:
         return None, None, None, f"policy {s.policy!r} failed: {exc}"
@@ -275,9 +280,10 @@ def decide(
         warnings += obs.warnings
     built = obs.built
     round_boundary = now - history.round_started_at >= s.round_s
+    late = overdue(built.problem, {j.job_id: j for j in snapshot.jobs}, s.round_s, s.reserve_after_lr)
     with timer.phase("policy"):
         allocation, placement, policy_state, message = _allocate(built, history, snapshot, ds, allocate,
-                                                                 place, timer)
+                                                                 place, timer, late)
     plan: Plan | None = None
     with timer.phase("plan"):
         if allocation is not None and placement is not None:
@@ -287,6 +293,7 @@ def decide(
                 # a policy that names nodes (Hops) has its jobs pinned to the nodes placed
                 {j: tuple(placement.nodes[j]) for j in allocation.nodes if placement.nodes.get(j)},
                 pilot.asked.nodes, pilot.asked.choices, pilot.owned, pilot.released,
+                _head(placement, late),
             )
             plan = make_plan(snapshot, built.problem, allocation, inputs, plan_settings(snapshot, whole, ds))
             for job_id, k in sorted(plan.unsteered.items()):
@@ -307,3 +314,11 @@ def decide(
                         "their value stays and slurm-fair no longer manages that field of the job")
     return Decision(now, obs, allocation, placement, plan, tuple(actions), round_boundary, policy_state,
                     tuple(warnings), message, dict(timer.timings), pilot)
+
+
+def _head(placement: rounding.Placement, late: Mapping[str, float]) -> dict[str, str]:
+    """Overdue gangs -> the type they go first on: the one this round places them on, or the
+    one whose GPUs the rounding step keeps for them."""
+    head = {j: placement.types[j] for j in late if j in placement.types}
+    head.update({j: k for j, k in placement.reserved_for.items() if j in late})
+    return head

@@ -155,6 +155,7 @@ def build_problem(
     fixed: dict[str, str] = {}
     received: dict[str, dict[str, float]] = {}
     prev: dict[str, str] = {}
+    memo: dict[tuple[object, ...], Any] = {}  # thousands of jobs share a few shapes and host sets
     # a stable job order: squeue lists jobs by partition and priority, which our own changes
     # move; a reordered but otherwise equal problem must not get another (tied) answer
     for sj in sorted(snapshot.gpu_jobs(), key=_job_order):
@@ -163,11 +164,11 @@ def build_problem(
         est = estimates[sj.job_id]
         g = sj.gpu_request.total if sj.gpu_request else 0
         shape = sj.shape
-        hosts = _hosts(sj, up, asked)
+        hosts = _hosts(sj, up, asked, memo)
         gang = Job(id=sj.job_id, tenant=sj.account, gpus=g, throughput={}, gpus_per_node=shape.per_node,
                    max_nodes=shape.max_nodes, hosts=None if len(hosts) == len(up) else hosts)
         tput = {k: v for k, v in est.throughput.items()
-                if k not in history.refused.get(sj.job_id, ()) and type_holds(gang, k, nodes, capacity.get(k, 0))}
+                if k not in history.refused.get(sj.job_id, ()) and _type_holds(gang, k, nodes, capacity, memo)}
         partition = asked.partitions.get(sj.job_id) or sj.partition
         fixed_type = user_typed(sj, partition, asked.gres_original.get(sj.job_id), ptypes, retype_ok)
         if fixed_type:
@@ -234,11 +235,26 @@ def _left_to_slurm(sj: SlurmJob, asked: Asked, estimates: Mapping[str, Estimate]
     return f"left to Slurm: {why}" if why in LEFT_TO_SLURM else ""
 
 
-def _hosts(sj: SlurmJob, up: list[Node], asked: Asked) -> frozenset[str]:
+def _hosts(sj: SlurmJob, up: list[Node], asked: Asked, memo: dict[tuple[object, ...], Any]) -> frozenset[str]:
     """The schedulable nodes whose CPUs and memory hold one node's part of the job, within the
-    node list it asked for and outside the nodes it excludes."""
-    names = {n.name for n in up if n.can_host(sj)}
+    node list it asked for and outside the nodes it excludes (``memo``: by everything read of
+    the job, over one :func:`build_problem`)."""
     wanted = asked.nodes.get(sj.job_id)
-    if wanted:
-        names &= set(expand_hostlist(wanted))
-    return frozenset(names - set(sj.exc_nodes))
+    key = ("hosts", sj.min_cpus, sj.min_memory_mb, wanted, sj.exc_nodes)
+    if key not in memo:
+        names = {n.name for n in up if n.can_host(sj)}
+        if wanted:
+            names &= set(expand_hostlist(wanted))
+        memo[key] = frozenset(names - set(sj.exc_nodes))
+    found: frozenset[str] = memo[key]
+    return found
+
+
+def _type_holds(gang: Job, k: str, nodes: tuple[NodeCapacity, ...], capacity: Mapping[str, int],
+                memo: dict[tuple[object, ...], Any]) -> bool:
+    """:func:`~slurm_fair.model.type_holds`, by the gang's shape and hosts (``memo``)."""
+    key = ("holds", k, gang.gpus, gang.gpus_per_node, gang.max_nodes, gang.hosts)
+    if key not in memo:
+        memo[key] = type_holds(gang, k, nodes, capacity.get(k, 0))
+    held: bool = memo[key]
+    return held

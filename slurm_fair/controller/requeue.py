@@ -17,7 +17,9 @@ priority) first. A pending job that would not fit even then frees nothing.
 now and stay idle after this cycle's plan (nobody the plan starts needs them), its gang fits
 there, and the expected gain beats the cost: with ``a`` the time it has run so far (the usual
 estimate of what is left for a job of unknown length), ``a * (1 - n_cur / n_up) > cost``, where
-``cost`` is Slurm's requeue hold plus a restart (``[controller].requeue_cost_s``).
+``cost`` is Slurm's requeue hold plus a restart (``[controller].requeue_cost_s``): the rule of
+:func:`slurm_fair.hysteresis.move_pays`, which the rounding step applies to the placement's
+moves too, and the simulator alike.
 
 Free GPUs are counted per node (a node's GPUs minus the larger of what Slurm reports used and
 what the snapshot's running jobs hold) in the rounding step's :class:`~slurm_fair.rounding.Pool`,
@@ -32,6 +34,7 @@ from typing import Callable, Mapping, Sequence
 
 from ..model import Problem
 from ..estimates.tags import preemptible
+from ..hysteresis import move_pays
 from ..rounding import Pool
 from ..slurm.model import Snapshot, SlurmJob
 
@@ -163,8 +166,7 @@ def move_up(
             n_up = job.normalised(k)
             if k == cur or n_up < n_cur * (1.0 + min_gain) or not steerable(sj, k):
                 continue
-            gain = attained * (1.0 - n_cur / n_up) if n_up > 0 else 0.0
-            if gain <= cost_s:
+            if not move_pays(attained, n_cur, n_up, cost_s, min_gain):
                 continue
             got = pool.fit(sj.shape, k, _on(sj, hosts))
             if got is not None and (best is None or n_up > best[0]):

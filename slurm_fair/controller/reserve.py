@@ -1,96 +1,46 @@
-"""Gangs get their turn on real Slurm: which pending jobs are past their wait bound, which nodes
-to drain for each, and the SiteFactor order that makes Slurm's backfill keep those nodes for them.
+"""Gangs get their turn on real Slurm: which pending gangs of the problem are past their wait
+bound (pure: no Slurm call, no clock).
 
-The simulator's rule (docs/simulator.md, "Reservation"): a waiting job allocated time whose
-wait is at least a round and at least ``reserve_after_lr`` times its age is *overdue*. On Slurm
-the backfill scheduler already reserves nodes for the pending jobs at the head of the priority
-order (it plans their start and starts nothing that would delay it), so a reservation is an
-order: overdue jobs get SiteFactors above every other job the controller orders, the most
-overdue highest; the nodes named here are the ones Slurm will drain for it (those of its
-partition and GPU type whose running jobs hold the fewest GPUs), for the audit log and for an
-explicit ``scontrol create reservation`` when the site wants one. Pure: no Slurm call, no clock
-(the caller passes ``now``).
+The bound is the simulator's (:func:`slurm_fair.fairness.overdue_ratio`): a waiting gang is
+*overdue* once it waited at least a round and ``reserve_after_lr`` times its age. The
+simulator knows a job's work; the controller does not, so the age here is the job's time
+limit, Slurm's own prediction of its run time (the one its backfill scheduler plans with). A
+job without a time limit is never overdue, as Slurm's backfill cannot plan around one either.
+The wait is the time since the job was first seen (Slurm resets ``SubmitTime`` at a requeue;
+the problem keeps the first sighting) minus the time it ran.
 
-Plugs into the controller's decision (``controller/decide.py``) after the policy and the
-rounding step: ``reservations(snapshot, allocated, expected_run_s, now, ...)`` with the jobs
-the allocation gives time to, then ``site_factors(found, top)`` merged over the plan's
-SiteFactors (``top`` = the largest SiteFactor the plan writes).
+What follows is the rounding step's single rule (:func:`slurm_fair.rounding.place` with
+``overdue``): overdue gangs are served first, and one that cannot fit because jobs that cannot
+be stopped hold the GPUs becomes the top job of its type (``Placement.reserved_for``). The
+plan makes it the first of the pilot's pending jobs competing for that type by pushing those
+down (:mod:`.plan.order`; the gang itself is never raised), so Slurm's backfill scheduler,
+which plans the start of the pending jobs in priority order and starts a lower one only where
+it delays none above it, keeps the nodes it will need (docs/controller.md, "Gangs get their
+turn").
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Collection, Mapping
+from typing import Mapping
 
-from ..slurm.model import Node, SlurmJob, Snapshot
-
-
-@dataclass(frozen=True)
-class Reservation:
-    """An overdue pending job, its latency ratio so far, and the nodes to drain for it."""
-
-    job_id: str
-    ratio: float
-    gpu_type: str | None
-    nodes: tuple[str, ...]
+from ..fairness import overdue_ratio, wait_s
+from ..model import Problem
+from ..slurm.model import SlurmJob
 
 
-def waited_s(job: SlurmJob, now: datetime) -> float:
-    """Seconds since submission (Slurm resets Submit at a requeue: the wait of this run)."""
-    return max(0.0, (now - job.submit_time).total_seconds()) if job.submit_time else 0.0
-
-
-def reservations(snapshot: Snapshot, allocated: Collection[str], expected_run_s: Mapping[str, float],
-                 now: datetime, reserve_after_lr: float = 2.0, min_wait_s: float = 360.0) -> list[Reservation]:
-    """The overdue pending GPU jobs among ``allocated`` (the jobs the allocation gives time),
-    most overdue first: wait ``>= min_wait_s`` and ``>= reserve_after_lr x A`` with ``A`` the
-    job's expected run time (``expected_run_s``, else its time limit; a job with neither is
-    never overdue)."""
-    out: list[Reservation] = []
-    for job in snapshot.jobs:
-        if job.state != "PENDING" or job.job_id not in allocated or job.gpu_request is None:
+def overdue(problem: Problem, jobs: Mapping[str, SlurmJob], round_s: float, bound: float | None) -> dict[str, float]:
+    """The pending gangs (more than one GPU) of ``problem`` past the bound -> their latency
+    ratio (wait over time limit). ``jobs``: the snapshot's jobs by id. A single GPU is never
+    kept from a job by fragmentation, so 1-GPU jobs are never overdue (the simulator's rule)."""
+    if not bound:
+        return {}
+    out: dict[str, float] = {}
+    for job in problem.jobs:
+        sj = jobs.get(job.id)
+        if sj is None or not sj.pending or job.gpus <= 1 or not sj.time_limit_min:
             continue
-        age = expected_run_s.get(job.job_id)
-        if age is None and job.time_limit_min:
-            age = 60.0 * job.time_limit_min
-        wait = waited_s(job, now)
-        if not age or wait < min_wait_s or wait < reserve_after_lr * age:
-            continue
-        k, nodes = drain_for(snapshot, job)
-        out.append(Reservation(job.job_id, wait / age, k, nodes))
-    return sorted(out, key=lambda r: (-r.ratio, r.job_id))
-
-
-def drain_for(snapshot: Snapshot, job: SlurmJob) -> tuple[str | None, tuple[str, ...]]:
-    """The nodes of ``job``'s partition (and GPU type, when it asks for one) that can hold one
-    part of its gang, those whose running jobs hold the fewest GPUs first, as many as it needs."""
-    req = job.gpu_request
-    assert req is not None
-    per_node = req.count if req.per == "node" else -(-req.total // max(1, req.nodes))
-    part = next((p for p in snapshot.partitions if p.name == job.partition), None)
-    names = set(part.nodes) if part is not None and part.nodes else None
-    fits: list[tuple[int, str, str]] = []
-    for node in snapshot.nodes:
-        if (names is not None and node.name not in names) or node.name in job.exc_nodes or not _up(node):
-            continue
-        for k, total in node.gpus_total.items():
-            if (req.gpu_type in (None, k)) and total >= per_node:
-                fits.append((node.gpus_used.get(k, 0), node.name, k))
-    fits.sort()
-    if not fits:
-        return req.gpu_type, ()
-    k = req.gpu_type or fits[0][2]
-    chosen = tuple(n for _, n, t in fits if t == k)[: max(1, req.nodes)]
-    return k, chosen
-
-
-def _up(node: Node) -> bool:
-    state = node.state.upper()
-    return not any(bad in state for bad in ("DOWN", "DRAIN", "FAIL", "MAINT"))
-
-
-def site_factors(found: list[Reservation], top: int) -> dict[str, int]:
-    """SiteFactors that put the overdue jobs above every job the plan orders (``top``), the
-    most overdue highest."""
-    return {r.job_id: top + len(found) - i for i, r in enumerate(found)}
+        waited = wait_s(job.age_s or 0.0, job.attained_s)
+        ratio = overdue_ratio(waited, 60.0 * sj.time_limit_min, round_s, bound)
+        if ratio is not None:
+            out[job.id] = ratio
+    return out

@@ -117,8 +117,9 @@ def give_back_all(port: SlurmPort, store: StateStore, audit: AuditLog, label: st
         store.forget_fields(reading.ended)
     actions = sorted(give_backs(snapshot, rows, reading.ours) + marked_jobs(snapshot, rows)
                      + legacy_actions(snapshot, managed, rows), key=order)
+    jobs = {j.job_id: j for j in snapshot.jobs}
     for (job_id, name), row in sorted(rows.items()):
-        job = next((j for j in snapshot.jobs if j.job_id == job_id), None)
+        job = jobs.get(job_id)
         if job is not None and not job.pending and not row.released and (job_id, name) in reading.ours:
             res.steps.append(_step(label, "job", row.account, job_id, row.written, row.original, skipped=True,
                                    error=f"{job.state.lower()}: Slurm cannot change it; given back when "

@@ -46,6 +46,8 @@ class Settings:
     keep_days: float = 7.0
     #: the site's own job_submit.lua the rendered one calls first ("" for none)
     site_job_submit: str = ""
+    #: a pending gang whose wait passes this many times its time limit gets its nodes kept (0: off)
+    reserve_after_lr: float = 2.0
 
     @property
     def plan_path(self) -> Path:
@@ -64,5 +66,5 @@ class Settings:
             Path(c["plan_file"]) if c["plan_file"] else None,
             parse_params(c["policy_options"]),
             tuple(str(p) for p in c["manage_partitions"]), c["mode"], float(c["fail_open_after_s"]),
-            float(c["keep_days"]), c["site_job_submit"],
+            float(c["keep_days"]), c["site_job_submit"], float(c["reserve_after_lr"]),
         )

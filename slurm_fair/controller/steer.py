@@ -113,6 +113,15 @@ def partition_holds(job: SlurmJob, partition: str, nodes: Iterable[Node]) -> boo
     return any(can_hold(job.shape, counts) for counts in sizes.values())
 
 
+def holds_key(job: SlurmJob, partition: str, typed: str | None = None) -> tuple[object, ...]:
+    """Everything :func:`partition_holds` reads of a job (with ``typed``: of the job with its
+    request pinned to that type), with the partition: equal keys, equal answers (for a memo
+    over a cycle's thousands of jobs)."""
+    req = job.gpu_request
+    want = (typed if typed is not None else req.gpu_type) if req else None
+    return (partition, want, job.min_cpus, job.min_memory_mb, job.shape)
+
+
 def user_choice(job: SlurmJob, asked: str, asked_nodes: str) -> str | None:
     """Why the job's partition, GPU request and node list are its owner's to decide (None: the
     controller may steer it). A user who asked for several partitions, for nodes, against

@@ -47,6 +47,12 @@ def values(online: Online) -> dict[str, dict[str, float]]:
     return {key: {k: e.value for k, e in by.items()} for key, by in online.items()}
 
 
+def reporters(jobs: Iterable[SlurmJob]) -> tuple[SlurmJob, ...]:
+    """The jobs :func:`observations` reads: running on a known type with a reported rate (the
+    only ones whose estimate it needs, a handful among thousands of pending jobs)."""
+    return tuple(j for j in jobs if j.running and j.gpu_type_running and tag_tput(j.tags) is not None)
+
+
 def observations(jobs: Iterable[SlurmJob], estimates: Mapping[str, Estimate]) -> list[tuple[str, str, str, float]]:
     """(job, online key, gpu type, steps/s) reported by running jobs on the type they run on."""
     out = []

@@ -31,6 +31,7 @@ only promises a Pareto-efficient point whose spending error it reports.
 from __future__ import annotations
 
 import math
+import time
 from typing import Callable, Mapping, Sequence
 
 from ..grouplp import GroupLP
@@ -46,12 +47,14 @@ _INITIAL_TANGENTS = 30
 
 def ceei(problem: Problem, classes: list[JobGroup], tol: float = 1e-10, max_iter: int = 60,
          solver: str | None = None, snap_below: float = 1e-3,
-         good_enough: "Callable[[dict[int, dict[str, float]]], bool] | None" = None) -> Equilibrium:
+         good_enough: "Callable[[dict[int, dict[str, float]]], bool] | None" = None,
+         deadline: float | None = None) -> Equilibrium:
     """The CEEI of ``problem`` over ``classes`` (see the module docstring).
 
     ``good_enough(X)``, when given, is asked before the exact closing step
     (:func:`~._ceei_snap.snap`): an approximate point that already passes the caller's own check
-    is returned as it is.
+    is returned as it is. ``deadline`` (``time.perf_counter()``) ends the iteration and the
+    closing step between two solves: the best point so far is returned (``error`` says how far).
     """
     caps = {k: float(c) for k, c in problem.gpu_types.items() if float(c) > 0}
     types = [k for k in problem.types if k in caps]
@@ -63,6 +66,8 @@ def ceei(problem: Problem, classes: list[JobGroup], tol: float = 1e-10, max_iter
     owner = [tenant_of[ck] for ck, _ in cols]
     # tenants that can use some GPU: the others get nothing whatever the prices
     tenants = sorted(set(owner))
+    if not tenants:  # no class can use a type with GPUs: nothing to price, every bundle empty
+        return Equilibrium({c.key: {} for c in classes}, {}, {}, {}, 0.0, 0)
     weight = {u: problem.weight(u) for u in tenants}
     umax = {u: sum(c.count * max((c.n.get(k, 0.0) for k in types), default=0.0)
                    for c in classes if c.tenant == u) for u in tenants}
@@ -105,7 +110,7 @@ def ceei(problem: Problem, classes: list[JobGroup], tol: float = 1e-10, max_iter
         err = max((_spending_error(spend[u], util[u], weight[u], umax[u]) for u in tenants), default=0.0)
         if best is None or err < best.error:
             best = Equilibrium(X, prices, dict(budgets), spend, err, it)
-        if err <= tol or (err <= snap_below and it >= 3):
+        if err <= tol or (err <= snap_below and it >= 3) or _late(deadline):
             break
         for u in tenants:
             satiated = util[u] >= umax[u] * (1 - 1e-9)
@@ -115,21 +120,25 @@ def ceei(problem: Problem, classes: list[JobGroup], tol: float = 1e-10, max_iter
             a = util[u]
             if a > 0 and min(abs(a - t) for t in tangents[u]) > 1e-13 * a:
                 tangent(u, a)
-    assert best is not None or not tenants
-    if best is None:
-        return Equilibrium({c.key: {} for c in classes}, {}, {}, {}, 0.0, 0)
+    assert best is not None
     best.iterations = it
-    if best.error > tol and not (good_enough is not None and good_enough(best.X)):
-        return _snapped(best, classes, types, caps, weight, umax, solver, good_enough)
+    if best.error > tol and not _late(deadline) and not (good_enough is not None and good_enough(best.X)):
+        return _snapped(best, classes, types, caps, weight, umax, solver, good_enough, deadline)
     return best
+
+
+def _late(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() >= deadline
 
 
 def _snapped(best: Equilibrium, classes: list[JobGroup], types: list[str], caps: dict[str, float],
              weight: dict[str, float], umax: dict[str, float], solver: str | None,
-             good_enough: Callable[[dict[int, dict[str, float]]], bool] | None) -> Equilibrium:
+             good_enough: Callable[[dict[int, dict[str, float]]], bool] | None,
+             deadline: float | None = None) -> Equilibrium:
     """The exact closing step (:func:`~._ceei_snap.snap`) from ``best``; its answer when it is
     closer (or passes the caller's check), else ``best``."""
-    snapped = snap(classes, types, caps, weight, umax, best, solver=solver, good_enough=good_enough)
+    snapped = snap(classes, types, caps, weight, umax, best, solver=solver, good_enough=good_enough,
+                   deadline=deadline)
     if snapped is not None and (snapped.error < best.error or (good_enough is not None and good_enough(snapped.X))):
         snapped.budgets, snapped.iterations = best.budgets, best.iterations
         return snapped

@@ -5,6 +5,7 @@ error is 0 (or the caller's check passes, or nothing moves).
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 from ..errors import SolverError
@@ -15,7 +16,8 @@ from ._ceei_market import Activity, Equilibrium, Market, Point
 
 def snap(classes: list[JobGroup], types: list[str], caps: dict[str, float], weight: dict[str, float],
          umax: dict[str, float], eq: Equilibrium, rounds: int = 40, solver: str | None = None,
-         good_enough: "Callable[[dict[int, dict[str, float]]], bool] | None" = None) -> Equilibrium | None:
+         good_enough: "Callable[[dict[int, dict[str, float]]], bool] | None" = None,
+         deadline: float | None = None) -> Equilibrium | None:
     """Close the spending error of a Negishi point exactly, by alternating two small LPs.
 
     The equilibrium conditions are linear in the duals ``(lambda, p, q)`` once the allocation
@@ -58,6 +60,8 @@ def snap(classes: list[JobGroup], types: list[str], caps: dict[str, float], weig
     best: Equilibrium | None = None
     duals = None
     for _ in range(rounds):
+        if deadline is not None and best is not None and time.perf_counter() >= deadline:
+            break  # the time limit: the best point so far (the caller checks it exactly)
         got = step(X, ())
         if best is not None:
             rho = 0.5

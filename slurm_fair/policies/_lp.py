@@ -151,9 +151,11 @@ def equal_split_classes(problem: Problem, classes: list[JobGroup]) -> dict[int, 
     small per-tenant LPs use the fastest installed solver.
     """
     X: dict[int, dict[str, float]] = {}
+    mine: dict[str, list[JobGroup]] = {}
+    for c in classes:
+        mine.setdefault(c.tenant, []).append(c)
     for u in problem.active_tenants:
-        mine = [c for c in classes if c.tenant == u]
-        X.update(fairness.best_use(mine, fairness.equal_share(problem, u)).z)
+        X.update(fairness.best_use(mine.get(u, []), fairness.equal_share(problem, u)).z)
     return X
 
 

@@ -4,7 +4,10 @@ with ``eps``; PE with :func:`slurm_fair.fairness.pareto_bound`) before it counts
 
 from __future__ import annotations
 
+import math
 import time
+
+import numpy as np
 from typing import Callable
 
 from .. import fairness
@@ -13,10 +16,18 @@ from ..jobgroups import JobGroup
 from ..model import Allocation, Problem
 from . import PolicyOptions
 from ._ceei import ceei
+from ._ceei_price import price_ceei
 from ._ceei_market import Equilibrium
 from ._climb import Climb
 from ._lp import fallback_allocation, feasible_classes, max_min_classes, max_throughput_classes, result
 from ._tenants import ClassX, Tenants, class_efficiency, pareto_ok
+
+
+#: classes from which the CEEI is tried in price space first: below, the budget iteration's LPs
+#: are small and it is the one the sweeps of docs/oef.md measured (500/500 exact)
+_PRICE_FROM_CLASSES = 200
+#: the price-space CEEI's closing error below which its point is checked as a candidate
+_PRICE_CLOSED = 1e-7
 
 
 class Search:
@@ -37,6 +48,8 @@ class Search:
         self.e_star: float | None = None
         self._lp: Climb | None = None
         self.eq: Equilibrium | None = None
+        #: what the price-space CEEI did (steps, closing error, warm start, timed out)
+        self.price_info: dict[str, object] = {}
 
     @property
     def lp(self) -> Climb:
@@ -48,8 +61,14 @@ class Search:
     def clean(self, X: ClassX) -> ClassX:
         return feasible_classes(self.problem, self.classes, X)
 
-    def consider(self, name: str, X: ClassX | None) -> bool:
-        """Check candidate ``X`` exactly; True when it is SI, EF and PE."""
+    def consider(self, name: str, X: ClassX | None,
+                 pe_gain: "Callable[[ClassX], float | None] | None" = None, check_pe: bool = True) -> bool:
+        """Check candidate ``X`` exactly; True when it is SI, EF and PE. ``pe_gain(X)``, when
+        given, is a certified upper bound on what a Pareto improvement could add to ``E`` (the
+        equilibrium's dual certificate, :func:`._ceei_price.pareto_bound_gain`): PE is then
+        decided by it when it is at most ``eps(E)``, else (or when None) by the LP check.
+        ``check_pe=False`` (the equal split: rarely PE, and its PE check is an LP over all
+        classes) keeps an SI+EF point whose PE is checked only if it becomes the answer."""
         if X is None:
             self.tried.setdefault(name, "failed")
             return False
@@ -63,8 +82,13 @@ class Search:
             self.degraded[f"check of {name}"] = str(exc)
             return False
         e = class_efficiency(self.classes, X)
+        if not check_pe:
+            self.tried[name] = "SI+EF (PE checked if it is the answer)"
+            self.fair_points.append((e, name, X, None))
+            return False
+        gain = None if pe_gain is None else pe_gain(X)
         try:
-            pe, gap = pareto_ok(self.problem, self.t, X)
+            pe, gap = (True, gain) if gain is not None and gain <= fairness.eps(e) else pareto_ok(self.problem, self.t, X)
         except SolverError as exc:
             self.tried[name] = "SI+EF, PE check failed"
             self.degraded[f"PE check of {name}"] = str(exc)
@@ -79,7 +103,11 @@ class Search:
         return True
 
     def max_e(self) -> ClassX | None:
-        """Stage 0, the efficiency bound: the answer itself when it is SI and EF."""
+        """Stage 0, the efficiency bound: the answer itself when it is SI and EF (skipped when
+        the time limit has passed: ``E*`` is then not known, ``efficiency_ratio`` None)."""
+        if time.perf_counter() >= self.deadline:
+            self.skipped.append("max-throughput")
+            return None
         try:
             top = self.clean(max_throughput_classes(self.problem, self.options, self.classes))
             self.e_star = class_efficiency(self.classes, top)
@@ -129,12 +157,61 @@ class Search:
             return False
 
     def ceei(self) -> None:
-        """Stage 2: the CEEI, SI+EF+PE by construction (the anytime point)."""
+        """Stage 2: the CEEI, SI+EF+PE by construction (the anytime point): from
+        :data:`_PRICE_FROM_CLASSES` classes first in price space (:mod:`._ceei_price`,
+        warm-started from ``options.state['oef.ceei_prices']``, until the time limit or a
+        stall), candidate ``ceei-price`` when its closing LP reached an exact equilibrium; else
+        the Eisenberg-Gale budget iteration (:mod:`._ceei`) until the time limit. The price
+        iteration's best prices (closed or not) and those of a budget CEEI that passes are left
+        in ``options.state`` for the next call."""
+        if len(self.classes) >= _PRICE_FROM_CLASSES:
+            self.price_stage()
+            if self.eq is not None:
+                return
+        if time.perf_counter() >= self.deadline:
+            self.skipped.append("ceei")
+            return
         try:
-            self.eq = ceei(self.problem, self.classes, good_enough=self.good)
+            self.eq = ceei(self.problem, self.classes, good_enough=self.good, deadline=self.deadline)
         except SolverError as exc:
             self.degraded["ceei"] = str(exc)
-        self.consider("ceei", None if self.eq is None else self.eq.X)
+        if self.eq is not None and time.perf_counter() >= self.deadline and self.eq.error > 1e-10:
+            self.skipped.append(f"rest of ceei (spending error {self.eq.error:.2g})")
+        if self.consider("ceei", None if self.eq is None else self.eq.X) and self.eq is not None:
+            self.options.state["oef.ceei_prices"] = dict(self.eq.prices)
+
+    def price_stage(self) -> None:
+        """The CEEI in price space; ``self.eq`` when it closed and passed the check."""
+        warm = self.options.state.get("oef.ceei_prices")
+        try:
+            got = price_ceei(self.problem, self.classes, self.deadline,
+                             warm if isinstance(warm, dict) else None)
+        except SolverError as exc:
+            self.degraded["ceei-price"] = str(exc)
+            got = None
+        if got is not None:
+            # closed or not, the next call continues from here (a controller's next cycle)
+            self.options.state["oef.ceei_prices"] = dict(got.prices)
+            self.price_info = {"steps": got.steps, "spending_error": got.eq.error, "warm_start": bool(warm),
+                               "timed_out": got.timed_out}
+            if got.timed_out:
+                self.skipped.append("rest of ceei-price's price iteration")
+            if got.eq.error <= _PRICE_CLOSED:
+                self._certify(got.prices, got.lam)
+            if got.eq.error <= _PRICE_CLOSED and self.consider("ceei-price", got.eq.X, got.pe_gain):
+                self.eq = got.eq
+                return
+            self.tried.setdefault("ceei-price", f"not closed (error {got.eq.error:.2g})")
+
+    def _certify(self, prices: dict[str, float], lam: dict[str, float]) -> None:
+        """Put each tenant's equilibrium certificate ``p / lambda_u`` in its envy pool: at a
+        CEEI it bounds every bundle the tenant can afford (``(w_u/w_v) y_v`` among them) by
+        ``U_u``, so the exact check clears all pairs without a pair LP. Any prices give a valid
+        bound (:class:`._envy.EnvyBounds` computes their ``Q_u``), so this only saves LPs."""
+        for u, lu in lam.items():
+            i = self.t.envy.index.get(u)
+            if i is not None and math.isfinite(lu) and lu > 0:
+                self.t.envy.add(i, np.array([prices.get(k, 0.0) / lu for k in self.t.types]))
 
     def gavel(self, X0: ClassX) -> None:
         """gavel-mmf's answer, and the climb from it when it is SI+EF and a better start."""
@@ -150,12 +227,15 @@ class Search:
 
     def improve(self, X0: ClassX) -> None:
         """Stage 3, most promising first, while time is left: the climbs from the CEEI and from
-        the equal split, then gavel-mmf's answer and the climb from it."""
+        the equal split, then gavel-mmf's answer and the climb from it; for at most
+        ``oef.improve_s`` seconds (and never past the time limit)."""
+        self.deadline = min(self.deadline, time.perf_counter() + self.options.param("oef", "improve_s"))
         eq = self.eq
         stages: list[tuple[str, Callable[[], None]]] = []
-        if eq is not None and self.tried["ceei"].startswith("SI+EF") and \
+        src = "ceei-price" if self.tried.get("ceei-price") == "SI+EF+PE" else "ceei"
+        if eq is not None and self.tried.get(src, "").startswith("SI+EF") and \
                 class_efficiency(self.classes, self.clean(eq.X)) > class_efficiency(self.classes, X0):
-            stages.append(("ccp from ceei", lambda: self.climb("ceei", eq.X)))
+            stages.append((f"ccp from {src}", lambda: self.climb(src, eq.X)))
         stages.append(("ccp from equal-split", lambda: self.climb("equal-split", X0)))
         stages.append(("gavel-mmf", lambda: self.gavel(X0)))
         for name, run in stages:
@@ -172,7 +252,7 @@ class Search:
         if self.passing:
             self.passing.sort(key=lambda r: r[0], reverse=True)
             e_best, winner, X = self.passing[0]
-            pe, gap = True, 0.0
+            pe, gap = True, 0.0  # type: tuple[bool, float | None]
         elif not self.fair_points:  # every check failed: nothing verified, the documented fallback
             why = "; ".join(f"{k}: {v}" for k, v in self.degraded.items()) or "no candidate could be verified"
             return fallback_allocation(self.problem, "oef", SolverError(f"oef: no verified candidate ({why})", None,
@@ -180,13 +260,22 @@ class Search:
         else:
             self.fair_points.sort(key=lambda r: r[0], reverse=True)
             e_best, winner, X, g = self.fair_points[0]
-            pe, gap = False, float(g or 0.0)
-            winner = f"{winner} (SI+EF, not verified PE)"
+            pe, gap = False, g
+            if g is None and time.perf_counter() >= self.deadline:
+                self.skipped.append(f"PE check of {winner}")
+            elif g is None:  # its PE was not checked (or the check failed): once more, for the answer
+                try:
+                    pe, gap = pareto_ok(self.problem, self.t, X)
+                except SolverError as exc:
+                    self.degraded[f"PE check of {winner}"] = str(exc)
+            if not pe:
+                winner = f"{winner} (SI+EF, not verified PE)"
         info = {"winner": winner, "candidates": self.tried, "ccp_rounds": self.rounds,
                 "time_limit_s": self.options.time_limit_s, "skipped_for_time": self.skipped,
                 "exact_envy_lps": self.t.envy.exact_solves,
                 "pareto_efficient": pe, "pareto_gap": gap,
                 "efficiency_ratio": None if self.e_star is None else fairness.efficiency_ratio(e_best, self.e_star),
-                "ceei_spending_error": None if self.eq is None else self.eq.error, "degraded": self.degraded}
+                "ceei_spending_error": None if self.eq is None else self.eq.error, "ceei_price": self.price_info,
+                "degraded": self.degraded}
         return result(self.problem, "oef", self.classes, X, self.options, self.started, info,
                       efficiency_bound=self.e_star)

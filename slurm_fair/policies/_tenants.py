@@ -46,7 +46,9 @@ class Tenants:
         self.classes = classes
         self.names = problem.active_tenants
         self.types = problem.types
-        self.mine = {u: [c for c in classes if c.tenant == u] for u in self.names}
+        self.mine: dict[str, list[JobGroup]] = {u: [] for u in self.names}
+        for c in classes:
+            self.mine.setdefault(c.tenant, []).append(c)
         self.weight = {u: problem.weight(u) for u in self.names}
         self.value_of = {u: fairness.BestUseModel(self.mine[u], problem.types) for u in self.names}
         self.envy = EnvyBounds(self.names, self.types, self.mine, self.weight, self.value_of)

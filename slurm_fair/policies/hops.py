@@ -20,8 +20,10 @@ rounds, §3.6). The second is the paper's in-round re-plan on the GPUs the first
 window recomputed over the jobs still waiting, plus the *sensitivity adjustment* (jobs beyond
 the window with below-average placement sensitivity promoted into the idle GPUs). The engine
 calls it again inside a round at every completion and arrival (``replans=True``: the paper's
-re-plan when GPUs free up), on the jobs still waiting and the GPUs free then; the controller's
-mirror is a cycle triggered by job ends (``controller/trigger.py``).
+re-plan when GPUs free up), on the jobs still waiting and the GPUs free then. On Slurm the
+mirror is Slurm's own scheduler, which runs at every job end and starts the waiting jobs the
+plan left unpinned on the GPUs free then, in the plan's order (docs/controller.md, "No job-end
+trigger").
 
 Output: ``x[j] = {type: 1.0}`` for the placed jobs and ``Allocation.nodes`` naming their nodes
 (the rounding step honours them when there is room). ``options.state["hops_nodes"]`` keeps this

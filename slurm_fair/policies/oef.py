@@ -45,7 +45,9 @@ from ._tenants import Tenants, class_bundles
               "inside": Param(1.0, 0.0, 1.0, "1: a tenant's bundle is shared among its jobs by latency-ratio "
                               "aging (two levels); 0: by efficiency alone"),
               "keep_bonus": Param(2.0, 1.0, 100.0, "a running job keeps its GPUs against a waiting job of the "
-                                  "same tenant unless the latter's (1 + latency ratio) is this many times its own")})
+                                  "same tenant unless the latter's (1 + latency ratio) is this many times its own"),
+              "improve_s": Param(86400.0, 0.0, 86400.0, "seconds the improvement stages (climbs, gavel-mmf) may "
+                                 "run after the CEEI; the time limit bounds them in any case")})
 def oef(problem: Problem, options: PolicyOptions) -> Allocation:
     """Two levels (docs/oef.md, "Two levels"): the tenant-level answer (:func:`tenant_level`,
     memoised in ``options.state`` while the jobs, weights and capacity stay the same, since it
@@ -87,20 +89,22 @@ def tenant_level(problem: Problem, options: PolicyOptions) -> Allocation:
     except SolverError as exc:  # no SI constant, nothing can be verified: the documented fallback
         return fallback_allocation(problem, "oef", exc, started)
     search = Search(problem, options, classes, t, started)
-    # 0. the efficiency bound: when the most efficient allocation is already SI and EF it is
-    #    the answer (E = E*, and it is Pareto-efficient by construction)
-    top = search.max_e()
-    if top is not None:
-        info = {"winner": "max-throughput", "candidates": {"max-throughput": "SI+EF+PE"},
-                "ccp_rounds": 0, "pareto_efficient": True, "pareto_gap": 0.0,
-                "efficiency_ratio": 1.0, "degraded": {}}
-        return result(problem, "oef", classes, top, options, started, info, efficiency_bound=search.e_star)
     # 1. the equal split with best use: always SI+EF, so a verified SI+EF point exists whatever
-    #    fails later
-    search.consider("equal-split", X0)
+    #    fails later (its PE, an LP over all classes, is checked only if it is the answer)
+    search.consider("equal-split", X0, check_pe=False)
     # 2. the competitive equilibrium from equal incomes: SI, EF and PE by construction, the
     #    candidate that keeps oef anytime (one verified SI+EF+PE point early, whatever the size)
     search.ceei()
+    # 0. the efficiency bound (an LP as large as the problem, so after the anytime point): when
+    #    the most efficient allocation is already SI and EF it is the answer (E = E*, and it is
+    #    Pareto-efficient by construction)
+    top = search.max_e()
+    if top is not None:
+        info = {"winner": "max-throughput", "candidates": {**search.tried, "max-throughput": "SI+EF+PE"},
+                "ccp_rounds": 0, "pareto_efficient": True, "pareto_gap": 0.0, "efficiency_ratio": 1.0,
+                "time_limit_s": options.time_limit_s, "skipped_for_time": search.skipped,
+                "ceei_price": search.price_info, "degraded": search.degraded}
+        return result(problem, "oef", classes, top, options, started, info, efficiency_bound=search.e_star)
     # 3. improvement stages while time is left
     search.improve(X0)
     return search.answer()

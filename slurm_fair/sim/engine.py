@@ -51,6 +51,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Sequence
 
 from .. import rounding
+from ..hysteresis import Moves, min_run_s
 from ..model import Allocation, Job, NodeCapacity, Problem
 from ..policies import FORK_SYNC, PolicyInfo, PolicyOptions
 from ..estimates.gavel import ThroughputTable
@@ -390,21 +391,32 @@ class Simulator:
                     prev_nodes[mid] = dict(seat.spot[1])
                 if self._unstoppable(seat, now):
                     fixed[mid] = seat.spot[0]
-        # modelling Slurm's requeue hold, stops are as expensive as the controller's: its rules
-        return rounding.place(problem, allocation, received, prev, prev_nodes, fixed,
-                              sticky=self.config.requeue_hold_s > 0,
-                              overdue=inround.overdue(active, now, self.config, self.cluster.capacity))
+        # modelling Slurm's requeue hold, stops are as expensive as the controller's: its rules,
+        # a running job moved only when the move pays for its restart (slurm_fair.hysteresis)
+        sticky = self.config.requeue_hold_s > 0
+        moves = Moves(frozenset(prev), self._restart_cost_s) if sticky else None
+        return rounding.place(problem, allocation, received, prev, prev_nodes, fixed, sticky=sticky,
+                              overdue=inround.overdue(active, now, self.config, self.cluster.capacity),
+                              moves=moves)
+
+    @property
+    def _restart_cost_s(self) -> float:
+        """What a stop costs a job: Slurm's hold and the restart latency."""
+        return self.config.requeue_hold_s + self.config.restart_s
 
     def _unstoppable(self, seat: Seat, now: float) -> bool:
-        """Still in its requeue hold or start latency, or started less than a round ago.
+        """Still in its requeue hold or start latency, or started less than
+        :func:`slurm_fair.hysteresis.min_run_s` ago (a round, longer when a restart costs more
+        than a third of one).
 
-        The controller never requeues a job before it has run ``min_run_s`` (one round) since it
+        The controller never requeues a job before it has run that long since it
         last started (docs/controller.md); stopping it earlier would throw away the hold and the
         latency it paid, and two jobs taking turns on one node could then start for ever without
         progressing. With the defaults every start is at a round start and the latency shorter
         than a round, so this never applies; it does to jobs started by filling or after a hold.
         """
-        return seat.ready_at > now + _EPS or now - seat.held_from < self.config.round_s - _TOLERANCE_S
+        min_run = min_run_s(self.config.round_s, self._restart_cost_s)
+        return seat.ready_at > now + _EPS or now - seat.held_from < min_run - _TOLERANCE_S
 
     @staticmethod
     def _members(placement: rounding.Placement, forks: Mapping[str, str], active: list[JobState]) -> Placed:

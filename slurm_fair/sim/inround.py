@@ -20,10 +20,10 @@ if TYPE_CHECKING:  # the engine imports this module
 
 def overdue(active: list[JobState], now: float, config: "SimConfig", capacity: Mapping[str, int]) -> dict[str, float]:
     """Waiting gangs (more than one GPU, holding none) whose latency ratio so far passes
-    ``reserve_after_lr`` and that waited at least a round, with that ratio. A single GPU is
-    never kept from a job by fragmentation: who runs among those is the policy's order alone."""
-    bound = config.reserve_after_lr
-    if bound is None:
+    ``reserve_after_lr`` and that waited at least a round (:func:`..fairness.overdue_ratio`),
+    with that ratio. A single GPU is never kept from a job by fragmentation: who runs among
+    those is the policy's order alone."""
+    if config.reserve_after_lr is None:
         return {}
     out: dict[str, float] = {}
     for s in active:
@@ -31,8 +31,9 @@ def overdue(active: list[JobState], now: float, config: "SimConfig", capacity: M
             continue
         waited = fairness.wait_s(now - s.trace.arrival_s, s.attained_s)
         age = s.attained_s + fairness.age_s(s.remaining, s.throughput, capacity)
-        if waited >= config.round_s and age < float("inf") and waited >= bound * age:
-            out[s.trace.id] = fairness.latency_ratio(waited, age)
+        ratio = fairness.overdue_ratio(waited, age, config.round_s, config.reserve_after_lr)
+        if ratio is not None:
+            out[s.trace.id] = ratio
     return out
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 import secrets
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from datetime import datetime
 from typing import Callable, Mapping, Sequence
 
@@ -30,19 +32,18 @@ from .parse.sacctmgr import ASSOC_FIELDS, QOS_FIELDS, parse_assoc, parse_qos
 from .parse.partitions import parse_partitions
 from .parse.sinfo import SINFO_FIELDS, parse_sinfo
 from .parse.squeue import SQUEUE_FIELDS, parse_excluded, parse_squeue, with_pending_extras
-from .run import JOB_GONE, Runner
+from . import batch
+from .run import Runner
 from .sacctmgr import Sacctmgr
 from .write_rules import (
     UPDATABLE_FIELDS, batch_items, check_job_id, check_name, check_value, norm_spec, refuse_retype, split_raw,
     with_prefix,
 )
 
-#: jobs per ``scontrol update`` (an argv of ~8 KB; slurmctld handles them in one RPC each)
-BATCH_JOBS = 500
-
-#: scontrol's per-job error line for a job list: "<message> for job <id>"
-_PER_JOB = re.compile(r"^\s*(?P<msg>\S.*?)\s+for job (?P<job>\d+(?:_\d+)?(?:\+\d+)?)\s*$", re.M)
 _HELD = {"JobHeldUser": "uhold", "JobHeldAdmin": "hold"}
+
+#: a GPU request rewrite to make: (field, spec, the spec it replaces, the GPU type it pins)
+_Rewrite = tuple[str, str, str, str | None]
 
 
 def _new_fs() -> str:
@@ -52,11 +53,6 @@ def _new_fs() -> str:
 def _long_format(fields: Sequence[str], fs: str) -> str:
     """``-O`` format: width 0 (no padding, no truncation) and ``fs`` as suffix between fields."""
     return ",".join(f"{f}:0{fs}" for f in fields[:-1]) + f",{fields[-1]}:0"
-
-
-def _per_job_errors(text: str, chunk: set[str]) -> dict[str, str]:
-    """scontrol's ``<message> for job <id>`` lines about jobs of ``chunk``."""
-    return {m["job"]: m["msg"] for m in _PER_JOB.finditer(text) if m["job"] in chunk}
 
 
 class SlurmCli:
@@ -99,21 +95,25 @@ class SlurmCli:
 
     # --- read ---------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
-        """Jobs first, then nodes, accounts and QOS (each read is atomic on Slurm's side; a
-        job that starts between the two reads shows as running on a node still counted free,
-        which the next cycle corrects)."""
+        """Jobs first, then nodes (each read is atomic on Slurm's side; a job that starts
+        between the two reads shows as running on a node still counted free, which the next
+        cycle corrects). Accounts, QOS and partitions are read meanwhile, beside them: the two
+        sacctmgr calls wait on slurmdbd round trips (~0.3 s each whatever the queue's length),
+        not on slurmctld, so three reads in flight at most, never more."""
         taken = datetime.now()
-        jobs = self.jobs()
-        nodes = self.nodes()
-        return Snapshot(
-            taken_at=taken,
-            nodes=tuple(nodes),
-            jobs=tuple(jobs),
-            accounts=tuple(self.accounts()),
-            qos=tuple(self.qos()),
-            cluster=self.cluster,
-            partitions=tuple(self.partitions()),
-        )
+        with ThreadPoolExecutor(3, thread_name_prefix="slurm-fair-read") as pool:
+            accounts, qos, partitions = pool.submit(self.accounts), pool.submit(self.qos), pool.submit(self.partitions)
+            jobs = self.jobs()
+            nodes = self.nodes()
+            return Snapshot(
+                taken_at=taken,
+                nodes=tuple(nodes),
+                jobs=tuple(jobs),
+                accounts=tuple(accounts.result()),
+                qos=tuple(qos.result()),
+                cluster=self.cluster,
+                partitions=tuple(partitions.result()),
+            )
 
     def nodes(self) -> list[Node]:
         fs = self._separator()
@@ -212,27 +212,91 @@ class SlurmCli:
         BadConstraints). So on those versions a typed request is refused here, before anything
         is sent, with :class:`SlurmCommandError` (see docs/slurm-adapter.md).
         """
+        rewrite = self._retyped(job, gpu_type)
+        if rewrite is not None:
+            self._rewrite_request(job.job_id, *rewrite)
+
+    def _retyped(self, job: SlurmJob, gpu_type: str | None) -> _Rewrite | None:
+        """The rewrite that pins ``job`` to ``gpu_type`` (None: it asks for it already)."""
         req = job.gpu_request
         if req is None:
             raise ValueError(f"job {job.job_id} has no GPU request")
         if gpu_type is not None:
             check_name("GPU type", gpu_type)
         if req.gpu_type == gpu_type:
-            return
+            return None
         field, spec = split_raw(req.raw, req.per)
         self._refuse_retype(job, req.gpu_type, gpu_type)
-        self._rewrite_request(job.job_id, field, retype_request(spec, gpu_type), spec, gpu_type)
+        return field, retype_request(spec, gpu_type), spec, gpu_type
 
     def restore_gpu_request(self, job: SlurmJob, raw: str) -> None:
+        rewrite = self._restored(job, raw)
+        if rewrite is not None:
+            self._rewrite_request(job.job_id, *rewrite)
+
+    def _restored(self, job: SlurmJob, raw: str) -> _Rewrite | None:
+        """The rewrite that puts ``raw`` back (None: the job asks for it already)."""
         per = job.gpu_request.per if job.gpu_request else "node"
         field, spec = split_raw(raw, per)
         _, want_type = gpu_request_of(spec)
         current = job.gpu_request.raw.split("=", 1)[-1] if job.gpu_request else spec
         if job.gpu_request is not None and job.gpu_request.gpu_type == want_type:
             if norm_spec(current) == norm_spec(spec):
-                return
+                return None
         self._refuse_retype(job, job.gpu_request.gpu_type if job.gpu_request else None, want_type)
-        self._rewrite_request(job.job_id, field, spec, current, want_type)
+        return field, spec, current, want_type
+
+    def set_gpu_types(self, changes: Sequence[tuple[SlurmJob, str | None]]) -> dict[str, SlurmError | ValueError]:
+        return self._rewrite_many([(job, partial(self._retyped, job, t)) for job, t in changes])
+
+    def restore_gpu_requests(self, changes: Sequence[tuple[SlurmJob, str]]) -> dict[str, SlurmError | ValueError]:
+        return self._rewrite_many([(job, partial(self._restored, job, raw)) for job, raw in changes])
+
+    def _rewrite_many(
+        self, planned: Sequence[tuple[SlurmJob, Callable[[], _Rewrite | None]]],
+    ) -> dict[str, SlurmError | ValueError]:
+        """GPU request rewrites of many jobs. Where Slurm replaces a request in one update
+        (>= 23.11) the jobs of one new request share one ``scontrol update`` per chunk and one
+        ``squeue`` read-back; before, each job takes the hold, clear, set, release of
+        :meth:`_rewrite_request`. Returns the jobs not changed, with their errors."""
+        failed: dict[str, SlurmError | ValueError] = {}
+        groups: dict[tuple[str, str, str | None], dict[str, str]] = {}
+        for job, plan in planned:
+            try:
+                rewrite = plan()
+                if rewrite is not None and not self.can_retype_gpu():
+                    self._rewrite_request(job.job_id, *rewrite)
+                elif rewrite is not None:
+                    field, spec, previous, want = rewrite
+                    spec = with_prefix(spec, self.tres_prefix())
+                    check_value(field, spec)
+                    groups.setdefault((field, spec, want), {})[check_job_id(job.job_id)] = previous
+            except (JobGone, SlurmCommandError, ValueError) as exc:
+                failed[job.job_id] = exc
+        for (field, spec, want), before in groups.items():
+            failed.update(batch.update(self.runner, list(before), [f"{field}={spec}"]))
+            done = [j for j in before if j not in failed]
+            seen = batch.typed_gpus(self.runner, done, self._separator())
+            for job_id in done:
+                if job_id not in seen:
+                    failed[job_id] = JobGone(f"job {job_id} is gone")
+                elif seen[job_id] != ({want} if want else frozenset()):
+                    failed[job_id] = self._put_back(
+                        job_id, field, before[job_id],
+                        f"job {job_id}: Slurm now schedules it by {sorted(seen[job_id]) or 'untyped GPUs'}, "
+                        f"not {want or 'untyped GPUs'}")
+        return failed
+
+    def _put_back(self, job_id: str, field: str, previous: str, message: str) -> SlurmCommandError:
+        """A rewrite Slurm took otherwise than asked (>= 23.11; ``message`` says how): the
+        job's request as it was before, put back (so the failed write leaves nothing behind
+        for ``revert`` to undo); the error to report."""
+        try:
+            self._update(job_id, **{field: with_prefix(previous, self.tres_prefix())})
+            message += f"; its request {previous} is put back"
+        except (SlurmError, ValueError) as exc:
+            message += f"; putting back its request {previous} failed too: {exc}"
+        return SlurmCommandError(["scontrol", "update", f"JobId={job_id}"], 1, message)
 
     def can_retype_gpu(self) -> bool:
         """Whether this Slurm can change a request that is already typed (>= 23.11; the
@@ -273,7 +337,10 @@ class SlurmCli:
         previous = with_prefix(previous, self.tres_prefix())
         if self.can_retype_gpu():  # >= 23.11 replaces the request in one update (24.11, checked)
             self._update(job_id, **{field: spec})
-            self._verify_request(job_id, want_type)
+            try:
+                self._verify_request(job_id, want_type)
+            except SlurmCommandError as exc:
+                raise self._put_back(job_id, field, previous, exc.stderr) from None
             return
         held = self._reason(job_id) in _HELD
         if not held:
@@ -343,45 +410,12 @@ class SlurmCli:
             self._update(job_id, **dict(fields))
 
     def update_jobs(self, job_ids: Sequence[str], fields: Mapping[str, str]) -> dict[str, SlurmError]:
-        """One ``scontrol update JobId=a,b,c F=V`` per chunk of :data:`BATCH_JOBS` jobs.
-
-        scontrol updates every listed job it can and prints one line ``<error> for job <id>``
-        per job it could not (exit 1), on 22.05 and 24.11 alike (checked on the testbeds). A
-        failure no line explains (Slurm unreachable aside) is retried job by job, so every
-        error is attributed to its job.
-        """
+        """One ``scontrol update JobId=a,b,c F=V`` per chunk of ``batch.BATCH_JOBS`` jobs; the
+        jobs not changed, each with its error, read from scontrol's per-job lines (22.05 and
+        24.11 alike, see :mod:`.batch`)."""
         items = batch_items(fields)
-        ids = list(dict.fromkeys(check_job_id(j) for j in job_ids))
-        failed: dict[str, SlurmError] = {}
-        if not items:
-            return failed
-        for start in range(0, len(ids), BATCH_JOBS):
-            chunk = ids[start:start + BATCH_JOBS]
-            argv = ["scontrol", "update", "JobId=" + ",".join(chunk), *items]
-            try:
-                self.runner.run(argv, job_id=chunk[0] if len(chunk) == 1 else None)
-                continue
-            except JobGone as exc:
-                failed[chunk[0]] = exc
-                continue
-            except SlurmCommandError as exc:
-                explained = {
-                    job: JobGone(f"job {job} is gone or no longer pending: {message}") if JOB_GONE.search(message)
-                    else SlurmCommandError(["scontrol", "update", f"JobId={job}"], exc.returncode, message)
-                    for job, message in _per_job_errors(exc.stderr, set(chunk)).items()
-                }
-                failed.update(explained or self._one_by_one(chunk, items))
-        return failed
-
-    def _one_by_one(self, chunk: Sequence[str], items: Sequence[str]) -> dict[str, SlurmError]:
-        """The jobs of ``chunk`` updated one at a time; those that failed, with their errors."""
-        out: dict[str, SlurmError] = {}
-        for job in chunk:
-            try:
-                self.runner.run(["scontrol", "update", f"JobId={job}", *items], job_id=job)
-            except (JobGone, SlurmCommandError) as exc:
-                out[job] = exc
-        return out
+        ids = [check_job_id(j) for j in job_ids]
+        return batch.update(self.runner, ids, items) if items else {}
 
     # --- QOS (sacctmgr: :class:`.sacctmgr.Sacctmgr`) ------------------------------------------
     def ensure_qos(self, name: str, grp_tres: Mapping[str, int | None], exists: bool | None = None) -> None:

@@ -20,7 +20,7 @@ from dataclasses import replace
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import JobGone, SlurmError
 from .model import (
@@ -209,6 +209,29 @@ class FakeSlurm:
 
     def set_gpu_type(self, job: SlurmJob, gpu_type: str | None) -> None:
         self.calls.append(("set_gpu_type", (job.job_id, gpu_type)))
+        self._set_gpu_type(job, gpu_type)
+
+    def set_gpu_types(self, changes: Sequence[tuple[SlurmJob, str | None]]) -> dict[str, SlurmError | ValueError]:
+        """Every job as :meth:`set_gpu_type` would, in what counts as one call."""
+        self.calls.append(("set_gpu_types", tuple((j.job_id, t) for j, t in changes)))
+        return self._each(changes, self._set_gpu_type)
+
+    def restore_gpu_requests(self, changes: Sequence[tuple[SlurmJob, str]]) -> dict[str, SlurmError | ValueError]:
+        self.calls.append(("restore_gpu_requests", tuple((j.job_id, r) for j, r in changes)))
+        return self._each(changes, self._restore_gpu_request)
+
+    @staticmethod
+    def _each(changes: Sequence[tuple[SlurmJob, Any]],
+              one: Callable[[SlurmJob, Any], None]) -> dict[str, SlurmError | ValueError]:
+        failed: dict[str, SlurmError | ValueError] = {}
+        for job, value in changes:
+            try:
+                one(job, value)
+            except (SlurmError, ValueError) as exc:
+                failed[job.job_id] = exc
+        return failed
+
+    def _set_gpu_type(self, job: SlurmJob, gpu_type: str | None) -> None:
         current = self._pending(job.job_id)
         req = current.gpu_request
         if req is None:
@@ -238,6 +261,9 @@ class FakeSlurm:
 
     def restore_gpu_request(self, job: SlurmJob, raw: str) -> None:
         self.calls.append(("restore_gpu_request", (job.job_id, raw)))
+        self._restore_gpu_request(job, raw)
+
+    def _restore_gpu_request(self, job: SlurmJob, raw: str) -> None:
         current = self._pending(job.job_id)
         req = current.gpu_request or job.gpu_request
         per = req.per if req else "node"

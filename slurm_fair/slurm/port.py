@@ -75,6 +75,16 @@ class SlurmPort(Protocol):
         """Put back a GPU request exactly as recorded before the first rewrite (revert)."""
         ...
 
+    def set_gpu_types(self, changes: Sequence[tuple[SlurmJob, str | None]]) -> dict[str, SlurmError | ValueError]:
+        """:meth:`set_gpu_type` for many jobs, in as few Slurm calls as this Slurm allows (one
+        per new request and chunk where it replaces a request in one update, >= 23.11); returns
+        the jobs *not* changed, each with its error (:class:`JobGone` for one that ended)."""
+        ...
+
+    def restore_gpu_requests(self, changes: Sequence[tuple[SlurmJob, str]]) -> dict[str, SlurmError | ValueError]:
+        """:meth:`restore_gpu_request` for many jobs, as :meth:`set_gpu_types`."""
+        ...
+
     def set_priority(self, job_id: str, priority: int | None) -> None:
         """Fix a job's priority, or with None give it back to priority/multifactor."""
         ...

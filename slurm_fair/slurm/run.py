@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,14 +53,18 @@ class RunStats:
     calls: int = 0
     seconds: float = 0.0
     by_command: dict[str, float] = field(default_factory=dict)
+    #: commands may run side by side (a snapshot's reads, two job-list updates)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, command: str, seconds: float) -> None:
-        self.calls += 1
-        self.seconds += seconds
-        self.by_command[command] = self.by_command.get(command, 0.0) + seconds
+        with self._lock:
+            self.calls += 1
+            self.seconds += seconds
+            self.by_command[command] = self.by_command.get(command, 0.0) + seconds
 
     def reset(self) -> None:
-        self.calls, self.seconds, self.by_command = 0, 0.0, {}
+        with self._lock:
+            self.calls, self.seconds, self.by_command = 0, 0.0, {}
 
 
 class Runner:

@@ -17,7 +17,8 @@ from slurm_fair.errors import LockHeld, SlurmUnavailable, SolverError
 
 from .conftest import make_config
 
-WRITES = {"set_gpu_type", "restore_gpu_request", "set_priority", "set_nice", "hold", "release",
+WRITES = {"set_gpu_type", "restore_gpu_request", "set_gpu_types", "restore_gpu_requests",
+          "set_priority", "set_nice", "hold", "release",
           "requeue", "update_job", "update_jobs", "ensure_qos", "delete_qos", "attach_qos", "detach_qos"}
 
 
@@ -253,7 +254,7 @@ def test_preemptible_job_is_requeued_only_at_round_boundaries(tmp_path, fake):
 
     waiting = fake.submit("bob", "--gres=gpu:4", hold=False)
 
-    def keep_none(problem, allocation, received=None, prev=None, prev_nodes=None, fixed=None, sticky=False):
+    def keep_none(problem, allocation, received=None, prev=None, prev_nodes=None, fixed=None, sticky=False, **_rules):
         # this round runs the waiting job on v100, where the opted-in job holds every GPU
         return Placement(types={waiting: "v100"})
 
@@ -373,3 +374,30 @@ def test_accounts_scope_leaves_other_accounts_alone(tmp_path, fake):
     assert {r.action.tenant for r in res.results} == {"alice"}
     assert all(fake.job(i).partition == "gpu" and fake.job(i).qos == "normal" for i in ids[2:])
     assert "fair_bob" not in {q.name for q in fake.qos()}
+
+
+def test_the_plain_json_part_of_a_policy_state_is_kept_between_cycles(fake, config, tmp_path):
+    """A policy's state with one entry that is not plain JSON (oef's in-process memo of an
+    Allocation) used to be dropped whole, so oef's equilibrium prices never reached the next
+    cycle; the plain JSON entries are persisted and given back, the other is not."""
+    from slurm_fair import policies
+    from slurm_fair.controller.history import read_history
+
+    seen: list[dict] = []
+
+    def remembering(name, problem, options):
+        seen.append(dict(options.state))
+        options.state["test.entry"] = {"v100": 0.5}
+        options.state["test.memo"] = (object(), "not JSON")
+        return policies.allocate(name, problem, options)
+
+    submit_mix(fake)
+    assert run_cycle(fake, config, allocate=remembering).exit_code == 0
+    with StateStore.in_dir(tmp_path / "state") as store:
+        kept = dict(read_history(store, config.get("controller", "policy")).policy_state)
+    assert kept["test.entry"] == {"v100": 0.5} and "test.memo" not in kept
+    assert "oef.ceei_prices" in kept and "oef.tenant_level" not in kept  # oef's prices, not its memo
+    fake.now += timedelta(seconds=60)
+    run_cycle(fake, config, allocate=remembering)
+    assert seen[1]["test.entry"] == {"v100": 0.5} and "test.memo" not in seen[1]
+    assert seen[1]["oef.ceei_prices"] == kept["oef.ceei_prices"]

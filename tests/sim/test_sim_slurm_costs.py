@@ -32,42 +32,61 @@ def _run(jobs, cluster, policy, table=FLAT, **config):
 # ------------------------------------------------------------------ requeue hold
 
 
-def test_an_immediate_move_costs_hold_plus_restart_and_the_moved_job_then_runs_a_round() -> None:
-    """A (10 steps/s on both types) is sent v100, k80, v100, k80 in rounds of 360 s; restart 30 s,
-    hold 11 s:
-      round 0: first start, no hold: ready at 30 -> 3300 steps
-      round 1: left v100 at 360, may start on k80 at 371, ready at 401 -> 3190 steps
-      round 2: the script wants v100, but A started only 349 s ago: like the controller (never a
-               requeue before a round since the last start) it keeps its K80 -> 3600 steps
-      round 3: the move back happens: start at 1091, ready at 1121, 100 steps -> ends at 1131
-    GPU-seconds count from each start (the hold is not GPU time): v100 360 + 40, k80 349 + 360.
+def test_a_move_up_costs_hold_plus_restart_and_a_move_down_never_happens() -> None:
+    """A (10 steps/s on K80, 30 on V100) is sent k80, v100, v100, k80 in rounds of 360 s;
+    restart 30 s, hold 11 s (slurm_fair.hysteresis: a running job moves only when the move pays):
+      round 0: first start on K80, no hold: ready at 30 -> 3300 steps
+      round 1: the move up pays (330 s run x (1 - 10/30) = 220 s > 41 s): left K80 at 360, may
+               start on V100 at 371, ready at 401 -> 319 s x 30 = 9570 steps
+      round 2: V100 again -> 10800 steps
+      round 3: the script wants K80: a move down never pays, so A keeps its V100: 3000 steps
+               -> ends at 1180 (moved, it would restart at 1091 and end at 1421)
+    GPU-seconds count from each start (the hold is not GPU time): K80 360, V100 1180 - 371.
     """
-    policy = scripted("moves", [{"a/1": "v100"}, {"a/1": "k80"}, {"a/1": "v100"}, {"a/1": "v100"}])
-    res, rec = _run([TraceJob("a/1", "a", "A", 1, 3300 + 3190 + 3600 + 100, 0)], parse_cluster("v100=1,k80=1"),
-                    policy, restart_s=30, requeue_hold_s=11)
-    assert rec["a/1"].end_s == pytest.approx(1131)
-    assert dict(rec["a/1"].gpu_seconds) == pytest.approx({"v100": 400, "k80": 709})
-    assert res.restarts == 3
-    assert sum(s.busy_gpu_s for s in res.samples) == pytest.approx(1109)
+    table = table_from({"v100": {("A", 1): 30.0}, "k80": {("A", 1): 10.0}})
+    policy = scripted("moves", [{"a/1": "k80"}, {"a/1": "v100"}, {"a/1": "v100"}, {"a/1": "k80"}])
+    res, rec = _run([TraceJob("a/1", "a", "A", 1, 3300 + 9570 + 10800 + 3000, 0)], parse_cluster("v100=1,k80=1"),
+                    policy, table, restart_s=30, requeue_hold_s=11)
+    assert rec["a/1"].end_s == pytest.approx(1180)
+    assert dict(rec["a/1"].gpu_seconds) == pytest.approx({"k80": 360, "v100": 809})
+    assert res.restarts == 2
+    assert sum(s.busy_gpu_s for s in res.samples) == pytest.approx(1169)
 
 
-@pytest.mark.parametrize("hold", [0.0, 11.0, 360.0, 500.0, 700.0])
-def test_requeue_hold_delays_the_restart_by_what_is_left_of_it(hold: float) -> None:
-    """A runs round 0, B round 1 (A requeued at 360), A again in round 2 (at 720): A may start at
-    max(720, 360 + hold), then pays the 30 s restart. A waited a whole round: a hold up to 360 s
-    costs it nothing more than the restart. A hold of 700 s outlasts round 2 (start at 1060,
-    ready at 1090): A keeps its GPU in round 3 and the rest of the wait carries over."""
+@pytest.mark.parametrize("hold,round_s", [(0.0, 360.0), (11.0, 360.0), (90.0, 360.0), (360.0, 1200.0),
+                                          (500.0, 1600.0), (700.0, 2200.0)])
+def test_requeue_hold_delays_the_restart_by_what_is_left_of_it(hold: float, round_s: float) -> None:
+    """A runs round 0, B round 1 (A requeued at R), A again in round 2 (at 2R): A may start at
+    max(2R, R + hold), then pays the 30 s restart. A hold up to a round costs it nothing more
+    than the restart. (A job is stopped only after running 3x a restart's cost,
+    slurm_fair.hysteresis, so a long hold comes with long rounds here.)"""
+    policy = scripted("turns", [{"a/1": "v100"}, {"b/1": "v100"}, {"a/1": "v100"}])
+    first = 10 * (round_s - 30)
+    jobs = [TraceJob("a/1", "a", "A", 1, first + 700, 0), TraceJob("b/1", "b", "A", 1, 10**6, 0)]
+    _, rec = _run(jobs, parse_cluster("v100=1"), policy, restart_s=30, requeue_hold_s=hold, round_s=round_s,
+                  horizon_s=4 * round_s)
+    delay = max(0.0, round_s + hold - 2 * round_s)
+    assert delay == 0.0
+    # round 0: first steps; round 2: 700 left after the restart
+    assert rec["a/1"].end_s == pytest.approx(2 * round_s + delay + 30 + 70)
+    assert rec["a/1"].gpu_seconds["v100"] == pytest.approx(round_s + 100)
+    assert rec["b/1"].start_s == pytest.approx(round_s)
+
+
+@pytest.mark.parametrize("hold", [360.0, 700.0])
+def test_a_job_is_not_rotated_before_a_restart_costs_at_most_a_quarter_of_its_turn(hold: float) -> None:
+    """Rounds of 360 s, a restart of 30 s and a hold of ``hold``: A is stopped only after it ran
+    3 x (hold + 30) (slurm_fair.hysteresis.min_run_s), so the script's rotation at 360 does not
+    happen and A runs to its end at 30 + 400 s; B starts when A ends (the script gives round 2
+    to A, which is done)."""
     policy = scripted("turns", [{"a/1": "v100"}, {"b/1": "v100"}, {"a/1": "v100"}])
     jobs = [TraceJob("a/1", "a", "A", 1, 4000, 0), TraceJob("b/1", "b", "A", 1, 10**6, 0)]
     _, rec = _run(jobs, parse_cluster("v100=1"), policy, restart_s=30, requeue_hold_s=hold, horizon_s=1440)
-    delay = max(0.0, 360 + hold - 720)
-    # round 0: 3300 steps; round 2: 700 left after the delay and the restart
-    assert rec["a/1"].end_s == pytest.approx(720 + delay + 30 + 70)
-    assert rec["a/1"].gpu_seconds["v100"] == pytest.approx(360 + 100)
-    assert rec["b/1"].start_s == pytest.approx(360)
+    assert rec["a/1"].end_s == pytest.approx(430)
+    assert rec["a/1"].gpu_seconds["v100"] == pytest.approx(430)
 
 
-@pytest.mark.parametrize("hold", [11.0, 100.0])
+@pytest.mark.parametrize("hold", [11.0, 90.0])
 def test_requeue_hold_also_delays_a_fill_start(hold: float) -> None:
     """With filling, a job requeued at a round start may take GPUs freed inside the round only
     once its hold is over (the end of a hold is an event of its own). v100=1: A runs round 0;

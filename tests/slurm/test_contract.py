@@ -92,6 +92,31 @@ def test_retype_and_restore_follow_the_release_rules(cluster: Harness):
     assert (r.gpu_type, r.count, r.per, r.total) == (original.gpu_type, original.count, original.per, original.total)
 
 
+def test_gpu_types_of_many_jobs_in_one_go_and_the_jobs_that_could_not(cluster: Harness):
+    """``set_gpu_types``/``restore_gpu_requests``: every job that can take its type gets it (one
+    update per new request where Slurm replaces a request at once, >= 23.11), each job that
+    cannot is named with its own error, and the others' requests keep count and form."""
+    a, b = gpu_types_of(cluster)[:2]
+    tenant = cluster.tenants[0]
+    ids = [cluster.submit(tenant, args) for args in ("--gres=gpu:1", "--gres=gpu:1", "--gpus=2", "--gres=gpu:2")]
+    gone = cluster.submit(tenant, "--gres=gpu:1")
+    jobs = [cluster.job(j) for j in [*ids, gone]]
+    cluster.cancel(gone)
+    failed = cluster.port.set_gpu_types([(j, a if i % 2 == 0 else b) for i, j in enumerate(jobs)])
+    assert set(failed) == {gone} and isinstance(failed[gone], JobGone)
+    for i, (j, before) in enumerate(zip(ids, jobs)):
+        r = cluster.job(j).gpu_request
+        assert (r.gpu_type, r.count, r.per) == (a if i % 2 == 0 else b, before.gpu_request.count, before.gpu_request.per)
+    back = cluster.port.restore_gpu_requests([(cluster.job(j), before.gpu_request.raw) for j, before in zip(ids, jobs)])
+    if not cluster.port.can_retype_gpu():  # before 23.11 a typed request stays typed: each job named
+        assert set(back) == set(ids) and all(isinstance(e, SlurmCommandError) for e in back.values())
+        assert [cluster.job(j).gpu_request.gpu_type for j in ids] == [a, b, a, b]
+        return
+    assert back == {}
+    assert all(cluster.job(j).gpu_request.gpu_type is None and cluster.job(j).gpu_request.count ==
+               before.gpu_request.count for j, before in zip(ids, jobs))
+
+
 def test_priority_nice_hold_release(cluster: Harness):
     job_id = cluster.submit(cluster.tenants[0], "--gres=gpu:1")
     cluster.port.set_priority(job_id, 4242)

@@ -28,7 +28,9 @@ limits: why none").
   partition, unplaced, and is listed in :attr:`.types.Plan.unsteered`.
 * Order (:mod:`.order`): the jobs this round places keep their priority; the pilot's other
   pending jobs that compete with them get a site factor that puts them just behind (pushed
-  down only, so no pilot job is pushed ahead of anyone).
+  down only, so no pilot job is pushed ahead of anyone). An overdue gang (:mod:`..reserve`)
+  is sent to the type the rounding step serves it on or keeps GPUs for, and every other job
+  competing there goes behind it, so Slurm's backfill keeps its nodes.
 
 **Requeues** (opt-in: ``--requeue`` plus ``fair:preemptible``; :mod:`..requeue`): a running job
 is requeued to make room for a pending job this round places on the type it holds and that
@@ -87,6 +89,9 @@ class PlanInputs:
     #: the fields the controller wrote (:mod:`..state.fields`) and those it may no longer write
     owned: Mapping[tuple[str, str], Owned] = field(default_factory=dict)
     released: frozenset[tuple[str, str]] = frozenset()
+    #: overdue gangs -> the type this round serves them on or keeps GPUs for
+    #: (:mod:`..reserve`): sent there, first in line, every competitor there pushed below
+    head: Mapping[str, str] = field(default_factory=dict)
 
 
 def make_plan(
@@ -105,7 +110,7 @@ def make_plan(
     }
     pending = [by_id[j] for j in pjobs if j in by_id and by_id[j].pending]
     ctx = JobContext(by_id, pjobs, allocation, placed_types, deficit, inputs.fixed_type, settings, capacity,
-                     inputs.asked, inputs.nodes, inputs.asked_nodes, inputs.choices, inputs.released)
+                     inputs.asked, inputs.nodes, inputs.asked_nodes, inputs.choices, inputs.released, inputs.head)
     jobs, unsteered = job_plans(pending, ctx)
 
     # who is requeued (controller/requeue.py): to make room, to move up
@@ -141,11 +146,12 @@ def make_plan(
                                     requeued=set(requeue), moves=moves)
     if settings.order == "site_factor":
         reachable = {j: tuple(pjobs[j].throughput) for j in jobs}
-        factors = site_factors(jobs, by_id, inputs.owned, reachable, inputs.released)
+        factors = site_factors(jobs, by_id, inputs.owned, reachable, inputs.released, inputs.head)
         jobs = {j: replace(jp, site_factor=factors.get(j)) for j, jp in jobs.items()}
     return Plan(
         tenants, jobs, tuple(requeue), tuple(sorted(capacity)), allocation.policy, allocation.status,
         unsteered, {j: tuple(t) for j, t in requeue_for.items()}, moves,
+        {j: k for j, k in inputs.head.items() if j in jobs and jobs[j].planned_type == k},
     )
 
 

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from ...model import Allocation
 from ...slurm.model import Partition, SlurmJob
 from ...slurm.parse.fields import fold_hostlist
-from ..steer import admits, current_type, job_partitions, partition_holds
+from ..steer import admits, current_type, holds_key, job_partitions, partition_holds
 from .types import JobPlan, PlanSettings
 
 
@@ -60,6 +60,8 @@ class JobContext:
     choices: Mapping[str, str] = field(default_factory=dict)
     #: (job, field) someone else changed after the controller: never written again
     released: frozenset[tuple[str, str]] = frozenset()
+    #: overdue gang -> the type it is served on or GPUs are kept for (first in line, sent there)
+    head: Mapping[str, str] = field(default_factory=dict)
 
     def asked_of(self, sj: SlurmJob) -> str:
         return self.asked.get(sj.job_id) or sj.partition
@@ -75,9 +77,8 @@ def steer_target(sj: SlurmJob, k: str, settings: PlanSettings, asked: str) -> st
     typed (the job stays there); else a partition of type ``k`` that admits it
     (:func:`..steer.admits`) and whose nodes hold it. None: ``k`` cannot be reached."""
     if settings.pin_gres:
-        typed = replace(sj, gpu_request=replace(sj.gpu_request, gpu_type=k)) if sj.gpu_request else sj
         for p in job_partitions(asked):
-            if not settings.nodes or partition_holds(typed, p, settings.nodes):
+            if _holds(sj, p, settings, k):
                 return p
         return None
     asked_parts = _asked_partitions(asked, settings)
@@ -85,9 +86,23 @@ def steer_target(sj: SlurmJob, k: str, settings: PlanSettings, asked: str) -> st
         rules = settings.partitions.get(p)
         if settings.partitions and (rules is None or not admits(rules, sj, asked_parts, settings.groups)):
             continue
-        if not settings.nodes or partition_holds(sj, p, settings.nodes):
+        if _holds(sj, p, settings):
             return p
     return None
+
+
+def _holds(sj: SlurmJob, partition: str, settings: PlanSettings, typed: str | None = None) -> bool:
+    """:func:`..steer.partition_holds` through the cycle's memo (no nodes known: True), for the
+    job as it is or, with ``typed``, as it would be with its request pinned to that type."""
+    if not settings.nodes:
+        return True
+    key = holds_key(sj, partition, typed)
+    memo = settings.holds_memo
+    if key not in memo:
+        if typed is not None and sj.gpu_request is not None:
+            sj = replace(sj, gpu_request=replace(sj.gpu_request, gpu_type=typed))
+        memo[key] = partition_holds(sj, partition, settings.nodes)
+    return memo[key]
 
 
 def steerable(sj: SlurmJob, k: str, settings: PlanSettings, asked: str) -> bool:
@@ -104,24 +119,26 @@ def job_plans(
     def placed_type(job_id: str) -> str | None:
         return moves.get(job_id) or ctx.placed_types.get(job_id)
 
-    # place in line: this round's jobs first, then by deficit, then first come first served
+    # place in line: overdue gangs, this round's jobs, then by deficit, then first come first served
     def line_key(sj: SlurmJob) -> tuple[int, float, float, str]:
         submitted = sj.submit_time.timestamp() if sj.submit_time else 0.0
-        return (0 if placed_type(sj.job_id) else 1, -round(ctx.deficit.get(sj.job_id, 0.0), 9),
-                submitted, sj.job_id)
+        first = 0 if sj.job_id in ctx.head else 1 if placed_type(sj.job_id) else 2
+        return (first, -round(ctx.deficit.get(sj.job_id, 0.0), 9), submitted, sj.job_id)
 
     jobs: dict[str, JobPlan] = {}
     unsteered: dict[str, str] = {}
     for rank, sj in enumerate(sorted(queue, key=line_key), start=1):
-        jp, why = _one(sj, rank, placed_type(sj.job_id), ctx, sj.job_id in requeued)
+        jp, why = _one(sj, rank, placed_type(sj.job_id), ctx, sj.job_id in requeued, ctx.head.get(sj.job_id))
         jobs[sj.job_id] = jp
         if why:
             unsteered[sj.job_id] = why
     return jobs, unsteered
 
 
-def _one(sj: SlurmJob, rank: int, placed_k: str | None, ctx: JobContext, requeued: bool) -> tuple[JobPlan, str]:
-    """One job's plan and, when its planned type cannot be reached, that type."""
+def _one(sj: SlurmJob, rank: int, placed_k: str | None, ctx: JobContext, requeued: bool,
+         head_k: str | None = None) -> tuple[JobPlan, str]:
+    """One job's plan and, when its planned type cannot be reached, that type (``head_k``: the
+    type an overdue gang waits for, sent there first)."""
     settings = ctx.settings
     asked = ctx.asked_of(sj)
     gpu_type = partition = None
@@ -129,7 +146,7 @@ def _one(sj: SlurmJob, rank: int, placed_k: str | None, ctx: JobContext, requeue
     planned = ctx.fixed_type.get(sj.job_id)
     if planned is None and sj.job_id not in ctx.choices:
         ranked = rank_types(
-            sj, ctx.allocation.x.get(sj.job_id, {}), placed_k,
+            sj, ctx.allocation.x.get(sj.job_id, {}), placed_k or head_k,
             ctx.pjobs[sj.job_id].throughput, ctx.capacity, current_type(sj, settings.ptypes),
         )
         targets = {k: steer_target(sj, k, settings, asked) for k in ranked}

@@ -12,6 +12,10 @@ included, and it overwrote the job's nice, which is its user's. Now:
   it may run on) gets a negative site factor that puts it just below that job. So no job of the
   pilot is pushed ahead of anyone, and an outsider only moves relative to pilot jobs that the
   plan holds back for the round.
+* An overdue gang whose GPUs the rounding step keeps (:mod:`..reserve`) is the top job of its
+  type: every other pending pilot job competing for that type, placed or not, is pushed just
+  below it, so Slurm's backfill scheduler reserves the gang's nodes and starts the others only
+  where they do not delay it. The gang keeps its own priority.
 * Pushes are powers of two, at least :data:`MIN_PUSH`, and an existing push is kept while it is
   between the need and :data:`KEEP` times it: priorities drift with age every few minutes, and
   without the band each drift would be a write.
@@ -62,17 +66,17 @@ def natural(sj: SlurmJob, row: Owned | None) -> int | None:
 def site_factors(
     plans: Mapping[str, JobPlan], jobs: Mapping[str, SlurmJob], owned: Mapping[tuple[str, str], Owned],
     reachable: Mapping[str, Iterable[str]], released: frozenset[tuple[str, str]] = frozenset(),
+    head: Mapping[str, str] | None = None,
 ) -> dict[str, int]:
     """The site factor each pending job of the plan should carry (jobs left alone are absent).
 
     ``reachable``: the types each job may run on (its competitors are the placed jobs planned
-    for one of them; a job sent to one type competes on that type only)."""
+    for one of them; a job sent to one type competes on that type only). ``head``: overdue
+    gangs -> the type whose GPUs are kept for them (:mod:`..reserve`): every other job
+    competing for that type, placed or not, goes just below the gang (the gang is not raised)."""
     prio = {j: natural(jobs[j], owned.get((j, "site_factor"))) for j in plans if j in jobs}
-    floor: dict[str, int] = {}
-    for j, jp in plans.items():
-        p = prio.get(j)
-        if jp.placed and p is not None and jp.planned_type:
-            floor[jp.planned_type] = min(floor.get(jp.planned_type, p), p)
+    floor = _floors({j: jp.planned_type for j, jp in plans.items() if jp.placed}, prio)
+    tops = _floors({j: k for j, k in (head or {}).items() if j in plans and plans[j].planned_type == k}, prio)
     out: dict[str, int] = {}
     for j, jp in plans.items():
         sj = jobs.get(j)
@@ -81,13 +85,23 @@ def site_factors(
         row = owned.get((j, "site_factor"))
         base = own_factor(sj, row) or 0
         want = base
-        if not jp.placed:
+        if j not in (head or {}):
             types = [jp.planned_type] if jp.planned_type else list(reachable.get(j, ()))
-            lows = [floor[k] for k in types if k in floor]
+            lows = [tops[k] for k in types if k in tops] + ([] if jp.placed else [floor[k] for k in types if k in floor])
             need = (prio[j] - min(lows) + 1) if lows else 0  # type: ignore[operator]
             if need > 0:
                 pushed = base - (sj.site_factor or 0)
                 keep = need <= pushed <= KEEP * max(need, MIN_PUSH)
                 want = base - (pushed if keep else _pow2(need))
         out[j] = max(-SITE_FACTOR_MAX, want)
+    return out
+
+
+def _floors(planned: Mapping[str, str | None], prio: Mapping[str, int | None]) -> dict[str, int]:
+    """Type -> the lowest known priority among the jobs planned for it."""
+    out: dict[str, int] = {}
+    for j, k in planned.items():
+        p = prio.get(j)
+        if k and p is not None:
+            out[k] = min(out.get(k, p), p)
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
+from ...hysteresis import min_run_or
 from ...model import frozen_map
 from ...slurm.model import Node, Partition
 
@@ -26,7 +27,8 @@ class PlanSettings:
     groups: Callable[[str], frozenset[str] | None] | None = None
     #: rewrite the gres request instead of moving the job (only where Slurm can undo it)
     pin_gres: bool = False
-    #: hysteresis: a job is requeued only after running this long (None or 0: one round)
+    #: hysteresis: a job is requeued only after running this long (None or 0:
+    #: :func:`slurm_fair.hysteresis.min_run_s` of the round and the requeue cost)
     min_run_s: float | None = None
     #: what a requeue costs a job (Slurm's requeue hold + a restart), for moves to a faster type
     requeue_cost_s: float = 150.0
@@ -34,6 +36,10 @@ class PlanSettings:
     move_up_gain: float = 0.25
     #: schedulable nodes, to check that a partition can hold a job before it is sent there
     nodes: tuple[Node, ...] = ()
+    #: whether a partition holds a job, by :func:`..steer.holds_key` (thousands of pending jobs
+    #: share a few shapes: each (partition, shape) is computed once per cycle; not copied by
+    #: ``replace``, so new nodes never meet old answers)
+    holds_memo: dict[tuple[object, ...], bool] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("ptypes", "type_partitions", "partitions"):
@@ -41,7 +47,7 @@ class PlanSettings:
 
     @property
     def min_run(self) -> float:
-        return float(self.min_run_s) if self.min_run_s else float(self.round_s)
+        return min_run_or(self.min_run_s, self.round_s, self.requeue_cost_s)
 
 
 @dataclass(frozen=True)
@@ -95,9 +101,11 @@ class Plan:
     requeue_for: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: requeued job -> the faster type it moves up to
     move_up: Mapping[str, str] = field(default_factory=dict)
+    #: overdue gang -> the type it goes first on (its competitors there pushed below it)
+    head: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("tenants", "jobs", "unsteered", "move_up"):
+        for name in ("tenants", "jobs", "unsteered", "move_up", "head"):
             object.__setattr__(self, name, frozen_map(getattr(self, name)))
         object.__setattr__(self, "requeue_for", frozen_map({j: tuple(t) for j, t in self.requeue_for.items()}))
 
@@ -111,6 +119,8 @@ class Plan:
             info["requeue_for"] = {j: list(t) for j, t in self.requeue_for.items()}
         if self.move_up:
             info["move_up"] = dict(self.move_up)
+        if self.head:
+            info["head"] = dict(self.head)
         return {
             "policy": self.policy, "status": self.status, "gpu_types": list(self.gpu_types),
             "requeue": list(self.requeue), "info": info,
@@ -128,7 +138,7 @@ class Plan:
             requeue=tuple(d.get("requeue", ())), gpu_types=tuple(d.get("gpu_types", ())),
             policy=d.get("policy", ""), status=d.get("status", ""),
             unsteered=info.get("unsteered", {}), requeue_for=info.get("requeue_for", {}),
-            move_up=info.get("move_up", {}),
+            move_up=info.get("move_up", {}), head=info.get("head", {}),
         )
 
     def restricted_to(self, live_jobs: set[str]) -> "Plan":
@@ -146,4 +156,14 @@ def _known(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
 
 def _fields(obj: Any) -> dict[str, Any]:
     """A frozen dataclass as plain JSON-able data (``asdict`` cannot copy mapping proxies)."""
-    return {f.name: (dict(v) if isinstance(v := getattr(obj, f.name), Mapping) else v) for f in fields(obj)}
+    return {name: (dict(v) if isinstance(v := getattr(obj, name), Mapping) else v) for name in _names(type(obj))}
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    """The fields of a plan's dataclass (asked once per class, not once per job of a cycle)."""
+    if cls not in _NAMES:
+        _NAMES[cls] = tuple(f.name for f in fields(cls))
+    return _NAMES[cls]
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .plan import ReplaySpec
+from .submit import TIME_LIMIT_SLACK
 from ...statuses import CycleStatus
 
 #: real seconds from a requeue to a restart besides Slurm's hold (scheduling, launch, resume)
@@ -37,6 +38,9 @@ def controller_config(spec: ReplaySpec, cluster: str, weights: Mapping[str, floa
         f"round_s = {spec.round_real_s!r}",
         f"time_limit_s = {max(1.0, spec.interval_real_s)!r}",
         f"requeue_cost_s = {hold_real_s + RESTART_REAL_S!r}",
+        # the replay's time limits are SLACK x the run on the slowest type: a wait of 2 / SLACK
+        # limits is twice that run, the simulator's latency-ratio bound of 2 on the slowest type
+        f"reserve_after_lr = {2.0 / TIME_LIMIT_SLACK!r}",
         f"state_dir = {json.dumps(str(spec.run_dir / 'controller'))}",
         f"audit_log = {json.dumps(str(spec.run_dir / 'controller' / 'audit.jsonl'))}",
         *([f"plan_file = {json.dumps(str(plan_file))}"] if plan_file else []),

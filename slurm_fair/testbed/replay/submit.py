@@ -47,7 +47,11 @@ def batch_script(argv: Sequence[str]) -> str:
     return "#!/bin/sh\nexec " + " ".join(shlex.quote(a) for a in argv) + "\n"
 
 
-def time_limit_minutes(job: ReplayJob, time_scale: float, slack: float = 4.0) -> int:
+#: a replayed job's time limit is this many times its run on the slowest type it can use
+TIME_LIMIT_SLACK = 4.0
+
+
+def time_limit_minutes(job: ReplayJob, time_scale: float, slack: float = TIME_LIMIT_SLACK) -> int:
     """A generous Slurm time limit: ``slack`` times the run on the slowest usable type, +2 min."""
     slowest = max(job.expected_s(k) for k, t in job.tput.items() if t > 0)
     return int(math.ceil(slowest / time_scale * slack / 60.0)) + 2

@@ -1,0 +1,116 @@
+"""Gangs get their turn on Slurm (controller/reserve.py, the rounding step's overdue rule,
+plan/order.py's head of line): on fake Slurm and on the pure pieces."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from hypothesis import given, settings, strategies as st
+from hypo_profiles import scaled
+
+from slurm_fair.controller.cycle import run_cycle
+from slurm_fair.controller.plan.order import natural, site_factors
+from slurm_fair.controller.plan.types import JobPlan
+from slurm_fair.controller.reserve import overdue
+from slurm_fair.model import Job, Problem
+
+from .builders import T0, job
+from .conftest import make_config
+
+
+def _problem(*jobs: Job) -> Problem:
+    return Problem({"v100": 8}, {"a": 1.0}, jobs)
+
+
+def _gang(jid: str, gpus: int = 4, in_system_s: float = 3600.0, ran_s: float = 0.0) -> Job:
+    return Job(id=jid, tenant="a", gpus=gpus, throughput={"v100": 1.0}, age_s=in_system_s, attained_s=ran_s)
+
+
+def test_a_pending_gang_is_overdue_once_its_wait_passes_the_bound_times_its_time_limit() -> None:
+    jobs = {
+        "g": job("g", "a", gpus=4, time_limit_min=10),                   # waited 3600 >= 2 x 600
+        "young": job("young", "a", gpus=4, time_limit_min=40),           # 3600 < 2 x 2400
+        "ran": job("ran", "a", gpus=4, time_limit_min=10),               # waited 3600 - 3300 = 300
+        "one": job("one", "a", gpus=1, time_limit_min=1),                # a single GPU: never
+        "nolimit": job("nolimit", "a", gpus=4, time_limit_min=None),     # no prediction: never
+        "running": job("running", "a", gpus=4, state="RUNNING", running_on="v100", time_limit_min=1),
+    }
+    prob = _problem(_gang("g"), _gang("young"), _gang("ran", ran_s=3300.0), _gang("one", gpus=1),
+                    _gang("nolimit"), _gang("running"))
+    assert overdue(prob, jobs, round_s=360.0, bound=2.0) == {"g": 6.0}
+    assert overdue(prob, jobs, round_s=360.0, bound=0.0) == {}  # off
+    # and never before a round of waiting, whatever the ratio
+    short = {"g": job("g", "a", gpus=4, time_limit_min=1)}
+    assert overdue(_problem(_gang("g", in_system_s=300.0)), short, round_s=360.0, bound=2.0) == {}
+
+
+def _fake_scene(fake, tmp_path, reserve_after_lr: float):
+    """v100-1 (4 GPUs) holds two running 1-GPU jobs that cannot be stopped; a 4-GPU gang has
+    waited an hour (time limit 10 min); two 1-GPU jobs of higher priority arrive behind it."""
+    fake.now = T0.replace(tzinfo=None) - timedelta(hours=1)
+    gang = fake.submit("alice", "--gres=gpu:4", hold=False, partition="v100", time_limit="10",
+                       comment="fair:class=resnet-50-bs32")
+    fake.now = T0.replace(tzinfo=None)
+    runners = [fake.submit("bob", "--gres=gpu:1", hold=False, partition="v100", comment="fair:class=a3c")
+               for _ in range(2)]
+    for r in runners:
+        fake.start(r, "v100-1", "v100")
+    small = [fake.submit("bob", "--gres=gpu:1", hold=False, partition="v100", priority=5000,
+                         comment="fair:class=a3c", time_limit="5") for _ in range(2)]
+    res = run_cycle(fake, make_config(tmp_path, reserve_after_lr=reserve_after_lr))
+    assert res.exit_code == 0, res.message
+    return gang, small, res
+
+
+def _priority(fake, jid: str) -> int:
+    return fake.job(jid).priority
+
+
+def test_an_overdue_gang_becomes_the_top_job_of_its_type_by_pushing_the_others_down(fake, tmp_path) -> None:
+    gang, small, res = _fake_scene(fake, tmp_path, reserve_after_lr=2.0)
+    assert res.plan is not None and res.plan.jobs[gang].planned_type == "v100"
+    assert res.plan.jobs[gang].rank == 1  # first in the plan's line
+    assert dict(res.plan.head) == {gang: "v100"}  # recorded with the plan (run --json, the store)
+    # the gang keeps its own priority (never raised), every competitor is now below it
+    assert _priority(fake, gang) == 1000 and (fake.job(gang).site_factor or 0) == 0
+    assert all(_priority(fake, s) < _priority(fake, gang) for s in small)
+    assert all((fake.job(s).site_factor or 0) < 0 for s in small)
+    # nothing was cancelled or requeued: the runners cannot be stopped
+    assert not [c for c in fake.calls if c[0] in ("scancel", "requeue")]
+
+
+def test_without_the_bound_the_small_jobs_stay_ahead_of_the_gang(fake, tmp_path) -> None:
+    """The control of the test above: the reservation is what changes the order."""
+    gang, small, res = _fake_scene(fake, tmp_path, reserve_after_lr=0.0)
+    assert res.plan is not None and res.plan.jobs[gang].rank > 1 and not res.plan.head
+    assert all(_priority(fake, s) > _priority(fake, gang) for s in small)
+
+
+@st.composite
+def _queues(draw):
+    n = draw(st.integers(2, 8))
+    prios = draw(st.lists(st.integers(0, 10_000), min_size=n, max_size=n))
+    types = draw(st.lists(st.sampled_from(["v100", "k80"]), min_size=n, max_size=n))
+    placed = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    heads = draw(st.sets(st.integers(0, n - 1), max_size=2))
+    return prios, types, placed, heads
+
+
+@settings(max_examples=scaled(200), deadline=None)
+@given(_queues())
+def test_heads_are_never_raised_and_every_competitor_ends_below_them(q) -> None:
+    """Independent of how the push is computed: every written site factor pushes down (or
+    gives back a push), and after it every other job planned for a head's type is below the
+    head, whose own priority is untouched."""
+    prios, types, placed, heads = q
+    jobs = {f"j{i}": job(f"j{i}", "a", priority=p, site_factor=0) for i, p in enumerate(prios)}
+    plans = {f"j{i}": JobPlan(f"j{i}", "a", None, i + 1, placed[i], planned_type=types[i]) for i in range(len(prios))}
+    head = {f"j{i}": types[i] for i in heads}
+    out = site_factors(plans, jobs, {}, {j: ("v100", "k80") for j in jobs}, head=head)
+    after = {j: natural(jobs[j], None) + out.get(j, 0) for j in jobs}  # type: ignore[operator]
+    assert all(v <= 0 for v in out.values())
+    for h, k in head.items():
+        assert out.get(h, 0) == 0
+        for j in jobs:
+            if j not in head and plans[j].planned_type == k:
+                assert after[j] < jobs[h].priority, (j, h)
