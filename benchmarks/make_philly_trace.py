@@ -7,6 +7,9 @@ divided by 10 so that 240 jobs on 24 GPUs finish in days, not months. Both chang
 
     python benchmarks/make_philly_trace.py GAVEL/scheduler/traces/msr/seed=0 \
         > benchmarks/traces/philly_6vc_240.csv
+
+Other seeds and virtual clusters make held-out workloads (docs/speeds.md):
+``make_philly_trace.py GAVEL/scheduler/traces/msr/seed=1 --vcs 2869ce,6214e9,6c71a0,7f04ca,ed69ec,ee9e8c``.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ SPAN_S = 48 * 3600.0
 STEP_SCALE = 0.1
 
 
-def main(directory: str) -> None:
+def main(directory: str, vcs: tuple[str, ...] = VCS) -> None:
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(["tenant", "job_id", "job_type", "gpus", "total_steps", "arrival_s"])
-    for vc in VCS:
+    for vc in vcs:
         rows = []
         for lineno, line in enumerate(Path(directory, f"{vc}.trace").read_text().splitlines(), start=1):
             f = line.split("\t")
@@ -39,4 +42,10 @@ def main(directory: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    args = sys.argv[1:]
+    if len(args) == 3 and args[1] == "--vcs":
+        main(args[0], tuple(args[2].split(",")))
+    elif len(args) == 1:
+        main(args[0])
+    else:
+        sys.exit("usage: make_philly_trace.py MSR_SEED_DIR [--vcs VC,VC,...]")

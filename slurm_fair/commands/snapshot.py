@@ -61,6 +61,8 @@ def job_extra(job: SlurmJob, estimate: Estimate | None) -> dict[str, Any]:
         extra["class"] = estimate.klass
         extra["class_source"] = estimate.class_source
         extra["sources"] = dict(estimate.sources)
+        # the runs a learned (completed) or failing (failed) number rests on, per type
+        extra["runs"] = dict(estimate.runs)
     return extra
 
 

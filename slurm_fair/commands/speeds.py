@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import UserError
-from ..estimates.history import runs_from_history
+from ..estimates.history import failures_from_history, runs_from_history
 from ..estimates.learn import Model, learn
 from ..inputs import read_text
 from ..slurm.parse.fields import expand_hostlist
@@ -70,6 +70,8 @@ def model_document(model: Model, skipped: Counter, usable: int) -> dict[str, Any
     """The ``--json`` document: groups, the pooled spread, slow nodes, what was left out."""
     return {
         "groups": [g.to_dict() for g in model.groups.values()],
+        # every user's runs of one job name and GPU count (user "*"): a new user's first belief
+        "pools": [g.to_dict() for g in model.pools.values()],
         "runs_used": usable, "skipped": dict(skipped), "sigma": round(model.sigma, 4),
         "slow_nodes": {n: round(e, 4) for n, e in sorted(model.node_excess.items())},
         "warnings": list(model.warnings),
@@ -78,14 +80,21 @@ def model_document(model: Model, skipped: Counter, usable: int) -> dict[str, Any
 
 def model_table(model: Model, types: list[str]) -> Table:
     """One row per group: speed per type (learned numbers bold, priors dim), runs, family."""
-    table = Table(title="learned speeds (fastest type = 1.00; dim: prior, not learned)")
-    for c in ("user", "job name", "GPUs", *types, "runs", "family"):
-        table.add_column(c, justify="right" if c not in ("user", "job name", "family") else "left")
-    for g in model.groups.values():
-        cells = [f"[bold]{g.speed[k]:.2f}[/bold]" if g.sources[k] == "learned" else f"[dim]{g.speed[k]:.2f}[/dim]"
-                 for k in types]
-        table.add_row(g.group[0], g.group[1], str(g.group[2]), *cells, str(sum(g.runs.values())), g.family)
+    table = Table(title="learned speeds (fastest type = 1.00; dim: prior, not learned; "
+                        "fails: the group failed there, never sent there; user *: every user's runs of the name)")
+    for c in ("user", "job name", "GPUs", *types, "runs", "family", "fails on (runs)"):
+        table.add_column(c, justify="right" if c not in ("user", "job name", "family", "fails on (runs)") else "left")
+    for g in [*model.groups.values(), *model.pools.values()]:
+        cells = [_cell(g.speed[k], g.sources[k]) for k in types]
+        fails = ", ".join(f"{k} ({n})" for k, n in sorted(g.fails_on.items()))
+        table.add_row(g.group[0], g.group[1], str(g.group[2]), *cells, str(sum(g.runs.values())), g.family, fails)
     return table
+
+
+def _cell(speed: float, source: str) -> str:
+    if source == "fails":
+        return "[red]fails[/red]"
+    return f"[bold]{speed:.2f}[/bold]" if source == "learned" else f"[dim]{speed:.2f}[/dim]"
 
 
 @click.group("speeds")
@@ -126,14 +135,15 @@ def learn_command(sacct_file: str | None, from_slurm: bool, since: str | None, i
     if len(history.junk) > SHOWN_JUNK:
         click.echo(f"slurm-fair: warning: {len(history.junk) - SHOWN_JUNK} more unreadable rows skipped", err=True)
     runs, more = runs_from_history(history.rows, node_types)
+    failures = failures_from_history(history.failed, node_types)
     skipped = history.skipped + more
     if not runs:
         raise UserError(f"{sacct_file or 'sacct'}: no completed GPU run with a known GPU type "
                         f"(left out: {dict(skipped) or 'nothing'})")
-    model = learn(runs)
+    types = sorted({r.gpu_type for r in runs} | {f.gpu_type for f in failures})
+    model = learn(runs, types, failures)
     for w in model.warnings:
         click.echo(f"slurm-fair: warning: {w}", err=True)
-    types = sorted({r.gpu_type for r in runs})
     if as_json:
         write_output(json_text(model_document(model, skipped, len(runs))), output)
         return

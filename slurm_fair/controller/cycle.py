@@ -381,6 +381,8 @@ def _record_decisions(store: StateStore, cycle_id: str, d: Decision, snapshot: S
             "class": e.klass if e else None,
             "estimate": {
                 "throughput": dict(j.throughput), "class_source": e.class_source if e else None,
+                # the runs behind each learned / failing number (explain: "learned (3 runs)")
+                "runs": dict(e.runs) if e else {},
                 # how the type is enforced: fixed (the job's own), a partition, or the gres request
                 "fixed_type": built.fixed_type.get(j.id),
                 "partition": jp.partition if jp else None, "pin_gres": bool(jp and jp.gpu_type),

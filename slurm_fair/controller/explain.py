@@ -27,6 +27,7 @@ from typing import Any
 
 from ..config import Config
 from ..errors import JobGone, SlurmError, UserError
+from ..estimates.estimate import label
 from ..inputs import fullmatch
 from ..slurm.port import SlurmPort
 from .audit import AuditLog
@@ -104,6 +105,7 @@ def _recorded(s: Settings, path: Path, job_id: str) -> dict[str, Any]:
                 "state": h["state"], "gpus": h["gpus"], "class": h["class"],
                 "class_source": h["estimate"].get("class_source"),
                 "throughput": h["estimate"].get("throughput", {}), "sources": h["sources"],
+                "runs": h["estimate"].get("runs", {}),
                 "allocation": h["allocation"], "placed_type": h["placed_type"],
                 "deficit_priority": h["deficit"], "planned_type": h["planned_type"],
                 "rank": h["rank"], "fixed_type": h["estimate"].get("fixed_type"),
@@ -133,7 +135,8 @@ def render(e: dict[str, Any]) -> str:
     """Plain text for people."""
     lines = [f"job {e['job']}"]
     if "cycle" in e:
-        tput = ", ".join(f"{k} {v:.4g} ({e['sources'].get(k, '?')})" for k, v in sorted(e["throughput"].items()))
+        tput = ", ".join(f"{k} {e['throughput'].get(k, 0.0):.4g} ({label(e['sources'].get(k, '?'), e.get('runs', {}).get(k))})"
+                         for k in sorted(set(e["throughput"]) | set(e["sources"])))
         cls = f"class {e['class']} (from {e['class_source']})" if e["class"] else "no workload class"
         x = ", ".join(f"{k} {v:.3f}" for k, v in sorted(e["allocation"].items()) if v > 1e-9) or "nothing"
         lines += [

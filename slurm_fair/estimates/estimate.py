@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..slurm.model import Snapshot, SlurmJob
 from .classes import ClassTable, known_class
+from .learn import pool_key
 from .priors import prior, prior_speeds
 from .rules import Rules
 from .tags import tag_class
@@ -19,27 +20,43 @@ class Estimate:
 
     job_id: str
     throughput: Mapping[str, float]
-    #: per GPU type: observed | class-table | learned | prior | assumed | flat
+    #: per GPU type: observed | class-table | learned | pooled | fails | prior | assumed | flat
     sources: Mapping[str, str]
     klass: str | None = None
     #: how the class was chosen: tag | rule:... | default_class | None
     class_source: str | None = None
     #: the key of the online estimate (class, or ``job:<id>`` without a class)
     online_key: str = ""
+    #: per GPU type, the runs a ``learned`` number rests on (completed runs) or that marked a
+    #: ``fails`` type (failed runs)
+    runs: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def source(self) -> str:
         """The strongest source used for any type (the order of precedence above)."""
-        for s in ("observed", "class-table", "learned", "prior", "assumed", "flat"):
+        for s in ("observed", "class-table", "learned", "pooled", "fails", "prior", "assumed", "flat"):
             if s in self.sources.values():
                 return s
         return "flat"
 
+    def labels(self) -> dict[str, str]:
+        """Per type the source as people read it: ``learned (3 runs)``, ``fails (1 run)``, ``prior``..."""
+        return {k: label(s, self.runs.get(k)) for k, s in self.sources.items()}
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "throughput": dict(self.throughput), "sources": dict(self.sources),
+            "throughput": dict(self.throughput), "sources": dict(self.sources), "runs": dict(self.runs),
             "class": self.klass, "class_source": self.class_source, "source": self.source,
         }
+
+
+def label(source: str, runs: int | None) -> str:
+    """``learned (3 runs)`` when a number rests on runs, else the source itself (``pooled``:
+    the runs of every user's jobs of that name)."""
+    if runs is None or source not in ("learned", "pooled", "fails"):
+        return source
+    who = ", all users" if source == "pooled" else ""
+    return f"{source} ({runs} run{'' if runs == 1 else 's'}{who})"
 
 
 def job_gpus(job: SlurmJob) -> int:
@@ -92,11 +109,14 @@ def estimate_job(
             tput[k], sources[k] = observed[k], "observed"
         elif k in row:
             tput[k], sources[k] = float(row[k]), "class-table"
+    known = learned or {}
+    group = known.get(group_key(job)) or known.get(pool_key(group_key(job))) or {}
     if not tput or max(tput.values()) <= 0:
-        tput, sources = untagged(job, gpu_types, learned or {}, warnings)
+        tput, sources = untagged(job, gpu_types, group, warnings)
     else:
         fill_unknown(tput, sources, gpu_types)
-    return Estimate(job.job_id, tput, sources, klass, class_source, key)
+    runs = mark_fails(tput, sources, group)
+    return Estimate(job.job_id, tput, sources, klass, class_source, key, runs)
 
 
 def group_key(job: SlurmJob) -> tuple[str, str, int]:
@@ -104,19 +124,36 @@ def group_key(job: SlurmJob) -> tuple[str, str, int]:
     return (job.user, job.name, job_gpus(job))
 
 
-def untagged(job: SlurmJob, gpu_types: list[str], learned: Mapping[tuple[str, str, int], Mapping[str, float]],
+def untagged(job: SlurmJob, gpu_types: list[str], group: Mapping[str, float],
              warnings: set[str]) -> tuple[dict[str, float], dict[str, str]]:
-    """A job with no class and no observation: its group's learned speeds (``learned``, from
-    the accounting history and the runs the controller watched), else the type priors, else
+    """A job with no class and no observation: its group's learned speeds (``group``, from
+    the accounting history and the runs the controller watched; a group that never completed:
+    the pool of every user's runs of its job name), else the type priors, else
     flat (1.0 everywhere: no type of the cluster is a known model)."""
-    group = learned.get(group_key(job), {})
-    if group and all(k in group for k in gpu_types):
-        return {k: float(group[k]) for k in gpu_types}, {k: "learned" for k in gpu_types}
+    if group and all(k in group for k in gpu_types) and any(group[k] > 0 for k in gpu_types):
+        runs: Mapping[str, int] = getattr(group, "runs", {})
+        how = "pooled" if getattr(group, "pooled", False) else "learned"
+        return {k: float(group[k]) for k in gpu_types}, {
+            k: how if runs.get(k) or not runs else "prior" for k in gpu_types}
     p = prior_speeds(gpu_types)
     if len(p.unknown) == len(gpu_types):
         return {k: 1.0 for k in gpu_types}, {k: "flat" for k in gpu_types}
     warnings.update(p.warnings())
     return dict(p.speed), {k: ("assumed" if k in p.unknown else "prior") for k in gpu_types}
+
+
+def mark_fails(tput: dict[str, float], sources: dict[str, str], group: Mapping[str, float]) -> dict[str, int]:
+    """The group's failing types (learned: FAILED / OUT_OF_MEMORY there, no completion) get 0,
+    whatever the class table or the priors said; only an observation (the job reports progress
+    there now) beats it. Returns per type the runs behind a learned or failing number."""
+    runs: Mapping[str, int] = getattr(group, "runs", {})
+    fails: Mapping[str, int] = getattr(group, "fails", {})
+    for k in tput:
+        if (k in fails or group.get(k) == 0) and sources.get(k) != "observed":
+            tput[k], sources[k] = 0.0, "fails"
+    out = {k: runs[k] for k, s in sources.items() if s in ("learned", "pooled") and k in runs}
+    out.update({k: fails[k] for k, s in sources.items() if s == "fails" and k in fails})
+    return out
 
 
 def fill_unknown(tput: dict[str, float], sources: dict[str, str], gpu_types: list[str]) -> None:

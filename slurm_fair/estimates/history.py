@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Iterable, Mapping
 
 from ..slurm.parse.history import HistoryRow
-from .learn import Run, equivalent_seconds
+from .learn import Failure, Run, equivalent_seconds
 
 
 def run_type(row: HistoryRow, node_types: Mapping[str, str]) -> str | None:
@@ -61,3 +61,15 @@ def runs_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, str])
             skipped["requeued: runs joined"] += 1
         runs.append(Run((r.user, r.job_name, r.gpus), main, total, r.nodes if main == k else (), r.job_id))
     return runs, skipped
+
+
+def failures_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, str]) -> list[Failure]:
+    """The FAILED / OUT_OF_MEMORY runs (:attr:`History.failed`) whose GPU type can be told, as
+    :class:`~.learn.Failure` of their group (the learner judges which mark a type)."""
+    out = []
+    for r in rows:
+        k = run_type(r, node_types)
+        if k is not None:
+            before = (t or run_type(HistoryRow(0, "", "", "", "", 0, None, n, 0.0), node_types) for t, n, _ in r.earlier)
+            out.append(Failure((r.user, r.job_name, r.gpus), k, r.state, r.job_id, tuple(t for t in before if t)))
+    return out

@@ -18,7 +18,14 @@ on the type) + noise``. Per group the learner
    seen, and **shrinks toward the priors** (:mod:`.priors`) by how much the data say: a type
    observed ``n`` times has variance ``sigma^2 / n`` against the prior's ``TAU^2``; types not
    seen take the prior, anchored to the seen ones. ``sigma`` is the pooled spread of runs
-   within their cells (robust, floored at 5 %).
+   within their cells (robust, floored at 5 %);
+4. **pools** every user's runs of one job name and GPU count (a group whose user is
+   :data:`ANY_USER`), learned the same way with the pool's own within-cell spread (a junk name
+   such as ``bash`` whose runs differ wildly is trusted little), when at least two users ran it:
+   the pool is the prior of its groups (instead of the type priors) and the belief for a group
+   of that name that never completed;
+5. marks the types the group **fails on** (:func:`fails_on`: FAILED / OUT_OF_MEMORY runs there
+   and no completion there): speed 0, so no estimate sends the group's jobs there again.
 
 Speeds are relative, fastest 1.0. Everything here is pure and deterministic.
 """
@@ -41,10 +48,16 @@ TAU_UNKNOWN = 1.5
 MIN_SIGMA = 0.05
 #: spread assumed before enough cells exist to measure it (runs differ 10-20 % in work)
 DEFAULT_SIGMA = 0.15
+#: spread assumed for a pool with too few runs to measure it: users' work under one name differs
+POOL_SIGMA = 1.0
 #: runs a node needs before its slowness is corrected
 MIN_NODE_RUNS = 3
 
 GroupKey = tuple[str, str, int]
+#: the user of a pooled group (every user's runs of a job name and GPU count); no Slurm user name
+ANY_USER = "*"
+#: users a pool needs: with one, the pool is that user's group
+MIN_POOL_USERS = 2
 
 
 @dataclass(frozen=True)
@@ -58,22 +71,60 @@ class Run:
     job_id: str = ""
 
 
+#: run end states that blame the GPU type (sacct(1)); NODE_FAIL, CANCELLED, TIMEOUT, PREEMPTED do not
+FAILING = ("FAILED", "OUT_OF_MEMORY")
+#: FAILED runs on a type (no completion there, none elsewhere) that mark it on their own
+REPEATED_FAILS = 2
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One run of a group that ended FAILED or OUT_OF_MEMORY on a GPU type."""
+
+    group: GroupKey
+    gpu_type: str
+    state: str
+    job_id: str = ""
+    #: the types the job ran on before it failed (runs requeued or preempted there, ``sacct -D``)
+    ran_on: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Learned:
-    """A group's learned speeds: ``speed[type]`` (fastest 1.0) over the types asked for,
-    ``runs[type]`` used per type, ``sources[type]`` learned | prior | assumed, the family fit."""
+    """A group's learned speeds: ``speed[type]`` (fastest 1.0, 0 where it fails) over the types
+    asked for, ``runs[type]`` used per type, ``sources[type]`` learned | prior | assumed | fails,
+    the family fit, ``fails_on[type]``: the failed runs that marked a type."""
 
     group: GroupKey
     speed: Mapping[str, float]
     runs: Mapping[str, int]
     sources: Mapping[str, str]
     family: str = pr.GENERIC
+    fails_on: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         user, name, gpus = self.group
         return {"user": user, "job_name": name, "gpus": gpus, "speed": dict(self.speed),
                 "runs": sum(self.runs.values()), "runs_per_type": dict(self.runs),
-                "sources": dict(self.sources), "family": self.family}
+                "sources": dict(self.sources), "family": self.family, "fails_on": dict(self.fails_on)}
+
+    def table_value(self) -> "GroupSpeeds":
+        """What an estimate reads: the speeds with the runs behind them and the failing types."""
+        return GroupSpeeds(self.speed, self.runs, self.fails_on, self.group[0] == ANY_USER)
+
+
+class GroupSpeeds(dict[str, float]):
+    """A group's speed per type (0: it fails there) as the estimates read it, carrying the
+    completed runs behind each number (``runs``) and the failed runs that marked a type
+    (``fails``) so ``explain`` can say what a number rests on."""
+
+    def __init__(self, speed: Mapping[str, float], runs: Mapping[str, int] | None = None,
+                 fails: Mapping[str, int] | None = None, pooled: bool = False) -> None:
+        super().__init__(speed)
+        self.runs: dict[str, int] = dict(runs or {})
+        self.fails: dict[str, int] = dict(fails or {})
+        #: the speeds of every user's runs of the job name (a pool), not of this user's group
+        self.pooled = pooled
 
 
 @dataclass(frozen=True)
@@ -84,6 +135,17 @@ class Model:
     sigma: float
     node_excess: Mapping[str, float] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    #: per (``ANY_USER``, job name, GPUs): every user's runs of that name pooled
+    pools: Mapping[GroupKey, Learned] = field(default_factory=dict)
+
+    def belief(self, group: GroupKey) -> Learned | None:
+        """What is believed of ``group``: its own learned speeds, else its name's pool."""
+        return self.groups.get(group) or self.pools.get(pool_key(group))
+
+
+def pool_key(group: GroupKey) -> GroupKey:
+    """The pool a group belongs to: every user's runs of its job name and GPU count."""
+    return (ANY_USER, group[1], group[2])
 
 
 def _cells(runs: Iterable[Run], excess: Mapping[str, float]) -> dict[GroupKey, dict[str, list[float]]]:
@@ -127,7 +189,7 @@ def _node_excess(runs: Sequence[Run], rounds: int = 8) -> dict[str, float]:
     return {n: e for n, e in excess.items() if e > 0.05}
 
 
-def _sigma(cells: Mapping[GroupKey, Mapping[str, list[float]]]) -> float:
+def _sigma(cells: Mapping[GroupKey, Mapping[str, list[float]]], default: float = DEFAULT_SIGMA) -> float:
     """Pooled robust spread of runs within their cells (1.4826 MAD; n/(n-1) for small cells)."""
     res: list[float] = []
     for by in cells.values():
@@ -137,7 +199,7 @@ def _sigma(cells: Mapping[GroupKey, Mapping[str, list[float]]]) -> float:
                 scale = math.sqrt(len(v) / (len(v) - 1))
                 res += [abs(x - m) * scale for x in v]
     if len(res) < 6:
-        return DEFAULT_SIGMA
+        return default
     return max(MIN_SIGMA, 1.4826 * statistics.median(res))
 
 
@@ -160,8 +222,37 @@ def _cell_value(values: list[float], guess: float | None, sigma: float) -> float
     return statistics.median(values)
 
 
+def fails_on(runs: Iterable[Run], failures: Iterable[Failure], types: Sequence[str]) -> dict[GroupKey, dict[str, int]]:
+    """``{group: {type: failed runs}}`` for the (group, type) pairs judged infeasible.
+
+    A type is marked when the group never completed there and: an OUT_OF_MEMORY run ended
+    there (the type's memory is too small), or a FAILED run there while the group completed on
+    another type, or the failed job itself ran on another type before (requeued or preempted
+    there, not failed: its code runs; that type is the difference), or ``REPEATED_FAILS`` FAILED
+    runs there. A completion on the type clears it. A group is never marked on *every* type of
+    ``types``: failing everywhere is the job's own fault, not a type's, and a job with no type
+    left would never be placed at all."""
+    done: dict[GroupKey, set[str]] = defaultdict(set)
+    for r in runs:
+        done[r.group].add(r.gpu_type)
+    failed: dict[GroupKey, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    ran: dict[tuple[GroupKey, str], bool] = defaultdict(bool)
+    for f in failures:
+        if f.state in FAILING and f.gpu_type not in done[f.group]:
+            failed[f.group][f.gpu_type].append(f.state)
+            ran[(f.group, f.gpu_type)] |= any(t != f.gpu_type for t in f.ran_on)
+    out: dict[GroupKey, dict[str, int]] = {}
+    for g, by in failed.items():
+        marked = {k: len(st) for k, st in by.items()
+                  if "OUT_OF_MEMORY" in st or len(st) >= REPEATED_FAILS or done[g] - {k} or ran[(g, k)]}
+        if marked and not set(types) <= set(marked):
+            out[g] = marked
+    return out
+
+
 def learn_group(group: GroupKey, cells: Mapping[str, list[float]], types: Sequence[str],
-                log_priors: Mapping[str, Mapping[str, float]], sigma: float) -> Learned:
+                log_priors: Mapping[str, Mapping[str, float]], sigma: float,
+                fails: Mapping[str, int] | None = None) -> Learned:
     """One group's speeds over ``types`` (see the module docstring)."""
     generic = log_priors.get(pr.GENERIC, {})
     floor = min(generic.values(), default=0.0)
@@ -191,22 +282,57 @@ def learn_group(group: GroupKey, cells: Mapping[str, list[float]], types: Sequen
         else:
             u[k] = p[k]
             sources[k] = "prior" if k in known else "assumed"
-    top = max(u.values(), default=0.0)
-    speed = {k: math.exp(v - top) for k, v in u.items()}
-    return Learned(group, speed, runs, sources, best_family)
+    fails = {k: n for k, n in (fails or {}).items() if k in u}
+    top = max((v for k, v in u.items() if k not in fails), default=0.0)
+    speed = {k: 0.0 if k in fails else math.exp(v - top) for k, v in u.items()}
+    sources.update({k: "fails" for k in fails})
+    return Learned(group, speed, runs, sources, best_family, fails)
 
 
-def learn(runs: Iterable[Run], types: Sequence[str] | None = None) -> Model:
-    """Every group's speeds over ``types`` (default: every type a run used)."""
+def learn(runs: Iterable[Run], types: Sequence[str] | None = None, failures: Iterable[Failure] = ()) -> Model:
+    """Every group's speeds over ``types`` (default: every type a run or failure used)."""
     good = [r for r in runs if r.seconds > 0 and math.isfinite(r.seconds)]
-    all_types = sorted(set(types) if types is not None else {r.gpu_type for r in good})
+    failures = list(failures)
+    all_types = sorted(set(types) if types is not None else {r.gpu_type for r in good} | {f.gpu_type for f in failures})
     excess = _node_excess(good)
     cells = _cells(good, excess)
     sigma = _sigma(cells)
     logp = pr.log_prior_table(all_types)
     unknown = pr.prior_speeds(all_types).warnings()
-    groups = {g: learn_group(g, cells[g], all_types, logp, sigma) for g in sorted(cells)}
-    return Model(groups, sigma, excess, tuple(unknown))
+    marked = fails_on(good, failures, all_types)
+    pools = _pools(cells, all_types, logp, sigma)
+    groups = {g: learn_group(g, cells.get(g, {}), all_types, _pool_prior(pools.get(pool_key(g)), logp),
+                             sigma, marked.get(g))
+              for g in sorted(set(cells) | set(marked))}
+    return Model(groups, sigma, excess, tuple(unknown), pools)
+
+
+def _pools(cells: Mapping[GroupKey, Mapping[str, list[float]]], types: Sequence[str],
+           log_priors: Mapping[str, Mapping[str, float]], sigma: float) -> dict[GroupKey, Learned]:
+    """Every user's cells of a job name and GPU count, learned as one group with its own spread
+    (never below the pooled ``sigma``): each user's cell counts once (its median), users run
+    different amounts of work under one name, and the more they differ the less the pool moves
+    off the priors. ``runs`` of a pool counts users per type."""
+    pooled: dict[GroupKey, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    users: dict[GroupKey, set[str]] = defaultdict(set)
+    for g, by in cells.items():
+        key = pool_key(g)
+        users[key].add(g[0])
+        for k, v in by.items():  # one value per user: users, not runs, are the pool's samples
+            pooled[key][k].append(statistics.median(v))
+    out = {}
+    for key, by in sorted(pooled.items()):
+        if len(users[key]) >= MIN_POOL_USERS:
+            spread = max(sigma, _sigma({key: by}, POOL_SIGMA))
+            out[key] = learn_group(key, by, types, log_priors, spread)
+    return out
+
+
+def _pool_prior(pool: Learned | None, log_priors: Mapping[str, Mapping[str, float]]) -> Mapping[str, Mapping[str, float]]:
+    """A group's prior: its pool's speeds when the pool learned something, else the type priors."""
+    if pool is None or "learned" not in pool.sources.values():
+        return log_priors
+    return {pr.GENERIC: {k: math.log(v) for k, v in pool.speed.items() if v > 0}}
 
 
 def equivalent_seconds(seconds: Mapping[str, float], belief: Mapping[str, float] | None = None) -> tuple[str, float]:

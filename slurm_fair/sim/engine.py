@@ -48,7 +48,7 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from .. import rounding
 from ..hysteresis import Moves, min_run_s
@@ -173,6 +173,8 @@ class Simulator:
         self.checker = FairnessChecker() if self.config.check_fairness else None
         self.knowledge = Knowledge(self.config.knowledge, self.types, [j.id for j in workload.jobs],
                                    self.config.knowledge_seed)
+        #: per job, the types whose nodes hold its gang (what a controller knows without a tag)
+        self.fits: dict[str, list[str]] = {}
         check_length(workload, cluster, table, self.config, self.frame)
 
     # ---------------------------------------------------------------- setup
@@ -181,7 +183,9 @@ class Simulator:
         """A job's state; ``T_jk`` is 0 on the types whose nodes cannot hold its gang."""
         shape = job.shape
         probe = Job(job.id, job.tenant, job.gpus, {}, gpus_per_node=shape.per_node, max_nodes=shape.max_nodes)
-        thr = {k: (t if self.frame.holds(probe, k) else 0.0) for k, t in job_throughputs(self.table, job, self.types).items()}
+        fits = [k for k in self.types if self.frame.holds(probe, k)]
+        self.fits[job.id] = fits
+        thr = {k: (t if k in fits else 0.0) for k, t in job_throughputs(self.table, job, self.types).items()}
         uncons: dict[str, float] = {}
         if self.cluster.has_nodes:
             for k in self.types:
@@ -197,12 +201,17 @@ class Simulator:
         return (job.tenant, job.job_type, job.gpus)
 
     def _believed(self, s: JobState) -> dict[str, float]:
-        return self.knowledge.believed(s.trace.id, self._group(s.trace), s.throughput)
+        return self.knowledge.believed(s.trace.id, self._group(s.trace), s.throughput, self.fits.get(s.trace.id))
 
-    def _learn(self, done: list[JobState]) -> None:
-        """Tell the knowledge of jobs that finished (how long they ran on each type)."""
+    def _learn(self, done: list[JobState], ran: Sequence[JobState] = ()) -> None:
+        """Tell the knowledge of jobs that held GPUs of a type they cannot run on (a failed
+        run: no progress) and of jobs that finished (how long they ran on each type)."""
         if self.knowledge.spec.mode == "oracle":
             return
+        for s in ran:
+            for k, g in s.gpu_seconds.items():
+                if g > 0 and s.throughput.get(k, 0.0) <= 0:
+                    self.knowledge.failed(s.trace.id, self._group(s.trace), k)
         for s in done:
             self.knowledge.finished(s.trace.id, self._group(s.trace),
                                     {k: g / max(1, s.trace.gpus) for k, g in s.gpu_seconds.items()})
@@ -252,6 +261,7 @@ class Simulator:
         cache_key: frozenset[str] | None = None
         cached: _Solved | None = None
         rounds_since_solve = 0
+        known = self.knowledge.version
         counts = _SolveCounts()
         ran_last: set[str] = set()
         t = self.workload.jobs[0].arrival_s if self.workload.jobs else 0.0
@@ -282,6 +292,8 @@ class Simulator:
             stale = cached is None or key != cache_key
             if self.policy.dynamic and rounds_since_solve >= cfg.resolve_every:
                 stale = True
+            stale = stale or known != self.knowledge.version  # a failed run changed the belief
+            known = self.knowledge.version
             if stale:
                 cached = self._solve(active, t, options, counts)
                 cache_key = key
@@ -300,7 +312,7 @@ class Simulator:
             sample, ran_last = play.play(active, self._members(placement, forks, active), ran_last, incoming,
                                          placement.priority, service, placement.reserved, replan)
             samples.append(replace(sample, si_ok=verdict[0], ef_ok=verdict[1]))
-            self._learn([s for s in active + incoming if s.end_s is not None])
+            self._learn([s for s in active + incoming if s.end_s is not None], active + incoming)
             active = [s for s in active + incoming if s.end_s is None]
             t += cfg.round_s
             if len(samples) >= MAX_ROUNDS:

@@ -11,6 +11,12 @@
   are untagged as above.
 
 The engine still runs every job at its true speed; only the problem the policy solves changes.
+A type where a job's true throughput is 0 although its gang fits the nodes (the table's
+"cannot run there": out of memory) is *not* given away to an untagged job: it believes the
+type's prior there like anywhere. If it is placed there it makes no progress for that round and
+the engine reports the failed run (:meth:`Knowledge.failed`, an OUT_OF_MEMORY to the learner),
+which marks the (group, type) and shows 0 there from then on; so a policy pays one round per
+group for not knowing, and no job waits forever on a type it cannot run on.
 Job sizes are not hidden: a believed ``T_jk`` is the believed relative speed times the job's true
 best throughput, so a policy's remaining-time arithmetic stays in the trace's units in every mode
 and the modes differ only in the per-type shape of speed, which is the knowledge under test.
@@ -27,7 +33,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..errors import UserError
-from ..estimates.learn import Learned, Run, equivalent_seconds, learn
+from ..estimates.learn import Failure, Learned, Model, Run, equivalent_seconds, learn
 from ..estimates.priors import prior_speeds
 from ..inputs import parse_number
 
@@ -71,32 +77,51 @@ class Knowledge:
         self.tagged = {j for j in job_ids if spec.mode == "tagged" and rng.random() < spec.fraction}
         self.priors = prior_speeds(self.types).speed
         self.runs: list[Run] = []
+        self.failures: list[Failure] = []
         self.learned: dict[GroupKey, Learned] = {}
+        self.model: Model | None = None
         self.version = 0
 
     def knows(self, job_id: str) -> bool:
         return self.spec.mode == "oracle" or job_id in self.tagged
 
     def relative(self, group: GroupKey) -> Mapping[str, float]:
-        """The believed relative speeds (fastest 1.0) of a group: learned, else the priors."""
-        got = self.learned.get(group)
+        """The believed relative speeds (fastest 1.0) of a group: learned (its own runs, else
+        its job type's pool over tenants), else the priors."""
+        got = self.model.belief(group) if self.model is not None else None
         return got.speed if got is not None else self.priors
 
-    def believed(self, job_id: str, group: GroupKey, true: Mapping[str, float]) -> dict[str, float]:
-        """What the policy is shown for a job whose true speeds are ``true`` (0 where it cannot run)."""
+    def believed(self, job_id: str, group: GroupKey, true: Mapping[str, float],
+                 fits: Sequence[str] | None = None) -> dict[str, float]:
+        """What the policy is shown for a job whose true speeds are ``true`` (0 where it cannot
+        run); ``fits``: the types whose nodes hold its gang (a controller knows its nodes; by
+        default the types where ``true`` > 0)."""
         if self.knows(job_id):
             return dict(true)
         rel = self.relative(group)
         scale = max(true.values(), default=0.0)
-        return {k: (rel.get(k, 0.0) * scale if true.get(k, 0.0) > 0 else 0.0) for k in self.types}
+        room = set(fits) if fits is not None else {k for k, v in true.items() if v > 0}
+        return {k: (rel.get(k, 0.0) * scale if k in room else 0.0) for k in self.types}
+
+    def failed(self, job_id: str, group: GroupKey, gpu_type: str) -> None:
+        """A job of ``group`` was placed on ``gpu_type`` and could not run there."""
+        if any(f.group == group and f.gpu_type == gpu_type for f in self.failures):
+            return
+        self.failures.append(Failure(group, gpu_type, "OUT_OF_MEMORY", job_id))
+        self._relearn()
 
     def finished(self, job_id: str, group: GroupKey, seconds_on: Mapping[str, float]) -> None:
         """Learn from a finished job that ran ``seconds_on[type]`` seconds on each type."""
-        ran = {k: s for k, s in seconds_on.items() if s > 0}
+        rel = self.relative(group)
+        ran = {k: s for k, s in seconds_on.items() if s > 0 and rel.get(k, 1.0) > 0}
         if not ran:
             return
         main, equivalent = equivalent_seconds(ran, self.relative(group))
         self.runs.append(Run(group, main, equivalent, (), job_id))
-        model = learn([r for r in self.runs], self.types)
+        self._relearn()
+
+    def _relearn(self) -> None:
+        model = learn(self.runs, self.types, self.failures)
+        self.model = model
         self.learned = dict(model.groups)
         self.version += 1

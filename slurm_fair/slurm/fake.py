@@ -457,13 +457,13 @@ class FakeSlurm:
         self._base_priority[job_id] = priority
         return job_id
 
-    def finish(self, job_id: str, end: datetime | None = None) -> None:
-        """The job ends: it leaves the queue (as from squeue) and, if it ran, enters
-        accounting (as sacct would show it)."""
+    def finish(self, job_id: str, end: datetime | None = None, state: str = "COMPLETED") -> None:
+        """The job ends (``state``: COMPLETED, FAILED, ...): it leaves the queue (as from squeue)
+        and, if it ran, enters accounting (as sacct would show it)."""
         job = self._jobs.pop(str(job_id), None)
         if job is None or job.start_time is None or job.gpu_request is None:
             return
-        self._record(job, "COMPLETED", end or self.now or datetime.now())
+        self._record(job, state, end or self.now or datetime.now())
 
     def _record(self, job: SlurmJob, state: str, end: datetime) -> None:
         """One run of a job into accounting, as sacct -D shows it."""

@@ -205,3 +205,37 @@ def test_bad_class_table_lists_every_problem(tmp_path):
         assert "line 3.class" in msg and "line 4.v100" in msg and "line 4.k80" in msg
     else:
         raise AssertionError("bad table accepted")
+
+
+def test_a_type_the_group_fails_on_is_zero_whatever_the_table_says_and_runs_are_shown():
+    from slurm_fair.estimates.learn import GroupSpeeds
+
+    j = job("1", "a", comment="fair:class=resnet")
+    learned = {(j.user, j.name, 1): GroupSpeeds({"k80": 0.0, "p100": 0.5, "v100": 1.0},
+                                                {"p100": 2, "v100": 3}, {"k80": 1})}
+    e = estimate_job(j, TYPES, TABLE, Rules(), {}, set(), learned)
+    assert e.throughput["k80"] == 0 and e.sources["k80"] == "fails" and e.throughput["v100"] == 8.0
+    assert e.labels()["k80"] == "fails (1 run)" and e.labels()["v100"] == "class-table"
+    untagged = job("2", "a")
+    e = estimate_job(untagged, TYPES, TABLE, Rules(), {}, set(), learned)
+    assert dict(e.throughput) == {"k80": 0.0, "p100": 0.5, "v100": 1.0}
+    assert e.labels() == {"k80": "fails (1 run)", "p100": "learned (2 runs)", "v100": "learned (3 runs)"}
+    assert e.to_dict()["runs"] == {"k80": 1, "p100": 2, "v100": 3}
+    # only an observation on the type (the job reports progress there) beats a failure
+    e = estimate_job(untagged, TYPES, TABLE, Rules(), {"job:2": {"k80": 3.0}}, set(), learned)
+    assert e.throughput["k80"] == 3.0 and e.sources["k80"] == "observed"
+
+
+def test_a_group_that_never_completed_takes_its_names_pool_over_users():
+    from slurm_fair.estimates.learn import GroupSpeeds
+
+    j = job("1", "a")
+    pool = GroupSpeeds({"k80": 0.4, "p100": 0.7, "v100": 1.0}, {"k80": 2, "v100": 3}, pooled=True)
+    e = estimate_job(j, TYPES, TABLE, Rules(), {}, set(), {("*", j.name, 1): pool})
+    assert dict(e.throughput) == dict(pool) and e.source == "pooled"
+    assert e.labels() == {"k80": "pooled (2 runs, all users)", "p100": "prior", "v100": "pooled (3 runs, all users)"}
+    own = GroupSpeeds({"k80": 0.2, "p100": 0.5, "v100": 1.0}, {"k80": 1, "p100": 1, "v100": 1})
+    e = estimate_job(j, TYPES, TABLE, Rules(), {}, set(), {("*", j.name, 1): pool, (j.user, j.name, 1): own})
+    assert dict(e.throughput) == dict(own) and e.source == "learned"
+    other = estimate_job(job("2", "a", name="infer"), TYPES, TABLE, Rules(), {}, set(), {("*", j.name, 1): pool})
+    assert other.source == "prior"

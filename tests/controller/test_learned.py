@@ -54,3 +54,35 @@ def test_a_different_job_name_is_another_group_and_keeps_the_priors(tmp_path, fa
 def test_a_broken_table_is_rebuilt_not_an_error(tmp_path):
     (tmp_path / learned.FILE).write_text("{not json")
     assert learned.load(tmp_path) == learned.LearnedTable()
+
+
+def test_a_group_that_failed_on_a_type_is_never_sent_there_and_explain_says_why(tmp_path, fake):
+    config = make_config(tmp_path)
+    for _ in range(2):
+        ran(fake, "v100", "v100-1", 30, name="rn128")
+    j = fake.submit("alice", "--gres=gpu:1", hold=False, name="rn128")
+    fake.start(j, "k80-1", "k80")
+    fake.now += timedelta(minutes=1)
+    fake.finish(j, state="OUT_OF_MEMORY")
+    nxt = fake.submit("alice", "--gres=gpu:1", hold=False, name="rn128")
+    res = run_cycle(fake, config, clock=lambda: fake.now.timestamp())
+    assert res.exit_code == 0, res.message
+    est = res.estimates[nxt]
+    assert est.throughput["k80"] == 0 and est.sources["k80"] == "fails" and est.runs["v100"] == 2
+    assert est.labels()["v100"] == "learned (2 runs)" and est.labels()["k80"] == "fails (1 run)"
+    assert est.throughput["p100"] > 0
+    doc = json.loads((tmp_path / "state" / learned.FILE).read_text())
+    (g,) = [g for g in doc["groups"] if g["job_name"] == "rn128"]
+    assert g["fails_on"] == {"k80": 1} and g["runs_per_type"] == {"v100": 2}
+    back = learned.load(tmp_path / "state").speeds[(g["user"], "rn128", 1)]
+    assert back.fails == {"k80": 1} and back.runs == {"v100": 2} and back["k80"] == 0
+    from slurm_fair.controller.explain import explain, render
+
+    shown = explain(config, nxt)
+    assert shown["runs"] == {"k80": 1, "v100": 2} and shown["sources"]["k80"] == "fails"
+    assert "k80 0 (fails (1 run))" in render(shown), render(shown) and "(learned (2 runs))" in render(shown)
+    from slurm_fair.commands.snapshot import controller_problem
+
+    (snap,) = [j for j in controller_problem(fake, config).jobs if j.id == nxt]
+    assert snap.extra["runs"] == {"k80": 1, "v100": 2} and snap.extra["sources"]["k80"] == "fails"
+    assert "k80" not in snap.throughput or snap.throughput["k80"] == 0

@@ -147,3 +147,45 @@ def test_a_job_name_with_a_newline_is_one_row():
     h = parse_history(text("1|ann|p|two\nlines|gpu|gres/gpu:a100=1|g01|10:00|COMPLETED",
                            "2|ann|p|x|gpu|gres/gpu:a100=1|g01|10:00|COMPLETED"), "h.txt")
     assert [r.job_name for r in h.rows] == ["two\nlines", "x"] and h.junk == []
+
+
+def test_failed_and_out_of_memory_gpu_runs_are_kept_apart_and_mark_a_type(tmp_path):
+    from slurm_fair.estimates.history import failures_from_history
+
+    h = parse_history(text(
+        "1|ann|phys|rn|gpu|gres/gpu:v100=4,gres/gpu=4|v1|01:00:00|COMPLETED",
+        "2|ann|phys|rn|gpu|gres/gpu:v100=4,gres/gpu=4|v1|01:02:00|COMPLETED",
+        "3|ann|phys|rn|gpu|gres/gpu=4|k1|00:00:40|FAILED",
+        "4|ann|phys|rn|gpu|gres/gpu:p100=4,gres/gpu=4|p1|00:00:10|OUT_OF_MEMORY",
+        "5|ann|phys|rn|gpu|gres/gpu:p100=4,gres/gpu=4|p1|00:10:00|NODE_FAIL",
+        "6|ann|phys|rn|cpu|cpu=4|c1|00:00:10|FAILED",
+        "7|ann|phys|rn|gpu|gres/gpu=4|k1|never|FAILED",
+    ), "h.txt")
+    assert [r.job_id for r in h.rows] == ["1", "2"]
+    assert [(r.job_id, r.state) for r in h.failed] == [("3", "FAILED"), ("4", "OUT_OF_MEMORY")]
+    assert h.skipped["state FAILED"] == 3 and h.skipped["state OUT_OF_MEMORY"] == 1 and not h.junk
+    fails = failures_from_history(h.failed, {"k1": "k80"})
+    assert [(f.gpu_type, f.state) for f in fails] == [("k80", "FAILED"), ("p100", "OUT_OF_MEMORY")]
+    f = tmp_path / "h.txt"
+    f.write_text(text(*(["1|ann|phys|rn|gpu|gres/gpu:v100=4,gres/gpu=4|v1|01:00:00|COMPLETED"] * 2
+                        + ["3|ann|phys|rn|gpu|gres/gpu:k80=4,gres/gpu=4|k1|00:00:40|FAILED",
+                           "4|ann|phys|rn|gpu|gres/gpu:p100=4,gres/gpu=4|p1|00:00:10|NODE_FAIL"])))
+    res = CliRunner().invoke(cli, ["speeds", "learn", "--sacct-file", str(f), "--json"])
+    assert res.exit_code == 0, res.output
+    (g,) = json.loads(res.stdout)["groups"]
+    assert g["fails_on"] == {"k80": 1} and g["speed"]["k80"] == 0 and g["sources"]["k80"] == "fails"
+    assert "p100" not in g["speed"]  # a node failure is not the type's fault, and says nothing else
+    res = CliRunner().invoke(cli, ["speeds", "learn", "--sacct-file", str(f)])
+    assert res.exit_code == 0 and "k80 (1)" in res.output and "fails" in res.output
+
+
+def test_a_failed_jobs_earlier_requeued_runs_say_where_it_ran():
+    from slurm_fair.estimates.history import failures_from_history
+
+    h = parse_history(text(
+        "53|ann|bio|rn|gpu|gres/gpu:p100=4,gres/gpu=4|p1|00:00:13|REQUEUED",
+        "53|ann|bio|rn|gpu|gres/gpu:p100=4,gres/gpu=4|p2|00:00:26|REQUEUED",
+        "53|ann|bio|rn|gpu|gres/gpu:k80=4,gres/gpu=4|k1|00:00:01|FAILED",
+    ), "h.txt")
+    (f,) = failures_from_history(h.failed, {})
+    assert (f.gpu_type, f.state, f.ran_on) == ("k80", "FAILED", ("p100", "p100"))

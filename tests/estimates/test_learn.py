@@ -100,3 +100,115 @@ def test_any_runs_give_finite_speeds_fastest_one_on_every_type(rows):
         assert all(0 < v <= 1 + 1e-9 and math.isfinite(v) for v in learned.speed.values())
         assert max(learned.speed.values()) == pytest.approx(1.0)
     assert all(e > 0 for e in model.node_excess.values())
+
+
+# ---------------------------------------------------------------- types a group fails on
+
+from slurm_fair.estimates.learn import Failure, fails_on  # noqa: E402
+
+G = ("ann", "train", 4)
+TYPES3 = ["k80", "p100", "v100"]
+
+
+def done_on(*types, group=G):
+    return [Run(group, k, 1000.0) for k in types for _ in range(2)]
+
+
+def test_out_of_memory_marks_the_type_at_once_and_the_speed_is_zero_there():
+    m = learn(done_on("v100", "p100"), TYPES3, [Failure(G, "k80", "OUT_OF_MEMORY", "7")])
+    g = m.groups[G]
+    assert g.speed["k80"] == 0.0 and g.sources["k80"] == "fails" and g.fails_on == {"k80": 1}
+    assert max(g.speed.values()) == 1.0 and g.speed["p100"] > 0
+    assert g.to_dict()["fails_on"] == {"k80": 1}
+
+
+def test_one_failure_counts_only_when_the_group_completes_elsewhere_two_always():
+    one = [Failure(G, "k80", "FAILED")]
+    assert fails_on([], one, TYPES3) == {}  # its code may be broken: not the type's fault yet
+    assert fails_on(done_on("v100"), one, TYPES3) == {G: {"k80": 1}}
+    assert fails_on([], one * 2, TYPES3) == {G: {"k80": 2}}
+
+
+@pytest.mark.parametrize("state", ["NODE_FAIL", "CANCELLED", "TIMEOUT", "PREEMPTED"])
+def test_states_that_are_not_the_types_fault_mark_nothing(state):
+    assert fails_on(done_on("v100"), [Failure(G, "k80", state)] * 3, TYPES3) == {}
+
+
+def test_a_completion_on_the_type_clears_it_and_other_groups_are_untouched():
+    fails = [Failure(G, "k80", "OUT_OF_MEMORY")]
+    assert fails_on(done_on("v100", "k80"), fails, TYPES3) == {}
+    other = ("bob", "train", 4)
+    m = learn(done_on("v100") + done_on("v100", "k80", group=other), TYPES3, fails)
+    assert m.groups[other].speed["k80"] > 0 and m.groups[G].speed["k80"] == 0
+
+
+def test_failing_on_every_type_marks_none_and_a_group_seen_only_failing_keeps_priors_elsewhere():
+    everywhere = [Failure(G, k, "OUT_OF_MEMORY") for k in TYPES3]
+    assert fails_on([], everywhere, TYPES3) == {}
+    m = learn([], TYPES3, [Failure(G, "k80", "OUT_OF_MEMORY")])
+    g = m.groups[G]
+    assert g.speed["k80"] == 0 and g.sources == {"k80": "fails", "p100": "prior", "v100": "prior"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(TYPES3),
+                          st.sampled_from(["COMPLETED", "FAILED", "OUT_OF_MEMORY", "TIMEOUT"])), max_size=14))
+def test_marked_types_never_completed_and_every_group_keeps_a_type(rows):
+    runs = [Run((u, "x", 1), k, 100.0) for u, k, s in rows if s == "COMPLETED"]
+    fails = [Failure((u, "x", 1), k, s) for u, k, s in rows if s != "COMPLETED"]
+    m = learn(runs, TYPES3, fails)
+    completed = {(r.group, r.gpu_type) for r in runs}
+    for g, got in m.groups.items():
+        assert any(v > 0 for v in got.speed.values())
+        for k in TYPES3:
+            assert (got.speed[k] == 0) == (k in got.fails_on) == (got.sources[k] == "fails")
+            if k in got.fails_on:
+                assert (g, k) not in completed
+                states = [f.state for f in fails if f.group == g and f.gpu_type == k]
+                assert "OUT_OF_MEMORY" in states or states.count("FAILED") >= 2 or any(
+                    c[0] == g for c in completed)
+
+
+# ---------------------------------------------------------------- pools over users
+
+def test_a_users_unseen_type_and_a_new_user_take_the_names_pool_not_the_prior():
+    truth = {"v100": 1.0, "k80": 0.5}  # the generic prior says about 0.2
+    a, b, c = ("ann", "bert", 1), ("bob", "bert", 1), ("cy", "bert", 1)
+    runs = runs_of(a, truth, n=3) + runs_of(b, {"v100": 1.0}, n=2) + runs_of(("dee", "bert", 1), truth, n=3)
+    m = learn(runs, ["k80", "v100"])
+    pool = m.pools[("*", "bert", 1)]
+    # two users are two samples (the pool's runs count users) of an unmeasured spread: part of
+    # the way from the prior (about 0.2) to what they show; six agreeing users: all the way
+    assert 0.25 < pool.speed["k80"] <= 0.5 and pool.runs == {"k80": 2, "v100": 3}
+    assert 0.25 < m.groups[b].speed["k80"] <= 0.5
+    many = learn([r for i in range(6) for r in runs_of((f"u{i}", "bert", 1), truth, n=2)], ["k80", "v100"])
+    assert many.pools[("*", "bert", 1)].speed["k80"] == pytest.approx(0.5, rel=0.1)
+    assert m.belief(c) is pool and m.belief(("cy", "other", 1)) is None
+    alone = learn(runs_of(b, {"v100": 1.0}, n=2), ["k80", "v100"])
+    assert not alone.pools and alone.groups[b].speed["k80"] < 0.3  # one user: the prior
+
+
+def test_a_name_whose_users_run_wildly_different_work_moves_little_off_the_prior():
+    """The pool's own spread sets its weight: a tidy name reaches its truth, a junk name
+    ("bash": any work) stays near the prior (median over seeds: one seed may move by chance)."""
+    base = learn(runs_of(("z", "z", 1), {"v100": 1.0}, n=1), ["k80", "v100"]).groups[("z", "z", 1)].speed["k80"]
+    moves = []
+    for seed in range(9):
+        rng = random.Random(seed)
+        tidy, junk = [], []
+        for i in range(6):
+            tidy += runs_of((f"u{i}", "train", 1), {"v100": 1.0, "k80": 0.6}, n=2, spread=0.05, rng=rng)
+            work = 10 ** rng.uniform(1, 5)  # "bash": anything
+            junk += runs_of((f"u{i}", "bash", 1), {"v100": 1.0} if i % 2 else {"k80": 0.6}, n=2, work=work, rng=rng)
+        m = learn(tidy + junk, ["k80", "v100"])
+        assert m.pools[("*", "train", 1)].speed["k80"] == pytest.approx(0.6, rel=0.1)
+        assert m.pools[("*", "bash", 1)].speed["k80"] > 0
+        moves.append(abs(math.log(m.pools[("*", "bash", 1)].speed["k80"] / base)))
+    assert sorted(moves)[4] < 0.5 * abs(math.log(0.6 / base))
+
+
+def test_one_failure_after_the_job_ran_elsewhere_marks_the_type():
+    """Requeued from P100 (it ran there) to K80, where it failed at once: its code runs."""
+    moved = Failure(G, "k80", "FAILED", "53", ran_on=("p100", "p100"))
+    assert fails_on([], [moved], TYPES3) == {G: {"k80": 1}}
+    assert fails_on([], [Failure(G, "k80", "FAILED", "53", ran_on=("k80",))], TYPES3) == {}

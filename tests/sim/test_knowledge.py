@@ -68,3 +68,39 @@ def test_simulate_cli_takes_knowledge_and_reports_it(tmp_path):
     assert '"knowledge": "untagged"' in res.stdout
     assert main(["simulate", "--trace", str(trace), "--cluster", "v100=1", "--policy", "oef",
                  "--knowledge", "tagged=7", "--quiet"]) == 2
+
+
+def test_a_type_a_job_cannot_run_on_is_no_free_pass_it_costs_a_failed_turn_then_is_learned():
+    """ResNet-50 bs128 on 4 K80s: Gavel measured 0 (out of memory), though the gang fits."""
+    rn = "ResNet-50 (batch size 128)"
+    jobs = [TraceJob(f"a/{i}", "a", rn, 4, 3000.0, i * 60.0) for i in range(4)]
+    cluster = parse_cluster("v100=4,k80=4")
+    true_k80 = TABLE.lookup(rn, 4, "k80")
+    assert true_k80 == 0
+    runs = {}
+    for mode in ("oracle", "untagged"):
+        sim = Simulator(make_workload(jobs), cluster, TABLE, policies.get("oef"),
+                        SimConfig(check_fairness=False, knowledge=parse_knowledge(mode)))
+        first = sim.knowledge.believed("a/0", ("a", rn, 4), sim._make_state(jobs[0]).throughput, ["k80", "v100"])
+        runs[mode] = (sim, sim.run(), first)
+    oracle, untagged = runs["oracle"][1], runs["untagged"][1]
+    # oracle: known 0, never placed there; untagged: believed positive at first (the prior)
+    assert runs["oracle"][2]["k80"] == 0 and runs["untagged"][2]["k80"] > 0
+    assert all(r.gpu_seconds.get("k80", 0) == 0 for r in oracle.records)
+    sim = runs["untagged"][0]
+    assert sim.knowledge.learned[("a", rn, 4)].fails_on == {"k80": 1}
+    assert sim.knowledge.believed("a/9", ("a", rn, 4), {"k80": 0.0, "v100": 5.0}, ["k80", "v100"])["k80"] == 0
+    # every job still does all its work, at true speed (no progress on k80), none hangs
+    assert len(untagged.records) == 4 and all(r.end_s is not None for r in untagged.records)
+    wasted = sum(r.gpu_seconds.get("k80", 0) for r in untagged.records)
+    assert 0 < wasted and max(r.end_s for r in untagged.records) >= max(r.end_s for r in oracle.records)
+
+
+def test_a_tenant_that_never_finished_a_job_type_believes_the_pool_of_the_others():
+    k = Knowledge(KnowledgeSpec("untagged"), ["k80", "v100"], [])
+    jt = "LM (batch size 20)"
+    for i, tenant in enumerate(["a", "a", "b", "b"]):
+        k.finished(f"{tenant}{i}", (tenant, jt, 1), {"v100" if i % 2 else "k80": 100.0 if i % 2 else 250.0})
+    assert k.model is not None and ("*", jt, 1) in k.model.pools
+    assert k.relative(("c", jt, 1)) == k.model.pools[("*", jt, 1)].speed != k.priors
+    assert k.relative(("c", "other", 1)) == k.priors

@@ -23,6 +23,8 @@ REQUIRED = ("JobID", "User", "Account", "JobName", "Partition", "AllocTRES", "No
 HISTORY_FIELDS = REQUIRED + ("ElapsedRaw",)
 #: states whose elapsed time measures the work (sacct(1): everything else did not complete)
 MEASURING = "COMPLETED"
+#: end states that may blame the GPU type (kept as :attr:`History.failed` for the learner)
+FAILING = ("FAILED", "OUT_OF_MEMORY")
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class HistoryRow:
     #: earlier runs of a job requeued or preempted before it completed (``sacct -D``):
     #: (GPU type or None, nodes, elapsed seconds) each; its work is spread over all of them
     earlier: tuple[tuple[str | None, tuple[str, ...], float], ...] = ()
+    #: COMPLETED, or one of :data:`FAILING` (then the row is in :attr:`History.failed`)
+    state: str = MEASURING
 
 
 @dataclass
@@ -52,6 +56,9 @@ class History:
     junk: list[Finding] = field(default_factory=list)
     #: runs that ended requeued or preempted, by job id
     partial: dict[str, list[tuple[str | None, tuple[str, ...], float]]] = field(default_factory=dict)
+    #: GPU runs that ended FAILED or OUT_OF_MEMORY (still counted in ``skipped``): they say
+    #: nothing about speed, but may say a group cannot run on a type
+    failed: list[HistoryRow] = field(default_factory=list)
 
 
 def _header(line: str, delimiter: str, source: str) -> dict[str, int]:
@@ -95,21 +102,34 @@ def _row(lineno: int, f: list[str], index: dict[str, int], history: History) -> 
             _, gpu_type = gpus_in_tres_map(parse_tres_map(f[index["AllocTRES"]]))
             history.partial.setdefault(job_id, []).append(
                 (gpu_type, expand_hostlist(f[index["NodeList"]]), _elapsed(f, index)))
+        if state in FAILING:
+            try:
+                _run(lineno, f, index, history, state)
+            except Exception:  # noqa: BLE001
+                pass  # a failed run's unreadable cell: it was counted by its state already
         return
+    _run(lineno, f, index, history, state)
+
+
+def _run(lineno: int, f: list[str], index: dict[str, int], history: History, state: str) -> None:
+    """A completed or failed row: a GPU run (appended to ``rows`` or ``failed``), else counted."""
+    job_id = f[index["JobID"]].strip()
     gpus, gpu_type = gpus_in_tres_map(parse_tres_map(f[index["AllocTRES"]]))
     if gpus <= 0:
-        history.skipped["no GPU"] += 1
+        if state == MEASURING:
+            history.skipped["no GPU"] += 1
         return
     seconds = _elapsed(f, index)
-    if not seconds > 0:
+    if not seconds > 0 and state == MEASURING:
         history.skipped["no elapsed time"] += 1
         return
     user = f[index["User"]].strip()
     if not user:
         raise ValueError("empty User")
     nodes = expand_hostlist(f[index["NodeList"]])
-    history.rows.append(HistoryRow(lineno, job_id, user, f[index["Account"]].strip(), f[index["JobName"]],
-                                   gpus, gpu_type, nodes, seconds))
+    row = HistoryRow(lineno, job_id, user, f[index["Account"]].strip(), f[index["JobName"]],
+                     gpus, gpu_type, nodes, seconds, state=state)
+    (history.rows if state == MEASURING else history.failed).append(row)
 
 
 def _records(lines: list[str], start: int, delimiter: str, width: int) -> list[tuple[int, str]]:
@@ -156,11 +176,13 @@ def parse_history(text: str, source: str, delimiter: str = "|", strict: bool = F
 
 def _drop_partial(history: History) -> None:
     """A job requeued or preempted before it completed (``sacct -D`` lists those runs) did its
-    work over all its runs: they are attached to its completed row (``earlier``)."""
+    work over all its runs: they are attached to its completed row (``earlier``), and to a
+    failed row (it ran on those types before it failed)."""
     if not history.partial:
         return
-    out = []
-    for r in history.rows:
-        earlier = history.partial.get(r.job_id)
-        out.append(replace(r, earlier=tuple(earlier)) if earlier else r)
-    history.rows = out
+    for name in ("rows", "failed"):
+        out = []
+        for r in getattr(history, name):
+            earlier = history.partial.get(r.job_id)
+            out.append(replace(r, earlier=tuple(earlier)) if earlier else r)
+        setattr(history, name, out)
