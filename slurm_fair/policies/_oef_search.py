@@ -4,6 +4,7 @@ with ``eps``; PE with :func:`slurm_fair.fairness.pareto_bound`) before it counts
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -228,9 +229,16 @@ class Search:
                 _GAVEL_PER_MAX_E * self.max_e_seconds > self.deadline - time.perf_counter():
             self.skipped.append("gavel-mmf (its two LPs would pass the time limit)")
             return
+        left = self.deadline - time.perf_counter()
+        # its HiGHS models stop at the time left (a max-min LP over thousands of classes on a
+        # small cluster can take ten times the max-throughput LP the prediction above uses)
+        bounded = dataclasses.replace(self.options, time_limit_s=max(0.05, left))
         try:
-            _, gm, _ = max_min_classes(self.problem, self.options, "oef_gavel", agnostic=False)
+            _, gm, _ = max_min_classes(self.problem, bounded, "oef_gavel", agnostic=False)
         except SolverError as exc:
+            if time.perf_counter() >= self.deadline:
+                self.skipped.append("gavel-mmf (stopped at the time limit)")
+                return
             self.degraded["gavel-mmf"] = str(exc)
         self.consider("gavel-mmf", gm)
         if gm is not None and self.tried["gavel-mmf"].startswith("SI+EF") and \
