@@ -196,7 +196,8 @@ def small_market(draw: st.DrawFn) -> Problem:
 def test_oef_through_the_price_space_answers_si_ef_and_pe_when_it_says_so(problem: Problem) -> None:
     """Whatever the price space gives on small random markets (the stage forced on from one
     class), oef's tenant level is SI and EF by the independent LPs, and PE by the independent
-    gap whenever it reports PE; when the price space closed, its candidate is what passed."""
+    gap whenever it reports PE; when the price space closed, the answer is at least as
+    efficient as that equilibrium (another SI+EF+PE point may be more efficient and win)."""
     with mock.patch.object(_oef_search, "_PRICE_FROM_CLASSES", 1):
         a = policies.allocate("oef", problem, PolicyOptions(solver="highs", params={"oef.inside": 0}))
     assert "ceei_price" in a.info and (a.info["ceei_price"] or a.info["winner"] == "max-throughput")
@@ -206,4 +207,10 @@ def test_oef_through_the_price_space_answers_si_ef_and_pe_when_it_says_so(proble
     if a.info.get("pareto_efficient"):
         assert ind.pe_gap(problem, x) <= ind.tol(sum(ind.utilities(problem, x).values()))
     if a.info.get("candidates", {}).get("ceei-price") == "SI+EF+PE":
-        assert a.info["winner"] in {"ceei-price", "max-throughput"} or a.info["winner"].startswith("ccp")
+        classes = groups_of(problem)
+        got = price_ceei(problem, classes, time.perf_counter() + 60)
+        assert got is not None and got.eq.error <= CLOSED
+        eq = {jid: {k: v / c.count for k, v in got.eq.X.get(c.key, {}).items()} for c in classes for jid in c.job_ids}
+        e_eq = sum(ind.utilities(problem, eq).values())
+        e = sum(ind.utilities(problem, x).values())
+        assert e >= e_eq - ind.tol(e_eq), (a.info["winner"], e, e_eq)
