@@ -39,7 +39,8 @@ def command(dry_run: bool, config_path: str | None, as_json: bool) -> None:
     # empty store created there
     StateStore.existing(config["controller"]["state_dir"], "revert to undo")
     with stop_on_signals() as stop:
-        res = revert(make_port(config), config, dry_run=dry_run, stop=stop)
+        res = revert(make_port(config), config, dry_run=dry_run, stop=stop,
+                     notify=lambda m: click.echo(m, err=True))
     if as_json:
         click.echo(json_line(res.to_dict()))
     else:

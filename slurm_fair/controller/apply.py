@@ -4,8 +4,9 @@ Rules, so a plan is never half-applied *silently* and never left where ``revert`
 
 * before a job field is written, the state store holds the field's value then and the value
   being written (the *intent*, :mod:`.state.fields`); after the write, the intent is confirmed,
-  dropped when Slurm refused the write, and kept when Slurm did not answer in time (the write
-  may still happen: slurmctld carries out a request it got before it stalled). A process killed
+  dropped when Slurm refused the write, and kept *in doubt* for a while when Slurm did not
+  answer in time (the write may still happen: slurmctld carries out a request it got before it
+  stalled, :data:`.state.fields.IN_DOUBT_S`). A process killed
   between the two leaves an intent the next cycle or ``revert`` settles by reading Slurm
   (:func:`.ownership.reconcile`). If the store cannot
   be written (a full disk, a read-only file system), nothing more is written to Slurm;
@@ -27,6 +28,7 @@ given back: :mod:`.legacy`) run a few at a time.
 from __future__ import annotations
 
 import sqlite3
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -38,6 +40,7 @@ from ..slurm.port import SlurmPort
 from .diff import Action
 from .ownership import current
 from .state import StateStore
+from .state.fields import IN_DOUBT_S
 
 
 @dataclass(frozen=True)
@@ -180,13 +183,17 @@ class _Run:
         fields = [(r, (r.action.job, str(r.action.field))) for r in results if r.action.field and r.action.job]
         back = [key for r, key in fields if r.applied and r.action.params.get("give_back")]
         done = [key for r, key in fields if r.applied and not r.action.params.get("give_back")]
-        # a write Slurm refused did not happen: its intent goes; one that timed out may have
-        # happened (slurmctld resumed and carried it out): its intent stays to be settled
+        # a write Slurm refused did not happen: its intent goes; one that timed out may still
+        # happen (slurmctld carries it out when it resumes, not in order): in doubt for a while
         failed = [key for r, key in fields if not r.applied and not r.uncertain]
+        doubted = [key for r, key in fields if r.uncertain]
+        at = max(self.now, time.time())
+
         def record(s: StateStore) -> None:
             s.confirm(done, self.now)
-            s.forget_fields(back)
+            s.given_back(back, at)
             s.drop_intents(failed)
+            s.in_doubt(doubted, at + IN_DOUBT_S)
 
         self._store(record)
         for r in results:

@@ -12,7 +12,7 @@ Values are compared in a canonical form (:func:`canonical`): a partition list as
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from ..slurm.model import SlurmJob
@@ -66,8 +66,8 @@ def same(name: str, a: str | None, b: str | None) -> bool:
 class Reading:
     """What a cycle reads from its rows and the snapshot (:func:`reconcile`)."""
 
-    #: key -> the row as it should be stored now ``(written, intent, released)``
-    updates: Mapping[tuple[str, str], tuple[str | None, str | None, bool]] = field(default_factory=dict)
+    #: key -> the row as it should be stored now
+    updates: Mapping[tuple[str, str], Owned] = field(default_factory=dict)
     #: keys of jobs that ended, and of fields that hold their original value again (rows to
     #: forget)
     ended: frozenset[tuple[str, str]] = frozenset()
@@ -77,21 +77,25 @@ class Reading:
     ours: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
 
-def reconcile(owned: Mapping[tuple[str, str], Owned], jobs: Mapping[str, SlurmJob]) -> Reading:
-    """Settle every row against what Slurm shows (``jobs``: every job Slurm lists, in or out of
-    the pilot's scope; a row of a job not listed is of a job that ended).
+def reconcile(owned: Mapping[tuple[str, str], Owned], jobs: Mapping[str, SlurmJob], at: float) -> Reading:
+    """Settle every row against what Slurm shows at time ``at`` (``jobs``: every job Slurm
+    lists, in or out of the pilot's scope; a row of a job not listed is of a job that ended).
 
     * an intent Slurm shows was written: confirmed; one Slurm does not show, while the field
       still holds what it held before, was never written: dropped; anything else is a change
       by someone else: released;
+    * a write in doubt (it timed out, :mod:`.state.fields`) that Slurm shows landed late: it is
+      what the controller wrote; its doubt ends at ``doubt_until``, not before (a late write
+      can land after later ones);
     * with no intent in flight, a field that no longer holds what the controller wrote is
       released (a legacy row: ours while it differs from its original);
     * a field of a pending job that holds its original value again (given back, by us or by
-      its owner) is no longer the controller's: the row goes;
+      its owner) is no longer the controller's: the row goes, or, while a write is in doubt,
+      stays with nothing written;
     * a running job's fields cannot change (Slurm refuses), and a value Slurm did not show
       (``current`` None) proves nothing: such rows are left as they are.
     """
-    updates: dict[tuple[str, str], tuple[str | None, str | None, bool]] = {}
+    updates: dict[tuple[str, str], Owned] = {}
     ended: set[tuple[str, str]] = set()
     released: set[tuple[str, str]] = set()
     ours: dict[tuple[str, str], str] = {}
@@ -102,38 +106,52 @@ def reconcile(owned: Mapping[tuple[str, str], Owned], jobs: Mapping[str, SlurmJo
             continue
         if row.released:
             continue
-        now = current(job, row.field)
-        before = row.written if row.written is not None else row.original
-        if now is None or not job.pending:
-            if row.written is not None:
-                ours[key] = row.written
-            elif row.legacy and now is not None and not same(row.field, now, row.original):
-                ours[key] = now
+        doubt = row.doubt_open(at)
+        if row.doubt is not None and doubt is None:  # its time is over: it did not land
+            row = updates[key] = replace(row, doubt=None, doubt_until=0.0)
+        got = _settle(row, current(job, row.field), job.pending, doubt)
+        if got is None:
+            ended.add(key)
             continue
-        back = same(row.field, now, row.original)
-        if back and (row.written is None or same(row.field, row.written, row.original)
-                     or (row.intent is not None and same(row.field, row.intent, row.original))):
-            ended.add(key)  # given back (or never written): the field is the site's again
-            continue
-        if row.intent is not None:
-            if same(row.field, now, row.intent):
-                updates[key] = (row.intent, None, False)
-                ours[key] = row.intent
-            elif same(row.field, now, before):
-                updates[key] = (row.written, None, False)
-                if row.written is not None:
-                    ours[key] = row.written
-            else:
-                updates[key] = (row.written, None, True)
+        new, mine = got
+        if new != row:
+            updates[key] = new
+            if new.released:
                 released.add(key)
-            continue
-        if row.legacy:
-            if not same(row.field, now, row.original):
-                ours[key] = now
-            continue
-        if same(row.field, now, row.written):
-            ours[key] = now
-        else:
-            updates[key] = (row.written, None, True)
-            released.add(key)
+        if mine is not None:
+            ours[key] = mine
     return Reading(updates, frozenset(ended), frozenset(released), ours)
+
+
+def _settle(row: Owned, now: str | None, pending: bool, doubt: str | None) -> tuple[Owned, str | None] | None:
+    """One row against the value Slurm shows (:func:`reconcile`): the row as it stands now and
+    the value the controller holds (None: not its); None when the row goes."""
+    f = row.field
+    if now is None or not pending:
+        if row.written is not None:
+            return row, row.written
+        if row.legacy and now is not None and not same(f, now, row.original):
+            return row, now
+        return row, None
+    if same(f, now, row.original) and (row.written is None or same(f, row.written, row.original)
+                                       or (row.intent is not None and same(f, row.intent, row.original))
+                                       or (doubt is not None and same(f, doubt, row.original))):
+        # given back (or never written): the field is the site's again, unless a late write of
+        # another value may still come
+        if doubt is not None and not same(f, doubt, row.original):
+            return replace(row, written=None, intent=None), None
+        return None
+    if row.intent is not None and same(f, now, row.intent):
+        return replace(row, written=row.intent, intent=None), row.intent
+    if doubt is not None and same(f, now, doubt):
+        return replace(row, written=doubt, intent=None), doubt
+    if row.intent is not None:
+        before = row.written if row.written is not None else row.original
+        if same(f, now, before):
+            return replace(row, intent=None), row.written
+        return replace(row, intent=None, released=True), None
+    if row.legacy:
+        return row, (now if not same(f, now, row.original) else None)
+    if same(f, now, row.written):
+        return row, now
+    return replace(row, released=True), None

@@ -67,7 +67,9 @@ class RevertResult:
 
 
 def revert(port: SlurmPort, config: Config, *, dry_run: bool = False,
-           clock: Callable[[], float] = time.time, stop: Callable[[], bool] = lambda: False) -> RevertResult:
+           clock: Callable[[], float] = time.time, stop: Callable[[], bool] = lambda: False,
+           notify: Callable[[str], None] = lambda _m: None,
+           sleep: Callable[[float], None] = time.sleep) -> RevertResult:
     """Give back everything recorded in the state store (see the module docstring)."""
     s = Settings.from_config(config)
     lock = None if dry_run else ControllerLock(s.state_dir)
@@ -79,7 +81,7 @@ def revert(port: SlurmPort, config: Config, *, dry_run: bool = False,
                   else StateStore.in_dir(s.state_dir))
         with opened as store:
             res = give_back_all(port, store, AuditLog(s.audit_log), "revert", dry_run, clock,
-                                int(config["slurm"]["parallel_calls"]), stop)
+                                int(config["slurm"]["parallel_calls"]), stop, sleep, notify)
         if not dry_run and not res.failed:
             s.plan_path.unlink(missing_ok=True)  # the submit plugin stops steering new jobs
         return res
@@ -103,13 +105,46 @@ def marked_jobs(snapshot: Snapshot, owned: dict[tuple[str, str], Owned]) -> list
 
 def give_back_all(port: SlurmPort, store: StateStore, audit: AuditLog, label: str, dry_run: bool,
                   clock: Callable[[], float], workers: int = 8,
-                  stop: Callable[[], bool] = lambda: False) -> RevertResult:
+                  stop: Callable[[], bool] = lambda: False, sleep: Callable[[float], None] = time.sleep,
+                  notify: Callable[[str], None] = lambda _m: None) -> RevertResult:
     """Revert's work on an open store (``label``: ``revert`` or ``failsafe``, the audit kind
-    prefix); raises SlurmUnavailable (nothing done) when Slurm cannot be read."""
+    prefix); raises SlurmUnavailable (nothing done) when Slurm cannot be read.
+
+    A write that timed out may still land in Slurm for a while (:mod:`.state.fields`): when
+    any is in doubt after the give-back, it waits (``notify`` says so; a stop ends the wait)
+    until none can land any more, then gives back what landed meanwhile."""
     res = RevertResult(f"{label}-" + new_cycle_id(clock()), dry_run=dry_run)
+    managed = store.managed_qos()
+    touched = _give_back_pass(port, store, audit, label, res, clock, workers, stop)
+    if dry_run:
+        return res
+    doubts = [r for r in store.owned().values() if r.doubt_open(clock()) is not None]
+    if doubts and not stop():
+        left = max(r.doubt_until for r in doubts) - clock()
+        notify(f"{label}: {len(doubts)} write(s) that Slurm did not answer in time may still land; "
+               f"waiting {max(0.0, left):.0f} s to give back any that do")
+        while left > 0 and not stop():
+            step = min(1.0, left)
+            sleep(step)
+            left -= step
+        if not stop():
+            # what shows a doubted value now landed within its doubt: read as of its end
+            ends = min(r.doubt_until for r in doubts) - 1e-3
+            touched |= _give_back_pass(port, store, audit, label, res, clock, workers, stop, ends)
+    res.problems = check(port, store, managed, touched, clock())
+    return res
+
+
+def _give_back_pass(port: SlurmPort, store: StateStore, audit: AuditLog, label: str, res: RevertResult,
+                    clock: Callable[[], float], workers: int, stop: Callable[[], bool],
+                    before: float | None = None) -> set[str]:
+    """Read Slurm, settle the rows as of ``clock()`` (or ``before`` when earlier), and give
+    back what the controller holds (steps into ``res``); the jobs it acted on."""
+    dry_run = res.dry_run
+    read_at = clock() if before is None else min(before, clock())
     snapshot = port.snapshot()
     owned = store.owned()
-    reading = reconcile(owned, {j.job_id: j for j in snapshot.jobs})
+    reading = reconcile(owned, {j.job_id: j for j in snapshot.jobs}, read_at)
     rows = settled(owned, reading)
     managed = store.managed_qos()
     if not dry_run:
@@ -126,7 +161,7 @@ def give_back_all(port: SlurmPort, store: StateStore, audit: AuditLog, label: st
                                          "it is pending again, or needs nothing once it ends"))
     if dry_run:
         res.steps += [_step(label, a.kind, a.tenant, a.job, a.before, a.after) for a in actions]
-        return res
+        return set()
     now = clock()
     audit.write([{"ts": now, "cycle": res.cycle_id, "dry_run": False, "intent": True,
                   **_prefixed(label, a.to_dict())} for a in actions])
@@ -139,14 +174,14 @@ def give_back_all(port: SlurmPort, store: StateStore, audit: AuditLog, label: st
         audit.write([{"ts": clock(), "cycle": res.cycle_id, "dry_run": False, **e} for e in done])
     for name in finished_qos(managed, results, {q.name for q in snapshot.qos}):
         store.forget_qos(name)
-    res.problems = check(port, store, managed, {a.job for a in actions if a.job})
-    return res
+    return {a.job for a in actions if a.job}
 
 
-def check(port: SlurmPort, store: StateStore, managed: dict[str, Any], touched: set[str]) -> list[str]:
+def check(port: SlurmPort, store: StateStore, managed: dict[str, Any], touched: set[str], at: float) -> list[str]:
     """Read Slurm again: every job touched and every job carrying something slurm-fair made
-    must be able to run (its QOS, partitions and account exist) and no pending job may keep a
-    field of the controller's. One line per problem."""
+    must be able to run (its QOS, partitions and account exist), no pending job may keep a
+    field of the controller's, and no write of one may still be in doubt at ``at`` (a stop
+    ended the wait). One line per problem."""
     try:
         snap = port.snapshot()
     except SlurmError as exc:
@@ -169,9 +204,14 @@ def check(port: SlurmPort, store: StateStore, managed: dict[str, Any], touched: 
             problems.append(f"job {j.job_id}: account {j.account} does not exist")
     pending = {j.job_id for j in snap.jobs if j.pending}
     for (job_id, name), row in sorted(store.owned().items()):
-        if job_id in pending and not row.released:
+        if job_id not in pending or row.released:
+            continue
+        if row.written is not None or row.intent is not None:
             problems.append(f"job {job_id}: its {name} is still slurm-fair's ({row.written or row.intent}; "
                             f"was {row.original or '-'})")
+        elif row.doubt_open(at) is not None:
+            problems.append(f"job {job_id}: a write of its {name} ({row.doubt}) that Slurm did not answer "
+                            f"in time may still land for {row.doubt_until - at:.0f} s; run revert again then")
     for a in snap.accounts:
         if a.default_qos in managed:
             problems.append(f"account {a.name}: its default QOS is still {a.default_qos}")

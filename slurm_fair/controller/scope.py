@@ -115,16 +115,13 @@ def settled(owned: Mapping[tuple[str, str], Owned], reading: Reading) -> dict[tu
     for key, row in owned.items():
         if key in reading.ended:
             continue
-        if key in reading.updates:
-            written, intent, released = reading.updates[key]
-            row = replace(row, written=written, intent=intent, released=released)
-        out[key] = row
+        out[key] = reading.updates.get(key, row)
     return out
 
 
 def read_pilot(whole: Snapshot, owned: Mapping[tuple[str, str], Owned], scope: Scope) -> Pilot:
     """Settle the rows against Slurm, then the pilot's view and what each of its jobs asked."""
-    reading = reconcile(owned, {j.job_id: j for j in whole.jobs})
+    reading = reconcile(owned, {j.job_id: j for j in whole.jobs}, whole.taken_at.timestamp())
     rows = settled(owned, reading)
     view = pilot_view(whole, scope, rows)
     partitions: dict[str, str] = {}

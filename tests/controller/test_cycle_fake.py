@@ -185,11 +185,12 @@ def test_slurm_lost_mid_apply_is_reported_and_recovered(fake, config, tmp_path):
     with StateStore.in_dir(tmp_path / "state") as store:
         assert store.last_plan() is None  # a partial cycle is not a good plan
         owned = store.owned()
-    # what was written is recorded; a write Slurm did not answer keeps its intent (it may yet
-    # happen), to be settled by the next cycle
+    # what was written is recorded; a write Slurm did not answer is in doubt (it may yet
+    # happen), to be settled by the next cycles
     assert {j for (j, _), r in owned.items() if r.written is not None} == {r.action.job for r in applied}
     uncertain = {r.action.job for r in res.results if r.uncertain}
-    assert uncertain and {j for (j, _), r in owned.items() if r.intent is not None} == uncertain and first
+    assert uncertain and {j for (j, _), r in owned.items() if r.doubt is not None} == uncertain and first
+    assert not [r for r in owned.values() if r.intent is not None]
     # next cycle with Slurm back finishes the job and then is quiet
     assert run_cycle(fake, config).exit_code == 0
     fake.now += timedelta(seconds=60)

@@ -150,36 +150,65 @@ def test_a_field_someone_changed_is_released_and_never_written_again():
     owned = {("1", "partition"): Owned("1", "partition", "a", "gpu", written="v100")}
     # the user moved it to k80 after the controller moved it to v100
     snap = snapshot(cluster(v100=4, k80=4), [job("1", "a", partition="k80")])
-    reading = reconcile(owned, {j.job_id: j for j in snap.jobs})
-    assert reading.newly_released == {("1", "partition")} and reading.updates[("1", "partition")][2]
+    reading = reconcile(owned, {j.job_id: j for j in snap.jobs}, 0.0)
+    assert reading.newly_released == {("1", "partition")} and reading.updates[("1", "partition")].released
     released = {k: replace(r, released=True) for k, r in owned.items()}
     plan = plan_for(snap, {"1": {"v100": 1.0}}, {"1": "v100"}, owned=released)
     assert plan.jobs["1"].partition is None
     assert not [a for a in diff(plan, snap, released, {}) if a.kind == "set_partition"]
-    assert give_backs(snap, released, reconcile(released, {"1": snap.jobs[0]}).ours) == []
+    assert give_backs(snap, released, reconcile(released, {"1": snap.jobs[0]}, 0.0).ours) == []
     # the controller's own value is confirmed, not released
-    assert not reconcile(owned, {"1": replace(snap.jobs[0], partition="v100")}).newly_released
+    assert not reconcile(owned, {"1": replace(snap.jobs[0], partition="v100")}, 0.0).newly_released
 
 
 def test_intents_are_settled_from_what_slurm_shows():
     j = job("1", "a", partition="v100")
     row = Owned("1", "partition", "a", "gpu", written=None, intent="v100")
-    assert reconcile({("1", "partition"): row}, {"1": j}).updates[("1", "partition")] == ("v100", None, False)
+    got = reconcile({("1", "partition"): row}, {"1": j}, 0.0).updates[("1", "partition")]
+    assert got == replace(row, written="v100", intent=None)
     # never written: the row goes (the field holds its original)
-    r = reconcile({("1", "partition"): row}, {"1": replace(j, partition="gpu")})
+    r = reconcile({("1", "partition"): row}, {"1": replace(j, partition="gpu")}, 0.0)
     assert ("1", "partition") in r.ended and not r.ours
     # something else: someone changed it
-    r = reconcile({("1", "partition"): row}, {"1": replace(j, partition="k80")})
+    r = reconcile({("1", "partition"): row}, {"1": replace(j, partition="k80")}, 0.0)
     assert r.newly_released == {("1", "partition")}
     # a job that ended: forgotten
-    assert reconcile({("1", "partition"): row}, {}).ended == {("1", "partition")}
+    assert reconcile({("1", "partition"): row}, {}, 0.0).ended == {("1", "partition")}
+
+
+def test_a_write_in_doubt_is_ours_when_it_lands_until_its_doubt_ends():
+    """A write that timed out (doubt v100 until t=100) may land late, even after later writes."""
+    j = job("1", "a", partition="gpu")
+    key = ("1", "partition")
+    row = Owned("1", "partition", "a", "gpu", doubt="v100", doubt_until=100.0)
+    # not landed yet: the row stays, holding nothing (not forgotten as "never written")
+    r = reconcile({key: row}, {"1": j}, 50.0)
+    assert key not in r.ended and not r.ours and not r.newly_released
+    # landed: the controller's own write, to be given back
+    r = reconcile({key: row}, {"1": replace(j, partition="v100")}, 50.0)
+    assert r.ours == {key: "v100"} and r.updates[key].written == "v100" and not r.newly_released
+    # landed after a later write of another value (p100) was confirmed: still ours
+    later = replace(row, written="p100")
+    r = reconcile({key: later}, {"1": replace(j, partition="v100")}, 50.0)
+    assert r.ours == {key: "v100"} and not r.newly_released
+    # given back by the controller meanwhile (nothing written; the field holds its original):
+    # kept while the doubt lasts (above), forgotten after it
+    assert key in reconcile({key: row}, {"1": j}, 100.0).ended
+    # past its end, a value nobody of ours holds is someone else's
+    r = reconcile({key: later}, {"1": replace(j, partition="v100")}, 100.0)
+    assert r.newly_released == {key} and r.updates[key].doubt is None
+    # someone else's value during the doubt: released, as without one
+    assert reconcile({key: row}, {"1": replace(j, partition="k80")}, 50.0).newly_released == {key}
+    # a give-back that timed out (its doubt is the original): the field back at it is the site's
+    back = Owned("1", "partition", "a", "gpu", written="v100", doubt="gpu", doubt_until=100.0)
+    assert key in reconcile({key: back}, {"1": j}, 50.0).ended
 
 
 def test_a_job_the_plan_drops_gets_its_fields_back():
     snap = snapshot(cluster(v100=4, k80=4), [job("1", "a", partition="v100", site_factor=-64)])
     owned = {("1", "partition"): Owned("1", "partition", "a", "gpu", written="v100"),
              ("1", "site_factor"): Owned("1", "site_factor", "a", "0", written="-64")}
-    ours = reconcile(owned, {"1": snap.jobs[0]}).ours
+    ours = reconcile(owned, {"1": snap.jobs[0]}, 0.0).ours
     from slurm_fair.controller.plan.types import Plan
     acts = diff(Plan({}, {}), snap, owned, ours)
     assert {(a.kind, a.after, a.params["give_back"]) for a in acts} == {
@@ -216,7 +245,7 @@ def test_legacy_qos_is_given_back_in_an_order_that_strands_nobody():
                     qos=[Qos("normal"), Qos("fair_a", {"gres/gpu:v100": 1})])
     managed = {"fair_a": ManagedQos("fair_a", "a", False, False, "normal", {})}
     owned = {("1", "qos"): Owned("1", "qos", "a", "normal", legacy=True)}
-    ours = reconcile(owned, {j.job_id: j for j in snap.jobs}).ours
+    ours = reconcile(owned, {j.job_id: j for j in snap.jobs}, 0.0).ours
     acts = sorted(give_backs(snap, owned, ours) + legacy_actions(snap, managed, owned),
                   key=lambda a: __import__("slurm_fair.controller.diff", fromlist=["order"]).order(a))
     kinds = [(a.kind, a.job) for a in acts]

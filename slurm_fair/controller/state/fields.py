@@ -6,7 +6,12 @@ before (``original``), what the controller last wrote and saw there (``written``
 is writing right now (``intent``, set *before* the write and cleared once it is confirmed), so
 a cycle killed between the write and its record leaves a row the next cycle can settle: Slurm
 shows the intent (the write happened), the old value (it did not), or something else (someone
-changed it). When anyone else changes a field after the controller (a user's or an admin's
+changed it). A write Slurm did not answer in time is *in doubt*: slurmctld may still carry it
+out once it resumes, and not in order (on the 22.05 testbed a request sent before a pause landed
+a second after writes sent later), so its value is kept in ``doubt`` until ``doubt_until``
+(:data:`IN_DOUBT_S` after the timeout): seeing it in Slurm then means the controller's own late
+write, and the row is kept (not forgotten, even once given back) until then, so a late landing
+is still the controller's to give back. When anyone else changes a field after the controller (a user's or an admin's
 ``scontrol update``) the field is ``released``: the controller never writes it again and
 ``revert`` leaves it as they set it. A row goes once the job has ended or the field is given
 back.
@@ -22,6 +27,13 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from .base import Tables
+
+#: how long a write Slurm did not answer in time may still land (module docstring): slurmctld
+#: carries out a request it received before it stalled once it gets its locks back, which took
+#: about a second on the testbeds; a minute covers a loaded slurmctld's backlog. A late write
+#: after that is taken for someone else's change (released, left as it is: it was a place the
+#: job can run, as every write of the controller).
+IN_DOUBT_S = 60.0
 
 #: the fields a cycle writes; ``qos``, ``nice`` and ``priority`` only appear in rows of older
 #: versions (which set them), given back by revert and by a cycle's clean-up
@@ -41,16 +53,27 @@ class Owned:
     intent: str | None = None
     released: bool = False
     legacy: bool = False
+    #: the value of a write that timed out, which may still land until ``doubt_until``
+    doubt: str | None = None
+    doubt_until: float = 0.0
+
+    def doubt_open(self, at: float) -> str | None:
+        """The value of a write that timed out and may still land at time ``at`` (else None)."""
+        return self.doubt if self.doubt is not None and at < self.doubt_until else None
 
 
 class FieldTables(Tables):
     """The ``job_fields`` table."""
 
     def owned(self) -> dict[tuple[str, str], Owned]:
+        rows = self._exec("SELECT * FROM job_fields").fetchall()
+        # a store of 0.2.0 read read-only (a dry-run revert) has no doubt columns
+        doubts = bool(rows) and "doubt" in rows[0].keys()
         return {(r["job_id"], r["field"]): Owned(r["job_id"], r["field"], r["account"], r["original"],
                                                  r["written"], r["intent"], bool(r["released"]),
-                                                 bool(r["legacy"]))
-                for r in self._exec("SELECT * FROM job_fields")}
+                                                 bool(r["legacy"]), r["doubt"] if doubts else None,
+                                                 float(r["doubt_until"] or 0.0) if doubts else 0.0)
+                for r in rows}
 
     def record_intents(self, rows: Iterable[tuple[str, str, str, str, str]], cycle_id: str, at: float) -> None:
         """Before writes: ``(job, field, account, value now, value to write)`` per field, in one
@@ -70,18 +93,34 @@ class FieldTables(Tables):
                    " WHERE job_id = ? AND field = ? AND intent IS NOT NULL",
                    ((at, j, f) for j, f in keys))
 
-    def settle(self, updates: Mapping[tuple[str, str], tuple[str | None, str | None, bool]], at: float) -> None:
-        """A cycle's reading of its rows: ``(written, intent, released)`` per key."""
-        self._many("UPDATE job_fields SET written = ?, intent = ?, released = ?, updated_at = ?"
-                   " WHERE job_id = ? AND field = ?",
-                   ((w, i, int(r), at, j, f) for (j, f), (w, i, r) in updates.items()))
+    def settle(self, updates: Mapping[tuple[str, str], Owned], at: float) -> None:
+        """A cycle's reading of its rows: each key's row as it stands now."""
+        self._many("UPDATE job_fields SET written = ?, intent = ?, released = ?, doubt = ?, doubt_until = ?,"
+                   " updated_at = ? WHERE job_id = ? AND field = ?",
+                   ((r.written, r.intent, int(r.released), r.doubt, r.doubt_until, at, j, f)
+                    for (j, f), r in updates.items()))
+
+    def in_doubt(self, keys: Iterable[tuple[str, str]], until: float) -> None:
+        """The writes of ``keys`` timed out: each intent becomes a doubt until ``until``."""
+        self._many("UPDATE job_fields SET doubt = intent, doubt_until = ?, intent = NULL"
+                   " WHERE job_id = ? AND field = ? AND intent IS NOT NULL", ((until, j, f) for j, f in keys))
 
     def drop_intents(self, keys: Iterable[tuple[str, str]]) -> None:
-        """The writes of ``keys`` failed: no intent stays (a row never written goes)."""
+        """The writes of ``keys`` failed: no intent stays (a row never written, with nothing in
+        doubt, goes)."""
         keys = list(keys)
         self._many("UPDATE job_fields SET intent = NULL WHERE job_id = ? AND field = ?", keys)
         self._many("DELETE FROM job_fields WHERE job_id = ? AND field = ? AND written IS NULL"
-                   " AND intent IS NULL AND released = 0 AND legacy = 0", keys)
+                   " AND intent IS NULL AND doubt IS NULL AND released = 0 AND legacy = 0", keys)
+
+    def given_back(self, keys: Iterable[tuple[str, str]], at: float) -> None:
+        """The fields of ``keys`` hold their original again (a give-back that worked): the rows
+        go, except those with a write still in doubt at ``at``, kept (nothing written, nothing
+        intended) so a late landing is recognised as the controller's."""
+        keys = list(keys)
+        self._many("DELETE FROM job_fields WHERE job_id = ? AND field = ?"
+                   " AND (doubt IS NULL OR doubt_until <= ?)", ((j, f, at) for j, f in keys))
+        self._many("UPDATE job_fields SET written = NULL, intent = NULL WHERE job_id = ? AND field = ?", keys)
 
     def forget_fields(self, keys: Iterable[tuple[str, str]]) -> None:
         """Given back (reverted, or the job ended): the rows go."""

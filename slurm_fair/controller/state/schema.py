@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -69,6 +69,7 @@ CREATE TABLE IF NOT EXISTS job_fields (
     job_id TEXT NOT NULL, field TEXT NOT NULL, account TEXT NOT NULL, original TEXT NOT NULL,
     written TEXT, intent TEXT, released INTEGER NOT NULL DEFAULT 0, legacy INTEGER NOT NULL DEFAULT 0,
     cycle_id TEXT NOT NULL DEFAULT '', updated_at REAL NOT NULL DEFAULT 0,
+    doubt TEXT, doubt_until REAL NOT NULL DEFAULT 0,
     PRIMARY KEY (job_id, field));
 CREATE INDEX IF NOT EXISTS job_cycle_job ON job_cycle (job_id);
 """
@@ -80,6 +81,7 @@ def migrate(db: sqlite3.Connection) -> None:
         "requeues": (("reason", "TEXT NOT NULL DEFAULT 'make-room'"), ("to_type", "TEXT")),
         "original_requests": (("req_nodes", "TEXT NOT NULL DEFAULT ''"),),
         "cycles": (("mode", "TEXT NOT NULL DEFAULT 'live'"),),
+        "job_fields": (("doubt", "TEXT"), ("doubt_until", "REAL NOT NULL DEFAULT 0")),
     }
     for table, columns in added.items():
         cols = {r["name"] for r in db.execute(f"PRAGMA table_info({table})")}
