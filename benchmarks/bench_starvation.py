@@ -56,7 +56,8 @@ def scenario(name: str, seed: int, table: tt.ThroughputTable) -> tuple[Workload,
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scenario", action="append", choices=("philly", "gangs", "trace"), default=None)
-    parser.add_argument("--policy", action="append", default=None)
+    parser.add_argument("--policy", action="append", default=None,
+                        help="a policy, or POLICY:KEY=VALUE,... (e.g. gavel-mmf:inside=1); repeatable")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     console = Console(width=180)
@@ -66,9 +67,12 @@ def main() -> None:
         workload, spec, gpn = scenario(name, args.seed, table)
         cluster = parse_cluster(spec, gpn)
         got = {}
-        for pol in args.policy or POLICIES:
-            res = simulate(workload, cluster, table, policies.get(pol), SimConfig())
-            got[pol] = summarize(res.records, res.samples, res.capacity) | {"wall": res.wall_seconds}
+        for arm in args.policy or POLICIES:
+            # an arm is a policy, or POLICY:KEY=VALUE,... with its parameters (gavel-mmf:inside=1)
+            pol, _, opts = arm.partition(":")
+            params = {f"{pol}.{k}": float(v) for k, v in (o.split("=", 1) for o in opts.split(",") if o)}
+            res = simulate(workload, cluster, table, policies.get(pol), SimConfig(policy_params=params))
+            got[arm] = summarize(res.records, res.samples, res.capacity) | {"wall": res.wall_seconds}
         show(console, f"{name} (seed {args.seed}): {len(workload.jobs)} jobs, {spec}, {gpn} GPUs/node", got)
 
 

@@ -101,6 +101,11 @@ class PolicyInfo:
     #: again at completions and arrivals on the waiting jobs and the GPUs free then
     replans: bool = False
 
+    def uses_history(self, options: "PolicyOptions") -> bool:
+        """Whether its answer changes with time for the same jobs: :attr:`dynamic`, or its two
+        levels (``inside``) switched on, which share bundles by the jobs' waits."""
+        return self.dynamic or ("inside" in self.params and options.param(self.name, "inside") >= 0.5)
+
 
 _REGISTRY: dict[str, PolicyInfo] = {}
 _loaded = False

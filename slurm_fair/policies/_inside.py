@@ -18,14 +18,16 @@ could do on its own waiting jobs; no other tenant can tell the difference.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, MutableMapping
+import dataclasses
+import time
+from typing import Any, Callable, Mapping, MutableMapping
 
 from .. import fairness
 from ..errors import SolverError
 from ..grouplp import GroupLP
 from ..jobgroups import JobGroup, normalised_vector
-from ..model import Job, Problem
-from . import PolicyOptions
+from ..model import Allocation, Job, Problem
+from . import Param, PolicyOptions
 
 XMap = Mapping[str, Mapping[str, float]]
 
@@ -139,3 +141,39 @@ def two_level(problem: Problem, x: XMap, options: PolicyOptions,
         out.update(rows)
         changed += done
     return out, changed
+
+
+def params(default: float) -> dict[str, Param]:
+    """The parameters of a policy offering the two levels (``inside`` on by ``default``)."""
+    return {"inside": Param(default, 0.0, 1.0, "1: a tenant's bundle is shared among its jobs by latency-ratio "
+                            "aging (two levels); 0: as the tenant level gives it (by efficiency alone)"),
+            "keep_bonus": Param(2.0, 1.0, 100.0, "a running job keeps its GPUs against a waiting job of the "
+                                "same tenant unless the latter's (1 + latency ratio) is this many times its own")}
+
+
+def tenant_key(problem: Problem) -> tuple[Any, ...]:
+    """What a tenant-level answer depends on: jobs (tenant, gang, throughputs), weights, capacity."""
+    return (tuple((j.id, j.tenant, j.gpus, j.gpus_per_node, j.max_nodes, tuple(sorted(j.throughput.items())))
+                  for j in problem.jobs),
+            tuple(sorted(problem.tenants.items())), tuple(sorted(problem.gpu_types.items())), problem.nodes)
+
+
+def split(name: str, problem: Problem, options: PolicyOptions,
+          tenant_level: Callable[[Problem, PolicyOptions], Allocation]) -> Allocation:
+    """Policy ``name`` in two levels (docs/oef.md, "Two levels"): ``tenant_level``'s answer,
+    memoised in ``options.state`` while the jobs, weights and capacity stay the same (it does
+    not depend on time), then, with ``name.inside`` on, each tenant's bundle shared among its
+    jobs by :func:`two_level` every call (that depends on the jobs' waits). ``tenant_x`` is the
+    tenant-level answer: its bundles are what SI, EF and PE are about."""
+    started = time.perf_counter()
+    key = tenant_key(problem)
+    memo = options.state.get(f"{name}.tenant_level")
+    if memo is None or memo[0] != key:
+        memo = (key, tenant_level(problem, options))
+        options.state[f"{name}.tenant_level"] = memo
+    top: Allocation = memo[1]
+    if options.param(name, "inside") < 0.5 or top.status == "fallback":
+        return dataclasses.replace(top, solve_seconds=time.perf_counter() - started)
+    x, changed = two_level(problem, top.x, options, options.param(name, "keep_bonus"))
+    return dataclasses.replace(top, x=x, tenant_x=top.x, solve_seconds=time.perf_counter() - started,
+                               info={**top.info, "inside": "latency-ratio aging", "inside_tenants": changed})

@@ -29,6 +29,7 @@ from ..errors import SolverError
 from ..jobgroups import JobGroup, groups_of, normalised_vector
 from ..model import Allocation, Job, Problem
 from . import PolicyOptions, register
+from . import _inside as inside
 from ._lp import class_lp, fallback_allocation, max_min_classes, max_throughput_classes, result
 from ..solver import INF
 from ..statuses import AllocationStatus
@@ -37,9 +38,15 @@ from ..statuses import AllocationStatus
 _FTF_TOLERANCE = 1e-5
 
 
-@register("max-throughput", "maximum total normalised throughput E (the efficiency bound E*)")
+@register("max-throughput", "maximum total normalised throughput E (the efficiency bound E*)",
+          params=inside.params(0.0))
 def max_throughput(problem: Problem, options: PolicyOptions) -> Allocation:
-    """``max E``: no fairness at all; the yardstick ``E*`` for every other policy."""
+    """``max E``: no fairness at all; the yardstick ``E*`` for every other policy. With
+    ``max-throughput.inside=1``, in two levels (:func:`._inside.split`)."""
+    return inside.split("max-throughput", problem, options, _max_throughput)
+
+
+def _max_throughput(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
     try:
         classes = groups_of(problem)
@@ -49,8 +56,15 @@ def max_throughput(problem: Problem, options: PolicyOptions) -> Allocation:
     return result(problem, "max-throughput", classes, X, options, started)
 
 
-@register("gavel-mmf", "Gavel's heterogeneity-aware weighted max-min fairness over jobs")
+@register("gavel-mmf", "Gavel's heterogeneity-aware weighted max-min fairness over jobs",
+          params=inside.params(0.0))
 def gavel_mmf(problem: Problem, options: PolicyOptions) -> Allocation:
+    """Gavel's max-min; with ``gavel-mmf.inside=1``, in two levels (:func:`._inside.split`):
+    each tenant keeps the GPUs max-min gives its jobs, shared among them by latency-ratio aging."""
+    return inside.split("gavel-mmf", problem, options, _gavel_mmf)
+
+
+def _gavel_mmf(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
     try:
         classes, X, t = max_min_classes(problem, options, "gavel_mmf", agnostic=False)

@@ -25,8 +25,6 @@ utility (proof in docs/oef.md); the equal share's value inside the bundle gives 
 from __future__ import annotations
 
 import time
-from typing import Any
-from dataclasses import replace
 
 from .. import fairness
 from ..errors import SolverError
@@ -42,38 +40,15 @@ from ._tenants import Tenants, class_bundles
 @register("oef", "OEF (cooperative): maximum efficiency subject to sharing incentive, envy-freeness and Pareto "
                  "efficiency between tenants; inside a tenant, its bundle shared by latency-ratio aging",
           dynamic=True, params={
-              "inside": Param(1.0, 0.0, 1.0, "1: a tenant's bundle is shared among its jobs by latency-ratio "
-                              "aging (two levels); 0: by efficiency alone"),
-              "keep_bonus": Param(2.0, 1.0, 100.0, "a running job keeps its GPUs against a waiting job of the "
-                                  "same tenant unless the latter's (1 + latency ratio) is this many times its own"),
+              **inside.params(1.0),
               "improve_s": Param(3.0, 0.0, 86400.0, "seconds the improvement stages (climbs, gavel-mmf) may "
                                  "run after the CEEI (a stage predicted to pass them is not started); the "
                                  "time limit bounds them in any case")})
 def oef(problem: Problem, options: PolicyOptions) -> Allocation:
-    """Two levels (docs/oef.md, "Two levels"): the tenant-level answer (:func:`tenant_level`,
-    memoised in ``options.state`` while the jobs, weights and capacity stay the same, since it
-    does not depend on time), then each tenant's bundle shared among its jobs by latency-ratio
-    aging (:mod:`._inside`), every round since that depends on the jobs' waits. The answer's
-    ``tenant_x`` is the tenant-level allocation: its bundles are what SI, EF and PE are about."""
-    started = time.perf_counter()
-    key = _tenant_key(problem)
-    memo = options.state.get("oef.tenant_level")
-    if memo is None or memo[0] != key:
-        memo = (key, tenant_level(problem, options))
-        options.state["oef.tenant_level"] = memo
-    top = memo[1]
-    if options.param("oef", "inside") < 0.5 or top.status == "fallback":
-        return replace(top, solve_seconds=time.perf_counter() - started)
-    x, changed = inside.two_level(problem, top.x, options, options.param("oef", "keep_bonus"))
-    return replace(top, x=x, tenant_x=top.x, solve_seconds=time.perf_counter() - started,
-                   info={**top.info, "inside": "latency-ratio aging", "inside_tenants": changed})
-
-
-def _tenant_key(problem: Problem) -> tuple[Any, ...]:
-    """What the tenant-level answer depends on: jobs (tenant, gang, throughputs), weights, capacity."""
-    return (tuple((j.id, j.tenant, j.gpus, j.gpus_per_node, j.max_nodes, tuple(sorted(j.throughput.items())))
-                  for j in problem.jobs),
-            tuple(sorted(problem.tenants.items())), tuple(sorted(problem.gpu_types.items())), problem.nodes)
+    """Two levels (docs/oef.md, "Two levels", :func:`._inside.split`): the tenant-level answer
+    (:func:`tenant_level`), then each tenant's bundle shared among its jobs by latency-ratio
+    aging."""
+    return inside.split("oef", problem, options, tenant_level)
 
 
 def tenant_level(problem: Problem, options: PolicyOptions) -> Allocation:
@@ -114,8 +89,14 @@ def tenant_level(problem: Problem, options: PolicyOptions) -> Allocation:
 # --- non-cooperative ------------------------------------------------------------------------
 
 
-@register("oef-noncoop", "OEF non-cooperative: strategy-proof, SI; bundles fixed before reports are used")
+@register("oef-noncoop", "OEF non-cooperative: strategy-proof, SI; bundles fixed before reports are used",
+          params=inside.params(0.0))
 def oef_noncoop(problem: Problem, options: PolicyOptions) -> Allocation:
+    """Non-cooperative OEF; with ``oef-noncoop.inside=1``, in two levels (:func:`._inside.split`)."""
+    return inside.split("oef-noncoop", problem, options, _oef_noncoop)
+
+
+def _oef_noncoop(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
     classes = groups_of(problem)
     names = problem.active_tenants

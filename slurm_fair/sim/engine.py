@@ -290,7 +290,7 @@ class Simulator:
 
             key = frozenset(s.trace.id for s in active)
             stale = cached is None or key != cache_key
-            if self.policy.dynamic and rounds_since_solve >= cfg.resolve_every:
+            if self.policy.uses_history(options) and rounds_since_solve >= cfg.resolve_every:
                 stale = True
             stale = stale or known != self.knowledge.version  # a failed run changed the belief
             known = self.knowledge.version

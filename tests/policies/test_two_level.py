@@ -140,3 +140,39 @@ def test_the_priority_is_the_larger_of_the_latency_ratio_and_the_best_finish_tim
     assert priority(p, job, 2.0, iso_jct=3600.0) == pytest.approx(2.0)
     running = Job("r", "a", 2, {"v100": 10.0, "k80": 1.0}, remaining_work=36000.0, age_s=0.0, prev_type="v100")
     assert priority(p, running, 2.0) == pytest.approx(2 * 1.0 * 2.0)  # g_j x (1 + 0) x keep bonus
+
+
+@pytest.mark.parametrize("name", ["gavel-mmf", "max-throughput", "oef-noncoop"])
+def test_the_split_on_other_policies_keeps_their_tenant_level(name: str) -> None:
+    """``<policy>.inside=1`` (off by default): the tenant level is the policy's own answer, each
+    tenant stays inside its bundle there, and a gang that waited goes first inside its tenant."""
+    p = _gang_problem(36000.0)
+    plain = policies.allocate(name, p, OPTS)
+    assert plain.tenant_x is None  # off by default: the policy as published
+    split = policies.allocate(name, p, PolicyOptions(solver="highs", params={f"{name}.inside": 1}))
+    assert split.tenant_x is not None
+    assert {j: dict(r) for j, r in split.tenant_x.items()} == {j: dict(r) for j, r in plain.x.items()}
+    outer = _bundles(p, split.tenant_x)
+    for key, used in _bundles(p, split.x).items():
+        assert used <= outer.get(key, 0.0) + 1e-6, key
+    assert split.x["gang"].get("v100", 0.0) == pytest.approx(1.0)
+    assert policies.get(name).uses_history(PolicyOptions(params={f"{name}.inside": 1}))
+    assert not policies.get(name).uses_history(PolicyOptions())
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(), st.sampled_from(["gavel-mmf", "oef-noncoop"]))
+def test_the_split_keeps_si_of_policies_that_have_it(problem: Problem, name: str) -> None:
+    """With the split on, the tenant level keeps what the policy's answer has (oef-noncoop: SI,
+    checked independently) and no tenant passes its bundle."""
+    a = policies.allocate(name, problem, PolicyOptions(solver="highs", params={f"{name}.inside": 1}))
+    if a.status == "fallback":
+        return
+    top = {j: dict(r) for j, r in (a.tenant_x or {}).items()}
+    x = {j: dict(r) for j, r in a.x.items()}
+    assert ind.capacity_ok(problem, x)
+    if name == "oef-noncoop":
+        assert ind.si_ok(problem, top)
+    outer = _bundles(problem, top)
+    for key, used in _bundles(problem, x).items():
+        assert used <= outer.get(key, 0.0) + 1e-6 * (1 + outer.get(key, 0.0)), key
