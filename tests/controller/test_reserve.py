@@ -114,3 +114,52 @@ def test_heads_are_never_raised_and_every_competitor_ends_below_them(q) -> None:
         for j in jobs:
             if j not in head and plans[j].planned_type == k:
                 assert after[j] < jobs[h].priority, (j, h)
+
+
+def test_an_unplaced_job_keeps_its_push_while_the_plan_keeps_it_unplaced() -> None:
+    """A gang the plan holds back keeps the push it carries when its competitors have all
+    started (no write every other cycle as new ones come); once placed, the push goes."""
+    from slurm_fair.controller.state.fields import Owned
+
+    gang = job("g", "a", gpus=4, priority=9000 - 4096, site_factor=-4096)
+    owned = {("g", "site_factor"): Owned("g", "site_factor", "a", "0", written="-4096")}
+    alone = {"g": JobPlan("g", "a", None, 1, False, planned_type=None)}
+    reach = {"g": ("v100",)}
+    assert site_factors(alone, {"g": gang}, owned, reach) == {"g": -4096}
+    # placed now: its own priority again
+    placed = {"g": JobPlan("g", "a", None, 1, True, planned_type="v100")}
+    assert site_factors(placed, {"g": gang}, owned, reach) == {"g": 0}
+    # a competitor above the push: the push rises to pass it (a power of two)
+    comp = job("c", "a", priority=1000, site_factor=0)
+    both = {**alone, "c": JobPlan("c", "a", None, 2, True, planned_type="v100")}
+    out = site_factors(both, {"g": gang, "c": comp}, owned, {**reach, "c": ("v100",)})
+    assert natural(gang, owned[("g", "site_factor")]) + out["g"] < 1000 and out["g"] == -8192
+
+
+def test_an_unplaced_gang_is_not_rewritten_every_other_cycle(fake, tmp_path) -> None:
+    """Fake Slurm over six cycles: the gang's competitors start and new ones arrive every
+    other cycle; its site factor is written once."""
+    fake.now = T0.replace(tzinfo=None) - timedelta(hours=1)
+    gang = fake.submit("alice", "--gres=gpu:4", hold=False, partition="v100", time_limit="10",
+                       comment="fair:class=resnet-50-bs32", priority=9000)
+    fake.now = T0.replace(tzinfo=None)
+    for r in [fake.submit("bob", "--gres=gpu:1", hold=False, partition="v100", comment="fair:class=a3c")
+              for _ in range(2)]:
+        fake.start(r, "v100-1", "v100")
+    small = [fake.submit("bob", "--gres=gpu:1", hold=False, partition="v100", priority=5000,
+                         comment="fair:class=a3c", time_limit="5") for _ in range(2)]
+    config = make_config(tmp_path, reserve_after_lr=0)
+    writes = []
+    for i in range(6):
+        res = run_cycle(fake, config)
+        assert res.exit_code == 0, res.message
+        writes += [r for r in res.results if r.action.job == gang and r.action.kind == "set_site_factor"]
+        fake.now += timedelta(seconds=60)
+        if i % 2 == 0:
+            for j in small:
+                if fake.job(j).pending:
+                    fake.start(j, "v100-2", "v100")
+        else:
+            small = [fake.submit("bob", "--gres=gpu:1", hold=False, partition="v100", priority=5000,
+                                 comment="fair:class=a3c", time_limit="5") for _ in range(2)]
+    assert len(writes) == 1 and (fake.job(gang).site_factor or 0) < 0

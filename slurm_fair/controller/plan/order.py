@@ -18,7 +18,10 @@ included, and it overwrote the job's nice, which is its user's. Now:
   where they do not delay it. The gang keeps its own priority.
 * Pushes are powers of two, at least :data:`MIN_PUSH`, and an existing push is kept while it is
   between the need and :data:`KEEP` times it: priorities drift with age every few minutes, and
-  without the band each drift would be a write.
+  without the band each drift would be a write. A job the plan leaves unplaced keeps a push it
+  carries (it is only raised when the need passes it) until the plan places it: without that,
+  an unplaced gang's push was lifted whenever its competitors had all started and set again
+  when the next ones came, a write every other cycle.
 
 A job's priority without the controller's push is Slurm's priority minus the push it carries
 (what the controller wrote minus the site factor it found there). Jobs whose site factor Slurm
@@ -89,10 +92,12 @@ def site_factors(
             types = [jp.planned_type] if jp.planned_type else list(reachable.get(j, ()))
             lows = [tops[k] for k in types if k in tops] + ([] if jp.placed else [floor[k] for k in types if k in floor])
             need = (prio[j] - min(lows) + 1) if lows else 0  # type: ignore[operator]
+            pushed = base - (sj.site_factor or 0)
             if need > 0:
-                pushed = base - (sj.site_factor or 0)
-                keep = need <= pushed <= KEEP * max(need, MIN_PUSH)
+                keep = need <= pushed <= KEEP * max(need, MIN_PUSH) or (not jp.placed and need <= pushed)
                 want = base - (pushed if keep else _pow2(need))
+            elif not jp.placed and pushed > 0:
+                want = base - pushed  # still held back by the plan: its push stays
         out[j] = max(-SITE_FACTOR_MAX, want)
     return out
 
