@@ -51,6 +51,8 @@ class Search:
         self.eq: Equilibrium | None = None
         #: what the price-space CEEI did (steps, closing error, warm start, timed out)
         self.price_info: dict[str, object] = {}
+        #: why the improvement stages did not run ("": they ran, as far as time allowed)
+        self.not_improved = ""
 
     @property
     def lp(self) -> Climb:
@@ -237,6 +239,12 @@ class Search:
         """Stage 3, most promising first, while time is left: the climbs from the CEEI and from
         the equal split, then gavel-mmf's answer and the climb from it; for at most
         ``oef.improve_s`` seconds (and never past the time limit)."""
+        below = self.options.param("oef", "improve_below_classes")
+        if self.tried.get("ceei-price") == "SI+EF+PE" and len(self.classes) >= below:
+            # measured (docs/oef.md, "Time limit"): from a few hundred classes on, the stages
+            # never moved E above the closed price equilibrium; they only cost time
+            self.not_improved = f"the price space closed at {len(self.classes)} classes (oef.improve_below_classes)"
+            return
         self.deadline = min(self.deadline, time.perf_counter() + self.options.param("oef", "improve_s"))
         eq = self.eq
         stages: list[tuple[str, Callable[[], None]]] = []
@@ -284,6 +292,6 @@ class Search:
                 "pareto_efficient": pe, "pareto_gap": gap,
                 "efficiency_ratio": None if self.e_star is None else fairness.efficiency_ratio(e_best, self.e_star),
                 "ceei_spending_error": None if self.eq is None else self.eq.error, "ceei_price": self.price_info,
-                "degraded": self.degraded}
+                "improvement_skipped": self.not_improved, "degraded": self.degraded}
         return result(self.problem, "oef", self.classes, X, self.options, self.started, info,
                       efficiency_bound=self.e_star)

@@ -43,7 +43,10 @@ from ._tenants import Tenants, class_bundles
               **inside.params(1.0),
               "improve_s": Param(3.0, 0.0, 86400.0, "seconds the improvement stages (climbs, gavel-mmf) may "
                                  "run after the CEEI (a stage predicted to pass them is not started); the "
-                                 "time limit bounds them in any case")})
+                                 "time limit bounds them in any case"),
+              "improve_below_classes": Param(400.0, 0.0, 1e12, "the improvement stages are skipped when the "
+                                             "price-space CEEI closed on at least this many job classes "
+                                             "(measured: they did not change E there)")})
 def oef(problem: Problem, options: PolicyOptions) -> Allocation:
     """Two levels (docs/oef.md, "Two levels", :func:`._inside.split`): the tenant-level answer
     (:func:`tenant_level`), then each tenant's bundle shared among its jobs by latency-ratio

@@ -214,3 +214,22 @@ def test_oef_through_the_price_space_answers_si_ef_and_pe_when_it_says_so(proble
         e_eq = sum(ind.utilities(problem, eq).values())
         e = sum(ind.utilities(problem, x).values())
         assert e >= e_eq - ind.tol(e_eq), (a.info["winner"], e, e_eq)
+
+
+def test_the_improvement_stages_are_skipped_where_the_price_space_closed_on_many_classes() -> None:
+    """``oef.improve_below_classes``: where the price-space CEEI closed on at least that many
+    classes, the improvement stages do not run (and the answer says why); the answer is still
+    SI and EF by the independent LPs. Below it they run."""
+    problem = parse_problem(json.dumps(instance(256, 8)))
+    n = len(groups_of(problem))
+    skip = policies.allocate("oef", problem, PolicyOptions(
+        solver="highs", params={"oef.inside": 0, "oef.improve_below_classes": n}))
+    assert skip.info["candidates"].get("ceei-price") == "SI+EF+PE"
+    assert str(n) in skip.info["improvement_skipped"] and skip.info["winner"] == "ceei-price"
+    assert not [k for k in skip.info["candidates"] if k.startswith(("ccp", "gavel-mmf"))]
+    x = {j: dict(r) for j, r in skip.x.items()}
+    assert ind.si_ok(problem, x) and ind.ef_ok(problem, x)
+    run = policies.allocate("oef", problem, PolicyOptions(
+        solver="highs", params={"oef.inside": 0, "oef.improve_below_classes": n + 1}))
+    assert run.info["improvement_skipped"] == ""
+    assert [k for k in run.info["candidates"] if k.startswith(("ccp", "gavel-mmf"))]
