@@ -199,3 +199,24 @@ def test_a_stop_is_honoured_between_two_calls_of_one_group(fake, tmp_path):
     assert len(rest) == 20 and all(r.error.startswith("not attempted") for r in rest)
     assert {j for j, _ in owned} == done  # no row, no intent for what was never sent
     assert all(fake.job(j).partition == ("v100" if j in done else "gpu") for j in ids)
+
+
+def test_a_stop_during_revert_s_wait_names_the_writes_still_in_doubt(fake, config, monkeypatch):
+    """SIGTERM while revert waits for writes in doubt: it stops waiting, exits 1 and names each
+    write that may still land (run revert again after its minute)."""
+    ids = submit(fake, 4)
+    real = fake.update_jobs
+
+    def lost(job_ids, fields):
+        if "Partition" in fields:
+            raise SlurmUnavailable("scontrol did not answer within 30 s (3 attempts)")
+        return real(job_ids, fields)
+
+    monkeypatch.setattr(fake, "update_jobs", lost)
+    assert run_cycle(fake, config).exit_code != 0
+    monkeypatch.setattr(fake, "update_jobs", real)
+    slept: list[float] = []
+    res = revert(fake, config, sleep=slept.append, stop=lambda: bool(slept))
+    assert len(slept) == 1 and res.exit_code == 1
+    assert res.problems and all("may still land" in p for p in res.problems)
+    assert {p.split(":")[0] for p in res.problems} <= {f"job {j}" for j in ids}
