@@ -29,13 +29,15 @@ class GroupLP:
 
     ``caps[k]`` is the right-hand side of type ``k``'s capacity row; ``types`` the types that get
     columns (default: those with ``caps[k] > 0``, sorted). ``n`` replaces the classes' ``n_ck``
-    as the coefficients of utilities and efficiency (the columns still follow ``c.n``). Every
+    as the coefficients of utilities and efficiency (the columns still follow ``c.n``);
+    ``counts`` the demand rows' right-hand sides (default: the classes' job counts). Every
     column starts with cost 0: choose the objective with :meth:`set_objective`.
     """
 
     def __init__(self, classes: Sequence[JobGroup], caps: Mapping[str, float], name: str,
                  types: Sequence[str] | None = None, n: Mapping[int, Mapping[str, float]] | None = None,
-                 backend: str | None = None, time_limit_s: float | None = None, keep_lp_dir: str | None = None):
+                 backend: str | None = None, time_limit_s: float | None = None, keep_lp_dir: str | None = None,
+                 counts: Mapping[int, float] | None = None):
         self.classes = list(classes)
         if types is None:
             types = [k for k in sorted(caps) if float(caps[k]) > 0]
@@ -46,6 +48,7 @@ class GroupLP:
         self.by_class: dict[int, dict[str, int]] = {}
         cap_terms: dict[str, tuple[list[int], list[float]]] = {k: ([], []) for k in types}
         dem_rows: list[tuple[int, list[int]]] = []
+        by_key = {c.key: c for c in self.classes}
         for c in self.classes:
             row = self.by_class.setdefault(c.key, {})
             for k in types:
@@ -65,10 +68,9 @@ class GroupLP:
             if cols:
                 self.cap_row[k] = len(rows)
                 rows.append((cols, vals, -INF, float(caps.get(k, 0.0))))
-        counts = {c.key: float(c.count) for c in self.classes}
         for ck, cols in dem_rows:
             self.dem_row[ck] = len(rows)
-            rows.append((cols, [1.0] * len(cols), -INF, counts[ck]))
+            rows.append((cols, [1.0] * len(cols), -INF, float(counts[ck]) if counts else float(by_key[ck].count)))
         nx = len(self.cols)
         self.lp = SmallLP([0.0] * nx, [0.0] * nx, [INF] * nx, rows, name=name, backend=backend,
                           time_limit_s=time_limit_s, keep_lp_dir=keep_lp_dir)

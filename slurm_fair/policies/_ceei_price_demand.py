@@ -103,7 +103,8 @@ def demand(m: PriceMarket, p: np.ndarray) -> Demand:
     fin = np.isfinite(cand)
     ci, pi = np.nonzero(fin)
     lam, d, ten = cand[ci, pi], step[ci, pi], m.owner[ci]
-    order = np.lexsort((pi, ci, lam, ten))
+    # by tenant, then breakpoint; ties keep np.nonzero's (class, piece) order (lexsort is stable)
+    order = np.lexsort((lam, ten))
     ci, pi, lam, d, ten = ci[order], pi[order], lam[order], d[order], ten[order]
     cum = np.cumsum(d)
     start = np.searchsorted(ten, np.arange(T))

@@ -35,11 +35,32 @@ def class_lp(problem: Problem, name: str, classes: list[JobGroup], options: Poli
 
 
 def max_throughput_classes(problem: Problem, options: PolicyOptions, classes: list[JobGroup]) -> dict[int, dict[str, float]]:
-    """The class solution of ``max E`` (max-throughput's answer, oef's efficiency bound)."""
-    cm = class_lp(problem, "max_throughput", classes, options)
+    """The class solution of ``max E`` (max-throughput's answer, oef's efficiency bound).
+
+    ``max E`` does not look at tenants, and in GPU-time (``y_ck = g_c z_ck``) a class is only
+    its rate per GPU ``n_ck / g_c`` and its GPUs ``g_c m_c``: classes with the same rates per GPU
+    are one column set in the LP, with their GPUs summed (thousands of classes of many tenants
+    are a few hundred such rate vectors). Each merged optimum is split back over its classes in
+    proportion to their GPUs, which keeps every class within its demand and gives the same E."""
+    types = [k for k in sorted(problem.gpu_types) if problem.gpu_types[k] > 0]
+    merged: dict[tuple[float, ...], list[JobGroup]] = {}
+    for c in classes:
+        merged.setdefault(tuple(c.n.get(k, 0.0) / c.gpus for k in types), []).append(c)
+    rates = [JobGroup(i, "", 1, {k: r for k, r in zip(types, key) if r > 0}, ())
+             for i, key in enumerate(merged)]
+    gpus = {i: float(sum(c.gpus * c.count for c in members)) for i, members in enumerate(merged.values())}
+    cm = GroupLP(rates, {k: float(problem.gpu_types[k]) for k in types}, "max_throughput", counts=gpus,
+                 backend="cbc" if options.resolved_solver == "cbc" else None,
+                 time_limit_s=options.time_limit_s, keep_lp_dir=options.keep_lp_dir)
     cm.set_objective(cm.efficiency())
     cm.solve()
-    return cm.values()
+    y = cm.values()
+    out: dict[int, dict[str, float]] = {}
+    for i, members in enumerate(merged.values()):
+        for c in members:  # z_ck = y_k * (g_c m_c / G) / g_c
+            share = c.count / gpus[i] if gpus[i] else 0.0
+            out[c.key] = {k: v * share for k, v in y[i].items() if v * share > 1e-10}
+    return out
 
 
 def _equal_share_rate(problem: Problem, n: Mapping[str, float], denom: float) -> float:

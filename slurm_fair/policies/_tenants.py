@@ -53,9 +53,12 @@ class Tenants:
         self.value_of = {u: fairness.BestUseModel(self.mine[u], problem.types) for u in self.names}
         self.envy = EnvyBounds(self.names, self.types, self.mine, self.weight, self.value_of)
         self.si: dict[str, float] = {}
+        #: the equal split with best use (:func:`._lp.equal_split_classes`), a by-product of SI
+        self.equal_split: dict[int, dict[str, float]] = {}
         for i, u in enumerate(self.names):
             at_share = self.value_of[u](fairness.equal_share(problem, u))
             self.si[u] = at_share.value
+            self.equal_split.update(at_share.z)
             # the equal share's duals clear every pair at the equal split: v's bundle, scaled to
             # u's weight, is inside u's equal share
             self.envy.add(i, np.array([at_share.p.get(k, 0.0) for k in self.types]))

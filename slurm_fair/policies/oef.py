@@ -32,7 +32,7 @@ from ..jobgroups import groups_of
 from ..model import Allocation, Problem
 from . import Param, PolicyOptions, register
 from . import _inside as inside
-from ._lp import equal_split_classes, fallback_allocation, feasible_classes, result
+from ._lp import fallback_allocation, feasible_classes, result
 from ._oef_search import Search
 from ._tenants import Tenants, class_bundles
 
@@ -64,7 +64,7 @@ def tenant_level(problem: Problem, options: PolicyOptions) -> Allocation:
     classes = groups_of(problem)
     try:
         t = Tenants(problem, classes)
-        X0 = feasible_classes(problem, classes, equal_split_classes(problem, classes))
+        X0 = feasible_classes(problem, classes, t.equal_split)
     except SolverError as exc:  # no SI constant, nothing can be verified: the documented fallback
         return fallback_allocation(problem, "oef", exc, started)
     search = Search(problem, options, classes, t, started)

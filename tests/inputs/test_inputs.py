@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from slurm_fair.errors import InputError
-from slurm_fair.inputs import (MAX_DEPTH, FiniteFloat, Integer, decode, fullmatch, jsonable, load_json,
+from slurm_fair.inputs import (MAX_DEPTH, _depth, FiniteFloat, Integer, decode, fullmatch, jsonable, load_json,
                                number_problem, parse_json, read_text)
 
 
@@ -28,6 +28,32 @@ def test_parse_json_refuses_what_python_accepts(text: str, needle: str) -> None:
 
 def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
     assert parse_json(json.dumps({"k": "[" * (MAX_DEPTH * 2)}), "x") == {"k": "[" * (MAX_DEPTH * 2)}
+
+
+def _depth_by_characters(text: str) -> int:
+    """The nesting depth walked character by character (the rule stated independently)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+@given(st.text(alphabet='[]{}"\\ab,:', max_size=60) | st.builds(json.dumps, st.recursive(
+    st.text(alphabet='[]{}"\\a'), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(alphabet='[]{"\\'), c, max_size=3),
+    max_leaves=12)))
+def test_depth_counts_brackets_outside_strings_only(text: str) -> None:
+    """Valid JSON or not (an unterminated string, a stray backslash), the regular-expression
+    depth is the character walk's."""
+    assert _depth(text) == _depth_by_characters(text)
 
 
 @given(st.recursive(st.none() | st.booleans() | st.integers(-10**20, 10**20)

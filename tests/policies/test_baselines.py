@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+
+from .strategies import problems
 
 from slurm_fair import policies
 from slurm_fair.model import Job, Problem
@@ -84,3 +87,12 @@ def test_every_policy_is_feasible_on_a_random_problem() -> None:
     for name in ["oef", "oef-noncoop", "gavel-mmf", "gavel-ftf", "max-throughput", "agnostic", "fifo"]:
         x = {j: dict(r) for j, r in policies.allocate(name, p, OPTS).x.items()}
         assert ind.capacity_ok(p, x), name
+
+
+@given(problems())
+def test_max_throughput_reaches_the_independent_efficiency_bound(p: Problem) -> None:
+    """max E merges classes with equal rates per GPU across tenants and splits the answer back:
+    the split answer is feasible and reaches E*, computed here by an independent LP."""
+    x = {j: dict(r) for j, r in policies.allocate("max-throughput", p, OPTS).x.items()}
+    assert ind.capacity_ok(p, x)
+    assert sum(ind.utilities(p, x).values()) == pytest.approx(ind.max_efficiency(p), rel=1e-6, abs=1e-7)
