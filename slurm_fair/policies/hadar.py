@@ -36,33 +36,82 @@ the surplus-greedy order, the backlog form of the carried price and ``BETA``, th
 from __future__ import annotations
 
 import time
-
+from dataclasses import dataclass
 from typing import Any, MutableMapping
 
 from ..model import Allocation, Job, Problem
-from . import PolicyOptions, register
+from . import Param, PolicyOptions, register
 from ..statuses import AllocationStatus
 
 #: extra copies per job at most (HadarE)
 MAX_COPIES = 2
 #: how much of a type's backlog survives a round (the rest is the round's excess demand)
 BETA = 0.5
+#: the carried backlog of a type is at most this many times its capacity
+CAP = 0.125
+#: exponent of a job's remaining time (at its best speed, over the round's mean) in its density
+REMAINING = 0.0
+#: weight of the starvation term ``starved_j`` in the density
+STARVE = 0.3
 #: where the carried prices live in ``options.state``
 KEY = "hadar"
 
+#: the knobs of the price rule and the density (``--policy-option hadar.beta=0.5``; HadarE
+#: declares the same ones under ``hadare.``)
+PARAMS = {
+    "beta": Param(BETA, 0.0, 1.0, "share of a type's carried backlog that survives a round (0: only the "
+                  "last round's excess demand; 1: never decays)"),
+    "cap": Param(CAP, 0.0, None, "the carried backlog of a type is at most this many times its "
+                 "capacity (0: prices reset every round)"),
+    "remaining": Param(REMAINING, 0.0, 2.0, "exponent of a job's remaining time (at its best speed, over "
+                       "the round's mean) in its utility density (0: not used)"),
+    "starve": Param(STARVE, 0.0, 10.0, "weight of the starvation term 1 - attained/age in the utility density"),
+}
 
-def densities(problem: Problem) -> dict[tuple[str, str], float]:
-    """``d_jk`` for every job and type it can run on and fits in."""
+
+@dataclass(frozen=True)
+class Knobs:
+    """The values of :data:`PARAMS` for one round."""
+
+    beta: float = BETA
+    cap: float = CAP
+    remaining: float = REMAINING
+    starve: float = STARVE
+
+    @classmethod
+    def of(cls, policy: str, options: PolicyOptions) -> "Knobs":
+        return cls(**{k: options.param(policy, k) for k in PARAMS})
+
+
+def remaining_s(job: Job) -> float | None:
+    """Seconds the job still needs at its best speed (None: remaining work or speed unknown)."""
+    best = max(job.throughput.values(), default=0.0)
+    if job.remaining_work is None or best <= 0:
+        return None
+    return max(0.0, float(job.remaining_work)) / best
+
+
+def densities(problem: Problem, knobs: Knobs | None = None, round_s: float = 360.0) -> dict[tuple[str, str], float]:
+    """``d_jk`` for every job and type it can run on and fits in; ``round_s``: the round length,
+    the least time run a job's wait is measured against."""
+    round_s = max(1.0, float(round_s))
+    knobs = knobs or Knobs()
     count = {u: len(problem.jobs_of(u)) for u in problem.active_tenants}
+    rem = {j.id: remaining_s(j) for j in problem.jobs}
+    known = [r for r in rem.values() if r]
+    mean_rem = sum(known) / len(known) if known else 0.0
     out: dict[tuple[str, str], float] = {}
     for j in problem.jobs:
         age = float(j.age_s or 0.0)
-        starved = max(0.0, 1.0 - j.attained_s / age) if age > 0 else 1.0
+        starved = max(0.0, age - j.attained_s) / max(j.attained_s, round_s)
         weight = problem.weight(j.tenant) / count[j.tenant]
+        r = rem[j.id]
+        # a job done (r == 0) or of unknown length counts as an average one
+        long = (r / mean_rem) ** knobs.remaining if knobs.remaining and r and mean_rem > 0 else 1.0
         for k in problem.types:
             n = j.normalised(k)
             if n > 0 and j.gpus <= problem.gpu_types[k]:
-                out[j.id, k] = weight * n * (1.0 + starved) / j.gpus
+                out[j.id, k] = weight * n * (1.0 + knobs.starve * starved) * long / j.gpus
     return out
 
 
@@ -74,7 +123,8 @@ def price(load: float, capacity: float, low: float, high: float, backlog: float 
     return float(low * (high / low) ** ((min(load, capacity) + b) / (capacity + b)))
 
 
-def carry(state: MutableMapping[str, Any], problem: Problem, dens: dict[tuple[str, str], float]) -> dict[str, float]:
+def carry(state: MutableMapping[str, Any], problem: Problem, dens: dict[tuple[str, str], float],
+          knobs: Knobs | None = None) -> dict[str, float]:
     """The online dual update: each type's backlog after this round (stored in ``state``).
 
     ``b_k <- BETA b_k + (1 - BETA) max(0, demand_k - C_k)``, ``demand_k`` the GPUs of the jobs
@@ -88,18 +138,22 @@ def carry(state: MutableMapping[str, Any], problem: Problem, dens: dict[tuple[st
     demand = {k: 0.0 for k in problem.types}
     for jid, (_, k) in best.items():
         demand[k] += gpus[jid]
+    knobs = knobs or Knobs()
     for k in problem.types:
-        excess = max(0.0, demand[k] - float(problem.gpu_types[k]))
-        book[k] = BETA * float(book.get(k, 0.0)) + (1.0 - BETA) * excess
+        cap = float(problem.gpu_types[k])
+        excess = max(0.0, demand[k] - cap)
+        b = knobs.beta * float(book.get(k, 0.0)) + (1.0 - knobs.beta) * excess
+        book[k] = min(b, knobs.cap * cap)
     return dict(book)
 
 
 def hadar_assign(
-    problem: Problem, backlog: dict[str, float] | None = None,
+    problem: Problem, backlog: dict[str, float] | None = None, knobs: Knobs | None = None,
+    round_s: float = 360.0,
 ) -> tuple[dict[str, str], dict[str, float], dict[str, float]]:
     """The primal-dual pass from the carried ``backlog`` per type: ``(job -> type, load per type,
     final price per type)``."""
-    dens = densities(problem)
+    dens = densities(problem, knobs, round_s)
     load = {k: 0.0 for k in problem.types}
     if not dens:
         return {}, load, {k: 0.0 for k in problem.types}
@@ -128,19 +182,20 @@ def hadar_assign(
 
 
 def _round(
-    problem: Problem, options: PolicyOptions,
+    problem: Problem, options: PolicyOptions, policy: str = "hadar",
 ) -> tuple[dict[str, str], dict[str, float], dict[str, float], dict[str, float]]:
     """One round of Hadar from the carried state: ``(job -> type, load, prices, backlog used)``;
     the state is advanced for the next round."""
+    knobs = Knobs.of(policy, options)
     book = options.state.get(KEY, {}).get("backlog", {})
-    used = {k: float(book.get(k, 0.0)) for k in problem.types}
-    chosen, load, prices = hadar_assign(problem, used)
-    carry(options.state, problem, densities(problem))
+    used = {k: min(float(book.get(k, 0.0)), knobs.cap * float(c)) for k, c in problem.gpu_types.items()}
+    chosen, load, prices = hadar_assign(problem, used, knobs, options.round_s)
+    carry(options.state, problem, densities(problem, knobs, options.round_s), knobs)
     return chosen, load, prices, used
 
 
 @register("hadar", "Hadar: per-type prices rising with load; each job on the type with the best utility minus price",
-          dynamic=True)
+          dynamic=True, params=PARAMS)
 def hadar(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
     chosen, load, prices, backlog = _round(problem, options)
@@ -159,11 +214,11 @@ def _fork_gain(job: Job, members: list[str], extra: str, sync: float) -> float:
 
 @register("hadare",
           "HadarE: Hadar plus forking jobs into copies on otherwise idle GPUs of other types (simulator only)",
-          dynamic=True)
+          dynamic=True, params=PARAMS)
 def hadare(problem: Problem, options: PolicyOptions) -> Allocation:
     started = time.perf_counter()
     sync = options.fork_sync
-    chosen, load, prices, backlog = _round(problem, options)
+    chosen, load, prices, backlog = _round(problem, options, "hadare")
     caps = {k: float(c) for k, c in problem.gpu_types.items()}
     free = {k: caps[k] - load[k] for k in problem.types}
     # GPUs a waiting job could still use are not forked into: copies never displace jobs
