@@ -8,17 +8,29 @@ half the smallest per-GPU utility density on offer this round (the classic onlin
 price of Buchbinder and Naor that Hadar's primal-dual analysis rests on). Repeatedly, the
 (job, type) pair with the largest surplus ``d_jk - p_k(y_k)`` is granted, if that surplus is
 positive and the gang fits; prices are updated after each grant. The utility density of job
-``j`` on type ``k`` is ``d_jk = (w_u / m_u) * n_jk * (1 + starved_j) / g_j``: the tenant weight
-split over its ``m_u`` active jobs (fair across tenants), the job's normalised throughput there
-(task-level heterogeneity), and ``starved_j = 1 - attained_s / age_s`` (Hadar's time dimension:
-a job that waited most of its life is worth more). The allocation is integral.
+``j`` on type ``k`` is ``d_jk = (w_u / m_u) * n_jk * (1 + STARVE * starved_j) * long_j / g_j``:
+the tenant weight split over its ``m_u`` active jobs (fair across tenants), the job's
+normalised throughput there (task-level heterogeneity), Hadar's time dimension
+``starved_j = wait_s / max(attained_s, round_s)`` (time waited over time run, at least a
+round: it grows without bound while a job waits, so a gang whose per-GPU density is a
+fraction of a 1-GPU job's is not left waiting for ever), and ``long_j = (R_j / mean R) **
+REMAINING``, ``R_j`` the job's remaining time at its best speed (off by default). The
+allocation is integral.
 
 The dual prices are carried across rounds, not reset (the paper's prices live over time
 slots): after the pass, ``demand_k`` is the GPUs of the jobs whose best density is on ``k``
-and ``b_k <- BETA * b_k + (1 - BETA) * max(0, demand_k - C_k)`` (:func:`carry`): a type asked
-for beyond its capacity starts the next round dearer, so only the jobs that value it most take
-it and the others settle on cheaper types; once demand falls below capacity the backlog
-decays geometrically (halves every round) back to the plain price.
+and ``b_k <- min(CAP * C_k, BETA * b_k + (1 - BETA) * max(0, demand_k - C_k))``
+(:func:`carry`): a type asked for beyond its capacity starts the next round dearer, so only
+the jobs that value it most take it; once demand falls below capacity the backlog decays
+geometrically back to the plain price. The cap matters: without it the backlog settles at the
+whole excess demand (hundreds of GPUs on 8 V100s in a Philly trace), the price of an *empty*
+fast type starts near ``U``, Hadar grants it to almost no one and leaves it to the rounding
+step's work conservation - the fast GPUs no longer go to the jobs that gain most from them.
+With ``CAP = 1/8`` an empty contended type costs at most ``L (U/L)^(1/9)``.
+
+The knobs ``beta``, ``cap``, ``remaining`` and ``starve`` are policy parameters
+(:data:`PARAMS`; ``--policy-option hadar.cap=0.25``, ``hadare.*`` for HadarE). Their defaults
+were tuned on ``philly_6vc_240`` and its ``--static`` variant only (docs/policies/hadar.md).
 
 **HadarE.** Hadar, then *forking*: GPUs no waiting job can use are given to copies of running
 jobs, on other types (hence other nodes): a copy of ``j`` on ``k`` is added when it raises the
@@ -29,8 +41,9 @@ combines their progress (see ``docs/simulator.md``). ``sync`` is ``options.fork_
 (default 0.1), set by the simulator from its configuration. Slurm cannot run one job as several
 cooperating allocations, so HadarE is a simulator-only policy.
 
-Our own choices (no public code exists): the density formula, ``L`` = half the smallest density,
-the surplus-greedy order, the backlog form of the carried price and ``BETA``, the copy rule. See ``docs/policies/hadar.md``.
+Our own choices (no public code exists): the density formula (its starvation and remaining-time
+terms), ``L`` = half the smallest density, the surplus-greedy order, the backlog form of the
+carried price with ``BETA`` and ``CAP``, the copy rule. See ``docs/policies/hadar.md``.
 """
 
 from __future__ import annotations
@@ -47,11 +60,12 @@ from ..statuses import AllocationStatus
 MAX_COPIES = 2
 #: how much of a type's backlog survives a round (the rest is the round's excess demand)
 BETA = 0.5
-#: the carried backlog of a type is at most this many times its capacity
+#: the carried backlog of a type is at most this many times its capacity (tuned: 0.25 and below
+#: are alike on the tuning workloads, 0.5 and above lengthen the makespan, unbounded by 5-8 %)
 CAP = 0.125
 #: exponent of a job's remaining time (at its best speed, over the round's mean) in its density
 REMAINING = 0.0
-#: weight of the starvation term ``starved_j`` in the density
+#: weight of the starvation term ``starved_j`` (wait over time run) in the density (tuned)
 STARVE = 0.3
 #: where the carried prices live in ``options.state``
 KEY = "hadar"
@@ -65,7 +79,8 @@ PARAMS = {
                  "capacity (0: prices reset every round)"),
     "remaining": Param(REMAINING, 0.0, 2.0, "exponent of a job's remaining time (at its best speed, over "
                        "the round's mean) in its utility density (0: not used)"),
-    "starve": Param(STARVE, 0.0, 10.0, "weight of the starvation term 1 - attained/age in the utility density"),
+    "starve": Param(STARVE, 0.0, 10.0, "weight of the starvation term (time waited over time run, at least a "
+                    "round) in the utility density (0: not used)"),
 }
 
 
@@ -127,8 +142,9 @@ def carry(state: MutableMapping[str, Any], problem: Problem, dens: dict[tuple[st
           knobs: Knobs | None = None) -> dict[str, float]:
     """The online dual update: each type's backlog after this round (stored in ``state``).
 
-    ``b_k <- BETA b_k + (1 - BETA) max(0, demand_k - C_k)``, ``demand_k`` the GPUs of the jobs
-    whose best density is on ``k``: raised by load beyond capacity, decaying when there is none."""
+    ``b_k <- min(cap C_k, beta b_k + (1 - beta) max(0, demand_k - C_k))``, ``demand_k`` the GPUs
+    of the jobs whose best density is on ``k``: raised by load beyond capacity up to the cap,
+    decaying when there is none."""
     book = state.setdefault(KEY, {}).setdefault("backlog", {})
     best: dict[str, tuple[float, str]] = {}
     for (jid, k), d in dens.items():
