@@ -5,6 +5,7 @@ demand at given prices, exact and vectorised over classes (the derivation is in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -40,6 +41,14 @@ class PriceMarket:
                    np.array([index[c.tenant] for c in mine], dtype=int),
                    np.array([float(c.gpus) for c in mine]), np.array([float(c.count) for c in mine]),
                    np.array([[float(c.n.get(k, 0.0)) for k in types] for c in mine]).reshape(len(mine), len(types)))
+
+    @cached_property
+    def shapes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The distinct ``(n_c, g_c)`` rows (throughputs and gang size: all a class's lines
+        depend on) as ``(n, gpus, index of each class's row)``: classes of many tenants share a
+        few hundred, so the breakpoints are computed once per row, not once per class."""
+        rows, inverse = np.unique(np.hstack([self.n, self.gpus[:, None]]), axis=0, return_inverse=True)
+        return rows[:, :-1], rows[:, -1], inverse.reshape(-1)
 
     def lines(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Slopes and costs (``C x (K + 1)``) of every class's lines ``lambda n_ck - g_c p_k``;
@@ -93,7 +102,10 @@ def demand(m: PriceMarket, p: np.ndarray) -> Demand:
     """Every tenant's demand at prices ``p`` (the module docstring): exact, vectorised over
     classes; the tenants' spending crossings found in one sort of all breakpoints."""
     slope, cost = m.lines(p)
-    cand, choice = _pieces(slope, cost)
+    n_rows, g_rows, row_of = m.shapes
+    cand, choice = _pieces(np.hstack([np.zeros((len(g_rows), 1)), np.where(n_rows > 0, n_rows, -1.0)]),
+                           np.hstack([np.zeros((len(g_rows), 1)), g_rows[:, None] * p[None, :]]))
+    cand, choice = cand[row_of], choice[row_of]
     C, P = cand.shape
     rows = np.arange(C)
     piece_cost = m.count[:, None] * np.take_along_axis(cost, choice, axis=1)  # C x (P + 1)
