@@ -57,6 +57,10 @@ def command(input_path: str, policy: str, solver: str, time_limit: float, policy
             bound = None
     out["efficiency_bound"] = bound
     out["efficiency_ratio"] = None if bound is None else fairness.efficiency_ratio(out["efficiency"], bound)
+    if "tenant_level" in out:  # two levels: E/E* of the bundles (the allocation's own ratio is
+        # lower by design: a tenant's jobs are ordered by aging, not by efficiency)
+        top = sum(t["value"] for t in out["tenant_level"].values())
+        out["tenant_level_efficiency_ratio"] = None if bound is None else fairness.efficiency_ratio(top, bound)
     placement = rounding.place(problem, allocation)
     out["placement"] = {"types": dict(placement.types), "priority": dict(placement.priority)}
     out["total_seconds"] = round(time.perf_counter() - started, 6)

@@ -91,6 +91,23 @@ def test_cli_solve_outputs_fairness_format(tmp_path) -> None:
     assert set(out["tenants"]["a"]) == {"bundle", "utility"}
 
 
+def test_cli_solve_gives_the_tenant_levels_efficiency_beside_the_allocations(tmp_path) -> None:
+    """Two levels: the allocation's E/E* counts what the aging inside a tenant gives up; the
+    tenant level's is that of the bundles, E* computed independently here."""
+    jobs = [{"id": f"a{i}", "tenant": "a", "gpus": g, "throughput": {"v100": 4 * g, "k80": g}}
+            for i, g in enumerate([1, 4, 1, 4])]
+    jobs += [{"id": f"b{i}", "tenant": "b", "gpus": 1, "throughput": {"v100": 2, "k80": 1}} for i in range(4)]
+    doc = {"gpu_types": {"v100": 4, "k80": 4}, "tenants": {"a": {"weight": 1}, "b": {"weight": 1}}, "jobs": jobs}
+    res = CliRunner().invoke(cli, ["solve", "--input", _write(tmp_path, doc), "--policy", "oef"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    e_star = ind.max_efficiency(parse_problem(json.dumps(doc)))
+    top = sum(t["value"] for t in out["tenant_level"].values())
+    assert out["tenant_level_efficiency_ratio"] == pytest.approx(top / e_star, rel=1e-6)
+    assert out["efficiency_ratio"] == pytest.approx(out["efficiency"] / e_star, rel=1e-6)
+    assert out["tenant_level_efficiency_ratio"] >= out["efficiency_ratio"] - 1e-9
+
+
 def test_solver_failure_keeps_lp_file(tmp_path) -> None:
     m = pulp.LpProblem("infeasible", pulp.LpMaximize)
     v = pulp.LpVariable("v", lowBound=0)
