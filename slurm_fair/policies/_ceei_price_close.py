@@ -96,9 +96,13 @@ def _walras(m: PriceMarket, p: np.ndarray) -> np.ndarray:
     satiated ones' spending scaling with the prices); the ties fix only the direction."""
     dem = demand(m, p)
     sat = ~np.isfinite(dem.lam)
-    denom = float(p @ m.caps) - float(dem.spend[sat].sum())
+    value = float(p @ m.caps)
+    denom = value - float(dem.spend[sat].sum())
     income = float(m.weight[~sat].sum())
-    return p * (income / denom) if denom > 0 and income > 0 else p
+    # denom at round-off of the cluster's value (the satiated tenants buy all that is priced):
+    # the level is not fixed by it, and dividing by the round-off once priced a type at 6e15
+    # (a closing LP HiGHS refused), so the prices stay as they are
+    return p * (income / denom) if denom > 1e-9 * value and income > 0 else p
 
 
 def _line_price(m: PriceMarket, c: int, line: int) -> np.ndarray:
