@@ -20,6 +20,7 @@ import argparse
 import random
 import statistics
 import time
+from typing import Iterator
 
 from slurm_fair import fairness, policies
 from slurm_fair.model import Job, Problem
@@ -45,6 +46,18 @@ def random_problem(rng: random.Random, table: ThroughputTable) -> Problem:
     return Problem(caps, tenants, tuple(jobs))
 
 
+def problems(seed: int, count: int, table: ThroughputTable) -> Iterator[tuple[int, Problem]]:
+    """The first ``count`` problems with jobs of ``seed``'s sequence, numbered from 1 (the
+    sequence every benchmark on these problems shares)."""
+    rng = random.Random(seed)
+    done = 0
+    while done < count:
+        problem = random_problem(rng, table)
+        if problem.jobs:
+            done += 1
+            yield done, problem
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", type=int, default=60)
@@ -54,16 +67,9 @@ def main() -> None:
     args = ap.parse_args()
     options = PolicyOptions(solver=args.solver)
     notes: list[str] = []
-    rng = random.Random(args.seed)
-    table = load()
     rows: dict[str, dict[str, list[float]]] = {p: {"ratio": [], "si_ratio": [], "si": [], "ef": [], "pe": [], "s": []}
                                               for p in POLICIES}
-    done = 0
-    while done < args.problems:
-        problem = random_problem(rng, table)
-        if not problem.jobs:
-            continue
-        done += 1
+    for done, problem in problems(args.seed, args.problems, load()):
         e_star = fairness.efficiency_bound(problem)
         e_si = fairness.si_bound(problem)
         for name in POLICIES:

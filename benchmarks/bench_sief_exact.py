@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import random
 import statistics
 import sys
 import time
@@ -35,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_fairness_price import random_problem  # noqa: E402
+from bench_fairness_price import problems  # noqa: E402
 from slurm_fair import fairness, policies  # noqa: E402
 from slurm_fair.estimates.gavel import load  # noqa: E402
 from slurm_fair.model import Job, Problem  # noqa: E402
@@ -140,19 +139,12 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=20.0, help="seconds per MIP")
     ap.add_argument("--max-jobs", type=int, default=30, help="skip problems with more jobs")
     args = ap.parse_args()
-    rng = random.Random(args.seed)
-    table = load()
     options = PolicyOptions()
     print("| problem | jobs | tenants | oef E/E_SI | exact SI+EF E/E_SI | bound | MIP status | s |")
     print("|---:|---:|---:|---:|---:|---:|---|---:|")
     oef_r: list[float] = []
     ceiling: list[float] = []
-    done = 0
-    while done < args.problems:
-        problem = random_problem(rng, table)
-        if not problem.jobs:
-            continue
-        done += 1
+    for done, problem in problems(args.seed, args.problems, load()):
         if len(problem.jobs) > args.max_jobs:
             continue
         e_si = fairness.si_bound(problem)

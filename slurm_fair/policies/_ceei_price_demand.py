@@ -51,11 +51,18 @@ class PriceMarket:
         return rows[:, :-1], rows[:, -1], inverse.reshape(-1)
 
     def lines(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Slopes and costs (``C x (K + 1)``) of every class's lines ``lambda n_ck - g_c p_k``;
-        a type the class cannot use gets slope -1 (never chosen for ``lambda > 0``)."""
-        slope = np.hstack([np.zeros((len(self.classes), 1)), np.where(self.n > 0, self.n, -1.0)])
-        cost = np.hstack([np.zeros((len(self.classes), 1)), self.gpus[:, None] * p[None, :]])
-        return slope, cost
+        """Slopes and costs (``C x (K + 1)``) of every class's lines ``lambda n_ck - g_c p_k``
+        (:func:`lines_of`)."""
+        return lines_of(self.n, self.gpus, p)
+
+
+def lines_of(n: np.ndarray, gpus: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Slopes and costs (``rows x (K + 1)``, column 0 the idle line) of the lines ``lambda n_k -
+    g p_k`` of rows of throughputs ``n`` and gang sizes ``gpus``; a type a row cannot use gets
+    slope -1 (never chosen for ``lambda > 0``)."""
+    slope = np.hstack([np.zeros((len(gpus), 1)), np.where(n > 0, n, -1.0)])
+    cost = np.hstack([np.zeros((len(gpus), 1)), gpus[:, None] * p[None, :]])
+    return slope, cost
 
 
 @dataclass
@@ -103,8 +110,7 @@ def demand(m: PriceMarket, p: np.ndarray) -> Demand:
     classes; the tenants' spending crossings found in one sort of all breakpoints."""
     slope, cost = m.lines(p)
     n_rows, g_rows, row_of = m.shapes
-    cand, choice = _pieces(np.hstack([np.zeros((len(g_rows), 1)), np.where(n_rows > 0, n_rows, -1.0)]),
-                           np.hstack([np.zeros((len(g_rows), 1)), g_rows[:, None] * p[None, :]]))
+    cand, choice = _pieces(*lines_of(n_rows, g_rows, p))
     cand, choice = cand[row_of], choice[row_of]
     C, P = cand.shape
     rows = np.arange(C)

@@ -25,11 +25,11 @@ _MAX_MIN_SLACK = 1e-7
 
 
 def class_lp(problem: Problem, name: str, classes: list[JobGroup], options: PolicyOptions,
-             n: Mapping[int, Mapping[str, float]] | None = None) -> GroupLP:
+             n: Mapping[int, Mapping[str, float]] | None = None, counts: Mapping[int, float] | None = None) -> GroupLP:
     """The group LP (:mod:`slurm_fair.grouplp`) over the problem's capacities, solved the way
     ``options`` say: HiGHS in-process, or PuLP/CBC when ``options.solver`` resolves to ``cbc``
     (forced, or ``auto`` without ``highspy``); the time limit applies to every solve."""
-    return GroupLP(classes, {k: float(c) for k, c in problem.gpu_types.items()}, name, n=n,
+    return GroupLP(classes, {k: float(c) for k, c in problem.gpu_types.items()}, name, n=n, counts=counts,
                    backend="cbc" if options.resolved_solver == "cbc" else None,
                    time_limit_s=options.time_limit_s, keep_lp_dir=options.keep_lp_dir)
 
@@ -49,9 +49,7 @@ def max_throughput_classes(problem: Problem, options: PolicyOptions, classes: li
     rates = [JobGroup(i, "", 1, {k: r for k, r in zip(types, key) if r > 0}, ())
              for i, key in enumerate(merged)]
     gpus = {i: float(sum(c.gpus * c.count for c in members)) for i, members in enumerate(merged.values())}
-    cm = GroupLP(rates, {k: float(problem.gpu_types[k]) for k in types}, "max_throughput", counts=gpus,
-                 backend="cbc" if options.resolved_solver == "cbc" else None,
-                 time_limit_s=options.time_limit_s, keep_lp_dir=options.keep_lp_dir)
+    cm = class_lp(problem, "max_throughput", rates, options, counts=gpus)
     cm.set_objective(cm.efficiency())
     cm.solve()
     y = cm.values()
