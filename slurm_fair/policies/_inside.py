@@ -32,8 +32,15 @@ from . import Param, PolicyOptions
 XMap = Mapping[str, Mapping[str, float]]
 
 
-def priority(problem: Problem, job: Job, keep_bonus: float, iso_jct: float | None = None) -> float:
-    """Aging: ``g_j max(1 + LR_j, rho_j)``, times ``keep_bonus`` for a running job.
+#: a running job's priority is this many times its own (``<policy>.keep_bonus``'s default)
+KEEP_BONUS = 1.25
+#: the finish-time ratio's weight against the latency ratio (``<policy>.rho_weight``'s default)
+RHO_WEIGHT = 1.5
+
+
+def priority(problem: Problem, job: Job, keep_bonus: float, iso_jct: float | None = None,
+             rho_weight: float = RHO_WEIGHT) -> float:
+    """Aging: ``g_j max(1 + LR_j, w rho_j)``, times ``keep_bonus`` for a running job.
 
     ``LR_j = W_j / A_j`` is Hops' latency ratio so far: ``W_j`` the time in the system not run
     (``age_s - attained_s``), ``A_j`` its predicted run time without waiting (time run so far
@@ -43,8 +50,12 @@ def priority(problem: Problem, job: Job, keep_bonus: float, iso_jct: float | Non
     ``A_j`` averages over the types, so a job much faster on one type has a small ratio while
     its ``rho`` grows: the larger of the two keeps both bounded. ``g_j`` makes the value per GPU
     of a gang equal to a single GPU job's at the same ratio, so a gang is not passed over for
-    being a gang. ``keep_bonus`` is the hysteresis: a running job is stopped only for a job whose
-    value beats its own by that factor, since the stop costs a restart."""
+    being a gang. ``w`` (``rho_weight``) weighs the finish-time ratio against the
+    latency ratio. ``keep_bonus`` is a margin against swapping two jobs of about equal value:
+    a running job is stopped only for a job whose value beats its own by that factor. It is
+    not what pays for restarts (:mod:`slurm_fair.hysteresis` does that, in the rounding step):
+    a large bonus is a floor on every wait, since a waiting job's ``1 + LR`` must pass
+    ``keep_bonus`` times a running job's before it gets a GPU of its tenant (docs/oef.md)."""
     waited = max(0.0, float(job.age_s or 0.0) - float(job.attained_s))
     if job.remaining_work is not None:
         ahead = fairness.age_s(float(job.remaining_work), job.throughput, problem.gpu_types)
@@ -53,7 +64,8 @@ def priority(problem: Problem, job: Job, keep_bonus: float, iso_jct: float | Non
     age = float(job.attained_s) + (ahead if ahead < float("inf") else 0.0)
     value = 1.0 + waited / max(age, 1.0)
     if iso_jct and job.remaining_work is not None and job.best_throughput > 0:
-        value = max(value, (float(job.age_s or 0.0) + float(job.remaining_work) / job.best_throughput) / iso_jct)
+        value = max(value, rho_weight * (float(job.age_s or 0.0) + float(job.remaining_work) / job.best_throughput)
+                    / iso_jct)
     return job.gpus * value * (keep_bonus if job.prev_type else 1.0)
 
 
@@ -72,7 +84,8 @@ def isolated_jcts(problem: Problem, state: MutableMapping[str, Any]) -> dict[str
 
 
 def share_bundle(problem: Problem, tenant: str, x: XMap, options: PolicyOptions,
-                 keep_bonus: float = 2.0, iso: Mapping[str, float] | None = None) -> tuple[dict[str, dict[str, float]], bool]:
+                 keep_bonus: float = KEEP_BONUS, iso: Mapping[str, float] | None = None,
+                 rho_weight: float = RHO_WEIGHT) -> tuple[dict[str, dict[str, float]], bool]:
     """Tenant ``tenant``'s jobs' shares of its bundle in ``x``: ``max sum_j p_j r_j`` (``p_j``
     :func:`priority`, ``r_j`` the job's normalised rate) inside the bundle (module docstring).
     A vertex of this LP runs most jobs all the time or not
@@ -94,7 +107,7 @@ def share_bundle(problem: Problem, tenant: str, x: XMap, options: PolicyOptions,
         return keep, False
     objective: dict[int, float] = {}
     for g, j in zip(groups, jobs):
-        p = priority(problem, j, keep_bonus, (iso or {}).get(j.id))
+        p = priority(problem, j, keep_bonus, (iso or {}).get(j.id), rho_weight)
         for col, n in lp.class_rate(g).items():
             objective[col] = p * n
     lp.set_objective(objective)
@@ -130,14 +143,14 @@ def _within(x: dict[str, dict[str, float]], bundle: Mapping[str, float],
 
 
 def two_level(problem: Problem, x: XMap, options: PolicyOptions,
-              keep_bonus: float = 2.0) -> tuple[dict[str, dict[str, float]], int]:
+              keep_bonus: float = KEEP_BONUS, rho_weight: float = RHO_WEIGHT) -> tuple[dict[str, dict[str, float]], int]:
     """Every tenant's bundle in ``x`` shared among its jobs by :func:`share_bundle`; the new
     rows and how many tenants' rows were re-shared."""
     out: dict[str, dict[str, float]] = {}
     changed = 0
     iso = isolated_jcts(problem, options.state)
     for u in problem.active_tenants:
-        rows, done = share_bundle(problem, u, x, options, keep_bonus, iso)
+        rows, done = share_bundle(problem, u, x, options, keep_bonus, iso, rho_weight)
         out.update(rows)
         changed += done
     return out, changed
@@ -147,8 +160,12 @@ def params(default: float) -> dict[str, Param]:
     """The parameters of a policy offering the two levels (``inside`` on by ``default``)."""
     return {"inside": Param(default, 0.0, 1.0, "1: a tenant's bundle is shared among its jobs by latency-ratio "
                             "aging (two levels); 0: as the tenant level gives it (by efficiency alone)"),
-            "keep_bonus": Param(2.0, 1.0, 100.0, "a running job keeps its GPUs against a waiting job of the "
-                                "same tenant unless the latter's (1 + latency ratio) is this many times its own")}
+            "keep_bonus": Param(KEEP_BONUS, 1.0, 100.0, "a running job keeps its GPUs against a waiting job of "
+                                "the same tenant unless the latter's priority is this many times its own (a "
+                                "margin against swaps; restarts are paid by the hysteresis)"),
+            "rho_weight": Param(RHO_WEIGHT, 0.1, 100.0, "weight of the finish-time ratio against the latency ratio in a "
+                                "job's priority inside its tenant (higher: lower worst finish-time ratio, "
+                                "longer worst wait)")}
 
 
 def tenant_key(problem: Problem) -> tuple[Any, ...]:
@@ -174,6 +191,7 @@ def split(name: str, problem: Problem, options: PolicyOptions,
     top: Allocation = memo[1]
     if options.param(name, "inside") < 0.5 or top.status == "fallback":
         return dataclasses.replace(top, solve_seconds=time.perf_counter() - started)
-    x, changed = two_level(problem, top.x, options, options.param(name, "keep_bonus"))
+    x, changed = two_level(problem, top.x, options, options.param(name, "keep_bonus"),
+                           options.param(name, "rho_weight"))
     return dataclasses.replace(top, x=x, tenant_x=top.x, solve_seconds=time.perf_counter() - started,
                                info={**top.info, "inside": "latency-ratio aging", "inside_tenants": changed})

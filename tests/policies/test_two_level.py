@@ -77,9 +77,13 @@ def test_a_running_job_is_kept_unless_the_waiting_one_beats_the_bonus() -> None:
         return Problem({"v100": 1}, {"a": 1.0}, (
             Job("run", "a", 1, {"v100": 1.0}, remaining_work=3600.0, age_s=600.0, attained_s=600.0, prev_type="v100"),
             Job("wait", "a", 1, {"v100": 1.0}, remaining_work=3600.0, age_s=waited_s)))
-    # wait's ratio 0.5 -> 1.5 < 2 x 1: run keeps the GPU; 1.5 -> 2.5 > 2: wait takes it
-    assert policies.allocate("oef", problem(1800.0), OPTS).x["run"].get("v100", 0.0) == pytest.approx(1.0)
-    assert policies.allocate("oef", problem(5400.0), OPTS).x["wait"].get("v100", 0.0) == pytest.approx(1.0)
+    # default bonus 1.25: wait's 1 + LR = 1 + 600/3600 < 1.25 x 1: run keeps the GPU; 1.5 > 1.25: wait takes it
+    assert policies.allocate("oef", problem(600.0), OPTS).x["run"].get("v100", 0.0) == pytest.approx(1.0)
+    assert policies.allocate("oef", problem(1800.0), OPTS).x["wait"].get("v100", 0.0) == pytest.approx(1.0)
+    # bonus 2: 1.5 < 2 x 1 keeps run; 1 + 5400/3600 = 2.5 > 2 gives it to wait
+    two = PolicyOptions(solver="highs", params={"oef.keep_bonus": 2.0})
+    assert policies.allocate("oef", problem(1800.0), two).x["run"].get("v100", 0.0) == pytest.approx(1.0)
+    assert policies.allocate("oef", problem(5400.0), two).x["wait"].get("v100", 0.0) == pytest.approx(1.0)
 
 
 def test_the_simulator_fails_a_tenant_that_holds_more_than_its_bundle() -> None:
@@ -137,9 +141,28 @@ def test_the_priority_is_the_larger_of_the_latency_ratio_and_the_best_finish_tim
     job = Job("j", "a", 1, {"v100": 10.0, "k80": 1.0}, remaining_work=36000.0, age_s=3600.0)
     assert priority(p, job, 2.0) == pytest.approx(1 + 3600 / 19800)
     # its isolated JCT was 3600 s: it can finish at best at 3600 + 3600 s, rho >= 2
-    assert priority(p, job, 2.0, iso_jct=3600.0) == pytest.approx(2.0)
+    assert priority(p, job, 2.0, iso_jct=3600.0, rho_weight=1.0) == pytest.approx(2.0)
+    assert priority(p, job, 2.0, iso_jct=3600.0) == pytest.approx(2.0 * 1.5)  # the default weight
     running = Job("r", "a", 2, {"v100": 10.0, "k80": 1.0}, remaining_work=36000.0, age_s=0.0, prev_type="v100")
     assert priority(p, running, 2.0) == pytest.approx(2 * 1.0 * 2.0)  # g_j x (1 + 0) x keep bonus
+    # rho weighed 3 times: 3 x 2 passes 1 + 0.18; weighed 0.5: 1 + 0.18 passes 0.5 x 2
+    assert priority(p, job, 2.0, iso_jct=3600.0, rho_weight=3.0) == pytest.approx(6.0)
+    assert priority(p, job, 2.0, iso_jct=3600.0, rho_weight=0.5) == pytest.approx(1 + 3600 / 19800)
+
+
+def test_the_finish_time_weight_gives_the_gpu_to_the_job_with_the_tighter_baseline() -> None:
+    """``oef.rho_weight``: of two waiting jobs of one tenant, one that waited long relative to its
+    run (LR 2, a lenient baseline) and one whose finish-time ratio is already 2.5 (its isolated
+    JCT short, its LR 1.5), the latency ratio picks the first at weight 1, the second at 2."""
+    p = Problem({"v100": 1}, {"a": 1.0}, (
+        Job("lr", "a", 1, {"v100": 1.0}, remaining_work=3600.0, age_s=7200.0),
+        Job("rho", "a", 1, {"v100": 1.0}, remaining_work=3600.0, age_s=5400.0)))
+    state = {"oef.iso_jct": {"lr": 36000.0, "rho": 3600.0}}
+    one = policies.allocate("oef", p, PolicyOptions(solver="highs", state=state, params={"oef.rho_weight": 1.0}))
+    assert one.x["lr"].get("v100", 0.0) == pytest.approx(1.0)
+    state = {"oef.iso_jct": {"lr": 36000.0, "rho": 3600.0}}
+    two = policies.allocate("oef", p, PolicyOptions(solver="highs", state=state, params={"oef.rho_weight": 2.0}))
+    assert two.x["rho"].get("v100", 0.0) == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("name", ["gavel-mmf", "max-throughput", "oef-noncoop"])
