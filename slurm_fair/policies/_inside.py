@@ -54,7 +54,7 @@ def priority(problem: Problem, job: Job, keep_bonus: float, iso_jct: float | Non
     latency ratio. ``keep_bonus`` is a margin against swapping two jobs of about equal value:
     a running job is stopped only for a job whose value beats its own by that factor. It is
     not what pays for restarts (:mod:`slurm_fair.hysteresis` does that, in the rounding step):
-    a large bonus is a floor on every wait, since a waiting job's ``1 + LR`` must pass
+    a large bonus is a floor on every wait, since a waiting job's value must pass
     ``keep_bonus`` times a running job's before it gets a GPU of its tenant (docs/oef.md)."""
     waited = max(0.0, float(job.age_s or 0.0) - float(job.attained_s))
     if job.remaining_work is not None:
@@ -83,9 +83,8 @@ def isolated_jcts(problem: Problem, state: MutableMapping[str, Any]) -> dict[str
     return memo
 
 
-def share_bundle(problem: Problem, tenant: str, x: XMap, options: PolicyOptions,
-                 keep_bonus: float = KEEP_BONUS, iso: Mapping[str, float] | None = None,
-                 rho_weight: float = RHO_WEIGHT) -> tuple[dict[str, dict[str, float]], bool]:
+def share_bundle(problem: Problem, tenant: str, x: XMap, options: PolicyOptions, keep_bonus: float,
+                 rho_weight: float, iso: Mapping[str, float]) -> tuple[dict[str, dict[str, float]], bool]:
     """Tenant ``tenant``'s jobs' shares of its bundle in ``x``: ``max sum_j p_j r_j`` (``p_j``
     :func:`priority`, ``r_j`` the job's normalised rate) inside the bundle (module docstring).
     A vertex of this LP runs most jobs all the time or not
@@ -107,7 +106,7 @@ def share_bundle(problem: Problem, tenant: str, x: XMap, options: PolicyOptions,
         return keep, False
     objective: dict[int, float] = {}
     for g, j in zip(groups, jobs):
-        p = priority(problem, j, keep_bonus, (iso or {}).get(j.id), rho_weight)
+        p = priority(problem, j, keep_bonus, iso.get(j.id), rho_weight)
         for col, n in lp.class_rate(g).items():
             objective[col] = p * n
     lp.set_objective(objective)
@@ -142,15 +141,15 @@ def _within(x: dict[str, dict[str, float]], bundle: Mapping[str, float],
     return x
 
 
-def two_level(problem: Problem, x: XMap, options: PolicyOptions,
-              keep_bonus: float = KEEP_BONUS, rho_weight: float = RHO_WEIGHT) -> tuple[dict[str, dict[str, float]], int]:
+def two_level(problem: Problem, x: XMap, options: PolicyOptions, keep_bonus: float,
+              rho_weight: float) -> tuple[dict[str, dict[str, float]], int]:
     """Every tenant's bundle in ``x`` shared among its jobs by :func:`share_bundle`; the new
     rows and how many tenants' rows were re-shared."""
     out: dict[str, dict[str, float]] = {}
     changed = 0
     iso = isolated_jcts(problem, options.state)
     for u in problem.active_tenants:
-        rows, done = share_bundle(problem, u, x, options, keep_bonus, iso, rho_weight)
+        rows, done = share_bundle(problem, u, x, options, keep_bonus, rho_weight, iso)
         out.update(rows)
         changed += done
     return out, changed
