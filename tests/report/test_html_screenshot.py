@@ -36,7 +36,7 @@ def test_html_report_renders_in_chromium(tmp_path):
     assert png.is_file()
     img = Image.open(png).convert("RGB")
     assert img.size == (WIDTH, HEIGHT)
-    # RGB triples, row by row (get_flattened_data since Pillow 12, getdata before it)
+    # RGB triples, row by row (get_flattened_data in newer Pillow, getdata before it)
     pixels = list(getattr(img, "get_flattened_data", img.getdata)())
     non_white = sum(1 for p in pixels if min(p) < 235)
     colours = len(set(pixels))
