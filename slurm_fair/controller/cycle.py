@@ -195,6 +195,7 @@ def _cycle(
         if s.mode == "shadow":
             res.status = "ok" if d.allocation is not None else "policy-failed"
             res.exit_code = 0 if d.allocation is not None else 1
+            res.warnings += _shadow_leftovers(pilot.reading.ours, s)
             _store_step(lambda: audit.write([{"ts": clock(), "cycle": res.cycle_id, "dry_run": False, "shadow": True,
                                               **a.to_dict(), "applied": False, "skipped": False, "error": ""}
                                              for a in res.planned]))
@@ -220,6 +221,22 @@ def _cycle(
             except (sqlite3.Error, OSError):
                 pass  # the store cannot be written: the next cycle marks this one interrupted
             store.close()
+
+
+def _shadow_leftovers(ours: Mapping[tuple[str, str], str], s: Settings) -> list[str]:
+    """A shadow cycle tends nothing in Slurm: the plan file a live cycle left goes (the submit
+    plugin stops steering now, not at the file's expiry), and what live cycles still hold is
+    said. It is given back by the failsafe once the last *live* cycle is ``fail_open_after_s``
+    old (shadow cycles do not reset that clock) or by ``revert`` at once."""
+    try:
+        s.plan_path.unlink(missing_ok=True)
+    except OSError:
+        pass  # a read-only directory: the plugin ignores the file past its expiry anyway
+    if not ours:
+        return []
+    return [f"shadow mode: {len(ours)} field(s) of pending jobs are still set by earlier live cycles; "
+            f"the failsafe gives them back {s.fail_open_after_s:.0f} s after the last live cycle "
+            "(fail_open_after_s), or run `slurm-fair revert` now"]
 
 
 def _begin(store: StateStore, res: CycleResult, s: Settings, started: float) -> None:

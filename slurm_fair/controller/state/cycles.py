@@ -97,10 +97,14 @@ class CycleTables(Tables):
         return float(row["at"]) if row and row["at"] is not None else None
 
     def last_completed_at(self) -> float | None:
-        """When the newest live or shadow cycle that got as far as deciding finished (``ok``,
-        ``partial`` or ``policy-failed``): the failsafe's clock."""
-        row = self._exec("SELECT MAX(finished_at) AS at FROM cycles WHERE dry_run = 0 AND status IN"
-                         " ('ok', 'partial', 'policy-failed')").fetchone()
+        """When the newest *live* cycle that got as far as deciding finished (``ok``,
+        ``partial`` or ``policy-failed``): the failsafe's clock.
+
+        Shadow cycles do not count: they decide but keep nothing in Slurm up to date, so a loop
+        switched from live to shadow leaves what the live cycles set with nobody tending it;
+        the failsafe gives it back once the last live cycle is ``fail_open_after_s`` old."""
+        row = self._exec("SELECT MAX(finished_at) AS at FROM cycles WHERE dry_run = 0 AND mode = 'live'"
+                         " AND status IN ('ok', 'partial', 'policy-failed')").fetchone()
         return float(row["at"]) if row and row["at"] is not None else None
 
     def last_decisions(self) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]] | None:
