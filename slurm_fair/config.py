@@ -149,16 +149,29 @@ class Config:
         return self.values[section]
 
 
-def validate(data: Mapping[str, Any], source: str = "<config>") -> Config:
-    """Validate a parsed TOML document; raise one ConfigError listing every problem."""
+#: keys whose check loads the policy stack (every policy module, PuLP): skipped by ``revert`` and
+#: ``failsafe``, which run no policy and must work when that stack does not (``policies=False``)
+POLICY_KEYS = {"controller": ("policy", "policy_options", "solver")}
+
+
+def _without_policy_checks() -> dict[str, dict[str, Key]]:
+    return {section: {name: (Key(k.types, k.default, k.help) if name in POLICY_KEYS.get(section, ()) else k)
+                      for name, k in keys.items()} for section, keys in SCHEMA.items()}
+
+
+def validate(data: Mapping[str, Any], source: str = "<config>", *, policies: bool = True) -> Config:
+    """Validate a parsed TOML document; raise one ConfigError listing every problem.
+    ``policies`` False: the keys of :data:`POLICY_KEYS` are checked for their type only."""
     problems: list[Finding] = []
-    values = check_sections(data, SCHEMA, problems, ("tenants",))
+    values = check_sections(data, SCHEMA if policies else _without_policy_checks(), problems, ("tenants",))
     tenants = check_named_tables(
         data, "tenants", _TENANT_KEYS, problems,
         lambda name: None if fullmatch(names.SLURM_NAME, name)
         else "a tenant is a Slurm account: letters, digits, _ . + - (at most 64)")
     problems += [Finding(key, why) for key, why in C.output_clashes(values, source)]
-    problems += [Finding(key, why) for key, why in C.unused_policy_options(values)]
+    if policies:
+        problems += [Finding(key, why) for key, why in C.unused_policy_options(values)]
+    problems += [Finding(key, why) for key, why in C.failsafe_after_interval(values)]
     if problems:
         raise ConfigError(source, problems)
     return Config(values=values, tenants=tenants, source=source)
@@ -179,11 +192,12 @@ def default_path() -> Path | None:
     return SYSTEM_PATH if SYSTEM_PATH.is_file() else None
 
 
-def load(path: str | os.PathLike[str] | None = None) -> Config:
-    """Load and validate a configuration file (defaults only when there is none)."""
+def load(path: str | os.PathLike[str] | None = None, *, policies: bool = True) -> Config:
+    """Load and validate a configuration file (defaults only when there is none); ``policies``:
+    as :func:`validate`."""
     if path is not None and str(path) == "":
         raise ConfigError("--config ''", ["an empty path names no file"])
     p = Path(path) if path is not None else default_path()
     if p is None:
-        return validate({}, "<defaults>")
-    return validate(read_toml(p), str(p))
+        return validate({}, "<defaults>", policies=policies)
+    return validate(read_toml(p), str(p), policies=policies)

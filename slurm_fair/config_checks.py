@@ -221,3 +221,21 @@ def unused_policy_options(values: Mapping[str, Mapping[str, Any]]) -> list[tuple
     return [("controller.policy_options", f"{quoted(name)} is a parameter of {name.partition('.')[0]!r}, "
              f"but the controller runs {policy_name!r}")
             for name in params_not_run(parse_params(items), [policy_name])]
+
+
+def failsafe_after_interval(values: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """``(key, why)`` when ``[controller] fail_open_after_s`` is not above ``interval_s``: the
+    failsafe would give back everything between two healthy cycles (and the loop steer it again),
+    every cycle. Checked only once both values are valid on their own."""
+    c = values.get("controller", {})
+    every, after = c.get("interval_s"), c.get("fail_open_after_s")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (every, after)):
+        return []
+    if number(1, 86400.0)(every) is not None or number(60, 7 * 86400.0)(after) is not None:
+        return []
+    assert isinstance(every, (int, float)) and isinstance(after, (int, float))
+    if float(after) > float(every):
+        return []
+    return [("controller.fail_open_after_s", f"{after:g} is not above interval_s ({every:g}): the failsafe "
+             "would undo every cycle between two healthy ones; make it a few intervals (default 600)")]
+

@@ -12,7 +12,7 @@ from ..slurm import make_port
 from .options import config_option, dry_run_option, json_option
 from .output import json_line
 from .revert import show_steps
-from .run import stop_on_signals
+from .steps import stop_on_signals
 
 
 class _FailsafeIncomplete(SlurmFairError):
@@ -26,7 +26,7 @@ class _FailsafeIncomplete(SlurmFairError):
 def command(dry_run: bool, config_path: str | None, as_json: bool) -> None:
     """Fail open: once no cycle has completed for [controller] fail_open_after_s, give back
     everything the controller set (as revert does); otherwise do nothing."""
-    config = load(config_path)
+    config = load(config_path, policies=False)  # they run no policy (controller/failsafe.py)
     with stop_on_signals() as stop:
         res = failsafe(make_port(config), config, dry_run=dry_run, stop=stop)
     if as_json:

@@ -11,7 +11,7 @@ from ..errors import SlurmFairError
 from ..slurm import make_port
 from .options import config_option, dry_run_option, json_option
 from .output import json_line
-from .run import fmt, stop_on_signals
+from .steps import fmt, stop_on_signals
 
 
 class _RevertIncomplete(SlurmFairError):
@@ -34,7 +34,7 @@ def show_steps(res: RevertResult, dry_run: bool) -> None:
 def command(dry_run: bool, config_path: str | None, as_json: bool) -> None:
     """Give back every field slurm-fair holds on a pending job (partition, GPU request, node
     list, site factor) and what older versions made (QOS), then check that every job can run."""
-    config = load(config_path)
+    config = load(config_path, policies=False)  # they run no policy (controller/failsafe.py)
     # nothing recorded, nothing to undo: a misspelt state_dir is said, not answered with an
     # empty store created there
     StateStore.existing(config["controller"]["state_dir"], "revert to undo")

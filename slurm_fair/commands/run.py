@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
 import signal
 import sys
 import time
 from pathlib import Path
-from types import FrameType
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import click
 from prometheus_client import start_http_server
@@ -24,19 +22,7 @@ from ..report.prometheus import registry
 from ..slurm import make_port
 from .options import config_option, dry_run_option, json_option, shadow_option
 from .output import json_line
-
-
-def fmt(v: object) -> str:
-    """An action's before/after for people: ``v100=4, k80=1, total=5``; ``-`` for nothing."""
-    if v is None or v == "":
-        return "-"
-    if isinstance(v, dict):
-        def key(k: str) -> str:
-            return "total" if k == "gres/gpu" else k.removeprefix("gres/gpu:")
-        return ", ".join(f"{key(str(k))}={fmt(x) if x is not None else 'unlimited'}" for k, x in v.items()) or "-"
-    if isinstance(v, (list, tuple)):
-        return ",".join(map(str, v)) or "-"
-    return str(v)
+from .steps import Stop, fmt, stop_on_signals  # noqa: F401 (stop_on_signals: importable from here)
 
 
 def _text(res: CycleResult) -> str:
@@ -72,33 +58,6 @@ def _text(res: CycleResult) -> str:
     t = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in res.timings.items())
     lines.append(f"  timings: {t}")
     return "\n".join(lines)
-
-
-class _Stop:
-    """SIGTERM/SIGINT set a flag: the loop stops between cycles, and a cycle (or a revert)
-    stops between two writes, its intents recorded (the next cycle or revert completes it)."""
-
-    def __init__(self) -> None:
-        self.requested = False
-
-    def __call__(self, signum: int, frame: FrameType | None) -> None:
-        self.requested = True
-
-    def asked(self) -> bool:
-        return self.requested
-
-
-@contextlib.contextmanager
-def stop_on_signals() -> Iterator[Callable[[], bool]]:
-    """SIGTERM and SIGINT ask the work inside to stop between two writes (module :class:`_Stop`);
-    the previous handlers come back afterwards."""
-    stop = _Stop()
-    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield stop.asked
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
 
 
 #: a host name or an IP address ``--metrics-addr`` may listen on (an empty one would mean every
@@ -150,7 +109,7 @@ def command(once: bool, loop: bool, interval: float | None, metrics_port: int | 
         return
     if metrics_port is not None:
         serve_metrics(metrics_addr, metrics_port, Path(config["controller"]["state_dir"]) / DB_NAME)
-    stop = _Stop()
+    stop = Stop()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     every = interval if interval is not None else float(config["controller"]["interval_s"])

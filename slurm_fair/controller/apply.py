@@ -107,9 +107,11 @@ class _Run:
     """The bookkeeping one :func:`apply` keeps between actions."""
 
     def __init__(self, snapshot: Snapshot, store: StateStore | None, cycle_id: str, now: float,
-                 stop: Callable[[], bool], on_requeue: Callable[[Action], None] | None) -> None:
+                 stop: Callable[[], bool], on_requeue: Callable[[Action], None] | None,
+                 on_store_error: Callable[[str], None] | None = None) -> None:
         self.jobs = {j.job_id: j for j in snapshot.jobs}
         self.store, self.cycle_id, self.now = store, cycle_id, now
+        self.on_store_error = on_store_error
         self.stop, self.on_requeue = stop, on_requeue
         self.gone: set[str] = set()
         self.not_requeued: set[str] = set()
@@ -152,6 +154,11 @@ class _Run:
         try:
             fn(self.store)
         except (sqlite3.Error, OSError) as exc:
+            if self.on_store_error is not None:  # a give-back: it goes on, unrecorded
+                self.store = None
+                self.on_store_error(f"the state store cannot be written ({exc}): the give-back goes on "
+                                    "without recording it (the next cycle or revert settles the rows from Slurm)")
+                return True
             self.halted = f"the state store cannot be written ({exc}): nothing more is changed in Slurm"
             raise StateWriteError(str(self.store.path), str(exc)) from None
         return True
@@ -212,6 +219,7 @@ def apply(
     workers: int = DEFAULT_WORKERS,
     stop: Callable[[], bool] = lambda: False,
     on_requeue: Callable[[Action], None] | None = None,
+    on_store_error: Callable[[str], None] | None = None,
 ) -> list[ActionResult]:
     """Run ``actions`` in order; one result per action, in the same order.
 
@@ -221,9 +229,12 @@ def apply(
     one transaction). Order between kinds, and so every rule of the module docstring, is kept.
     ``store`` None: nothing is recorded (a failsafe without a writable store still lifts what
     keeps GPUs idle). Raises :class:`StateWriteError` when the store cannot be written; what ran
-    until then is in Slurm and in the store's intents.
+    until then is in Slurm and in the store's intents. With ``on_store_error`` (revert and the
+    failsafe: only give-backs, which need no record to be undone, since a field back at its
+    original settles itself) a store that cannot be written is said to it once and the actions
+    go on unrecorded: a full disk never keeps a GPU idle.
     """
-    st = _Run(snapshot, store, cycle_id, now, stop, on_requeue)
+    st = _Run(snapshot, store, cycle_id, now, stop, on_requeue, on_store_error)
     results: list[ActionResult | None] = [None] * len(actions)
 
     def done(i: int, result: ActionResult) -> None:

@@ -16,8 +16,17 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping
+
+
+def new_cycle_id(now: float) -> str:
+    """The id of a cycle (or a revert, a failsafe run): its UTC start and a random tail. Here,
+    beside the log it keys, so revert and the failsafe need nothing of the cycle's modules."""
+    stamp = datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(3)}"
 
 
 class AuditLog:

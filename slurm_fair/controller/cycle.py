@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import difflib
 import json
-import secrets
 import sqlite3
 import time
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -36,7 +34,7 @@ from ..slurm.model import Snapshot
 from ..slurm.port import SlurmPort
 from . import learned, planfile
 from .apply import ActionResult, apply, counts
-from .audit import AuditLog
+from .audit import AuditLog, new_cycle_id
 from .decide import AllocateFn, DecideSettings, Decision, PlaceFn, Timer, decide
 from .diff import Action
 from .legacy import finished_qos
@@ -87,11 +85,6 @@ class CycleResult:
             "actions": actions, "warnings": self.warnings, "left_out": self.left_out,
             "plan": self.plan.to_dict() if self.plan else None,
         }
-
-
-def new_cycle_id(now: float) -> str:
-    stamp = datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return f"{stamp}-{secrets.token_hex(3)}"
 
 
 def can_retype(port: SlurmPort) -> bool:

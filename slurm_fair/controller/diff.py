@@ -22,15 +22,17 @@ sooner would fail with "credential revoked"); the controller never shortens that
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..model import frozen_map
 from ..slurm.model import Snapshot, SlurmJob
 from ..slurm.parse.fields import fold_hostlist
 from .ownership import current, same
-from .plan.types import Plan
 from .scope import asked_partition
 from .state.fields import LEGACY_FIELDS, Owned
+
+if TYPE_CHECKING:  # the plan's package loads the policy stack; revert and the failsafe need none of it
+    from .plan.types import Plan
 
 #: execution order of action kinds (the legacy ones: :mod:`.legacy`)
 KIND_ORDER = ("restore_default_qos", "set_job_qos", "set_nice", "set_priority", "detach_qos", "clear_qos_limits",

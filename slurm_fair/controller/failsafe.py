@@ -12,7 +12,15 @@ stays, so a loop that comes back resumes where it was. The plan file is removed,
 plugin stops steering (it also ignores a plan past its own expiry).
 
 A loop that is stuck holding the lock cannot block the failsafe: when the lock is held and no
-cycle has completed for that long, the failsafe goes on without it and says so.
+cycle has completed for that long, the failsafe goes on without it and says so. Two failsafe runs
+never give back side by side (a slow one and the next minute's): each first takes the failsafe's
+own lock (:class:`.lock.FailsafeLock`), and a run that finds it held does nothing.
+
+It fails open, depending on nothing that fails with the controller: a full disk or a read-only
+state directory (the store is read read-only, every record is best effort,
+:func:`.revert.open_for_give_back`), a Slurm without ``sprio`` (``PriorityType=priority/basic``,
+or sprio failing: the snapshot carries no site factors and recorded ones are given back as
+recorded), the policy stack (this module and :mod:`.revert` import nothing of the cycle).
 """
 
 from __future__ import annotations
@@ -23,11 +31,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..config import Config
-from ..errors import LockHeld
+from ..errors import LockHeld, UserError
 from ..slurm.port import SlurmPort
 from .audit import AuditLog
-from .lock import ControllerLock
-from .revert import RevertResult, give_back_all
+from .lock import ControllerLock, FailsafeLock
+from .revert import RevertResult, give_back_all, open_for_give_back, remove_plan_file
 from .settings import Settings
 from .state import DB_NAME, StateStore
 from .state.identity import check_store
@@ -56,10 +64,25 @@ def failsafe(port: SlurmPort, config: Config, *, dry_run: bool = False, clock: C
              stop: Callable[[], bool] = lambda: False) -> FailsafeResult:
     """Lift everything the controller set once it has not completed a cycle for
     ``fail_open_after_s`` (module docstring); a no-op otherwise."""
-    s = Settings.from_config(config)
+    s = Settings.from_config(config, policies=False)
     path = Path(s.state_dir) / DB_NAME
     if not check_store(path):
         return FailsafeResult(f"no controller state at {path}: slurm-fair has set nothing; nothing to lift")
+    one = FailsafeLock(s.state_dir)
+    taken = None if dry_run else one.acquire()
+    if taken is False:
+        return FailsafeResult(f"another failsafe run holds {s.state_dir} (it is giving back now): nothing done")
+    try:
+        res = _failsafe(port, config, s, path, dry_run, clock, stop)
+    finally:
+        one.release()
+    if taken is None and not dry_run:
+        res.notes.append(f"cannot lock {s.state_dir} against another failsafe run (no flock there); went on alone")
+    return res
+
+
+def _failsafe(port: SlurmPort, config: Config, s: Settings, path: Path, dry_run: bool,
+              clock: Callable[[], float], stop: Callable[[], bool]) -> FailsafeResult:
     now = clock()
     with StateStore.read_only(path) as ro:
         last = ro.last_completed_at()
@@ -79,13 +102,20 @@ def failsafe(port: SlurmPort, config: Config, *, dry_run: bool = False, clock: C
             lock = None
             notes.append(f"{exc.message()}; it completed no cycle for that long, so the failsafe goes on without "
                          "the lock")
+        except UserError as exc:  # a read-only state directory without a lock file
+            lock = None
+            notes.append(f"{exc.message()}; the failsafe goes on without it")
     try:
-        opened = StateStore.read_only(path) if dry_run else StateStore.in_dir(s.state_dir)
+        if dry_run:
+            opened, writable = StateStore.read_only(path), False
+        else:
+            opened, writable = open_for_give_back(s.state_dir, notes)
         with opened as store:
             res = give_back_all(port, store, AuditLog(s.audit_log), "failsafe", dry_run, clock,
-                                int(config["slurm"]["parallel_calls"]), stop)
+                                int(config["slurm"]["parallel_calls"]), stop, writable=writable)
+        notes += res.notes
         if not dry_run and not res.failed:
-            s.plan_path.unlink(missing_ok=True)
+            remove_plan_file(s.plan_path, notes)
     finally:
         if lock is not None:
             lock.release()

@@ -80,8 +80,11 @@ class ControllerLock:
             self.dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as exc:  # a state_dir that is a file, no permission, a read-only disk
-            raise UserError(f"cannot take the controller lock {self.path} ([controller].state_dir): "
-                            f"{exc.strerror or exc}") from None
+            try:  # an existing lock file locks read-only too (flock needs no write access)
+                fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                raise UserError(f"cannot take the controller lock {self.path} ([controller].state_dir): "
+                                f"{exc.strerror or exc}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -94,8 +97,11 @@ class ControllerLock:
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps(self.info).encode())
+        try:  # who holds it: informative only, so a full disk or a read-only file does not matter
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps(self.info).encode())
+        except OSError:
+            pass
         self._fd = fd
 
     def release(self) -> None:
@@ -113,3 +119,40 @@ class ControllerLock:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.release()
+
+
+class FailsafeLock:
+    """One failsafe run at a time: an ``flock`` on the state directory itself.
+
+    The failsafe goes on without the controller lock when a stuck loop holds it
+    (:mod:`.failsafe`), so that lock cannot keep two failsafe runs (a slow one and the next
+    minute's) from giving back side by side. A lock on the directory needs no file, so it works
+    on a full disk or a read-only state directory too. Where the file system offers no flock on
+    a directory, :meth:`acquire` says so (``None``) and the run goes on alone."""
+
+    def __init__(self, state_dir: str | Path):
+        self.dir = Path(state_dir)
+        self._fd: int | None = None
+
+    def acquire(self) -> bool | None:
+        """True: taken; False: another failsafe run holds it; None: cannot lock here."""
+        try:
+            fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except OSError:
+            os.close(fd)
+            return None
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+

@@ -64,14 +64,16 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..inputs import fullmatch
 from .. import atomic
 from ..estimates.classes import ClassTable
 from ..slurm.model import Node, Partition, Snapshot
-from .plan.types import Plan
 from .steer import current_type, partition_types, type_partition_lists
+
+if TYPE_CHECKING:  # the plan's package loads the policy stack (settings, so revert, import this module)
+    from .plan.types import Plan
 
 PLAN_FILE = "plan.json"
 FORMAT = 2

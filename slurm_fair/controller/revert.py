@@ -10,7 +10,13 @@ is left as they set it; a running job cannot be changed (Slurm refuses) and is r
 that ended needs nothing.
 
 Every intent is in the audit log and the state store before its write, so a revert stopped by
-SIGTERM/SIGINT (or killed) leaves a state the next revert completes. Afterwards revert reads
+SIGTERM/SIGINT (or killed) leaves a state the next revert completes. Both fail open: when the
+state directory cannot be written (a full disk, a read-only file system) the store is read
+read-only and the give-back goes on unrecorded, each record being best effort (said in
+``notes``): a give-back puts a field back to its original, which the next reading of Slurm
+settles by itself (:func:`.ownership.reconcile`), so no record is needed to undo it. Neither
+needs ``sprio`` (a site factor Slurm did not show is given back as recorded), nor anything of
+the cycle (the policies, the solver). Afterwards revert reads
 Slurm again and checks every job it touched and every job carrying something slurm-fair made:
 its QOS, partitions and account exist, and nothing of the controller's is left on a pending
 job. The exit code is 1, naming each, when anything could not be given back.
@@ -21,24 +27,27 @@ for ``[controller] fail_open_after_s``; it keeps the store's memory (service, es
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from functools import partial
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
 from ..config import Config
-from ..errors import SlurmError
+from ..errors import LockHeld, SlurmError, UserError
 from ..slurm.model import Snapshot
 from ..slurm.port import SlurmPort
 from .apply import ActionResult, apply
-from .audit import AuditLog
-from .cycle import new_cycle_id
+from .audit import AuditLog, new_cycle_id
 from .diff import Action, field_action, give_backs, order
 from .legacy import finished_qos, legacy_actions
 from .lock import ControllerLock
 from .ownership import reconcile
 from .scope import settled
 from .settings import Settings
-from .state import StateStore
+from .state import DB_NAME, StateStore
+from .state.identity import check_store
 from .state.fields import Owned
 from .steer import submitted_partition
 
@@ -50,6 +59,8 @@ class RevertResult:
     dry_run: bool = False
     #: what the check after the give-back found still wrong (job or object: why)
     problems: list[str] = field(default_factory=list)
+    #: records that could not be written (the give-back went on without them)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> list[dict[str, Any]]:
@@ -63,7 +74,7 @@ class RevertResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"cycle": self.cycle_id, "dry_run": self.dry_run, "exit_code": self.exit_code,
-                "steps": self.steps, "failed": len(self.failed), "problems": self.problems}
+                "steps": self.steps, "failed": len(self.failed), "problems": self.problems, "notes": self.notes}
 
 
 def revert(port: SlurmPort, config: Config, *, dry_run: bool = False,
@@ -71,23 +82,92 @@ def revert(port: SlurmPort, config: Config, *, dry_run: bool = False,
            notify: Callable[[str], None] = lambda _m: None,
            sleep: Callable[[float], None] = time.sleep) -> RevertResult:
     """Give back everything recorded in the state store (see the module docstring)."""
-    s = Settings.from_config(config)
+    s = Settings.from_config(config, policies=False)
     lock = None if dry_run else ControllerLock(s.state_dir)
+    notes: list[str] = []
     if lock:
-        lock.acquire()
+        try:
+            lock.acquire()
+        except LockHeld:
+            raise
+        except UserError as exc:  # no lock file and a directory nobody can write: no one else locks either
+            lock = None
+            notes.append(f"{exc.message()}; going on without it")
     try:
         # a dry run reads the store read-only: it never creates, migrates or writes it
-        opened = (StateStore.read_only(StateStore.existing(s.state_dir, "revert to undo")) if dry_run
-                  else StateStore.in_dir(s.state_dir))
+        if dry_run:
+            opened, writable = StateStore.read_only(StateStore.existing(s.state_dir, "revert to undo")), False
+        else:
+            opened, writable = open_for_give_back(s.state_dir, notes)
         with opened as store:
             res = give_back_all(port, store, AuditLog(s.audit_log), "revert", dry_run, clock,
-                                int(config["slurm"]["parallel_calls"]), stop, sleep, notify)
+                                int(config["slurm"]["parallel_calls"]), stop, sleep, notify, writable)
+        res.notes[:0] = notes
         if not dry_run and not res.failed:
-            s.plan_path.unlink(missing_ok=True)  # the submit plugin stops steering new jobs
+            remove_plan_file(s.plan_path, res.notes)  # the submit plugin stops steering new jobs
         return res
     finally:
         if lock:
             lock.release()
+
+
+def open_for_give_back(state_dir: Path, notes: list[str]) -> tuple[StateStore, bool]:
+    """The store to give back from, and whether it can be written: read-only (a note says why)
+    when the state directory cannot be written, so a full disk or a read-only file system
+    never stops a give-back. A missing store that cannot be created is the UserError it was."""
+    try:
+        return StateStore.in_dir(state_dir), True
+    except UserError as exc:
+        path = Path(state_dir) / DB_NAME
+        if not check_store(path):
+            raise
+        try:
+            ro = StateStore.read_only(path)
+        except sqlite3.Error:
+            raise exc from None
+        notes.append(f"{exc.message()}: it is read read-only and the give-back goes on without recording")
+        return ro, False
+
+
+def remove_plan_file(path: Path, notes: list[str]) -> None:
+    """The submit plugin stops steering new jobs (it also ignores a plan past its expiry, so a
+    file that cannot be removed is a note, not a failure)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        notes.append(f"cannot remove the plan file {path} ({exc.strerror or exc}); the submit plugin "
+                     "ignores it once it is past its expiry")
+
+
+class _Records:
+    """The records of one give-back, each best effort when the store is not ``writable``
+    (module docstring): a write that fails is said once in ``notes`` and no more are tried."""
+
+    def __init__(self, store: StateStore, audit: AuditLog, writable: bool, notes: list[str]) -> None:
+        self.store, self.audit, self.notes = store, audit, notes
+        self.store_ok, self.audit_ok = writable, True
+
+    def to_store(self, fn: Callable[[StateStore], object]) -> None:
+        if not self.store_ok:
+            return
+        try:
+            fn(self.store)
+        except (sqlite3.Error, OSError) as exc:
+            self.store_failed(f"the state store cannot be written ({exc}): the give-back goes on without recording")
+
+    def store_failed(self, note: str) -> None:
+        self.store_ok = False
+        self.notes.append(note)
+
+    def to_audit(self, entries: list[Mapping[str, Any]]) -> None:
+        if not self.audit_ok:
+            return
+        try:
+            self.audit.write(entries)
+        except OSError as exc:
+            self.audit_ok = False
+            self.notes.append(f"the audit log {self.audit.path} cannot be written ({exc.strerror or exc}): "
+                              "the give-back goes on without it")
 
 
 def marked_jobs(snapshot: Snapshot, owned: dict[tuple[str, str], Owned]) -> list[Action]:
@@ -106,16 +186,19 @@ def marked_jobs(snapshot: Snapshot, owned: dict[tuple[str, str], Owned]) -> list
 def give_back_all(port: SlurmPort, store: StateStore, audit: AuditLog, label: str, dry_run: bool,
                   clock: Callable[[], float], workers: int = 8,
                   stop: Callable[[], bool] = lambda: False, sleep: Callable[[float], None] = time.sleep,
-                  notify: Callable[[str], None] = lambda _m: None) -> RevertResult:
+                  notify: Callable[[str], None] = lambda _m: None, writable: bool = True) -> RevertResult:
     """Revert's work on an open store (``label``: ``revert`` or ``failsafe``, the audit kind
-    prefix); raises SlurmUnavailable (nothing done) when Slurm cannot be read.
+    prefix); raises SlurmUnavailable (nothing done) when Slurm cannot be read. ``writable``
+    False: the store was opened read-only; nothing is recorded in it (module docstring), and any
+    record that fails on a writable one is skipped from then on.
 
     A write that timed out may still land in Slurm for a while (:mod:`.state.fields`): when
     any is in doubt after the give-back, it waits (``notify`` says so; a stop ends the wait)
     until none can land any more, then gives back what landed meanwhile."""
     res = RevertResult(f"{label}-" + new_cycle_id(clock()), dry_run=dry_run)
+    rec = _Records(store, audit, writable and not dry_run, res.notes)
     managed = store.managed_qos()
-    touched = _give_back_pass(port, store, audit, label, res, clock, workers, stop)
+    touched = _give_back_pass(port, rec, label, res, clock, workers, stop)
     if dry_run:
         return res
     doubts = [r for r in store.owned().values() if r.doubt_open(clock()) is not None]
@@ -130,17 +213,17 @@ def give_back_all(port: SlurmPort, store: StateStore, audit: AuditLog, label: st
         if not stop():
             # what shows a doubted value now landed within its doubt: read as of its end
             ends = min(r.doubt_until for r in doubts) - 1e-3
-            touched |= _give_back_pass(port, store, audit, label, res, clock, workers, stop, ends)
+            touched |= _give_back_pass(port, rec, label, res, clock, workers, stop, ends)
     res.problems = check(port, store, managed, touched, clock())
     return res
 
 
-def _give_back_pass(port: SlurmPort, store: StateStore, audit: AuditLog, label: str, res: RevertResult,
+def _give_back_pass(port: SlurmPort, rec: _Records, label: str, res: RevertResult,
                     clock: Callable[[], float], workers: int, stop: Callable[[], bool],
                     before: float | None = None) -> set[str]:
     """Read Slurm, settle the rows as of ``clock()`` (or ``before`` when earlier), and give
     back what the controller holds (steps into ``res``); the jobs it acted on."""
-    dry_run = res.dry_run
+    dry_run, store = res.dry_run, rec.store
     read_at = clock() if before is None else min(before, clock())
     snapshot = port.snapshot()
     owned = store.owned()
@@ -148,8 +231,9 @@ def _give_back_pass(port: SlurmPort, store: StateStore, audit: AuditLog, label: 
     rows = settled(owned, reading)
     managed = store.managed_qos()
     if not dry_run:
-        store.settle(reading.updates, clock())
-        store.forget_fields(reading.ended)
+        settled_at = clock()
+        rec.to_store(lambda st: st.settle(reading.updates, settled_at))
+        rec.to_store(lambda st: st.forget_fields(reading.ended))
     actions = sorted(give_backs(snapshot, rows, reading.ours) + marked_jobs(snapshot, rows)
                      + legacy_actions(snapshot, managed, rows), key=order)
     jobs = {j.job_id: j for j in snapshot.jobs}
@@ -163,17 +247,18 @@ def _give_back_pass(port: SlurmPort, store: StateStore, audit: AuditLog, label: 
         res.steps += [_step(label, a.kind, a.tenant, a.job, a.before, a.after) for a in actions]
         return set()
     now = clock()
-    audit.write([{"ts": now, "cycle": res.cycle_id, "dry_run": False, "intent": True,
-                  **_prefixed(label, a.to_dict())} for a in actions])
+    rec.to_audit([{"ts": now, "cycle": res.cycle_id, "dry_run": False, "intent": True,
+                   **_prefixed(label, a.to_dict())} for a in actions])
     results: list[ActionResult] = []
     try:
-        results = apply(actions, port, snapshot, store, res.cycle_id, now, workers=workers, stop=stop)
+        results = apply(actions, port, snapshot, store if rec.store_ok else None, res.cycle_id, now,
+                        workers=workers, stop=stop, on_store_error=rec.store_failed)
     finally:
         done = [_prefixed(label, r.to_dict()) for r in results]
         res.steps += done
-        audit.write([{"ts": clock(), "cycle": res.cycle_id, "dry_run": False, **e} for e in done])
+        rec.to_audit([{"ts": clock(), "cycle": res.cycle_id, "dry_run": False, **e} for e in done])
     for name in finished_qos(managed, results, {q.name for q in snapshot.qos}):
-        store.forget_qos(name)
+        rec.to_store(partial(_forget_qos, name=name))
     return {a.job for a in actions if a.job}
 
 
@@ -203,11 +288,15 @@ def check(port: SlurmPort, store: StateStore, managed: dict[str, Any], touched: 
         if accounts and j.account not in accounts:
             problems.append(f"job {j.job_id}: account {j.account} does not exist")
     pending = {j.job_id for j in snap.jobs if j.pending}
-    for (job_id, name), row in sorted(store.owned().items()):
+    owned = store.owned()
+    # judged from Slurm, not from the rows alone: a give-back the store could not record
+    # (a full disk) shows the original again, which is no problem
+    ours = reconcile(owned, {j.job_id: j for j in snap.jobs}, at).ours
+    for (job_id, name), row in sorted(owned.items()):
         if job_id not in pending or row.released:
             continue
-        if row.written is not None or row.intent is not None:
-            problems.append(f"job {job_id}: its {name} is still slurm-fair's ({row.written or row.intent}; "
+        if (job_id, name) in ours:
+            problems.append(f"job {job_id}: its {name} is still slurm-fair's ({ours[(job_id, name)]}; "
                             f"was {row.original or '-'})")
         elif row.doubt_open(at) is not None:
             problems.append(f"job {job_id}: a write of its {name} ({row.doubt}) that Slurm did not answer "
@@ -216,6 +305,10 @@ def check(port: SlurmPort, store: StateStore, managed: dict[str, Any], touched: 
         if a.default_qos in managed:
             problems.append(f"account {a.name}: its default QOS is still {a.default_qos}")
     return problems
+
+
+def _forget_qos(store: StateStore, name: str) -> None:
+    store.forget_qos(name)
 
 
 def _prefixed(label: str, d: dict[str, Any]) -> dict[str, Any]:

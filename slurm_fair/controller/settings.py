@@ -54,7 +54,9 @@ class Settings:
         return self.plan_file or self.state_dir / planfile.PLAN_FILE
 
     @classmethod
-    def from_config(cls, config: Config) -> "Settings":
+    def from_config(cls, config: Config, *, policies: bool = True) -> "Settings":
+        """``policies`` False (revert, failsafe: they run no policy): ``policy_options`` is not
+        parsed, which would load the policy registry."""
         c, t = config["controller"], config["throughput"]
         return cls(
             c["policy"], c["solver"], float(c["time_limit_s"]), float(c["round_s"]),
@@ -64,7 +66,7 @@ class Settings:
             tuple(str(a) for a in (c["manage_accounts"] or c["accounts"])), c["pin_gres_type"],
             float(c["min_run_s"]), float(c["requeue_cost_s"]), float(c["move_up_gain"]),
             Path(c["plan_file"]) if c["plan_file"] else None,
-            parse_params(c["policy_options"]),
+            parse_params(c["policy_options"]) if policies else {},
             tuple(str(p) for p in c["manage_partitions"]), c["mode"], float(c["fail_open_after_s"]),
             float(c["keep_days"]), c["site_job_submit"], float(c["reserve_after_lr"]),
         )

@@ -139,10 +139,20 @@ class SlurmCli:
         fs = self._separator()
         excluded = parse_excluded(
             self.runner.run(["squeue", "-a", "-r", "--noheader", "-t", "PENDING", "-o", f"%i{fs}%x"]), fs)
+        return [with_pending_extras(j, excluded, self._site_factors()) for j in jobs]
+
+    def _site_factors(self) -> dict[str, int]:
+        """Pending jobs' site factors (``sprio``); {} when sprio does not answer: under
+        ``PriorityType=priority/basic`` there is no sprio (it exits 1, "not running a supported
+        priority plugin"), and a failing sprio must not stop the snapshot, so revert and the
+        failsafe still give back. No site factor shown means none known (``site_factor`` None):
+        the controller pushes nothing it cannot see, and gives back what it recorded."""
         fs = self._separator()
-        site = {f.job_id: int(f.factors.get("site", 0.0)) for f in
-                parse_sprio(self.runner.run(["sprio", "-h", "-o", sprio_format(fs)]), fs)}
-        return [with_pending_extras(j, excluded, site) for j in jobs]
+        try:
+            out = self.runner.run(["sprio", "-h", "-o", sprio_format(fs)])
+        except SlurmError:
+            return {}
+        return {f.job_id: int(f.factors.get("site", 0.0)) for f in parse_sprio(out, fs)}
 
     def accounts(self) -> list[Account]:
         return parse_assoc(self.sacctmgr.show("assoc", ASSOC_FIELDS))

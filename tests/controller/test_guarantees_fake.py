@@ -3,11 +3,25 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
 
+import pytest
+
+from slurm_fair.cli import main
+from slurm_fair.config import load
+from slurm_fair.controller.audit import AuditLog
 from slurm_fair.controller.cycle import run_cycle
 from slurm_fair.controller.failsafe import failsafe
+from slurm_fair.controller.lock import ControllerLock, FailsafeLock
+from slurm_fair.controller.revert import revert
 from slurm_fair.controller.state import StateStore
+from slurm_fair.controller.state.fields import FieldTables
+from slurm_fair.errors import ConfigError, UserError
 
 from .test_cycle_fake import submit_mix
 
@@ -36,3 +50,106 @@ def test_shadow_cycles_do_not_disarm_the_failsafe(fake, config):
     assert run_cycle(fake, config, clock=lambda: t0 + 60 * 13, shadow=True).status == "ok"
     assert all(fake.job(i).partition == "gpu" for i in ids)
     assert "nothing to lift" in failsafe(fake, config, clock=lambda: t0 + 60 * 14).message
+
+
+def _steered(fake, config):
+    ids = submit_mix(fake)
+    t0 = fake.now.timestamp()
+    assert run_cycle(fake, config, clock=lambda: t0).status == "ok"
+    assert all(fake.job(i).partition != "gpu" for i in ids)
+    return ids, t0
+
+
+def test_the_failsafe_gives_back_when_the_state_directory_cannot_be_written(fake, config, monkeypatch):
+    """A full disk: the store cannot be opened for writing and the audit log cannot be
+    appended. The failsafe reads the store read-only and gives everything back anyway."""
+    ids, t0 = _steered(fake, config)
+
+    def cannot(*_a, **_kw):
+        raise UserError("cannot open the controller state store (state_dir): database or disk is full")
+
+    def full(*_a, **_kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(StateStore, "in_dir", classmethod(cannot))
+    monkeypatch.setattr(AuditLog, "write", full)
+    res = failsafe(fake, config, clock=lambda: t0 + 700)
+    assert res.exit_code == 0 and res.lifted is not None, res.to_dict()
+    assert all(fake.job(i).partition == "gpu" for i in ids)
+    assert any("read read-only" in n for n in res.notes) and any("audit log" in n for n in res.notes)
+    monkeypatch.undo()
+    # the store still has the rows; the next revert settles them from Slurm, nothing to write
+    assert revert(fake, config).exit_code == 0
+    with StateStore.in_dir(config["controller"]["state_dir"]) as store:
+        assert not [r for r in store.owned().values() if r.written and not r.released]
+
+
+def test_a_store_that_fails_mid_give_back_does_not_stop_it(fake, config, monkeypatch):
+    """The disk fills up between the give-back's intents: revert goes on unrecorded."""
+    ids, _ = _steered(fake, config)
+
+    def full(self, *a, **kw):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(FieldTables, "record_intents", full)
+    monkeypatch.setattr(FieldTables, "settle", full)
+    res = revert(fake, config)
+    assert res.exit_code == 0, res.to_dict()
+    assert all(fake.job(i).partition == "gpu" for i in ids)
+    assert any("disk is full" in n for n in res.notes)
+
+
+def test_overlapping_failsafe_runs_take_the_lock(fake, config):
+    """A failsafe run that finds another one giving back does nothing; a loop stuck holding the
+    controller lock does not stop the failsafe."""
+    ids, t0 = _steered(fake, config)
+    state = config["controller"]["state_dir"]
+    other = FailsafeLock(state)
+    assert other.acquire() is True
+    try:
+        res = failsafe(fake, config, clock=lambda: t0 + 700)
+        assert res.lifted is None and "another failsafe run" in res.message
+        assert all(fake.job(i).partition != "gpu" for i in ids)
+    finally:
+        other.release()
+    stuck = ControllerLock(state)
+    stuck.acquire()
+    try:
+        res = failsafe(fake, config, clock=lambda: t0 + 700)
+    finally:
+        stuck.release()
+    assert res.exit_code == 0 and all(fake.job(i).partition == "gpu" for i in ids)
+    assert any("goes on without the lock" in n for n in res.notes)
+
+
+def test_an_interval_at_or_above_fail_open_after_is_refused(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[controller]\ninterval_s = 600\nfail_open_after_s = 600\n")
+    with pytest.raises(ConfigError) as err:
+        load(str(cfg))
+    assert err.value.exit_code == 2 and "controller.fail_open_after_s" in err.value.message()
+    assert main(["failsafe", "--config", str(cfg)]) == 2
+    cfg.write_text("[controller]\ninterval_s = 60\nfail_open_after_s = 120\n")
+    assert load(str(cfg))["controller"]["fail_open_after_s"] == 120
+
+
+def test_revert_and_the_failsafe_load_nothing_of_the_cycle(tmp_path):
+    """The failsafe must work when the policy stack does not: with every policy module, the
+    cycle, the decision and the plan made unimportable, `failsafe` and `revert` still load."""
+    code = textwrap.dedent("""
+        import sys
+        BLOCKED = ("slurm_fair.controller.cycle", "slurm_fair.controller.decide", "slurm_fair.controller.plan",
+                   "slurm_fair.rounding", "slurm_fair.fairness", "slurm_fair.grouplp")
+        class Block:
+            def find_spec(self, name, path, target=None):
+                if name in BLOCKED or name.startswith(tuple(b + "." for b in BLOCKED + ("slurm_fair.policies",))):
+                    raise ImportError("blocked: " + name)
+        sys.meta_path.insert(0, Block())
+        import slurm_fair.commands.failsafe, slurm_fair.commands.revert
+        from slurm_fair.cli import main
+        sys.exit(main(["failsafe", "--config", sys.argv[1]]))
+    """)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[controller]\nstate_dir = "{tmp_path / "state"}"\n')
+    out = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "nothing to lift" in out.stdout, out.stdout + out.stderr

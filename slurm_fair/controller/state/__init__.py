@@ -58,6 +58,14 @@ class StateStore(FieldTables, OriginalTables, ServiceTables, ObservationTables, 
             # be running a cycle on it)
             uri = f"{self.path.resolve().as_uri()}?mode=ro"
             self._db = sqlite3.connect(uri, uri=True, timeout=5.0, isolation_level=None)
+            try:
+                self._db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            except sqlite3.OperationalError:
+                # a WAL store in a read-only directory without its -shm file (the last writer
+                # closed cleanly, so everything is in the main file): SQLite can open it only as
+                # immutable. The failsafe and revert must still read it there.
+                self._db.close()
+                self._db = sqlite3.connect(uri + "&immutable=1", uri=True, timeout=5.0, isolation_level=None)
             self._db.row_factory = sqlite3.Row
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
