@@ -45,6 +45,8 @@ def command(dry_run: bool, config_path: str | None, as_json: bool) -> None:
         click.echo(json_line(res.to_dict()))
     else:
         show_steps(res, dry_run)
+        for n in res.notes:
+            click.echo(f"note: {n}")
         if dry_run:
             click.echo(f"revert (dry run, nothing changed): {len(res.steps)} steps")
         else:

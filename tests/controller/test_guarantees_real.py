@@ -6,10 +6,18 @@ Each test fails on the code before issue 40 (checked once against that code)."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from slurm_fair.config import load, validate
 from slurm_fair.controller.cycle import run_cycle
 from slurm_fair.controller.failsafe import failsafe
 from slurm_fair.slurm import make_port
@@ -41,3 +49,99 @@ def test_live_then_shadow_the_failsafe_still_gives_everything_back(sub, accounts
     assert res.exit_code == 0 and res.lifted is not None, res.to_dict()
     assert {j: x.partition for j, x in jobs(port, ids).items()} == before
     assert not runnable(port, ids)
+
+
+@contextlib.contextmanager
+def small_disk(where: Path, size: str = "4m"):
+    """A tmpfs of ``size`` mounted at ``where`` (root only), unmounted afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system for the state directory needs root")
+    where.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(where)], check=True,
+                   timeout=30)
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False, timeout=30)
+
+
+def fill(disk: Path) -> None:
+    """Write a file until the file system is full (ENOSPC)."""
+    chunk = b"\0" * 65536
+    with open(disk / "filler", "wb") as fh:
+        try:
+            while True:
+                fh.write(chunk)
+                fh.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc
+    with pytest.raises(OSError):
+        (disk / "probe").write_bytes(chunk)
+
+
+def loop_config(tmp_path: Path, state: Path, manage) -> Path:
+    path = tmp_path / "slurm-fair.toml"
+    path.write_text(
+        f'[controller]\nstate_dir = "{state}"\naudit_log = "{state / "audit.jsonl"}"\n'
+        f'manage_accounts = {list(manage)!r}\npin_gres_type = false\ninterval_s = 1\nfail_open_after_s = 60\n'
+        '[slurm]\ncommand_timeout_s = 15\n'.replace("'", '"'))
+    return path
+
+
+def steer_with_the_loop(sub, cfg_path: Path, ids: list[str], before: dict[str, str]) -> list[str]:
+    """``run --loop`` until it has steered some of ``ids``, then kill -9 (its whole group)."""
+    env = {**sub.full_env, "SLURM_FAIR_CONFIG": str(cfg_path)}
+    exe = Path(sys.executable).with_name("slurm-fair")
+    loop = subprocess.Popen([str(exe), "run", "--loop"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    port = make_port(validate({}, "x"), env=sub.env)
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline and not any(j.partition != before[i] for i, j in jobs(port, ids).items()):
+            time.sleep(0.5)
+        time.sleep(1.5)
+    finally:
+        os.killpg(loop.pid, signal.SIGKILL)
+        loop.wait(30)
+    return [i for i, j in jobs(port, ids).items() if j.partition != before[i]]
+
+
+def test_a_full_state_disk_and_the_loop_killed_then_the_failsafe_gives_everything_back(sub, accounts, tmp_path):
+    """The state directory is on a small file system that fills up; the loop is killed -9. The
+    failsafe (past fail_open_after_s) must leave no job as the controller set it (before issue
+    40 it stopped at opening the store: every steered job stayed)."""
+    a, b = accounts
+    with small_disk(tmp_path / "state") as disk:
+        cfg_path = loop_config(tmp_path, disk, accounts)
+        ids = [sub((a, b)[i % 2], comment=("fair:class=resnet-50-bs32", "fair:class=a3c")[i % 2]) for i in range(8)]
+        port = make_port(validate({}, "x"), env=sub.env)
+        before = {j: x.partition for j, x in jobs(port, ids).items()}
+        assert steer_with_the_loop(sub, cfg_path, ids, before)
+        fill(disk)
+        cfg = load(str(cfg_path))
+        res = failsafe(port, cfg, clock=lambda: time.time() + 120)
+        assert res.exit_code == 0 and res.lifted is not None, res.to_dict()
+        assert {j: x.partition for j, x in jobs(port, ids).items()} == before
+        assert any("cannot" in n for n in res.notes), res.notes  # it said what it could not record
+        assert not runnable(port, ids)
+
+
+def test_revert_on_a_read_only_state_directory(sub, accounts, tmp_path):
+    """The state directory's file system is remounted read-only after cycles steered: revert
+    reads the store read-only and gives everything back (before issue 40: exit 2, nothing)."""
+    a, b = accounts
+    with small_disk(tmp_path / "state") as disk:
+        cfg_path = loop_config(tmp_path, disk, accounts)
+        cfg = load(str(cfg_path))
+        port = make_port(cfg, env=sub.env)
+        ids = [sub((a, b)[i % 2], comment=("fair:class=resnet-50-bs32", "fair:class=a3c")[i % 2]) for i in range(8)]
+        before = {j: x.partition for j, x in jobs(port, ids).items()}
+        assert run_cycle(port, cfg).exit_code == 0
+        assert [j for j, x in jobs(port, ids).items() if x.partition != before[j]]
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True, timeout=30)
+        env = {**sub.full_env, "SLURM_FAIR_CONFIG": str(cfg_path)}
+        exe = Path(sys.executable).with_name("slurm-fair")
+        out = subprocess.run([str(exe), "revert"], env=env, capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert {j: x.partition for j, x in jobs(port, ids).items()} == before
+        assert not runnable(port, ids)

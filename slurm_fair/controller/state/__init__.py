@@ -23,7 +23,9 @@ each, over the one connection of :class:`.base.Tables`:
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import tempfile
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -50,22 +52,15 @@ class StateStore(FieldTables, OriginalTables, ServiceTables, ObservationTables, 
     def __init__(self, path: str | Path, read_only: bool = False):
         self.path = Path(path)
         self.is_read_only = read_only
+        #: a read-only store copied elsewhere to be read (:meth:`_open_read_only`)
+        self._copy_dir: Path | None = None
         # another program's database, an empty or a text file: refused before SQLite opens it
         # (the writer's CREATE TABLE IF NOT EXISTS would add our tables to it)
         exists = check_store(self.path)
         if read_only:
             # SQLite's mode=ro: never creates, migrates, or writes the file (the controller may
             # be running a cycle on it)
-            uri = f"{self.path.resolve().as_uri()}?mode=ro"
-            self._db = sqlite3.connect(uri, uri=True, timeout=5.0, isolation_level=None)
-            try:
-                self._db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-            except sqlite3.OperationalError:
-                # a WAL store in a read-only directory without its -shm file (the last writer
-                # closed cleanly, so everything is in the main file): SQLite can open it only as
-                # immutable. The failsafe and revert must still read it there.
-                self._db.close()
-                self._db = sqlite3.connect(uri + "&immutable=1", uri=True, timeout=5.0, isolation_level=None)
+            self._db = self._open_read_only()
             self._db.row_factory = sqlite3.Row
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,6 +76,39 @@ class StateStore(FieldTables, OriginalTables, ServiceTables, ObservationTables, 
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
             (str(SCHEMA_VERSION),),
         )
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """SQLite's ``mode=ro``; where that cannot read (a WAL store on a read-only or full file
+        system: SQLite must map or create its ``-shm`` file beside it), a copy of the store and
+        its WAL in a temporary directory elsewhere (the WAL holds the last cycles' records, which
+        a writer killed -9 did not fold back into the file), or, when even that fails, the file
+        as ``immutable`` (all there is when no WAL was left). The failsafe and revert read the
+        store on every path."""
+        uri = f"{self.path.resolve().as_uri()}?mode=ro"
+        db = sqlite3.connect(uri, uri=True, timeout=5.0, isolation_level=None)
+        try:
+            db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            return db
+        except sqlite3.OperationalError:
+            db.close()
+        wal = self.path.with_name(self.path.name + "-wal")
+        try:
+            copy = Path(tempfile.mkdtemp(prefix="slurm-fair-state-"))
+            self._copy_dir = copy
+            shutil.copyfile(self.path, copy / self.path.name)
+            if wal.exists():
+                shutil.copyfile(wal, copy / wal.name)
+            db = sqlite3.connect(str(copy / self.path.name), timeout=5.0, isolation_level=None)
+            db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            return db
+        except (OSError, sqlite3.Error):
+            self._drop_copy()
+        return sqlite3.connect(uri + "&immutable=1", uri=True, timeout=5.0, isolation_level=None)
+
+    def _drop_copy(self) -> None:
+        copy, self._copy_dir = self._copy_dir, None
+        if copy is not None:
+            shutil.rmtree(copy, ignore_errors=True)
 
     @classmethod
     def read_only(cls, path: str | Path) -> "StateStore":
@@ -115,6 +143,7 @@ class StateStore(FieldTables, OriginalTables, ServiceTables, ObservationTables, 
 
     def close(self) -> None:
         self._db.close()
+        self._drop_copy()
 
     def __enter__(self) -> "StateStore":
         return self
