@@ -80,6 +80,14 @@ SECTIONS: dict[str, dict[str, Key]] = {
     },
 }
 
+#: ``[priority]``: the priority plugin a site runs (``basic``: no sprio, no site factors; the
+#: controller must steer without pushes, and revert and the failsafe complete)
+SECTIONS["priority"] = {
+    "type": Key((str,), "multifactor", "PriorityType: multifactor (fair-share dominant) or basic (FIFO: no "
+                "sprio, no site factor)", lambda v: None if v in ("multifactor", "basic")
+                else "must be multifactor or basic"),
+}
+
 _GPU_KEYS: dict[str, Key] = {
     "nodes": Key((str,), "", "node names as a hostlist, e.g. v100-[1-2]"),
     "gpus_per_node": Key((int,), 4, "GPUs of this type per node", _positive),
@@ -138,6 +146,8 @@ class TestbedConfig:
     slurm: str = "22.05"
     source: str = "<defaults>"
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    #: ``[priority] type``: ``multifactor`` or ``basic``
+    priority_type: str = "multifactor"
 
     @property
     def gpu_types(self) -> tuple[str, ...]:
@@ -176,6 +186,7 @@ def validate(data: Mapping[str, Any], source: str = "<testbed config>") -> Testb
         slurm=cluster["slurm"],
         source=source,
         raw=data,
+        priority_type=values["priority"]["type"],
     )
 
 

@@ -140,6 +140,7 @@ def _slurm_settings(cfg: TestbedConfig) -> dict[str, Any]:
         "job_submit_lua": cfg.job_submit_lua,
         "timeouts": {"slurmctld": 30, "slurmd": 30, "kill_wait": 5},
         "priority": {
+            "type": cfg.priority_type,
             "decay_half_life": "1-0",
             "calc_period": 1,
             "weight_fairshare": 100000,
