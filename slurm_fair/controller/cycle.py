@@ -102,6 +102,23 @@ def decide_settings(config: Config, s: Settings, port: SlurmPort) -> DecideSetti
     return DecideSettings(s, load_class_table(s.class_table or None), Rules.from_config(config), retype)
 
 
+def without_overwritten_pushes(ds: DecideSettings, port: SlurmPort, warnings: list[str]) -> DecideSettings:
+    """``order = "none"`` when a site-factor plugin sets jobs' site factors: it would overwrite
+    every push (each then read as someone else's change and released), so the controller
+    pushes none and says so. A Slurm that cannot say is taken to have none."""
+    if ds.settings.order != "site_factor":
+        return ds
+    try:
+        plugin = port.site_factor_plugin()
+    except SlurmError:
+        return ds
+    if not plugin:
+        return ds
+    warnings.append(f"PrioritySiteFactorPlugin={plugin} sets jobs' site factors and would overwrite the "
+                    "controller's: its order is not pushed (as with [controller] order = \"none\")")
+    return replace(ds, settings=replace(ds.settings, order="none"))
+
+
 def run_cycle(
     port: SlurmPort,
     config: Config,
@@ -165,6 +182,7 @@ def _cycle(
                 return res
         with timer.phase("estimate"):
             ds = decide_settings(config, s, port)
+            ds = without_overwritten_pushes(ds, port, res.warnings)
             types = sorted(k for k, c in whole.capacity().items() if c > 0)
             table, learn_warnings = learned.refresh(port, config, s.state_dir, types, dry_run, started)
             ds = replace(ds, learned=table.speeds)

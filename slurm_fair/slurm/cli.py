@@ -314,6 +314,14 @@ class SlurmCli:
         rewrite)."""
         return self.tres_prefix() == "gres/"
 
+    def site_factor_plugin(self) -> str:
+        """``scontrol show config``'s ``PrioritySiteFactorPlugin`` ("" for ``(null)`` or
+        ``site_factor/none``)."""
+        out = self.runner.run(["scontrol", "show", "config"])
+        m = re.search(r"^PrioritySiteFactorPlugin\s*=\s*(\S*)\s*$", out, re.MULTILINE)
+        name = m.group(1) if m else ""
+        return "" if name in ("", "(null)", "site_factor/none") else name
+
     def _refuse_retype(self, job: SlurmJob, have: str | None, want: str | None) -> None:
         refuse_retype(job, have, want, self.can_retype_gpu(), "this Slurm (before 23.11)")
 

@@ -85,6 +85,8 @@ class FakeSlurm:
         self.calls: list[tuple[str, tuple]] = []
         #: what sprio would print for a job (tests set it; default: :meth:`job_priority_factors`)
         self.priority_factors: dict[str, list[PriorityFactors]] = {}
+        #: slurm.conf's PrioritySiteFactorPlugin ("" for none; tests set it)
+        self.site_factor_plugin_name = ""
         #: the backfill scheduler's expected start of pending jobs (tests set it; default none)
         self.expected_starts: dict[str, datetime] = {}
         self._next_id = max((_int_id(j) for j in jobs), default=1000) + 1
@@ -243,6 +245,10 @@ class FakeSlurm:
         new_spec = retype_request(spec, gpu_type)
         self._put(current, gpu_request=replace(req, gpu_type=gpu_type, raw=f"{field}={new_spec}"),
                   priority=self._after_rewrite(current))
+
+    def site_factor_plugin(self) -> str:
+        """As slurm.conf's PrioritySiteFactorPlugin (tests set :attr:`site_factor_plugin_name`)."""
+        return self.site_factor_plugin_name
 
     def can_retype_gpu(self) -> bool:
         """Slurm before 23.11 cannot change a typed request (see SlurmCli.set_gpu_type)."""

@@ -65,6 +65,13 @@ class SlurmPort(Protocol):
         :class:`SlurmError` when the version cannot be read."""
         ...
 
+    def site_factor_plugin(self) -> str:
+        """The plugin that sets jobs' site factors (slurm.conf ``PrioritySiteFactorPlugin``), ""
+        for none (``site_factor/none`` or unset). Such a plugin overwrites every site factor the
+        controller pushes, so the controller pushes none. Raises :class:`SlurmError` when the
+        configuration cannot be read."""
+        ...
+
     # --- write (pending jobs) -----------------------------------------------------------------
     def set_gpu_type(self, job: SlurmJob, gpu_type: str | None) -> None:
         """Pin (or with None: unpin) the GPU type of a pending job, keeping its GPU count and

@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from datetime import datetime
 
 import pytest
 
@@ -22,6 +23,11 @@ from slurm_fair.controller.revert import revert
 from slurm_fair.controller.state import StateStore
 from slurm_fair.controller.state.fields import FieldTables
 from slurm_fair.errors import ConfigError, UserError
+from slurm_fair.slurm.fake import FakeSlurm
+from slurm_fair.slurm.model import Account, Qos
+
+from .builders import cluster
+from .conftest import make_config
 
 from .test_cycle_fake import submit_mix
 
@@ -153,3 +159,25 @@ def test_revert_and_the_failsafe_load_nothing_of_the_cycle(tmp_path):
     cfg.write_text(f'[controller]\nstate_dir = "{tmp_path / "state"}"\n')
     out = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "nothing to lift" in out.stdout, out.stdout + out.stderr
+
+
+def _crowd(fake):
+    """More GPUs asked than the cluster has, so some jobs wait and get pushed down."""
+    return [fake.submit(("alice", "bob")[i % 2], "--gres=gpu:2", hold=False, comment="fair:class=resnet-50-bs32")
+            for i in range(14)]
+
+
+def test_a_site_factor_plugin_is_noticed_and_nothing_is_pushed(fake, config, tmp_path):
+    _crowd(fake)
+    pushes = [r for r in run_cycle(fake, config).results if r.action.kind == "set_site_factor"]
+    assert pushes  # without a plugin this crowd is ordered by pushes
+    other = FakeSlurm(slurm_version="22.05", nodes=cluster(v100=4, p100=4, k80=8),
+                      accounts=[Account("alice", 1.0, ("normal",), "normal"), Account("bob", 1.0, ("normal",), "normal")],
+                      qos=[Qos("normal")], now=datetime(2026, 1, 1, 12, 0, 0))
+    other.site_factor_plugin_name = "site_factor/example"
+    _crowd(other)
+    res = run_cycle(other, make_config(tmp_path / "other"))
+    assert res.status == "ok", res.to_dict()
+    assert not [r for r in res.results if r.action.kind == "set_site_factor"]
+    assert any("PrioritySiteFactorPlugin=site_factor/example" in w for w in res.warnings)
+    assert [r for r in res.results if r.action.kind == "set_partition"]  # it still steers

@@ -145,3 +145,10 @@ def test_revert_on_a_read_only_state_directory(sub, accounts, tmp_path):
         assert out.returncode == 0, out.stdout + out.stderr
         assert {j: x.partition for j, x in jobs(port, ids).items()} == before
         assert not runnable(port, ids)
+
+
+def test_the_adapter_reads_the_site_factor_plugin(sub):
+    """The testbeds set no PrioritySiteFactorPlugin (slurm.conf leaves it unset: "(null)"), so
+    the controller pushes; `scontrol show config` is read on both versions."""
+    port = make_port(validate({}, "x"), env=sub.env)
+    assert port.site_factor_plugin() == ""
