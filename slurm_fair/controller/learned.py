@@ -12,14 +12,26 @@ each job ran, for how long, that it completed) needs no user cooperation and no 
 
 The table is ``learned-speeds.json`` in the state directory, written atomically; ``decide``
 reads it through :class:`~.decide.DecideSettings` (``learned``). A dry run reads it and never
-refreshes it. A failed refresh keeps the last table and says why (a warning, not a failed cycle).
+refreshes it. A failed refresh keeps the last table and says why (a warning, not a failed cycle),
+and **backs off**: the next try is :data:`RETRY_S` later, doubling with each failure in a row up
+to the refresh interval (recorded in the table), so a ``sacct`` over months that times out is not
+run again inside every cycle.
+
+A type marked as failing for a group is **re-offered after a bound**: each mark is kept with the
+time it was first seen with its number of failed runs, and once it is :data:`FAIL_MARK_DAYS` old
+without a new failure there, the learner no longer counts those failures (the type gets its
+learned or prior speed again), so the next job of the group may run there; a completion there
+clears the mark for good (the learner's rule), a new failure marks it again for as long. Why a
+bound and not a decay: the mark is a yes/no (speed 0 keeps the group off the type), and the
+failures stay in the ``learn_days`` history for months, so without a bound the one way to clear it
+(a completion there) could never happen, since the type is never offered.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Mapping
@@ -27,13 +39,21 @@ from typing import Any, Mapping
 from .. import atomic
 from ..errors import SlurmFairError
 from ..estimates.history import failures_from_history, runs_from_history
-from ..estimates.learn import ANY_USER, GroupKey, GroupSpeeds, learn
+from ..estimates.learn import ANY_USER, GroupKey, GroupSpeeds, fails_on, learn
 from ..slurm.parse.history import parse_history
 from ..slurm.port import SlurmPort
 
 FILE = "learned-speeds.json"
 DEFAULT_REFRESH_H = 24.0
 DEFAULT_DAYS = 90.0
+#: the wait before the first retry of a failed refresh (doubled per failure in a row, at most the
+#: refresh interval)
+RETRY_S = 900.0
+#: how long a type marked as failing for a group stays marked without a new failure there
+FAIL_MARK_DAYS = 14.0
+
+#: (group, GPU type) -> (failed runs that marked it, when first seen with that many)
+Marks = Mapping[tuple[GroupKey, str], tuple[int, float]]
 
 
 @dataclass(frozen=True)
@@ -45,12 +65,24 @@ class LearnedTable:
     speeds: Mapping[GroupKey, GroupSpeeds] = field(default_factory=dict)
     runs: Mapping[GroupKey, int] = field(default_factory=dict)
     refreshed_at: float = 0.0
+    #: failing types per group and since when (module docstring), expired ones included
+    marks: Marks = field(default_factory=dict)
+    #: failed refreshes in a row, and not before when the next is tried
+    failed_refreshes: int = 0
+    retry_at: float = 0.0
 
     def to_doc(self) -> dict[str, Any]:
-        return {"refreshed_at": self.refreshed_at, "groups": [
-            {"user": g[0], "job_name": g[1], "gpus": g[2], "speed": dict(s), "runs": self.runs.get(g, 0),
-             "runs_per_type": dict(s.runs), "fails_on": dict(s.fails)}
-            for g, s in sorted(self.speeds.items())]}
+        return {"refreshed_at": self.refreshed_at, "failed_refreshes": self.failed_refreshes,
+                "retry_at": self.retry_at, "groups": [
+                    {"user": g[0], "job_name": g[1], "gpus": g[2], "speed": dict(s), "runs": self.runs.get(g, 0),
+                     "runs_per_type": dict(s.runs), "fails_on": dict(s.fails)}
+                    for g, s in sorted(self.speeds.items())],
+                "marks": [{"user": g[0], "job_name": g[1], "gpus": g[2], "type": k, "fails": n, "since": t}
+                          for (g, k), (n, t) in sorted(self.marks.items())]}
+
+    def due(self, now: float, refresh_h: float) -> bool:
+        """Whether a refresh is due at ``now`` (the interval passed, and any back-off)."""
+        return now - self.refreshed_at >= refresh_h * 3600 and now >= self.retry_at
 
 
 def load(state_dir: str | Path) -> LearnedTable:
@@ -64,7 +96,10 @@ def load(state_dir: str | Path) -> LearnedTable:
             {k: int(v) for k, v in g.get("runs_per_type", {}).items()},
             {k: int(v) for k, v in g.get("fails_on", {}).items()}, g["user"] == ANY_USER) for g in doc["groups"]}
         runs = {(g["user"], g["job_name"], int(g["gpus"])): int(g.get("runs", 0)) for g in doc["groups"]}
-        return LearnedTable(speeds, runs, float(doc["refreshed_at"]))
+        marks = {((m["user"], m["job_name"], int(m["gpus"])), str(m["type"])): (int(m["fails"]), float(m["since"]))
+                 for m in doc.get("marks", [])}
+        return LearnedTable(speeds, runs, float(doc["refreshed_at"]), marks, int(doc.get("failed_refreshes", 0)),
+                            float(doc.get("retry_at", 0.0)))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return LearnedTable()
 
@@ -75,8 +110,9 @@ def settings(config: Any) -> tuple[float, float]:
     return float(th.get("learn_refresh_h", DEFAULT_REFRESH_H)), float(th.get("learn_days", DEFAULT_DAYS))
 
 
-def build(port: SlurmPort, types: list[str], days: float, now: float) -> LearnedTable:
-    """Learn from the last ``days`` of accounting (raises SlurmFairError when Slurm cannot say)."""
+def build(port: SlurmPort, types: list[str], days: float, now: float, before: Marks | None = None) -> LearnedTable:
+    """Learn from the last ``days`` of accounting (raises SlurmFairError when Slurm cannot say);
+    ``before``: the previous table's marks (their age decides which are re-offered)."""
     history_of = getattr(port, "sacct_history", None)
     if history_of is None:
         return LearnedTable(refreshed_at=now)
@@ -85,12 +121,27 @@ def build(port: SlurmPort, types: list[str], days: float, now: float) -> Learned
     history = parse_history(text, "sacct", fs)
     runs, _ = runs_from_history(history.rows, node_types)
     failures = failures_from_history(history.failed, node_types)
+    marks = aged_marks(fails_on(runs, failures, types), before or {}, now)
+    expired = {key for key, (_, since) in marks.items() if now - since >= FAIL_MARK_DAYS * 86400}
+    failures = [f for f in failures if (f.group, f.gpu_type) not in expired]
     model = learn(runs, types, failures) if runs or failures else None
     if model is None:
-        return LearnedTable(refreshed_at=now)
+        return LearnedTable(refreshed_at=now, marks=marks)
     every = {**model.pools, **model.groups}
     return LearnedTable({g: v.table_value() for g, v in every.items()},
-                        {g: sum(v.runs.values()) for g, v in every.items()}, now)
+                        {g: sum(v.runs.values()) for g, v in every.items()}, now, marks)
+
+
+def aged_marks(marked: Mapping[GroupKey, Mapping[str, int]], before: Marks,
+               now: float) -> dict[tuple[GroupKey, str], tuple[int, float]]:
+    """The learner's marks with the time each was first seen with its count: kept from
+    ``before`` while no new failure came (the count did not grow), ``now`` otherwise."""
+    out = {}
+    for g, by in marked.items():
+        for k, n in by.items():
+            old = before.get((g, k))
+            out[(g, k)] = (n, old[1]) if old is not None and n <= old[0] else (n, now)
+    return out
 
 
 def refresh(port: SlurmPort, config: Any, state_dir: str | Path, types: list[str], dry_run: bool,
@@ -100,14 +151,27 @@ def refresh(port: SlurmPort, config: Any, state_dir: str | Path, types: list[str
     now = time.time() if now is None else now
     table = load(state_dir)
     refresh_h, days = settings(config)
-    if dry_run or refresh_h <= 0 or now - table.refreshed_at < refresh_h * 3600:
+    if dry_run or refresh_h <= 0 or not table.due(now, refresh_h):
         return table, []
     try:
-        fresh = build(port, types, days, now)
+        fresh = build(port, types, days, now, table.marks)
     except SlurmFairError as exc:
-        return table, [f"learned speeds not refreshed (kept the table of {table.refreshed_at:.0f}): {exc}"]
+        failed = table.failed_refreshes + 1
+        wait = min(refresh_h * 3600, RETRY_S * 2 ** min(failed - 1, 30))
+        kept = replace(table, failed_refreshes=failed, retry_at=now + wait)
+        saved = _save(state_dir, kept)
+        return kept, [f"learned speeds not refreshed (kept the table of {table.refreshed_at:.0f}; next try in "
+                      f"{wait:.0f} s{'' if saved is None else ', not recorded: ' + saved}): {exc}"]
+    saved = _save(state_dir, fresh)
+    return fresh, ([] if saved is None else [f"learned speeds not saved: {saved}"])
+
+
+def _save(state_dir: str | Path, table: LearnedTable) -> str | None:
+    """Write the table atomically; the error text when it cannot be (a full disk)."""
     try:
-        atomic.write_text(Path(state_dir) / FILE, json.dumps(fresh.to_doc(), indent=1) + "\n")
+        atomic.write_text(Path(state_dir) / FILE, json.dumps(table.to_doc(), indent=1) + "\n")
+    except atomic.AtomicWriteError as exc:  # a full disk, no directory: the table is a cache
+        return exc.message()
     except OSError as exc:
-        return fresh, [f"learned speeds not saved: {exc}"]
-    return fresh, []
+        return str(exc)
+    return None

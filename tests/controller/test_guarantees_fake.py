@@ -9,7 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -22,7 +22,8 @@ from slurm_fair.controller.lock import ControllerLock, FailsafeLock
 from slurm_fair.controller.revert import revert
 from slurm_fair.controller.state import StateStore
 from slurm_fair.controller.state.fields import FieldTables
-from slurm_fair.errors import ConfigError, UserError
+from slurm_fair.controller import learned
+from slurm_fair.errors import ConfigError, SlurmUnavailable, UserError
 from slurm_fair.slurm.fake import FakeSlurm
 from slurm_fair.slurm.model import Account, Qos
 
@@ -181,3 +182,64 @@ def test_a_site_factor_plugin_is_noticed_and_nothing_is_pushed(fake, config, tmp
     assert not [r for r in res.results if r.action.kind == "set_site_factor"]
     assert any("PrioritySiteFactorPlugin=site_factor/example" in w for w in res.warnings)
     assert [r for r in res.results if r.action.kind == "set_partition"]  # it still steers
+
+
+class _SacctFails:
+    """A port whose accounting history times out (a 90-day sacct on a loaded slurmdbd)."""
+
+    def __init__(self, port):
+        self.port, self.calls = port, 0
+
+    def sacct_history(self, since):
+        self.calls += 1
+        raise SlurmUnavailable("sacct timed out after 30 s")
+
+    def __getattr__(self, name):
+        return getattr(self.port, name)
+
+
+def test_a_failed_refresh_of_the_learned_table_backs_off(fake, config):
+    submit_mix(fake)
+    port = _SacctFails(fake)
+    t0 = fake.now.timestamp()
+    first = run_cycle(port, config, clock=lambda: t0)
+    assert first.status == "ok" and any("not refreshed" in w and "next try in 900 s" in w for w in first.warnings)
+    for k in range(1, 15):  # cycles every minute for 14 minutes: no second sacct
+        run_cycle(port, config, clock=lambda k=k: t0 + 60 * k)
+    assert port.calls == 1
+    run_cycle(port, config, clock=lambda: t0 + 901)
+    assert port.calls == 2  # then it backs off for twice as long
+    for k in range(1, 30):
+        run_cycle(port, config, clock=lambda k=k: t0 + 901 + 60 * k)
+    assert port.calls == 2
+    run_cycle(port, config, clock=lambda: t0 + 901 + 1801)
+    assert port.calls == 3
+
+
+def _ran(fake, gpu_type, node, minutes, name="rn128", state="COMPLETED"):
+    j = fake.submit("alice", "--gres=gpu:1", hold=False, name=name)
+    fake.start(j, node, gpu_type)
+    fake.now += timedelta(minutes=minutes)
+    fake.finish(j, state=state)
+
+
+def test_a_failing_type_is_offered_again_after_a_bound_and_a_new_failure_marks_it_again(tmp_path, fake):
+    config = make_config(tmp_path)
+    for _ in range(2):
+        _ran(fake, "v100", "v100-1", 30)
+    _ran(fake, "k80", "k80-1", 1, state="FAILED")  # one FAILED run where it completed elsewhere
+    state = tmp_path / "state"
+    state.mkdir()
+
+    def k80_speed(days):
+        when = fake.now.timestamp() + days * 86400
+        table, _ = learned.refresh(fake, config, state, ["k80", "p100", "v100"], False, when)
+        (group,) = [g for g in table.speeds if g[1] == "rn128" and g[0] != learned.ANY_USER]
+        return table.speeds[group]["k80"]
+
+    assert k80_speed(0) == 0  # marked: never sent there
+    assert k80_speed(7) == 0  # a week later, still marked (the failure is in the 90-day history)
+    assert k80_speed(learned.FAIL_MARK_DAYS + 2) > 0  # offered again after the bound
+    _ran(fake, "k80", "k80-1", 1, state="FAILED")  # it fails there again: marked again
+    assert k80_speed(learned.FAIL_MARK_DAYS + 4) == 0
+    assert k80_speed(2 * learned.FAIL_MARK_DAYS + 6) > 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -18,9 +19,12 @@ from pathlib import Path
 import pytest
 
 from slurm_fair.config import load, validate
+from slurm_fair.controller import learned
 from slurm_fair.controller.cycle import run_cycle
 from slurm_fair.controller.failsafe import failsafe
+from slurm_fair.errors import SlurmUnavailable
 from slurm_fair.slurm import make_port
+from slurm_fair.testbed.jobs import submit_job, wait_job_state
 
 from .test_pilot_real import config, jobs, runnable
 from .test_testbed import _run, accounts, sub, tb_env  # noqa: F401 (fixtures)
@@ -152,3 +156,67 @@ def test_the_adapter_reads_the_site_factor_plugin(sub):
     the controller pushes; `scontrol show config` is read on both versions."""
     port = make_port(validate({}, "x"), env=sub.env)
     assert port.site_factor_plugin() == ""
+
+
+class SacctTimesOut:
+    """The real port, but its accounting history times out (a 90-day sacct on a loaded slurmdbd)."""
+
+    def __init__(self, port):
+        self.port, self.calls = port, 0
+
+    def sacct_history(self, since):
+        self.calls += 1
+        raise SlurmUnavailable("sacct timed out after 15 s")
+
+    def __getattr__(self, name):
+        return getattr(self.port, name)
+
+
+def test_a_failed_refresh_of_the_learned_table_is_not_retried_every_cycle(sub, accounts, tmp_path):
+    """Cycles every minute against real Slurm while sacct keeps failing: one try, then a back-off
+    (before issue 40 every cycle ran the 90-day sacct again)."""
+    a, b = accounts
+    cfg = config(tmp_path, accounts)
+    port = SacctTimesOut(make_port(cfg, env=sub.env))
+    sub(a, comment="fair:class=resnet-50-bs32")
+    sub(b, comment="fair:class=a3c")
+    t0 = time.time()
+    for k in range(5):
+        res = run_cycle(port, cfg, clock=lambda k=k: t0 + 60 * k)
+        assert res.exit_code == 0, res.to_dict()
+    assert port.calls == 1
+    assert run_cycle(port, cfg, clock=lambda: t0 + 60 * 4 + learned.RETRY_S).exit_code == 0
+    assert port.calls == 2
+
+
+def test_one_failed_run_marks_a_type_only_for_a_bound(testbed, accounts, tmp_path):
+    """A group completes on v100 and fails once on k80 (real runs, real accounting): k80 is
+    marked at once and a week later, and offered again after FAIL_MARK_DAYS (before issue 40:
+    marked for the 90 days of history, and never offered, so never cleared)."""
+    a, _ = accounts
+    name = f"fm{secrets.token_hex(3)}"
+    done = [submit_job(testbed, a, "sleep 1", gres="gpu:v100:1", extra=["-J", name]) for _ in range(2)]
+    bad = submit_job(testbed, a, "exit 3", gres="gpu:k80:1", extra=["-J", name])
+    for j in done:
+        assert wait_job_state(testbed, j, timeout=120) == "COMPLETED"
+    assert wait_job_state(testbed, bad, timeout=120) == "FAILED"
+    cfg = config(tmp_path, accounts)
+    port = make_port(cfg, env=testbed.env)
+    types = ["k80", "p100", "v100"]
+    state = tmp_path / "state"
+    state.mkdir()
+    deadline = time.time() + 60
+    while True:  # slurmdbd records the ends a moment later
+        table = learned.build(port, types, 1.0, time.time())
+        group = [g for g in table.speeds if g[1] == name and g[0] != learned.ANY_USER]
+        if (group and table.speeds[group[0]].fails) or time.time() > deadline:
+            break
+        time.sleep(1)
+    assert group and table.speeds[group[0]].fails == {"k80": 1}, table.to_doc()
+
+    def k80(days):
+        t, _ = learned.refresh(port, cfg, state, types, False, time.time() + days * 86400)
+        return t.speeds[group[0]]["k80"]
+
+    assert k80(0) == 0 and k80(7) == 0
+    assert k80(learned.FAIL_MARK_DAYS + 1) > 0
