@@ -107,9 +107,9 @@ def reconcile(owned: Mapping[tuple[str, str], Owned], jobs: Mapping[str, SlurmJo
         if row.released:
             continue
         doubt = row.doubt_open(at)
-        if row.doubt is not None and doubt is None:  # its time is over: it did not land
-            row = updates[key] = replace(row, doubt=None, doubt_until=0.0)
-        got = _settle(row, current(job, row.field), job.pending, doubt)
+        # past its window a doubted write is kept as *late*: most likely it never lands, but if
+        # Slurm ever shows exactly that value it is the controller's late write, not another's
+        got = _settle(row, current(job, row.field), job.pending, doubt, row.doubt if doubt is None else None)
         if got is None:
             ended.add(key)
             continue
@@ -123,9 +123,12 @@ def reconcile(owned: Mapping[tuple[str, str], Owned], jobs: Mapping[str, SlurmJo
     return Reading(updates, frozenset(ended), frozenset(released), ours)
 
 
-def _settle(row: Owned, now: str | None, pending: bool, doubt: str | None) -> tuple[Owned, str | None] | None:
+def _settle(row: Owned, now: str | None, pending: bool, doubt: str | None,
+            late: str | None = None) -> tuple[Owned, str | None] | None:
     """One row against the value Slurm shows (:func:`reconcile`): the row as it stands now and
-    the value the controller holds (None: not its); None when the row goes."""
+    the value the controller holds (None: not its); None when the row goes. ``late``: the value
+    of a doubted write whose window is over (it may still land, later than anyone expects:
+    seeing exactly it is the controller's write)."""
     f = row.field
     if now is None or not pending:
         if row.written is not None:
@@ -133,18 +136,23 @@ def _settle(row: Owned, now: str | None, pending: bool, doubt: str | None) -> tu
         if row.legacy and now is not None and not same(f, now, row.original):
             return row, now
         return row, None
+    pending_write = doubt if doubt is not None else late
     if same(f, now, row.original) and (row.written is None or same(f, row.written, row.original)
                                        or (row.intent is not None and same(f, row.intent, row.original))
-                                       or (doubt is not None and same(f, doubt, row.original))):
-        # given back (or never written): the field is the site's again, unless a late write of
-        # another value may still come
-        if doubt is not None and not same(f, doubt, row.original):
-            return replace(row, written=None, intent=None), None
+                                       or (pending_write is not None and same(f, pending_write, row.original))):
+        # given back (or never written): the field is the site's again, unless a write of
+        # another value may still land (in its window, or late)
+        if pending_write is not None and not same(f, pending_write, row.original):
+            kept = replace(row, written=None, intent=None)
+            return (kept, None) if kept != row or late is None else (row, None)
         return None
     if row.intent is not None and same(f, now, row.intent):
         return replace(row, written=row.intent, intent=None), row.intent
     if doubt is not None and same(f, now, doubt):
         return replace(row, written=doubt, intent=None), doubt
+    if late is not None and same(f, now, late) and not same(f, now, row.written):
+        # the write that timed out landed after its window: the controller's, to give back
+        return replace(row, written=late, intent=None, doubt=None, doubt_until=0.0), late
     if row.intent is not None:
         before = row.written if row.written is not None else row.original
         if same(f, now, before):

@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from datetime import datetime, timedelta
 
 import pytest
@@ -21,7 +22,7 @@ from slurm_fair.controller.failsafe import failsafe
 from slurm_fair.controller.lock import ControllerLock, FailsafeLock
 from slurm_fair.controller.revert import revert
 from slurm_fair.controller.state import StateStore
-from slurm_fair.controller.state.fields import FieldTables
+from slurm_fair.controller.state.fields import IN_DOUBT_S, FieldTables
 from slurm_fair.controller import learned
 from slurm_fair.errors import ConfigError, SlurmUnavailable, UserError
 from slurm_fair.slurm.fake import FakeSlurm
@@ -243,3 +244,31 @@ def test_a_failing_type_is_offered_again_after_a_bound_and_a_new_failure_marks_i
     _ran(fake, "k80", "k80-1", 1, state="FAILED")  # it fails there again: marked again
     assert k80_speed(learned.FAIL_MARK_DAYS + 4) == 0
     assert k80_speed(2 * learned.FAIL_MARK_DAYS + 6) > 0
+
+
+def test_a_late_negative_site_factor_is_given_back(fake, config, monkeypatch):
+    """The site-factor push times out and lands more than IN_DOUBT_S later, after a revert
+    already ran: it is still the controller's, and the next revert gives it back."""
+    _crowd(fake)
+    real = fake.update_jobs
+    late: list[tuple[list[str], dict]] = []
+
+    def update_jobs(job_ids, fields):
+        if "SiteFactor" in fields and int(fields["SiteFactor"]) < 0:
+            late.append((list(job_ids), dict(fields)))
+            raise SlurmUnavailable("scontrol did not answer within 30 s")
+        return real(job_ids, fields)
+
+    monkeypatch.setattr(fake, "update_jobs", update_jobs)
+    res = run_cycle(fake, config)
+    assert late and any(r.uncertain for r in res.results)
+    pushed = late[0][0]
+    monkeypatch.setattr(fake, "update_jobs", real)
+    t = time.time() + IN_DOUBT_S + 60
+    assert revert(fake, config, clock=lambda: t).exit_code == 0
+    job_ids, fields = late.pop()
+    real(job_ids, fields)  # lands now, long after its window
+    assert all((fake.job(j).site_factor or 0) < 0 for j in pushed)
+    rv = revert(fake, config, clock=lambda: t + 120)
+    assert rv.exit_code == 0, rv.to_dict()
+    assert all((fake.job(j).site_factor or 0) == 0 for j in pushed)

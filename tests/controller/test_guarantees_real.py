@@ -13,6 +13,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from slurm_fair.config import load, validate
 from slurm_fair.controller import learned
 from slurm_fair.controller.cycle import run_cycle
 from slurm_fair.controller.failsafe import failsafe
+from slurm_fair.controller.revert import revert
+from slurm_fair.controller.state.fields import IN_DOUBT_S
 from slurm_fair.errors import SlurmUnavailable
 from slurm_fair.slurm import make_port
 from slurm_fair.testbed.jobs import submit_job, wait_job_state
@@ -220,3 +223,49 @@ def test_one_failed_run_marks_a_type_only_for_a_bound(testbed, accounts, tmp_pat
 
     assert k80(0) == 0 and k80(7) == 0
     assert k80(learned.FAIL_MARK_DAYS + 1) > 0
+
+
+def test_a_write_landing_after_its_doubt_window_is_still_given_back(sub, accounts, tb_env, tmp_path):
+    """slurmctld stalls (SIGSTOP) right after the cycle's read: its partition writes time out
+    and land once it resumes. Read later than IN_DOUBT_S after, the landed value is still the
+    controller's: revert gives it back (before issue 40 it was taken for someone else's change
+    and left where the controller had put it)."""
+    tb, _, _ = tb_env
+    a, b = accounts
+    cfg = validate({
+        "controller": {"state_dir": str(tmp_path / "state"), "audit_log": str(tmp_path / "audit.jsonl"),
+                       "manage_accounts": list(accounts), "pin_gres_type": False},
+        "slurm": {"command_timeout_s": 3, "retries": 0},
+    }, str(tmp_path / "slurm-fair.toml"))
+    port = make_port(cfg, env=sub.env)
+    ids = [sub((a, b)[i % 2], comment=("fair:class=resnet-50-bs32", "fair:class=a3c")[i % 2]) for i in range(6)]
+    before = {j: x.partition for j, x in jobs(port, ids).items()}
+    pid = int(tb.layout.pid_file("slurmctld").read_text().split()[0])
+
+    class Stalls:  # slurmctld stops just as the first partition write goes out
+        stalled = False
+
+        def update_jobs(self, job_ids, fields):
+            if "Partition" in fields and not self.stalled:
+                self.stalled = True
+                os.kill(pid, signal.SIGSTOP)
+                threading.Timer(6.0, os.kill, (pid, signal.SIGCONT)).start()
+            return port.update_jobs(job_ids, fields)
+
+        def __getattr__(self, name):
+            return getattr(port, name)
+
+    try:
+        res = run_cycle(Stalls(), cfg)
+    finally:
+        time.sleep(6.5)
+        os.kill(pid, signal.SIGCONT)
+    assert res.exit_code != 0 and any(r.uncertain for r in res.results), res.to_dict()
+    deadline = time.time() + 30
+    while time.time() < deadline and all(x.partition == before[j] for j, x in jobs(port, ids).items()):
+        time.sleep(0.5)
+    landed = [j for j, x in jobs(port, ids).items() if x.partition != before[j]]
+    assert landed, "no write landed after slurmctld resumed"
+    rv = revert(port, cfg, clock=lambda: time.time() + IN_DOUBT_S + 60)
+    assert rv.exit_code == 0, rv.to_dict()
+    assert {j: x.partition for j, x in jobs(port, ids).items()} == before

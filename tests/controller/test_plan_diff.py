@@ -192,11 +192,16 @@ def test_a_write_in_doubt_is_ours_when_it_lands_until_its_doubt_ends():
     r = reconcile({key: later}, {"1": replace(j, partition="v100")}, 50.0)
     assert r.ours == {key: "v100"} and not r.newly_released
     # given back by the controller meanwhile (nothing written; the field holds its original):
-    # kept while the doubt lasts (above), forgotten after it
-    assert key in reconcile({key: row}, {"1": j}, 100.0).ended
-    # past its end, a value nobody of ours holds is someone else's
+    # kept past the doubt too, holding nothing, until the job ends (issue 40: a write landing
+    # later still is matched by its value)
+    r = reconcile({key: row}, {"1": j}, 100.0)
+    assert key not in r.ended and not r.ours and not r.newly_released
+    assert key in reconcile({key: row}, {}, 100.0).ended
+    # past its end, the doubted value landing is still the controller's (a late write)
     r = reconcile({key: later}, {"1": replace(j, partition="v100")}, 100.0)
-    assert r.newly_released == {key} and r.updates[key].doubt is None
+    assert r.ours == {key: "v100"} and not r.newly_released and r.updates[key].doubt is None
+    # past its end, any other value is someone else's
+    assert reconcile({key: later}, {"1": replace(j, partition="k80")}, 100.0).newly_released == {key}
     # someone else's value during the doubt: released, as without one
     assert reconcile({key: row}, {"1": replace(j, partition="k80")}, 50.0).newly_released == {key}
     # a give-back that timed out (its doubt is the original): the field back at it is the site's

@@ -11,7 +11,10 @@ out once it resumes, and not in order (on the 22.05 testbed a request sent befor
 a second after writes sent later), so its value is kept in ``doubt`` until ``doubt_until``
 (:data:`IN_DOUBT_S` after the timeout): seeing it in Slurm then means the controller's own late
 write, and the row is kept (not forgotten, even once given back) until then, so a late landing
-is still the controller's to give back. When anyone else changes a field after the controller (a user's or an admin's
+is still the controller's to give back. Past that window the value stays recorded as a *late*
+write (the row is kept, nothing written, until the job ends): a write that lands later still, and
+shows exactly that value, is recognised as the controller's and given back, never taken for
+someone else's change. When anyone else changes a field after the controller (a user's or an admin's
 ``scontrol update``) the field is ``released``: the controller never writes it again and
 ``revert`` leaves it as they set it. A row goes once the job has ended or the field is given
 back.
@@ -28,11 +31,11 @@ from typing import Iterable, Mapping
 
 from .base import Tables
 
-#: how long a write Slurm did not answer in time may still land (module docstring): slurmctld
-#: carries out a request it received before it stalled once it gets its locks back, which took
-#: about a second on the testbeds; a minute covers a loaded slurmctld's backlog. A late write
-#: after that is taken for someone else's change (released, left as it is: it was a place the
-#: job can run, as every write of the controller).
+#: how long a write Slurm did not answer in time is expected to land (module docstring):
+#: slurmctld carries out a request it received before it stalled once it gets its locks back,
+#: which took about a second on the testbeds; a minute covers a loaded slurmctld's backlog.
+#: ``revert`` waits this long for such writes; one landing even later is still matched by its
+#: value (a *late* write) and given back.
 IN_DOUBT_S = 60.0
 
 #: the fields a cycle writes; ``qos``, ``nice`` and ``priority`` only appear in rows of older
@@ -118,8 +121,7 @@ class FieldTables(Tables):
         go, except those with a write still in doubt at ``at``, kept (nothing written, nothing
         intended) so a late landing is recognised as the controller's."""
         keys = list(keys)
-        self._many("DELETE FROM job_fields WHERE job_id = ? AND field = ?"
-                   " AND (doubt IS NULL OR doubt_until <= ?)", ((j, f, at) for j, f in keys))
+        self._many("DELETE FROM job_fields WHERE job_id = ? AND field = ? AND doubt IS NULL", keys)
         self._many("UPDATE job_fields SET written = NULL, intent = NULL WHERE job_id = ? AND field = ?", keys)
 
     def forget_fields(self, keys: Iterable[tuple[str, str]]) -> None:
