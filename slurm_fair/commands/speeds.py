@@ -61,9 +61,9 @@ def _from_slurm(config_path: str | None, since: str | None) -> tuple[History, di
 
     start = parse_time(since or DEFAULT_SINCE, datetime.now(), "--since")
     port = make_port(config_mod.load(config_path))
-    text, delimiter = port.sacct_history(start)  # type: ignore[attr-defined]
+    history = port.accounting_history(start)
     nodes = {n.name: next(iter(n.gpus_total)) for n in port.nodes() if len(n.gpus_total) == 1}
-    return parse_history(text, "sacct (from Slurm)", delimiter), nodes
+    return history, nodes
 
 
 def model_document(model: Model, skipped: Counter, usable: int) -> dict[str, Any]:

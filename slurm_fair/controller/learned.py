@@ -40,7 +40,6 @@ from .. import atomic
 from ..errors import SlurmFairError
 from ..estimates.history import failures_from_history, runs_from_history
 from ..estimates.learn import ANY_USER, GroupKey, GroupSpeeds, fails_on, learn
-from ..slurm.parse.history import parse_history
 from ..slurm.port import SlurmPort
 
 FILE = "learned-speeds.json"
@@ -113,12 +112,8 @@ def settings(config: Any) -> tuple[float, float]:
 def build(port: SlurmPort, types: list[str], days: float, now: float, before: Marks | None = None) -> LearnedTable:
     """Learn from the last ``days`` of accounting (raises SlurmFairError when Slurm cannot say);
     ``before``: the previous table's marks (their age decides which are re-offered)."""
-    history_of = getattr(port, "sacct_history", None)
-    if history_of is None:
-        return LearnedTable(refreshed_at=now)
-    text, fs = history_of(datetime.fromtimestamp(now) - timedelta(days=days))
+    history = port.accounting_history(datetime.fromtimestamp(now) - timedelta(days=days))
     node_types = {n.name: next(iter(n.gpus_total)) for n in port.nodes() if len(n.gpus_total) == 1}
-    history = parse_history(text, "sacct", fs)
     runs, _ = runs_from_history(history.rows, node_types)
     failures = failures_from_history(history.failed, node_types)
     marks = aged_marks(fails_on(runs, failures, types), before or {}, now)

@@ -26,7 +26,7 @@ from .model import (
 from .parse.gres import gpu_request_of, parse_tres_map, retype_request
 from .parse.outlook import OUTLOOK_FIELDS, parse_outlook, parse_sprio, sprio_format
 from .parse.records import iter_lines
-from .parse.history import HISTORY_FIELDS
+from .parse.history import HISTORY_FIELDS, History, parse_history
 from .parse.sacct import SACCT_FIELDS, parse_sacct
 from .parse.sacctmgr import ASSOC_FIELDS, QOS_FIELDS, parse_assoc, parse_qos
 from .parse.partitions import parse_partitions
@@ -184,6 +184,10 @@ class SlurmCli:
         if self.cluster:
             argv += ["-M", self.cluster]
         return self.runner.run(argv), fs
+
+    def accounting_history(self, since: datetime) -> History:
+        text, fs = self.sacct_history(since)
+        return parse_history(text, "sacct", fs)
 
     def job_outlook(self, job_id: str) -> JobOutlook:
         """``squeue -j`` (all states while slurmctld remembers the job); for an array's parent

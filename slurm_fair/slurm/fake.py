@@ -30,6 +30,7 @@ from .parse.gres import gpu_request_of, retype_request
 from .parse.outlook import FACTOR_NAMES, parse_sprio
 from .parse.partitions import parse_partitions
 from .parse.fields import expand_hostlist
+from .parse.history import History, parse_history
 from .parse.sacct import parse_sacct
 from .parse.sacctmgr import parse_assoc, parse_qos
 from .parse.sinfo import parse_sinfo
@@ -180,6 +181,10 @@ class FakeSlurm:
             lines.append(fs.join((r.job_id, r.user, r.account, r.name.replace(fs, "_"), r.partition, tres, "None",
                                   "", r.state, str(int(r.elapsed_s)))))
         return "\n".join(lines) + "\n", fs
+
+    def accounting_history(self, since: datetime) -> History:
+        text, fs = self.sacct_history(since)
+        return parse_history(text, "sacct", fs)
 
     def job_outlook(self, job_id: str) -> JobOutlook:
         job = self.job(job_id)

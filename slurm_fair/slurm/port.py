@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 from ..errors import SlurmError
+from .parse.history import History
 from .model import (
     Account, AccountingRecord, JobOutlook, Node, Partition, PriorityFactors, Qos, SlurmJob, Snapshot,
 )
@@ -45,6 +46,14 @@ class SlurmPort(Protocol):
         """Jobs that ran in ``[since, until)`` with their GPU type, count and elapsed time: one
         record per run, in the order they ran (a requeued job has several, all but the last in
         state ``REQUEUED``, each with its own Submit, Start, End and GPUs)."""
+        ...
+
+    def accounting_history(self, since: datetime) -> History:
+        """Every job run since ``since`` as the speed learner reads it (``speeds learn
+        --from-slurm``, the controller's learned table): ``sacct -a -X -D -P`` with its header
+        over :data:`.parse.history.HISTORY_FIELDS`, parsed by :func:`.parse.history.parse_history`
+        (completed GPU runs, FAILED/OUT_OF_MEMORY ones, the earlier runs of a requeued job;
+        rows it cannot read are counted in ``junk``, not errors)."""
         ...
 
     def job_outlook(self, job_id: str) -> JobOutlook:

@@ -191,7 +191,7 @@ class _SacctFails:
     def __init__(self, port):
         self.port, self.calls = port, 0
 
-    def sacct_history(self, since):
+    def accounting_history(self, since):
         self.calls += 1
         raise SlurmUnavailable("sacct timed out after 30 s")
 

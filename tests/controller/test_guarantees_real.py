@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -167,7 +168,7 @@ class SacctTimesOut:
     def __init__(self, port):
         self.port, self.calls = port, 0
 
-    def sacct_history(self, since):
+    def accounting_history(self, since):
         self.calls += 1
         raise SlurmUnavailable("sacct timed out after 15 s")
 
@@ -269,3 +270,27 @@ def test_a_write_landing_after_its_doubt_window_is_still_given_back(sub, account
     rv = revert(port, cfg, clock=lambda: time.time() + IN_DOUBT_S + 60)
     assert rv.exit_code == 0, rv.to_dict()
     assert {j: x.partition for j, x in jobs(port, ids).items()} == before
+
+
+def test_speeds_learn_reads_slurm_through_the_port(testbed, accounts, tmp_path):
+    """`speeds learn --from-slurm` (and the controller's learned table) read the accounting
+    history through the port's accounting_history, on both versions."""
+    a, _ = accounts
+    name = f"sl{secrets.token_hex(3)}"
+    runs = [submit_job(testbed, a, "sleep 1", gres=f"gpu:{k}:1", extra=["-J", name]) for k in ("v100", "k80")]
+    for j in runs:
+        assert wait_job_state(testbed, j, timeout=120) == "COMPLETED"
+    port = make_port(validate({}, "x"), env=testbed.env)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        history = port.accounting_history(datetime.now() - timedelta(hours=1))
+        if len([r for r in history.rows if r.job_name == name]) == 2:
+            break
+        time.sleep(1)
+    assert {r.gpu_type for r in history.rows if r.job_name == name} == {"v100", "k80"}
+    exe = Path(sys.executable).with_name("slurm-fair")
+    env = {**os.environ, **testbed.env}
+    env.pop("SLURM_FAIR_CONFIG", None)
+    out = subprocess.run([str(exe), "speeds", "learn", "--from-slurm", "--since", "1h", "--json"], env=env,
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0 and name in out.stdout, out.stdout[-2000:] + out.stderr
