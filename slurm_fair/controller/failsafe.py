@@ -93,6 +93,11 @@ def _failsafe(port: SlurmPort, config: Config, s: Settings, path: Path, dry_run:
                               f"{s.fail_open_after_s:.0f}): nothing to do", age)
     when = "never" if age is None else f"{age:.0f} s ago"
     held = not owned and not managed and not s.plan_path.exists()
+    if held and last is None:
+        # a controller that only ever ran shadow cycles (the weeks before going live): nothing
+        # of its in Slurm, no plan file for the submit plugin, so no reading of Slurm each minute
+        return FailsafeResult("no live cycle has completed and the controller holds nothing in Slurm: "
+                              "nothing to lift")
     lock = None if dry_run else ControllerLock(s.state_dir)
     notes = []
     if lock is not None:

@@ -272,3 +272,27 @@ def test_a_late_negative_site_factor_is_given_back(fake, config, monkeypatch):
     rv = revert(fake, config, clock=lambda: t + 120)
     assert rv.exit_code == 0, rv.to_dict()
     assert all((fake.job(j).site_factor or 0) == 0 for j in pushed)
+
+
+def test_a_shadow_only_controller_costs_the_failsafe_no_reading_of_slurm(fake, config):
+    """Weeks of shadow cycles before going live: the failsafe (every minute) finds nothing held
+    and reads nothing from Slurm, although no live cycle ever completed."""
+    submit_mix(fake)
+    t0 = fake.now.timestamp()
+    assert run_cycle(fake, config, clock=lambda: t0, shadow=True).status == "ok"
+    reads = []
+
+    class Counting:
+        def snapshot(self):
+            reads.append("snapshot")
+            return fake.snapshot()
+
+        def __getattr__(self, name):
+            return getattr(fake, name)
+
+    res = failsafe(Counting(), config, clock=lambda: t0 + 7200)
+    assert res.lifted is None and "nothing to lift" in res.message
+    assert not reads
+    # the same controller once live, then stopped: the failsafe reads Slurm and lifts
+    assert run_cycle(fake, config, clock=lambda: t0 + 7260).status == "ok"
+    assert failsafe(Counting(), config, clock=lambda: t0 + 7260 + 700).lifted is not None and reads
