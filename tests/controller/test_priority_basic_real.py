@@ -46,7 +46,7 @@ def _bindable(port: int) -> bool:
 @pytest.fixture
 def basic(slurm_version: str, testbeds, tmp_path: Path):
     """A private testbed of ``slurm_version`` with priority/basic (its own ports and directory;
-    another version's root filesystem is the session testbed's, shared read-only: every
+    another version's root filesystem is the one of the shared testbed of this run, read-only: every
     program runs in a mount namespace of its own)."""
     cfg = validate({
         "cluster": {"name": "basictb", "cpus_per_node": 4, "slurm": slurm_version, "job_submit_lua": False},
