@@ -107,7 +107,7 @@ def normalise(gpu_type: str) -> TypeModel:
     mig = _MIG.search(text)
     rest = text if mig is None else text[:mig.start()] + " " + text[mig.end():]
     base = next((m for p, m in _MODELS if p.search(rest)), None)
-    big = bool(re.search(r"(?<![0-9])(80|94|96)_?gb?(?![0-9])", rest))
+    big = bool(re.search(r"(?<![0-9])(80|94|96)(?:_?gb?)?(?![0-9])", rest))
     if mig is None:
         return TypeModel(gpu_type, None if base is None else _variant(base, rest, big))
     c, g, mem = (int(x) if x else 0 for x in mig.groups())

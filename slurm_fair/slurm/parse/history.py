@@ -1,7 +1,8 @@
 """``sacct -P -X`` text with its header -> the rows ``speeds learn`` uses.
 
-The columns are found by name in the header (``JobID|User|Account|JobName|Partition|AllocTRES|
-NodeList|Elapsed|State`` at least; more allowed, any order). A site's history is messy: rows of
+The columns are found by name in the header (``JobID|User|JobName|AllocTRES|NodeList|State`` and
+``Elapsed`` or ``ElapsedRaw`` at least; ``Account`` and ``Partition`` when there; more allowed, any
+order: sites and tools ask sacct for their own column sets). A site's history is messy: rows of
 job steps, pending or cancelled jobs, jobs without GPUs are *not usable* (counted, not errors);
 a row that cannot be read (wrong number of fields, an unreadable time) is *junk*: skipped with
 its line number, or an error with ``strict``. A missing header column is an error naming the
@@ -17,10 +18,13 @@ from ...errors import Finding, InputError
 from .fields import expand_hostlist, parse_elapsed
 from .gres import gpus_in_tres_map, parse_tres_map
 
-#: the columns a history must have
-REQUIRED = ("JobID", "User", "Account", "JobName", "Partition", "AllocTRES", "NodeList", "Elapsed", "State")
+#: the columns a history must have (and one of :data:`ELAPSED`)
+REQUIRED = ("JobID", "User", "JobName", "AllocTRES", "NodeList", "State")
+#: the run time, either as text or in seconds
+ELAPSED = ("Elapsed", "ElapsedRaw")
 #: what ``--from-slurm`` asks sacct for (ElapsedRaw: seconds, no parsing)
-HISTORY_FIELDS = REQUIRED + ("ElapsedRaw",)
+HISTORY_FIELDS = ("JobID", "User", "Account", "JobName", "Partition", "AllocTRES", "NodeList", "Elapsed",
+                  "State", "ElapsedRaw")
 #: states whose elapsed time measures the work (sacct(1): everything else did not complete)
 MEASURING = "COMPLETED"
 #: end states that may blame the GPU type (kept as :attr:`History.failed` for the learner)
@@ -63,17 +67,24 @@ class History:
 
 def _header(line: str, delimiter: str, source: str) -> dict[str, int]:
     cols = [c.strip() for c in line.split(delimiter)]
+    if len(cols) > 1 and cols[-1] == "":  # ``sacct -p``: a delimiter after the last column
+        cols.pop()
     index = {c: i for i, c in enumerate(cols)}
     missing = [c for c in REQUIRED if c not in index]
+    if not any(c in index for c in ELAPSED):
+        missing.append(" or ".join(ELAPSED))
     if missing:
         raise InputError(source, [Finding("line 1", f"the header lacks column(s) {', '.join(missing)} (expected "
-                                          f"the output of sacct -P -X -o {','.join(REQUIRED)}, header included)")])
+                                          f"the output of sacct -P -X -o {','.join(HISTORY_FIELDS)}, header included)")])
     return index
 
 
 def _fields(line: str, delimiter: str, index: dict[str, int]) -> list[str] | None:
-    """The fields of a row; a job name holding the delimiter is joined back; None if unreadable."""
+    """The fields of a row; a job name holding the delimiter is joined back; None if unreadable.
+    ``sacct -p`` (not ``-P``) ends every line with the delimiter: that last empty field is not data."""
     parts = line.split(delimiter)
+    if len(parts) > len(index) and parts[-1] == "":
+        parts.pop()
     extra = len(parts) - len(index)
     if extra == 0:
         return parts
@@ -86,6 +97,8 @@ def _fields(line: str, delimiter: str, index: dict[str, int]) -> list[str] | Non
 def _elapsed(f: list[str], index: dict[str, int]) -> float:
     if "ElapsedRaw" in index and f[index["ElapsedRaw"]].strip().isdigit():
         return float(f[index["ElapsedRaw"]])
+    if "Elapsed" not in index:
+        return 0.0
     return parse_elapsed(f[index["Elapsed"]])
 
 
@@ -127,7 +140,8 @@ def _run(lineno: int, f: list[str], index: dict[str, int], history: History, sta
     if not user:
         raise ValueError("empty User")
     nodes = expand_hostlist(f[index["NodeList"]])
-    row = HistoryRow(lineno, job_id, user, f[index["Account"]].strip(), f[index["JobName"]],
+    account = f[index["Account"]].strip() if "Account" in index else ""
+    row = HistoryRow(lineno, job_id, user, account, f[index["JobName"]],
                      gpus, gpu_type, nodes, seconds, state=state)
     (history.rows if state == MEASURING else history.failed).append(row)
 
