@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Mapping
 
-from .priors_table import DEFAULT_SPREAD, DERIVED_SPREAD, PRIORS, SPREADS
+from .priors_table import DEFAULT_SPREAD, DERIVED_SPREAD, GENERIC_SPREAD, PRIORS, SPREADS
 
 #: the families of the table, and ``generic`` (a job whose family is not known)
 FAMILIES = ("transformer", "cnn", "inference", "fp64")
@@ -196,9 +196,10 @@ def prior_speeds(gpu_types: Iterable[str], family: str = GENERIC) -> Priors:
 
 def spread(gpu_type: str, family: str = GENERIC) -> float | None:
     """How far jobs of ``family`` scatter around ``gpu_type``'s prior (log standard deviation,
-    :data:`~.priors_table.SPREADS`); None for a type that is not a known model. A family with no
-    number of its own (``generic``) takes the widest spread of the model's training families, a
-    *derived* number :data:`~.priors_table.DERIVED_SPREAD`, a measured one the default."""
+    :data:`~.priors_table.SPREADS`); None for a type that is not a known model. A family the
+    model has no number for (``generic`` included) takes the widest of its rows' spreads and
+    :data:`~.priors_table.GENERIC_SPREAD`; a *derived* number :data:`~.priors_table.DERIVED_SPREAD`,
+    a measured one :data:`~.priors_table.DEFAULT_SPREAD`."""
     tm = normalise(gpu_type)
     if tm.model is None:
         return None
@@ -217,7 +218,7 @@ def _spread(model: str, family: str) -> float:
 
     if family in rows:
         return one(family)
-    return max((one(f) for f in _GENERIC_OF if f in rows), default=max(map(one, rows), default=DERIVED_SPREAD))
+    return max([GENERIC_SPREAD, *(one(f) for f in rows)])
 
 
 def log_spread_table(gpu_types: Iterable[str]) -> dict[str, dict[str, float]]:

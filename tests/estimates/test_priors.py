@@ -192,7 +192,9 @@ def test_the_issues_clusters():
 def test_spreads_say_where_a_family_scatters():
     assert pr.spread("t4", "transformer") == 1.0  # 0.09 (Sia, BERT) .. 0.63 (a small model)
     assert pr.spread("a100_80g", "transformer") < pr.spread("v100", "transformer") < pr.spread("t4", "transformer")
-    assert pr.spread("a30") == pt.DERIVED_SPREAD  # derived from peaks
+    assert pr.spread("l40", "cnn") == pt.DERIVED_SPREAD  # derived from peaks
+    assert pr.spread("a30", "cnn") == pt.DEFAULT_SPREAD  # measured (MLPerf)
+    assert pr.spread("a30") == pr.spread("a30", "inference") == pt.GENERIC_SPREAD  # no family number
     assert pr.spread("rtx30") is None
     for model, family, _, _, _ in PRIORS:
         assert 0 < pr.spread(model, family) <= 1.5
