@@ -24,17 +24,19 @@ GENERIC = "generic"
 _GENERIC_OF = ("transformer", "cnn")
 
 #: (pattern, model) in the order tried: the most specific first. Text is lower-cased with ``-``
-#: and spaces read as ``_``; a pattern matches whole words (not inside a longer name)
+#: and spaces read as ``_``; a pattern matches whole words (not inside a longer name), a form
+#: factor glued on allowed (``a100sxm4``, ``h100pcie``, ``h100nvl``; ``v100l``/``p100l``: the
+#: Alliance's large-memory V100/P100)
 _MODELS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), m) for p, m in (
     (r"(?<![a-z0-9])gb200(?![0-9a-z])", "b200"),  # Grace + B200: per GPU, a B200 (conservative)
     (r"(?<![a-z0-9])b200(?![0-9a-z])", "b200"),
     (r"(?<![a-z0-9])gh200(?![0-9a-z])", "gh200"),
     (r"(?<![a-z0-9])h200(?![0-9a-z])", "h200"),
-    (r"(?<![a-z0-9])h800(?![0-9a-z])", "h800"),
-    (r"(?<![a-z0-9])h100(?![0-9a-z])", "h100"),
+    (r"(?<![a-z0-9])h800(?:sxm\d?|pcie)?(?![0-9a-z])", "h800"),
+    (r"(?<![a-z0-9])h100(?:sxm\d?|pcie|nvl)?(?![0-9a-z])", "h100"),
     (r"(?<![a-z0-9])h20(?![0-9a-z])", "h20"),
-    (r"(?<![a-z0-9])a800(?![0-9a-z])", "a100"),  # A800: an A100 with NVLink cut; computes as one
-    (r"(?<![a-z0-9])a100(?![0-9a-z])", "a100"),
+    (r"(?<![a-z0-9])a800(?:sxm\d?|pcie)?(?![0-9a-z])", "a100"),  # A800: an A100 with NVLink cut; computes as one
+    (r"(?<![a-z0-9])a100(?:sxm\d?|pcie|l)?(?![0-9a-z])", "a100"),
     (r"(?<![a-z0-9])l40s(?![0-9a-z])", "l40s"),
     (r"(?<![a-z0-9])l40(?![0-9a-z])", "l40"),
     (r"(?<![a-z0-9])a40(?![0-9a-z])", "a40"),
@@ -42,8 +44,8 @@ _MODELS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), m) for 
     (r"(?<![a-z0-9])a10(?![0-9a-z])", "a10"),
     (r"(?<![a-z0-9])l4(?![0-9a-z])", "l4"),
     (r"(?<![a-z0-9])t4(?![0-9a-z])", "t4"),
-    (r"(?<![a-z0-9])v100s?(?![0-9a-z])", "v100"),
-    (r"(?<![a-z0-9])p100(?![0-9a-z])", "p100"),
+    (r"(?<![a-z0-9])v100(?:s|l|sxm\d?|pcie)?(?![0-9a-z])", "v100"),
+    (r"(?<![a-z0-9])p100(?:l|pcie|sxm\d?)?(?![0-9a-z])", "p100"),
     (r"(?<![a-z0-9])k80(?![0-9a-z])", "k80"),
     (r"(?<![a-z0-9])mi300x(?![0-9a-z])", "mi300x"),
     (r"(?<![a-z0-9])mi250x?(?![0-9a-z])", "mi250x"),  # MI250 (non-X) GCD: 181 vs 191 TFLOPS, ~5 % less
@@ -107,7 +109,8 @@ def normalise(gpu_type: str) -> TypeModel:
     mig = _MIG.search(text)
     rest = text if mig is None else text[:mig.start()] + " " + text[mig.end():]
     base = next((m for p, m in _MODELS if p.search(rest)), None)
-    big = bool(re.search(r"(?<![0-9])(80|94|96)(?:_?gb?)?(?![0-9])", rest))
+    # 80 GB: ``80g``, ``80gb``, ``_80`` (UiO Fox ``a100_80``), Mila's ``a100l`` (the large A100)
+    big = bool(re.search(r"(?<![0-9])(80|94|96)(?:_?gb?)?(?![0-9])|(?<![a-z0-9])a100l(?![0-9a-z])", rest))
     if mig is None:
         return TypeModel(gpu_type, None if base is None else _variant(base, rest, big))
     c, g, mem = (int(x) if x else 0 for x in mig.groups())

@@ -98,6 +98,14 @@ def test_normalise_never_fails(text):
     ("quadro_rtx_8000", "quadro_rtx_8000", 1.0), ("rtx8000", "quadro_rtx_8000", 1.0),
     ("nvidia_geforce_rtx_3090", "rtx_3090", 1.0), ("rtx3090", "rtx_3090", 1.0),
     ("nvidia_geforce_rtx_4090", "rtx_4090", 1.0), ("4090", "rtx_4090", 1.0),
+    # form factors glued on, sites' own suffixes (Mila's a100l: the 80 GB A100; the Alliance's
+    # v100l/p100l: large-memory V100/P100)
+    ("a100l", "a100_80g", 1.0), ("a100sxm4", "a100", 1.0), ("a100pcie", "a100_pcie", 1.0),
+    ("h100pcie", "h100_pcie", 1.0), ("h100nvl", "h100_pcie", 1.0), ("h100sxm5", "h100", 1.0),
+    ("v100l", "v100", 1.0), ("p100l", "p100", 1.0), ("v100s", "v100", 1.0),
+    ("NVIDIA H100 NVL", "h100_pcie", 1.0), ("Tesla V100-SXM2-32GB", "v100", 1.0),
+    ("nvidia_a100_80gb_pcie", "a100_pcie_80g", 1.0), ("nvidia_a100_80gb_pcie_3g.40gb", "a100_pcie_80g", 3 / 7),
+    ("a100l.3g.40gb", "a100_80g", 3 / 7), ("mig_2g.10gb", "a100", 2 / 7),
     ("quadro_rtx_6000", None, 1.0),  # Turing, not the Ada card: no prior
     ("rtx30", None, 1.0), ("m60", None, 1.0), ("rtx_a4000", None, 1.0), ("nvidia_a10g", None, 1.0),
     # AMD: MI250X and MI250 one GCD per device; MI210 and MI300X the whole card

@@ -34,6 +34,18 @@ FAST = settings(max_examples=scaled(60), deadline=None)
         ("gpu:4,mps:400", {UNTYPED: 4}),
         ("(null)", {}),
         ("", {}),
+        # issue 41: untyped GPUs in use, flags, shards and MIG beside GPUs
+        ("gpu:(null):4(IDX:0-3)", {UNTYPED: 4}),
+        ("gpu:(null):0(IDX:N/A)", {UNTYPED: 0}),
+        ("gpu:(null):2(IDX:0-1),gpu:a100:1(IDX:2)", {UNTYPED: 2, "a100": 1}),
+        ("gpu:m60:no_consume:2", {"m60": 2}),
+        ("gpu:no_consume:2", {UNTYPED: 2}),
+        ("gpu:nvidia_rtx_5000_ada_generation:4(S:0),VramPerGpu:no_consume:32G", {"nvidia_rtx_5000_ada_generation": 4}),
+        ("gpu:a100:4(S:0-1),shard:a100:32(S:0-1)", {"a100": 4}),
+        ("gpu:nvidia_a100_3g.20gb:2,gpu:nvidia_a100_1g.5gb:7", {"nvidia_a100_3g.20gb": 2, "nvidia_a100_1g.5gb": 7}),
+        ("gpu:tesla:2,gpu:kepler:2,mps:400,bandwidth:lustre:no_consume:4G", {"tesla": 2, "kepler": 2}),
+        ("gpu:a100:4(IDX:0-", {"a100": 4}),  # a column cut at its width
+        ("gpu:2,(null)", {UNTYPED: 2}),
     ],
 )
 def test_node_gres(text, expected):
@@ -72,6 +84,24 @@ def test_gpu_request_strings(text, expected):
     ],
 )
 def test_allocated_tres(tres, expected):
+    assert gpus_in_tres_map(parse_tres_map(tres)) == expected
+
+
+def test_gres_flags_and_units_survive_a_rewrite():
+    assert retype_request("gres:gpu:2,gres:bandwidth:lustre:no_consume:4G", "a100") == \
+        "gres:gpu:a100:2,gres:bandwidth:lustre:no_consume:4G"
+    assert retype_request("gres/gpu:(null):2", "v100") == "gres/gpu:v100:2"
+
+
+@pytest.mark.parametrize("tres, expected", [
+    ("gres/gpu=4,gres/gpu:a100=2", (4, None)),  # the rest of a type accounting does not track
+    ("gres/gpu=4,gres/gpu:a100=2,gres/gpu:v100=2", (4, None)),
+    ("gres/gpu:volta=2,mem=125G,node=1", (2, "volta")),
+    ("billing=4,cpu=1,gres/shard=8,mem=4G", (0, None)),
+    ("cpu=1,gres/gpu:nvidia_a100_3g.20gb=1,gres/gpu=1", (1, "nvidia_a100_3g.20gb")),
+    ("gres/gpumem=36266M,gres/gpuutil=100", (0, None)),
+])
+def test_allocated_tres_of_issue_41(tres, expected):
     assert gpus_in_tres_map(parse_tres_map(tres)) == expected
 
 

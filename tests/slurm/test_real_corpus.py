@@ -423,6 +423,17 @@ def test_speeds_learn_on_a_real_history(tmp_path):
     assert 0 < groups[("user420", "LFWW", 1)]["speed"]["v100"] < 1.0
 
 
+def test_speeds_learn_reads_the_capture_as_it_is(tmp_path):
+    """The source's own delimiter (``--delimiter=\u2603``), lower-case column names: no rewriting."""
+    f = tmp_path / "hb-raw.txt"
+    text = hb_history()
+    header, _, rows = text.partition("\n")
+    f.write_text(header.lower() + "\n" + rows)
+    res = CliRunner().invoke(cli, ["speeds", "learn", "--sacct-file", str(f), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["runs_used"] == 4
+
+
 def test_speeds_learn_without_node_types_says_so_and_with_them_learns(tmp_path, capsys):
     f = tmp_path / "fox.txt"
     f.write_text(sonar_history("sonar/fox-2025/sacct_output.txt"))

@@ -94,6 +94,8 @@ def parse_gres(text: str) -> tuple[GresEntry, ...]:
         return ()
     entries = []
     for item in split_top_level(t):
+        if item.lower() in NONE:  # ``(null)`` or ``N/A`` as one item of a list
+            continue
         m = PREFIX.match(item)
         prefix = m.group(1) if m else ""
         body = item[len(prefix):]

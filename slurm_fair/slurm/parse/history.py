@@ -65,11 +65,29 @@ class History:
     failed: list[HistoryRow] = field(default_factory=list)
 
 
+#: delimiters tried when the header has no ``|`` (``sacct --delimiter=...``)
+OTHER_DELIMITERS = ("\t", ";", "\u2603")  # not ",": TRES values hold commas
+#: every column name this module reads, by its lower-case spelling (sacct takes any case)
+_CANONICAL = {c.lower(): c for c in HISTORY_FIELDS}
+
+
+def _delimiter(line: str, delimiter: str) -> str:
+    """The header's delimiter: ``delimiter``, or when the header lacks it another that splits it
+    into every required column (a site's ``sacct --delimiter``)."""
+    if delimiter in line:
+        return delimiter
+    for d in OTHER_DELIMITERS:
+        names = {c.strip().lower() for c in line.split(d)}
+        if all(c.lower() in names for c in REQUIRED):
+            return d
+    return delimiter
+
+
 def _header(line: str, delimiter: str, source: str) -> dict[str, int]:
     cols = [c.strip() for c in line.split(delimiter)]
     if len(cols) > 1 and cols[-1] == "":  # ``sacct -p``: a delimiter after the last column
         cols.pop()
-    index = {c: i for i, c in enumerate(cols)}
+    index = {_CANONICAL.get(c.lower(), c): i for i, c in enumerate(cols)}
     missing = [c for c in REQUIRED if c not in index]
     if not any(c in index for c in ELAPSED):
         missing.append(" or ".join(ELAPSED))
@@ -166,11 +184,13 @@ def _records(lines: list[str], start: int, delimiter: str, width: int) -> list[t
 
 def parse_history(text: str, source: str, delimiter: str = "|", strict: bool = False) -> History:
     """Every row of ``text`` (see the module docstring); InputError for a missing/bad header,
-    or any junk row with ``strict``."""
+    or any junk row with ``strict``. Column names are matched in any case; a header without
+    ``delimiter`` is tried with :data:`OTHER_DELIMITERS`."""
     lines = text.splitlines()
     first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
     if first is None:
         raise InputError(source, [Finding("line 1", "empty: expected sacct -P -X output with its header")])
+    delimiter = _delimiter(lines[first], delimiter)
     index = _header(lines[first], delimiter, source)
     history = History()
     for lineno, line in _records(lines, first + 1, delimiter, len(index)):
