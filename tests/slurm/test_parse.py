@@ -184,6 +184,41 @@ def test_node_gres_round_trip(case):
     assert gpus_by_type(text) == types
 
 
+site_type = st.one_of(gpu_type.filter(lambda t: t != UNTYPED), st.sampled_from([
+    "nvidia_a100_3g.20gb", "tesla_v100-sxm3-32gb", "NVlink_A100_40GB", "nvidia_h100_80gb_hbm3_1g.10gb", "m60"]))
+
+
+@st.composite
+def node_gres_as_sites_print(draw):
+    """Issue 41: untyped GPUs as ``(null)`` (GresUsed) or bare, ``no_consume`` flags, shards and
+    other gres beside them, MIG and NVML names, a suffix on any item."""
+    expected: dict[str, int] = {}
+    items = []
+    suffixes = st.sampled_from(["", "(S:0)", "(S:0-1)", "(IDX:0-3)", "(IDX:0,2-3)", "(IDX:N/A)"])
+    for t, n in draw(st.dictionaries(st.one_of(st.none(), site_type), counts, max_size=4)).items():
+        flag = ":no_consume" if draw(st.booleans()) and draw(st.booleans()) else ""
+        if t is None:
+            form = draw(st.sampled_from(["gpu{f}:{n}", "gpu:(null){f}:{n}"]))
+            items.append(form.format(f=flag, n=n) + draw(suffixes))
+            expected[UNTYPED] = n
+        else:
+            items.append(f"gpu:{t}{flag}:{n}{draw(suffixes)}")
+            expected[t] = n
+        if draw(st.booleans()):
+            items.append(f"shard:{t or '(null)'}:{8 * n}{draw(suffixes)}")
+    if draw(st.booleans()):
+        items.append("VramPerGpu:no_consume:32G")
+    order = draw(st.permutations(items))
+    return expected, ",".join(order) or "(null)"
+
+
+@FAST
+@given(node_gres_as_sites_print())
+def test_node_gres_as_sites_print_round_trip(case):
+    expected, text = case
+    assert gpus_by_type(text) == expected
+
+
 @FAST
 @given(st.sampled_from(["gres:", "gres/", ""]), st.one_of(st.none(), gpu_type), st.integers(1, 64),
        st.sampled_from([":", "="]))
