@@ -127,9 +127,11 @@ PRIORS: tuple[tuple[str, str, float, str, str], ...] = (
                                         "not help compute-bound training)"),
     ("h20", "cnn", 0.47, "H20", "derived, as above"),
     ("h20", "fp64", 0.10, "H20", "computed: FP64 1 / 9.7 TFLOPS"),
-    ("a30", "transformer", 0.27, "MLT30", "computed: BERT time to train, 8x A100 SXM 80GB 15.66 min / 8x A30 "
-                                          "57.73 min (the peaks' 0.50 was 84 % high, docs/speeds.md)"),
-    ("a30", "cnn", 0.44, "MLT30", "computed: ResNet-50, 27.05 / 61.25 min"),
+    ("a30", "transformer", 0.40, "MLT30", "computed: BERT time to train, 8x A100 SXM 80GB 15.66 min / 8x A30 "
+                                          "PCIe 57.73 min = 0.27, x 0.95 / 0.635 (what PCIe costs an A100 on "
+                                          "4-GPU BERT, against 0.95 on one GPU [LB]); the peaks said 0.50"),
+    ("a30", "cnn", 0.50, "A30", "derived: FP16 tensor peak 165 vs 312 TFLOPS, 933 vs 2039 GB/s (MLPerf "
+                                "ResNet-50, PCIe to PCIe, agrees: docs/speeds.md)"),
     ("a30", "fp64", 0.54, "A30", "computed: 5.2 / 9.7 TFLOPS FP64 vector"),
     ("rtx_a6000", "transformer", 0.51, "LB", "RTX A6000, transformer geomean"),
     ("rtx_a6000", "cnn", 0.57, "LB", "RTX A6000, ResNet-50 and SSD geomean"),

@@ -201,7 +201,7 @@ def test_spreads_say_where_a_family_scatters():
     assert pr.spread("t4", "transformer") == 1.0  # 0.09 (Sia, BERT) .. 0.63 (a small model)
     assert pr.spread("a100_80g", "transformer") < pr.spread("v100", "transformer") < pr.spread("t4", "transformer")
     assert pr.spread("l40", "cnn") == pt.DERIVED_SPREAD  # derived from peaks
-    assert pr.spread("a30", "cnn") == pt.DEFAULT_SPREAD  # measured (MLPerf)
+    assert pr.spread("a30", "transformer") == pt.DEFAULT_SPREAD  # measured (MLPerf)
     assert pr.spread("a30") == pr.spread("a30", "inference") == pt.GENERIC_SPREAD  # no family number
     assert pr.spread("rtx30") is None
     for model, family, _, _, _ in PRIORS:
