@@ -265,6 +265,10 @@ MORE_STATES = {
     "DOWN*": False,
     "down*": False,
     "idle*": False,  # not responding
+    "idle$": False,  # in a maintenance reservation
+    "mix^": False,  # reboot issued
+    "idle%": False, "idle!": False,  # powering down, about to
+    "idle#": True, "mix@": True,  # powering up, reboot pending
     "MIXED+DRAIN": False,
     "IDLE+DRAIN+INVALID_REG": False,
     "COMPLETING": True,
