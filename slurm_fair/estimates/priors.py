@@ -3,8 +3,9 @@
 Sites spell one model many ways (``a100``, ``A100-80G``, ``nvidia_a100-sxm4-80gb``, MIG slices
 ``nvidia_a100_3g.20gb`` or a bare ``3g.40gb``): :func:`normalise` maps a gres type string to a
 canonical model of :mod:`.priors_table` (and the fraction of it a MIG slice is). A type with no
-prior is never "as fast as the best": it gets :func:`prior_speeds`' conservative value, the
-slowest prior among the cluster's known types, and a warning naming it.
+prior is never "as fast as the best": it gets :func:`prior_speeds`' conservative value, half the
+slowest prior among the cluster's known types, and a warning naming it. Each prior carries its
+spread (:func:`spread`): how far jobs of its family scatter around it, which the learner reads.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Mapping
 
-from .priors_table import DEFAULT_SPREAD, DERIVED_SPREAD, GENERIC_SPREAD, PRIORS, SPREADS
+from .priors_table import DEFAULT_SPREAD, DERIVED_SPREAD, GENERIC_SPREAD, MIG_SLICES, PRIORS, SPREADS
 
 #: the families of the table, and ``generic`` (a job whose family is not known)
 FAMILIES = ("transformer", "cnn", "inference", "fp64")
@@ -59,7 +60,8 @@ _MODELS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), m) for 
 ))
 #: a MIG profile: ``[<c>c.]<g>g.<m>gb[+me]`` (compute instance c of a g-slice GPU instance)
 _MIG = re.compile(r"(?<![0-9])(?:([1-7])c\.)?([1-7])g\.([0-9]+)gb(?:\+me)?(?![a-z0-9])")
-#: compute slices of a parent GPU (A30: 4; A100, H100, H200, B200: 7)
+#: compute slices of a parent GPU other than :data:`~.priors_table.MIG_SLICES` (A100, H100, H200,
+#: B200: 7): the A30 has 4
 _SLICES = {"a30": 4}
 #: a bare profile's parent (NVIDIA's MIG profiles per GPU): the slowest GPU that offers it
 #: (1g.10gb exists on 80 GB A100s and H100s: the A100 80GB; H100 94/96 GB: the PCIe H100)
@@ -121,7 +123,7 @@ def normalise(gpu_type: str) -> TypeModel:
     else:
         # an A100 slice names its memory: 80 GB parents have >= 10 GB per g-slice (1g.10gb, 3g.40gb)
         parent = _variant(base, rest, big or (base == "a100" and mem / g >= 10))
-    slices = _SLICES.get(parent, 7)
+    slices = _SLICES.get(parent, MIG_SLICES)
     return TypeModel(gpu_type, parent, min(1.0, (c or g) / slices))
 
 
