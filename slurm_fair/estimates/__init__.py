@@ -34,8 +34,8 @@ Steps 1 and 2 work per GPU type: observations exist only where a job ran, so the
 come from the class table when the class has a row. Both are per gang size: a job of G > 1 GPUs
 reads the class's row measured at the largest size <= G (:meth:`.classes.ClassTable.row`) and its
 observations are pooled as ``class@G``; 0 in a row means the class cannot run there. A type neither observed nor in the table
-gets the known values scaled by its prior (``prior``), else the job's *slowest* known value
-(``assumed``: never "as fast as the best").
+gets the known values scaled by its prior (``prior``), else half the job's *slowest* known value
+(``assumed``: never "as fast as the best", :func:`.priors.unknown_prior`).
 A class name that is neither in the table nor observed is warned about (once per cycle) and the
 next rule is tried. Comments are user text: tags are parsed defensively and anything that is not
 a sane name or a finite positive number is ignored.

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from ..slurm.model import Snapshot, SlurmJob
 from .classes import ClassTable, known_class
 from .learn import pool_key
-from .priors import prior, prior_speeds
+from .priors import prior, prior_speeds, unknown_prior
 from .rules import Rules
 from .tags import tag_class
 
@@ -158,13 +158,14 @@ def mark_fails(tput: dict[str, float], sources: dict[str, str], group: Mapping[s
 
 def fill_unknown(tput: dict[str, float], sources: dict[str, str], gpu_types: list[str]) -> None:
     """Types neither observed nor in the class row: the known values scaled by the type priors
-    (anchored on the known types that have one), else the job's *slowest* known value: never
-    "as fast as the best" (a type nobody measured is not sent jobs first on a guess)."""
+    (anchored on the known types that have one), else the priors' conservative value below the
+    job's slowest known value (:func:`~.priors.unknown_prior`): never "as fast as the best", not
+    even beside a single known type (a type nobody measured is not sent jobs first on a guess)."""
     missing = [k for k in gpu_types if k not in tput]
     if not missing:
         return
     anchors = [(k, v, pk) for k, v in tput.items() if v > 0 and (pk := prior(k))]
-    slowest = min(v for v in tput.values() if v > 0)
+    slowest = unknown_prior(v for v in tput.values() if v > 0)
     for k in missing:
         pk = prior(k)
         if anchors and pk:

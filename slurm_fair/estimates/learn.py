@@ -203,13 +203,19 @@ def _sigma(cells: Mapping[GroupKey, Mapping[str, list[float]]], default: float =
     return max(MIN_SIGMA, 1.4826 * statistics.median(res))
 
 
-def _tau(log_prior: Mapping[str, float], k: str) -> float:
-    return TAU if k in log_prior else TAU_UNKNOWN
+def _tau(log_prior: Mapping[str, float], k: str, spreads: Mapping[str, float] | None = None) -> float:
+    """The prior's uncertainty for type ``k``: its spread (:func:`.priors.spread`, a family whose
+    jobs scatter widely is trusted less), never below :data:`TAU`; :data:`TAU_UNKNOWN` for a type
+    with no prior."""
+    if k not in log_prior:
+        return TAU_UNKNOWN
+    return max(TAU, (spreads or {}).get(k, TAU))
 
 
-def _fit(d: Mapping[str, float], var: Mapping[str, float], p: Mapping[str, float]) -> tuple[float, float]:
+def _fit(d: Mapping[str, float], var: Mapping[str, float], p: Mapping[str, float],
+         spreads: Mapping[str, float] | None = None) -> tuple[float, float]:
     """The group's offset ``a`` (``d_k = a + u_k``) and the weighted misfit of prior ``p``."""
-    w = {k: 1.0 / (var[k] + _tau(p, k) ** 2) for k in d}
+    w = {k: 1.0 / (var[k] + _tau(p, k, spreads) ** 2) for k in d}
     a = sum(w[k] * (d[k] - p[k]) for k in d) / sum(w.values())
     return a, sum(w[k] * (d[k] - p[k] - a) ** 2 for k in d)
 
@@ -252,10 +258,15 @@ def fails_on(runs: Iterable[Run], failures: Iterable[Failure], types: Sequence[s
 
 def learn_group(group: GroupKey, cells: Mapping[str, list[float]], types: Sequence[str],
                 log_priors: Mapping[str, Mapping[str, float]], sigma: float,
-                fails: Mapping[str, int] | None = None) -> Learned:
-    """One group's speeds over ``types`` (see the module docstring)."""
+                fails: Mapping[str, int] | None = None,
+                spreads: Mapping[str, Mapping[str, float]] | None = None) -> Learned:
+    """One group's speeds over ``types`` (see the module docstring). ``spreads`` (``{family:
+    {type: log spread}}``, :func:`.priors.log_spread_table`) widen the prior of a type whose
+    family scatters: the group leaves such a prior after fewer runs."""
+    spreads = spreads or {}
     generic = log_priors.get(pr.GENERIC, {})
-    floor = min(generic.values(), default=0.0)
+    # a type with no prior: the conservative value of the priors (below the slowest known)
+    floor = math.log(pr.unknown_prior(math.exp(v) for v in generic.values()))
     seen = [k for k in types if cells.get(k)]
     runs = {k: len(cells[k]) for k in seen}
     var = {k: sigma ** 2 / runs[k] for k in seen}
@@ -263,19 +274,20 @@ def learn_group(group: GroupKey, cells: Mapping[str, list[float]], types: Sequen
     best_family, best = pr.GENERIC, math.inf
     candidates = [f for f, p in log_priors.items() if all(k in p for k in seen)] if len(seen) >= 2 else []
     for family in candidates:
-        _, misfit = _fit(d0, var, log_priors[family])
+        _, misfit = _fit(d0, var, log_priors[family], spreads.get(family))
         if misfit < best - 1e-12:
             best_family, best = family, misfit
     fam = log_priors.get(best_family, generic)
     p = {k: fam.get(k, generic.get(k, floor)) for k in types}
     known = {k: p[k] for k in types if k in generic}
-    a0, _ = _fit(d0, var, p) if seen else (0.0, 0.0)
+    spread = spreads.get(best_family, spreads.get(pr.GENERIC, {}))
+    a0, _ = _fit(d0, var, p, spread) if seen else (0.0, 0.0)
     d = {k: -_cell_value(cells[k], -(a0 + p[k]), sigma) for k in seen}
-    a, _ = _fit(d, var, p) if seen else (0.0, 0.0)
+    a, _ = _fit(d, var, p, spread) if seen else (0.0, 0.0)
     u: dict[str, float] = {}
     sources: dict[str, str] = {}
     for k in types:
-        tau2 = _tau(known, k) ** 2
+        tau2 = _tau(known, k, spread) ** 2
         if k in d:
             u[k] = p[k] + tau2 / (tau2 + var[k]) * (d[k] - a - p[k])
             sources[k] = "learned"
@@ -301,9 +313,13 @@ def learn(runs: Iterable[Run], types: Sequence[str] | None = None, failures: Ite
     unknown = pr.prior_speeds(all_types).warnings()
     marked = fails_on(good, failures, all_types)
     pools = _pools(cells, all_types, logp, sigma)
-    groups = {g: learn_group(g, cells.get(g, {}), all_types, _pool_prior(pools.get(pool_key(g)), logp),
-                             sigma, marked.get(g))
-              for g in sorted(set(cells) | set(marked))}
+    spreads = pr.log_spread_table(all_types)
+    groups = {}
+    for g in sorted(set(cells) | set(marked)):
+        prior = _pool_prior(pools.get(pool_key(g)), logp)
+        # the type priors carry their spreads; a pool's learned speeds are trusted at TAU
+        groups[g] = learn_group(g, cells.get(g, {}), all_types, prior, sigma, marked.get(g),
+                                spreads if prior is logp else None)
     return Model(groups, sigma, excess, tuple(unknown), pools)
 
 
@@ -324,6 +340,8 @@ def _pools(cells: Mapping[GroupKey, Mapping[str, list[float]]], types: Sequence[
     for key, by in sorted(pooled.items()):
         if len(users[key]) >= MIN_POOL_USERS:
             spread = max(sigma, _sigma({key: by}, POOL_SIGMA))
+            # users' different work under one name is the pool's noise: the priors' spreads are
+            # not added (a pool stays cautious; its groups use them)
             out[key] = learn_group(key, by, types, log_priors, spread)
     return out
 

@@ -24,6 +24,24 @@ Sources (the keys of the table; full references in docs/speeds.md):
   ``compute/accelerator/README.md``; [L40] NVIDIA L40/L40S datasheet; [LT] Lightning
   ``_CUDA_FLOPS`` (NVIDIA datasheets); [R2] [R3] ROCm MI250 / MI300 microarchitecture pages
 * [ARIS] GRNET ARIS billing policy (MIG slices billed in proportion to their compute slices)
+* [LB2] lambdal/deeplearning-benchmark ``pytorch/csv_v1_v2/pytorch-train-throughput-fp16.csv``
+  (commit aa5addb, 1 GPU, fp16; A100 80GB SXM4 = 1): GH200 96GB and B200 192GB rows
+* [A30] [H800] [H20] [MI210] NVIDIA A30 / H800 / H20 and AMD Instinct MI210 product specifications
+  (peaks only: every number from them is *derived*, with a wide spread)
+* [MLT30] mlcommons/training_results_v3.0 (commit 63e326c): median time to train of one-node
+  systems, against the same round's 8x A100 SXM 80GB (Dell XE9680); benchmarks/check_priors.py
+
+Transformer numbers of [LB]/[LB2] rows added for issue 41 are the geometric mean of BERT base,
+BERT large, Transformer-XL base and large and GNMT; CNN numbers of ResNet-50 and SSD (computed
+from the CSV, A100 80GB SXM4 = 1). Devices: ``mi250x`` is **one GCD** (an MI250X card is two Slurm
+devices), ``mi210`` and ``mi300x`` are **the whole card** (one device each, MI300X in its default
+SPX mode), ``k80`` one GK210 die.
+
+:data:`SPREADS` says how far a family's jobs scatter around a number (log standard deviation): a
+job of the family may run ``exp(+-spread)`` off it. The learner trusts a prior with a wide spread
+less (:mod:`.learn`). Measured within-family scatter where the source shows it; otherwise
+:data:`DEFAULT_SPREAD` for measured numbers and :data:`DERIVED_SPREAD` for numbers derived from
+datasheet peaks; checked against measurements not in the sources in docs/speeds.md.
 """
 
 from __future__ import annotations
@@ -91,7 +109,79 @@ PRIORS: tuple[tuple[str, str, float, str, str], ...] = (
     ("mi250x", "transformer", 0.61, "ME", "derived: one GCD, BF16 peak ~191 vs 312 TFLOPS"),
     ("mi250x", "cnn", 0.61, "ME", "derived, as above"),
     ("mi250x", "fp64", 2.47, "R2", "computed: one GCD ~24 / 9.7 TFLOPS FP64 vector"),
+    ("mi210", "transformer", 0.58, "MI210", "derived: whole card (one GCD), FP16 matrix peak 181 vs one "
+                                             "MI250X GCD ~191 TFLOPS, x 0.61"),
+    ("mi210", "cnn", 0.58, "MI210", "derived, as above"),
+    ("mi210", "fp64", 2.33, "MI210", "computed: 22.6 / 9.7 TFLOPS FP64 vector"),
+    # --- added for issue 41: types real sites run ---
+    ("gh200", "transformer", 2.01, "LB2", "GH200 96GB, transformer geomean (BERT base/large, GNMT)"),
+    ("gh200", "cnn", 1.89, "LB2", "GH200 96GB, ResNet-50 and SSD geomean"),
+    ("gh200", "fp64", 3.45, "KL-H", "FP64 = H100 SXM (the same GH100 die)"),
+    ("b200", "transformer", 3.37, "LB2", "B200 192GB SXM, transformer geomean (BERT base/large, GNMT)"),
+    ("b200", "cnn", 2.09, "LB2", "B200 192GB SXM, ResNet-50 and SSD geomean"),
+    ("h800", "transformer", 1.98, "H800", "derived: the H100 SXM die and clocks (NVLink cut to 400 GB/s): = h100"),
+    ("h800", "cnn", 1.65, "H800", "derived, as above"),
+    ("h800", "inference", 2.37, "H800", "derived, as above"),
+    ("h800", "fp64", 0.10, "H800", "computed: FP64 cut to 1 / 9.7 TFLOPS"),
+    ("h20", "transformer", 0.47, "H20", "derived: BF16 dense peak 148 vs 312 TFLOPS (bandwidth 4.0 TB/s does "
+                                        "not help compute-bound training)"),
+    ("h20", "cnn", 0.47, "H20", "derived, as above"),
+    ("h20", "fp64", 0.10, "H20", "computed: FP64 1 / 9.7 TFLOPS"),
+    ("a30", "transformer", 0.40, "MLT30", "computed: BERT time to train, 8x A100 SXM 80GB 15.66 min / 8x A30 "
+                                          "PCIe 57.73 min = 0.27, x 0.95 / 0.635 (what PCIe costs an A100 on "
+                                          "4-GPU BERT, against 0.95 on one GPU [LB]); the peaks said 0.50"),
+    ("a30", "cnn", 0.50, "A30", "derived: FP16 tensor peak 165 vs 312 TFLOPS, 933 vs 2039 GB/s (MLPerf "
+                                "ResNet-50, PCIe to PCIe, agrees: docs/speeds.md)"),
+    ("a30", "fp64", 0.54, "A30", "computed: 5.2 / 9.7 TFLOPS FP64 vector"),
+    ("rtx_a6000", "transformer", 0.51, "LB", "RTX A6000, transformer geomean"),
+    ("rtx_a6000", "cnn", 0.57, "LB", "RTX A6000, ResNet-50 and SSD geomean"),
+    ("rtx_a5000", "transformer", 0.37, "LB", "derived: RTX A6000's 0.51 x FP32 peak 27.8 / 38.7 TFLOPS (same "
+                                              "768 GB/s); no measured row"),
+    ("rtx_a5000", "cnn", 0.41, "LB", "derived: 0.57 x 27.8 / 38.7"),
+    ("rtx_6000_ada", "transformer", 0.68, "LB", "RTX 6000 Ada, transformer geomean"),
+    ("rtx_6000_ada", "cnn", 0.73, "LB", "RTX 6000 Ada, ResNet-50 and SSD geomean"),
+    ("quadro_rtx_8000", "transformer", 0.37, "LB", "Quadro RTX 8000, transformer geomean"),
+    ("quadro_rtx_8000", "cnn", 0.40, "LB", "Quadro RTX 8000, ResNet-50 and SSD geomean"),
+    ("rtx_3090", "transformer", 0.40, "LB", "RTX 3090, transformer geomean"),
+    ("rtx_3090", "cnn", 0.54, "LB", "RTX 3090, ResNet-50 and SSD geomean"),
+    ("rtx_4090", "transformer", 0.73, "LB", "RTX 4090, transformer geomean"),
+    ("rtx_4090", "cnn", 0.82, "LB", "RTX 4090, ResNet-50 and SSD geomean"),
 )
+
+#: log spread of a measured number with no scatter of its own shown (Lambda's per-model ratios
+#: within a family scatter 0.1-0.25 in log for most cards)
+DEFAULT_SPREAD = 0.3
+#: log spread of a number derived from datasheet peaks (peaks say little of real training)
+DERIVED_SPREAD = 0.5
+#: log spread of a model's ``generic`` number (a job whose family is not known, or a family the
+#: model has no number for): speech and recommender models land a factor 2-3 off the training
+#: families' mean (Sia's DeepSpeech2 and NCF on V100 and T4, benchmarks/check_priors.py)
+GENERIC_SPREAD = 0.8
+#: (model, family) -> log spread, where the sources or independent measurements show it
+SPREADS: dict[tuple[str, str], float] = {
+    # T4 vs A100, transformers: Sia's BERT 0.09; tokens/s measured on a Slurm cluster 0.17 overall
+    # and 0.63 for a small model (issue 41): a factor 7 between jobs of the family
+    ("t4", "transformer"): 1.0,
+    ("t4", "cnn"): 0.6,
+    # V100 / A100: Sia 0.30 (BERT) to 0.65 (ResNet-50), Lambda 0.19-0.76 across its 10 models
+    ("v100", "transformer"): 0.4,
+    ("v100", "cnn"): 0.4,
+    # consumer and workstation cards: Lambda's per-model ratios scatter 0.16-0.24 in log
+    ("rtx_3090", "transformer"): 0.35, ("rtx_4090", "transformer"): 0.35,
+    ("rtx_6000_ada", "transformer"): 0.35, ("rtx_a6000", "transformer"): 0.35,
+    # Gavel's K80 and P100 ratios vary 2-7x between job types (FIELD 1b)
+    ("k80", "transformer"): 0.6, ("k80", "cnn"): 0.6, ("p100", "transformer"): 0.5, ("p100", "cnn"): 0.5,
+    # A100 / H100 pairs measured many times agree: narrow
+    ("a100_80g", "transformer"): 0.1, ("a100_80g", "cnn"): 0.1,
+    ("a100", "transformer"): 0.15, ("a100", "cnn"): 0.15,
+    ("a100_pcie_80g", "cnn"): 0.15,
+    # H100 SXM / A100: Lambda 1.98 (BERT-large), MLPerf Training v3.0 BERT 2.97 (docs/speeds.md)
+    ("h100", "transformer"): 0.4, ("h100", "cnn"): 0.25,
+    # MI300X from a matmul benchmark; MLPerf inference Llama-2-70B puts it at 0.96 of an H100, not 1.36
+    ("mi300x", "transformer"): 0.5, ("mi300x", "cnn"): 0.5,
+    # multi-GPU PCIe A100s lose more on BERT (no NVLink) than on CNNs
+    ("a100_pcie_80g", "transformer"): 0.25, ("a100_pcie", "transformer"): 0.25,
+}
 
 #: compute slices of a whole GPU that MIG profiles are counted in (``3g.40gb`` = 3 of 7)
 MIG_SLICES = 7

@@ -18,7 +18,41 @@ from ..gangs import Shape
 from ..model import frozen_map
 
 #: node states whose GPUs count as schedulable capacity (base state, flags stripped)
-SCHEDULABLE_NODE_STATES = frozenset({"idle", "mixed", "mix", "allocated", "alloc", "completing"})
+SCHEDULABLE_NODE_STATES = frozenset({"idle", "mixed", "mix", "allocated", "alloc", "completing", "comp",
+                                     "planned", "plnd"})
+#: flags (``scontrol``'s ``+FLAG``, lower-cased) that keep a node's GPUs from new jobs: drained or
+#: draining, failing, in maintenance or a reservation, not responding, registered wrongly, rebooting
+BLOCKING_NODE_FLAGS = frozenset({
+    "drain", "drained", "draining", "drng", "drain*", "fail", "failing", "maint", "maintenance",
+    "reserved", "resv", "not_responding", "invalid_reg", "invalid", "reboot_issued", "down",
+})
+#: sinfo's one-character state suffixes (sinfo(1) NODE STATE CODES)
+_STATE_SUFFIXES = "*~#!%$@^-"
+#: the suffixes that keep a node from new jobs: not responding (``*``), in a maintenance
+#: reservation (``$``), reboot issued (``^``), powering down or about to (``%``, ``!``); the others
+#: do not (``~`` powered off, ``#`` powering up: Slurm boots it for a job; ``@`` reboot pending;
+#: ``-`` planned by the backfill scheduler)
+_BLOCKING_SUFFIXES = "*$^%!"
+
+
+def node_state_schedulable(state: str) -> bool:
+    """Whether a node in ``state`` takes new jobs: its base state (before the first ``+``,
+    sinfo's suffix characters stripped) is idle/mixed/allocated/completing/planned, no flag
+    blocks it (:data:`BLOCKING_NODE_FLAGS`, matched as whole ``+``-separated words, so
+    ``POWERED_DOWN`` is not ``DOWN``: a powered-down cloud node is booted by Slurm on demand,
+    as sinfo's ``idle~`` says) and no sinfo suffix blocks it (:data:`_BLOCKING_SUFFIXES`:
+    ``idle*`` is not responding). Unknown states and flags Slurm may add later: a base state not
+    in the list is not schedulable; an unknown flag does not block."""
+    s = state.strip().lower()
+    if not s:
+        return False
+    words = s.split("+")
+    base = words[0].rstrip(_STATE_SUFFIXES)
+    if any(c in _BLOCKING_SUFFIXES for c in words[0][len(base):]):
+        return False
+    if base not in SCHEDULABLE_NODE_STATES:
+        return False
+    return not any(w.rstrip(_STATE_SUFFIXES) in BLOCKING_NODE_FLAGS for w in words[1:])
 
 
 @dataclass(frozen=True)
@@ -51,12 +85,8 @@ class Node:
 
     @property
     def schedulable(self) -> bool:
-        """Up and not draining: ``idle``/``mixed``/``allocated`` without DRAIN/DOWN flags."""
-        s = self.state.lower()
-        if any(flag in s for flag in ("drain", "down", "fail", "maint", "reserved", "not_responding")):
-            return False
-        base = s.rstrip("*~#!%$@^-+").split("+")[0]
-        return base in SCHEDULABLE_NODE_STATES
+        """Up and not draining (:func:`node_state_schedulable`)."""
+        return node_state_schedulable(self.state)
 
 
 @dataclass(frozen=True)

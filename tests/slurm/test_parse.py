@@ -34,6 +34,18 @@ FAST = settings(max_examples=scaled(60), deadline=None)
         ("gpu:4,mps:400", {UNTYPED: 4}),
         ("(null)", {}),
         ("", {}),
+        # issue 41: untyped GPUs in use, flags, shards and MIG beside GPUs
+        ("gpu:(null):4(IDX:0-3)", {UNTYPED: 4}),
+        ("gpu:(null):0(IDX:N/A)", {UNTYPED: 0}),
+        ("gpu:(null):2(IDX:0-1),gpu:a100:1(IDX:2)", {UNTYPED: 2, "a100": 1}),
+        ("gpu:m60:no_consume:2", {"m60": 2}),
+        ("gpu:no_consume:2", {UNTYPED: 2}),
+        ("gpu:nvidia_rtx_5000_ada_generation:4(S:0),VramPerGpu:no_consume:32G", {"nvidia_rtx_5000_ada_generation": 4}),
+        ("gpu:a100:4(S:0-1),shard:a100:32(S:0-1)", {"a100": 4}),
+        ("gpu:nvidia_a100_3g.20gb:2,gpu:nvidia_a100_1g.5gb:7", {"nvidia_a100_3g.20gb": 2, "nvidia_a100_1g.5gb": 7}),
+        ("gpu:tesla:2,gpu:kepler:2,mps:400,bandwidth:lustre:no_consume:4G", {"tesla": 2, "kepler": 2}),
+        ("gpu:a100:4(IDX:0-", {"a100": 4}),  # a column cut at its width
+        ("gpu:2,(null)", {UNTYPED: 2}),
     ],
 )
 def test_node_gres(text, expected):
@@ -72,6 +84,24 @@ def test_gpu_request_strings(text, expected):
     ],
 )
 def test_allocated_tres(tres, expected):
+    assert gpus_in_tres_map(parse_tres_map(tres)) == expected
+
+
+def test_gres_flags_and_units_survive_a_rewrite():
+    assert retype_request("gres:gpu:2,gres:bandwidth:lustre:no_consume:4G", "a100") == \
+        "gres:gpu:a100:2,gres:bandwidth:lustre:no_consume:4G"
+    assert retype_request("gres/gpu:(null):2", "v100") == "gres/gpu:v100:2"
+
+
+@pytest.mark.parametrize("tres, expected", [
+    ("gres/gpu=4,gres/gpu:a100=2", (4, None)),  # the rest of a type accounting does not track
+    ("gres/gpu=4,gres/gpu:a100=2,gres/gpu:v100=2", (4, None)),
+    ("gres/gpu:volta=2,mem=125G,node=1", (2, "volta")),
+    ("billing=4,cpu=1,gres/shard=8,mem=4G", (0, None)),
+    ("cpu=1,gres/gpu:nvidia_a100_3g.20gb=1,gres/gpu=1", (1, "nvidia_a100_3g.20gb")),
+    ("gres/gpumem=36266M,gres/gpuutil=100", (0, None)),
+])
+def test_allocated_tres_of_issue_41(tres, expected):
     assert gpus_in_tres_map(parse_tres_map(tres)) == expected
 
 
@@ -152,6 +182,41 @@ def node_gres(draw):
 def test_node_gres_round_trip(case):
     types, text = case
     assert gpus_by_type(text) == types
+
+
+site_type = st.one_of(gpu_type.filter(lambda t: t != UNTYPED), st.sampled_from([
+    "nvidia_a100_3g.20gb", "tesla_v100-sxm3-32gb", "NVlink_A100_40GB", "nvidia_h100_80gb_hbm3_1g.10gb", "m60"]))
+
+
+@st.composite
+def node_gres_as_sites_print(draw):
+    """Issue 41: untyped GPUs as ``(null)`` (GresUsed) or bare, ``no_consume`` flags, shards and
+    other gres beside them, MIG and NVML names, a suffix on any item."""
+    expected: dict[str, int] = {}
+    items = []
+    suffixes = st.sampled_from(["", "(S:0)", "(S:0-1)", "(IDX:0-3)", "(IDX:0,2-3)", "(IDX:N/A)"])
+    for t, n in draw(st.dictionaries(st.one_of(st.none(), site_type), counts, max_size=4)).items():
+        flag = ":no_consume" if draw(st.booleans()) and draw(st.booleans()) else ""
+        if t is None:
+            form = draw(st.sampled_from(["gpu{f}:{n}", "gpu:(null){f}:{n}"]))
+            items.append(form.format(f=flag, n=n) + draw(suffixes))
+            expected[UNTYPED] = n
+        else:
+            items.append(f"gpu:{t}{flag}:{n}{draw(suffixes)}")
+            expected[t] = n
+        if draw(st.booleans()):
+            items.append(f"shard:{t or '(null)'}:{8 * n}{draw(suffixes)}")
+    if draw(st.booleans()):
+        items.append("VramPerGpu:no_consume:32G")
+    order = draw(st.permutations(items))
+    return expected, ",".join(order) or "(null)"
+
+
+@FAST
+@given(node_gres_as_sites_print())
+def test_node_gres_as_sites_print_round_trip(case):
+    expected, text = case
+    assert gpus_by_type(text) == expected
 
 
 @FAST

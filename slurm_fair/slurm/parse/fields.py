@@ -44,12 +44,14 @@ def parse_int(text: str, default: int = 0) -> int:
             raise SlurmOutputError(f"not an integer: {t!r}") from None
 
 
-_MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$", re.IGNORECASE)
+#: a size, with the per-CPU / per-node mark (``c``/``n``) sacct printed in ReqMem before 21.08
+_MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)[cn]?$", re.IGNORECASE)
 _MEM_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
 
 
 def parse_memory_mb(text: str) -> int:
-    """``1000M``, ``4G``, ``64000`` (MB) -> MB; N/A and friends -> 0."""
+    """``1000M``, ``4G``, ``64000`` (MB), ``4000Mc`` (per CPU, sacct < 21.08) -> MB; N/A and
+    friends -> 0."""
     t = text.strip()
     if t.lower() in NONE:
         return 0
@@ -96,9 +98,10 @@ def fold_hostlist(nodes: Sequence[str]) -> str:
 
 
 def expand_hostlist(text: str) -> tuple[str, ...]:
-    """``a100-[1-2],v100-1`` -> node names (ClusterShell NodeSet; empty/None -> ())."""
+    """``a100-[1-2],v100-1`` -> node names (ClusterShell NodeSet; empty/None -> (); sacct's
+    ``None assigned`` for a job that never ran -> ())."""
     t = text.strip()
-    if t.lower() in NONE or t.startswith("("):
+    if t.lower() in NONE or t.startswith("(") or t.lower() == "none assigned":
         return ()
     try:
         return tuple(NodeSet(t))

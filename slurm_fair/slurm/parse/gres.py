@@ -47,7 +47,7 @@ def split_top_level(text: str, sep: str = ",") -> list[str]:
 
 @dataclass(frozen=True)
 class GresEntry:
-    """One ``name[:type][:count][(suffix)]`` item of a gres or TRES request list."""
+    """One ``name[:type][:flags][:count][(suffix)]`` item of a gres or TRES request list."""
 
     name: str
     gpu_type: str | None
@@ -58,10 +58,26 @@ class GresEntry:
     #: what separates the count: ``:`` (``gpu:v100:2``), or ``=`` in the TRES form Slurm 24.11
     #: prints for ``--gpus-per-task`` (``TresPerTask=gres/gpu:v100=1``); a rewrite keeps it
     count_sep: str = ":"
+    #: the flags between type and count (``no_consume``), kept as written for a rewrite
+    flags: tuple[str, ...] = ()
+    #: the count as Slurm wrote it (``4G``), so a rewrite keeps its unit
+    count_text: str = ""
 
 
 #: the prefix of a gres item in a request (``gres:``, ``gres/``, ``tres:``...)
 PREFIX = re.compile(r"^(gres[:/]|tres[:/])", re.IGNORECASE)
+#: words Slurm writes between a gres type and its count that are not part of the type
+#: (gres.conf ``Flags``/slurm.conf ``Gres=name[:type][:no_consume]:count``)
+FLAGS = frozenset({"no_consume"})
+#: how Slurm prints "no type" inside a gres item (``gpu:(null):4(IDX:0-3)``: untyped GPUs)
+NULL_TYPE = "(null)"
+
+
+def _split_count(token: str) -> tuple[str, str]:
+    """``4(IDX:0-3)`` -> (``4``, ``(IDX:0-3)``): the suffix starts at the first ``(`` of the
+    *last* token (a ``(null)`` type is a token of its own, never a suffix)."""
+    paren = token.find("(")
+    return (token, "") if paren < 0 else (token[:paren], token[paren:])
 
 
 @lru_cache(maxsize=4096)
@@ -69,43 +85,41 @@ def parse_gres(text: str) -> tuple[GresEntry, ...]:
     """Parse a gres/TRES list: every item, GPU or not, typed or not.
 
     ``gpu`` alone means one GPU; ``gpu:2`` two untyped; ``gpu:v100:2`` two V100;
-    ``gpu:v100`` one V100. A ``(S:0-1)``/``(IDX:...)`` suffix is kept, never counted.
+    ``gpu:v100`` one V100; ``gpu:(null):4(IDX:0-3)`` four untyped (Slurm's ``(null)`` type);
+    ``gpu:m60:no_consume:2`` two M60 (``no_consume`` is a flag, not part of the type). A
+    ``(S:0-1)``/``(IDX:...)`` suffix is kept, never counted.
     """
     t = text.strip()
     if t.lower() in NONE:
         return ()
     entries = []
     for item in split_top_level(t):
-        suffix = ""
-        paren = item.find("(")
-        if paren >= 0:
-            item, suffix = item[:paren], item[paren:]
+        if item.lower() in NONE:  # ``(null)`` or ``N/A`` as one item of a list
+            continue
         m = PREFIX.match(item)
         prefix = m.group(1) if m else ""
         body = item[len(prefix):]
         sep = ":"
-        if "=" in body:  # TRES form: name[:type]=count
+        if "=" in body and "(" not in body.partition("=")[0]:  # TRES form: name[:type]=count
             body, _, n = body.partition("=")
-            sep, parts = "=", [*body.split(":"), n]
+            sep, parts = "=", [*split_top_level(body, ":"), n.strip()]
         else:
-            parts = body.split(":")
-        name = parts[0]
-        if not name:
+            parts = split_top_level(body, ":")
+        if not parts or not parts[0] or parts[0].startswith("("):
             raise SlurmOutputError(f"empty gres name in {text!r}")
-        gpu_type: str | None = None
-        count = 1
-        if sep == "=":
-            gpu_type = ":".join(parts[1:-1]) or None
-            count = _count(parts[-1])
-        elif len(parts) == 2:
-            if _COUNT.match(parts[1]):
-                count = _count(parts[1])
-            else:
-                gpu_type = parts[1]
-        elif len(parts) >= 3:
-            gpu_type = ":".join(parts[1:-1]) or None
-            count = _count(parts[-1])
-        entries.append(GresEntry(name, gpu_type, count, prefix, suffix, sep))
+        name, suffix, count_text = parts[0], "", ""
+        middle = parts[1:]
+        if sep == "=" or (middle and _COUNT.match(_split_count(middle[-1])[0])):
+            count_text, suffix = _split_count(middle.pop())
+        elif not middle:
+            name, suffix = _split_count(name)
+        else:  # ``gpu:v100`` (one GPU) or ``gpu:v100(S:0)``
+            middle[-1], suffix = _split_count(middle[-1])
+        flags = tuple(x for x in middle if x.lower() in FLAGS)
+        words = [x for x in middle if x.lower() not in FLAGS and x != NULL_TYPE and x]
+        count = _count(count_text) if count_text else 1
+        gpu_type = ":".join(words) or None
+        entries.append(GresEntry(name, gpu_type, count, prefix, suffix, sep, flags, count_text))
     return tuple(entries)
 
 
@@ -141,8 +155,8 @@ def retype_request(text: str, gpu_type: str | None) -> str:
     items = []
     for e in parse_gres(text):
         t = gpu_type if e.name == "gpu" else e.gpu_type
-        body = f"{e.name}:{t}{e.count_sep}{e.count}" if t else f"{e.name}{e.count_sep}{e.count}"
-        items.append(f"{e.prefix}{body}")
+        words = [e.name, *([t] if t else []), *e.flags]
+        items.append(f"{e.prefix}{':'.join(words)}{e.count_sep}{e.count_text or e.count}")
     return ",".join(items)
 
 
@@ -162,7 +176,8 @@ def parse_tres_map(text: str) -> dict[str, str]:
 def gpus_in_tres_map(tres: Mapping[str, str]) -> tuple[int, str | None]:
     """(GPUs, type) from an allocated-TRES map: typed entries win over the untyped total.
 
-    ``gres/gpu=2,gres/gpu:v100=2`` -> (2, "v100"); ``gres/gpu=2`` -> (2, None).
+    ``gres/gpu=2,gres/gpu:v100=2`` -> (2, "v100"); ``gres/gpu=2`` -> (2, None); two types, or
+    fewer typed GPUs than the total (``gres/gpu=4,gres/gpu:a100=2``) -> (total, None).
     """
     typed: dict[str, int] = {}
     total = 0
@@ -172,10 +187,14 @@ def gpus_in_tres_map(tres: Mapping[str, str]) -> tuple[int, str | None]:
             total = parse_int(v)
         elif key.startswith("gres/gpu:"):
             typed[key.split(":", 1)[1]] = typed.get(key.split(":", 1)[1], 0) + parse_int(v)
-    typed = {t: n for t, n in typed.items() if n > 0}
+    typed = {t: n for t, n in typed.items() if n > 0 and t.lower() != NULL_TYPE}
     if len(typed) == 1:
         ((gpu_type, n),) = typed.items()
-        return max(n, total), gpu_type
+        if n >= total:
+            return n, gpu_type
+        # fewer typed than all GPUs: the rest are of a type accounting does not track
+        # (AccountingStorageTRES lists only some types): the run's type cannot be told
+        return total, None
     return (total or sum(typed.values())), None
 
 

@@ -1,7 +1,8 @@
 """``sacct -P -X`` text with its header -> the rows ``speeds learn`` uses.
 
-The columns are found by name in the header (``JobID|User|Account|JobName|Partition|AllocTRES|
-NodeList|Elapsed|State`` at least; more allowed, any order). A site's history is messy: rows of
+The columns are found by name in the header (``JobID|User|JobName|AllocTRES|NodeList|State`` and
+``Elapsed`` or ``ElapsedRaw`` at least; ``Account`` and ``Partition`` when there; more allowed, any
+order: sites and tools ask sacct for their own column sets). A site's history is messy: rows of
 job steps, pending or cancelled jobs, jobs without GPUs are *not usable* (counted, not errors);
 a row that cannot be read (wrong number of fields, an unreadable time) is *junk*: skipped with
 its line number, or an error with ``strict``. A missing header column is an error naming the
@@ -17,10 +18,13 @@ from ...errors import Finding, InputError
 from .fields import expand_hostlist, parse_elapsed
 from .gres import gpus_in_tres_map, parse_tres_map
 
-#: the columns a history must have
-REQUIRED = ("JobID", "User", "Account", "JobName", "Partition", "AllocTRES", "NodeList", "Elapsed", "State")
+#: the columns a history must have (and one of :data:`ELAPSED`)
+REQUIRED = ("JobID", "User", "JobName", "AllocTRES", "NodeList", "State")
+#: the run time, either as text or in seconds
+ELAPSED = ("Elapsed", "ElapsedRaw")
 #: what ``--from-slurm`` asks sacct for (ElapsedRaw: seconds, no parsing)
-HISTORY_FIELDS = REQUIRED + ("ElapsedRaw",)
+HISTORY_FIELDS = ("JobID", "User", "Account", "JobName", "Partition", "AllocTRES", "NodeList", "Elapsed",
+                  "State", "ElapsedRaw")
 #: states whose elapsed time measures the work (sacct(1): everything else did not complete)
 MEASURING = "COMPLETED"
 #: end states that may blame the GPU type (kept as :attr:`History.failed` for the learner)
@@ -61,19 +65,44 @@ class History:
     failed: list[HistoryRow] = field(default_factory=list)
 
 
+#: delimiters tried when the header has no ``|`` (``sacct --delimiter=...``)
+OTHER_DELIMITERS = ("\t", ";", "\u2603")  # not ",": TRES values hold commas
+#: every column name this module reads, by its lower-case spelling (sacct takes any case)
+_CANONICAL = {c.lower(): c for c in HISTORY_FIELDS}
+
+
+def _delimiter(line: str, delimiter: str) -> str:
+    """The header's delimiter: ``delimiter``, or when the header lacks it another that splits it
+    into every required column (a site's ``sacct --delimiter``)."""
+    if delimiter in line:
+        return delimiter
+    for d in OTHER_DELIMITERS:
+        names = {c.strip().lower() for c in line.split(d)}
+        if all(c.lower() in names for c in REQUIRED):
+            return d
+    return delimiter
+
+
 def _header(line: str, delimiter: str, source: str) -> dict[str, int]:
     cols = [c.strip() for c in line.split(delimiter)]
-    index = {c: i for i, c in enumerate(cols)}
+    if len(cols) > 1 and cols[-1] == "":  # ``sacct -p``: a delimiter after the last column
+        cols.pop()
+    index = {_CANONICAL.get(c.lower(), c): i for i, c in enumerate(cols)}
     missing = [c for c in REQUIRED if c not in index]
+    if not any(c in index for c in ELAPSED):
+        missing.append(" or ".join(ELAPSED))
     if missing:
         raise InputError(source, [Finding("line 1", f"the header lacks column(s) {', '.join(missing)} (expected "
-                                          f"the output of sacct -P -X -o {','.join(REQUIRED)}, header included)")])
+                                          f"the output of sacct -P -X -o {','.join(HISTORY_FIELDS)}, header included)")])
     return index
 
 
 def _fields(line: str, delimiter: str, index: dict[str, int]) -> list[str] | None:
-    """The fields of a row; a job name holding the delimiter is joined back; None if unreadable."""
+    """The fields of a row; a job name holding the delimiter is joined back; None if unreadable.
+    ``sacct -p`` (not ``-P``) ends every line with the delimiter: that last empty field is not data."""
     parts = line.split(delimiter)
+    if len(parts) > len(index) and parts[-1] == "":
+        parts.pop()
     extra = len(parts) - len(index)
     if extra == 0:
         return parts
@@ -86,6 +115,8 @@ def _fields(line: str, delimiter: str, index: dict[str, int]) -> list[str] | Non
 def _elapsed(f: list[str], index: dict[str, int]) -> float:
     if "ElapsedRaw" in index and f[index["ElapsedRaw"]].strip().isdigit():
         return float(f[index["ElapsedRaw"]])
+    if "Elapsed" not in index:
+        return 0.0
     return parse_elapsed(f[index["Elapsed"]])
 
 
@@ -127,7 +158,8 @@ def _run(lineno: int, f: list[str], index: dict[str, int], history: History, sta
     if not user:
         raise ValueError("empty User")
     nodes = expand_hostlist(f[index["NodeList"]])
-    row = HistoryRow(lineno, job_id, user, f[index["Account"]].strip(), f[index["JobName"]],
+    account = f[index["Account"]].strip() if "Account" in index else ""
+    row = HistoryRow(lineno, job_id, user, account, f[index["JobName"]],
                      gpus, gpu_type, nodes, seconds, state=state)
     (history.rows if state == MEASURING else history.failed).append(row)
 
@@ -152,11 +184,13 @@ def _records(lines: list[str], start: int, delimiter: str, width: int) -> list[t
 
 def parse_history(text: str, source: str, delimiter: str = "|", strict: bool = False) -> History:
     """Every row of ``text`` (see the module docstring); InputError for a missing/bad header,
-    or any junk row with ``strict``."""
+    or any junk row with ``strict``. Column names are matched in any case; a header without
+    ``delimiter`` is tried with :data:`OTHER_DELIMITERS`."""
     lines = text.splitlines()
     first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
     if first is None:
         raise InputError(source, [Finding("line 1", "empty: expected sacct -P -X output with its header")])
+    delimiter = _delimiter(lines[first], delimiter)
     index = _header(lines[first], delimiter, source)
     history = History()
     for lineno, line in _records(lines, first + 1, delimiter, len(index)):

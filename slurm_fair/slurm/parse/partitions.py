@@ -18,7 +18,8 @@ from .fields import NONE, expand_hostlist, parse_int, parse_minutes
 _KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_]*)=")
 
 
-def _pairs(line: str) -> dict[str, str]:
+def key_values(line: str) -> dict[str, str]:
+    """``Key=Value`` pairs of one ``scontrol show ... -o`` line (values end at the next ``Key=``)."""
     keys = list(_KEY.finditer(line))
     out = {}
     for i, m in enumerate(keys):
@@ -41,7 +42,7 @@ def _limit(value: str | None) -> int | None:
 
 
 def parse_partition_line(line: str) -> Partition:
-    kv = _pairs(line)
+    kv = key_values(line)
     name = kv.get("PartitionName", "")
     if not name:
         raise SlurmOutputError(f"scontrol show partition: no PartitionName in {line[:120]!r}")
