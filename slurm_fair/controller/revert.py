@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..config import Config
 from ..errors import SlurmError
 from ..slurm.model import Snapshot
 from ..slurm.port import SlurmPort
 from .apply import ActionResult, apply
+from .asked import Request, requests
 from .audit import AuditLog
 from .cycle import new_cycle_id
 from .diff import Action, field_action, give_backs, order
@@ -39,8 +40,6 @@ from .ownership import reconcile
 from .scope import settled
 from .settings import Settings
 from .state import StateStore
-from .state.fields import Owned
-from .steer import submitted_partition
 
 
 @dataclass
@@ -90,15 +89,16 @@ def revert(port: SlurmPort, config: Config, *, dry_run: bool = False,
             lock.release()
 
 
-def marked_jobs(snapshot: Snapshot, owned: dict[tuple[str, str], Owned]) -> list[Action]:
-    """Pending jobs the submit plugin moved (the admin comment records the partitions they
-    asked for) that the controller holds no partition row of: back to what they asked for."""
+def marked_jobs(snapshot: Snapshot, asked: Mapping[str, Request]) -> list[Action]:
+    """Pending jobs the submit plugin moved and nobody moved since, that the controller holds
+    no partition row of (:attr:`.asked.Request.routed`): back to what they asked for. A job
+    its user moved after the plugin stays where they put it."""
     out = []
     for job in snapshot.jobs:
-        asked = submitted_partition(job)
-        if not job.pending or asked == job.partition or (job.job_id, "partition") in owned:
+        req = asked.get(job.job_id)
+        if not job.pending or req is None or not req.routed:
             continue
-        a = field_action(job, "partition", asked, {}, partition=asked, adopted=True)
+        a = field_action(job, "partition", req.partition, {}, partition=req.partition, adopted=True)
         out.append(Action(a.kind, a.tenant, a.job, a.before, a.after, {**a.params, "give_back": True}))
     return out
 
@@ -150,7 +150,8 @@ def _give_back_pass(port: SlurmPort, store: StateStore, audit: AuditLog, label: 
     if not dry_run:
         store.settle(reading.updates, clock())
         store.forget_fields(reading.ended)
-    actions = sorted(give_backs(snapshot, rows, reading.ours) + marked_jobs(snapshot, rows)
+    asked = requests(snapshot.jobs, rows)
+    actions = sorted(give_backs(snapshot, rows, reading.ours, asked) + marked_jobs(snapshot, asked)
                      + legacy_actions(snapshot, managed, rows), key=order)
     jobs = {j.job_id: j for j in snapshot.jobs}
     for (job_id, name), row in sorted(rows.items()):

@@ -15,17 +15,10 @@ with the most nodes of ``k`` wins (then the name, for a stable choice).
 
 from __future__ import annotations
 
-import re
 from typing import Callable, Iterable, Mapping
 
 from ..gangs import can_hold
 from ..slurm.model import Node, Partition, SlurmJob
-
-#: what the submit plugin writes into a job's admin comment when it chooses the partitions:
-#: the partition(s) the job asked for (users cannot set an admin comment, so it can be trusted)
-SUBMITTED_MARK = "slurm-fair:partition="
-_MARK = re.compile(r"(?:^|\s)" + re.escape(SUBMITTED_MARK) + r"([A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*)(?:\s|$)")
-
 
 def partition_types(nodes: Iterable[Node]) -> dict[str, frozenset[str]]:
     """Partition -> the GPU types of its nodes (a node without GPUs adds the empty type ``""``)."""
@@ -88,13 +81,6 @@ def current_type(job: SlurmJob, ptypes: Mapping[str, frozenset[str]]) -> str | N
     if job.gpu_request is not None and job.gpu_request.gpu_type:
         return job.gpu_request.gpu_type
     return partition_type(job.partition, ptypes)
-
-
-def submitted_partition(job: SlurmJob) -> str:
-    """The partition(s) the job was submitted to: the submit plugin's record in the admin
-    comment when it chose the partitions itself, else the job's partition."""
-    m = _MARK.search(job.admin_comment or "")
-    return m.group(1) if m else job.partition
 
 
 def partition_holds(job: SlurmJob, partition: str, nodes: Iterable[Node]) -> bool:

@@ -135,7 +135,7 @@ def test_submit_steers_by_class_speed_and_tenant_room(script):
                                       "room/bio": "k80", "room/chem": "p100 v100"}))
     # bio has room on k80 only: its job goes there (flat speeds: nothing is much slower)
     out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2")
-    assert (one(out, "rc"), one(out, "partition"), one(out, "admin_comment")) == ("0", "k80", "slurm-fair:partition=gpu")
+    assert (one(out, "rc"), one(out, "partition"), one(out, "admin_comment")) == ("0", "k80", "slurm-fair:partition=gpu slurm-fair:routed=k80")
     assert one(out, "tres_per_node") == "gres:gpu:2" and one(out, "comment") == "nil"  # request untouched
     # chem has room on v100 and p100: resnet is 1.6x faster on v100, so v100 only
     out = submit(script, NOW, account="CHEM", tres_per_job="gres:gpu:4", comment="fair:class=resnet")
@@ -287,7 +287,7 @@ def test_the_sites_own_plugin_runs_first_and_its_choices_count(tmp_path):
     assert (one(out, "qos"), one(out, "partition")) == ("siteqos", "k80")
     # the site sets the partition (over the user's one-type choice): that is what the job asked for
     out = submit((path, plan), NOW, account="bio", tres_per_node="gres:gpu:1", partition="v100", comment="site:gpu")
-    assert (one(out, "partition"), one(out, "admin_comment")) == ("k80", "slurm-fair:partition=gpu")
+    assert (one(out, "partition"), one(out, "admin_comment")) == ("k80", "slurm-fair:partition=gpu slurm-fair:routed=k80")
     # the site rejects: rejected, untouched by us
     out = submit((path, plan), NOW, account="bio", tres_per_node="gres:gpu:1", comment="site:reject")
     assert (one(out, "rc"), one(out, "partition")) == ("-1", "nil")
@@ -313,7 +313,7 @@ def test_existing_admin_comment_is_kept(script):
     _, plan = script
     plan.write_text(plan_text(NOW))
     out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:1", admin_comment="ticket-42")
-    assert one(out, "admin_comment") == "ticket-42 slurm-fair:partition=gpu"
+    assert one(out, "admin_comment") == "ticket-42 slurm-fair:partition=gpu slurm-fair:routed=v100,p100,k80"
 
 
 def test_plugin_error_never_rejects(script):

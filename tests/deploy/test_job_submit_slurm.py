@@ -134,7 +134,7 @@ LAYOUT = {"spans/gpu": "k80 p100 v100", **{f"partition/{t}": t for t in ("v100",
           **{f"shapes/{t}": "4x8x16000x1" for t in ("v100", "p100", "k80")},
           "tier/v100": "3", "tier/p100": "2", "tier/k80": "1", "speeds/*": "k80=1 p100=1 v100=1"}
 PLAN = {"room/biology": "p100 k80", "room/*": "k80", "speeds/resnet": "k80=0.16 p100=0.63 v100=1"}
-MARK = "slurm-fair:partition=gpu"
+MARK = "slurm-fair:partition=gpu slurm-fair:routed=p100,k80"
 
 
 def test_fresh_plan_steers_an_untyped_gres_request(cluster):
