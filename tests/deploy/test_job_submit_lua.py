@@ -135,7 +135,8 @@ def test_submit_steers_by_class_speed_and_tenant_room(script):
                                       "room/bio": "k80", "room/chem": "p100 v100"}))
     # bio has room on k80 only: its job goes there (flat speeds: nothing is much slower)
     out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2")
-    assert (one(out, "rc"), one(out, "partition"), one(out, "admin_comment")) == ("0", "k80", "slurm-fair:partition=gpu slurm-fair:routed=k80")
+    assert (one(out, "rc"), one(out, "partition"), one(out, "admin_comment")) == (
+        "0", "k80", "slurm-fair:partition=gpu slurm-fair:routed=k80")
     assert one(out, "tres_per_node") == "gres:gpu:2" and one(out, "comment") == "nil"  # request untouched
     # chem has room on v100 and p100: resnet is 1.6x faster on v100, so v100 only
     out = submit(script, NOW, account="CHEM", tres_per_job="gres:gpu:4", comment="fair:class=resnet")
