@@ -166,6 +166,17 @@ def test_a_job_no_single_type_can_hold_stays_where_it_asked(cluster):
     assert job["Partition"] == "gpu" and job.get("AdminComment", "(null)") == "(null)"
 
 
+def test_a_job_whose_fit_the_plan_cannot_tell_is_left_to_the_controller(cluster):
+    """Memory or CPUs per GPU (what the plan's node shapes cannot check): the plugin reads
+    them from the job description slurmctld gives it and leaves the job as submitted."""
+    cluster.write_plan(PLAN)
+    for extra in ("--mem-per-gpu=1000", "--cpus-per-gpu=2"):
+        job = cluster.submit("-A", "biology", "--gres=gpu:1", extra)
+        assert job["Partition"] == "gpu" and job.get("AdminComment", "(null)") == "(null)", (extra, job)
+    steered = cluster.submit("-A", "biology", "--gres=gpu:1")  # the control: the same job without
+    assert steered["Partition"] != "gpu" and steered["AdminComment"].startswith(MARK.split()[0])
+
+
 def test_typed_request_or_chosen_partition_is_never_changed(cluster):
     cluster.write_plan(PLAN)
     job = cluster.submit("-A", "biology", "--gres=gpu:k80:1")
