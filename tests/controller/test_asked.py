@@ -160,3 +160,32 @@ def test_the_submit_plugins_record_is_read_in_one_module():
             if isinstance(node, ast.Constant) and node.value == "slurm-fair:partition=" and path.name != "asked.py":
                 readers.append(str(path.relative_to(root)))
     assert not [r for r in readers if r.startswith("controller/")], readers
+
+
+_PARTS = st.lists(st.sampled_from(["gpu", "v100", "p100", "k80"]), min_size=1, max_size=3, unique=True).map(",".join)
+
+
+@settings(max_examples=scaled(200), deadline=None)
+@given(asked=_PARTS, routed=_PARTS, now=_PARTS, row=st.sampled_from([None, "held", "released"]),
+       old_mark=st.booleans())
+def test_a_later_move_always_wins(asked, routed, now, row, old_mark):
+    """Whatever the plugin recorded and whatever the controller holds: a job anyone moved after
+    them asked for where it is now; only the plugin's own routing, or the controller's own
+    move, reads as what it was submitted to."""
+    note = f"slurm-fair:partition={asked}" + ("" if old_mark else f" slurm-fair:routed={routed}")
+    j = job("1", "a", partition=now, admin_comment=note)
+    owned = {}
+    if row:
+        owned[("1", "partition")] = Owned("1", "partition", "a", routed, written=now, released=row == "released")
+    r = request_of(j, owned)
+    canon = lambda p: sorted(p.split(","))  # noqa: E731
+    if row == "released":
+        assert r.partition == now  # someone moved it after the controller
+    elif row == "held":  # the controller moved it from where the plugin had put it
+        plugin_had = not old_mark or canon(routed) != canon(asked)
+        assert r.partition == (asked if plugin_had else routed)
+    elif old_mark:
+        assert r.partition == (asked if canon(now) != canon(asked) else now)
+    else:
+        assert r.partition == (asked if canon(now) == canon(routed) else now)
+        assert r.routed == (canon(now) == canon(routed))
