@@ -212,9 +212,17 @@ def plan_settings(snapshot: Snapshot, whole: Snapshot, ds: DecideSettings) -> Pl
     s = ds.settings
     return PlanSettings(
         s.order, s.round_s, partition_types(snapshot.nodes), type_partition_lists(snapshot.nodes),
-        {p.name: p for p in whole.partitions}, user_groups, ds.retype_ok, s.min_run_s or None,
+        {p.name: p for p in whole.partitions}, _groups(snapshot, whole), ds.retype_ok, s.min_run_s or None,
         s.requeue_cost_s, s.move_up_gain, tuple(n for n in snapshot.nodes if n.schedulable),
     )
+
+
+def _groups(snapshot: Snapshot, whole: Snapshot) -> dict[str, frozenset[str] | None]:
+    """Each of the pilot's users -> their groups, read here once per cycle (the plan only reads
+    this table), and only when a partition restricts groups (``AllowGroups``)."""
+    if not any(p.allow_groups is not None for p in whole.partitions):
+        return {}
+    return {u: user_groups(u) for u in sorted({j.user for j in snapshot.jobs})}
 
 
 @functools.lru_cache(maxsize=4096)

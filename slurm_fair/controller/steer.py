@@ -15,7 +15,7 @@ with the most nodes of ``k`` wins (then the name, for a stable choice).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from ..gangs import can_hold
 from ..slurm.model import Node, Partition, SlurmJob
@@ -131,7 +131,7 @@ def user_choice(job: SlurmJob, asked: str, asked_nodes: str) -> str | None:
 
 
 def admits(target: Partition, job: SlurmJob, asked: Iterable[Partition],
-           groups: Callable[[str], frozenset[str] | None] | None = None) -> bool:
+           groups: Mapping[str, frozenset[str] | None] | None = None) -> bool:
     """Whether the job may be moved into ``target``: it is UP; its rules admit the job's
     account, QOS, user's groups (``groups`` None or a user it cannot resolve: only partitions
     open to all groups), time limit and node count; its tier is not above the tier of any
@@ -150,7 +150,7 @@ def admits(target: Partition, job: SlurmJob, asked: Iterable[Partition],
     if job.qos in target.deny_qos:
         return False
     if target.allow_groups is not None:
-        mine = groups(job.user) if groups else None
+        mine = groups.get(job.user) if groups else None
         if not mine or not (mine & target.allow_groups):
             return False
     if target.max_time_min is not None and (job.time_limit_min is None or job.time_limit_min > target.max_time_min):
