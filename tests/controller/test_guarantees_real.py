@@ -134,3 +134,35 @@ def test_order_none_gives_back_every_push(sub, accounts, tmp_path):
     # the next cycle writes nothing
     res = run_cycle(port, cfg)
     assert res.exit_code == 0 and not [r for r in res.results if r.action.job == gang], res.to_dict()
+
+
+def test_the_submit_plugin_leaves_what_it_cannot_judge_to_the_controller(sub, accounts, tb_env, tmp_path):
+    """The plugin reads memory and CPUs per GPU from the job description slurmctld hands it
+    (which the plan's node shapes cannot check) and leaves such jobs to the controller, as it
+    leaves a held job and one with a dependency (the user's choice: the rule the controller
+    applies, steer.user_choice)."""
+    tb, _, _ = tb_env
+    a, _ = accounts
+    cfg = config(tmp_path, [a], plan_file=str(tb.layout.plan_file))
+    port = make_port(cfg, env=sub.env)
+    try:
+        assert run_cycle(port, cfg).exit_code == 0
+        control = sub(a, comment=RESNET)
+        mem, cpus = sub(a, "--mem-per-gpu=1000", comment=RESNET), sub(a, "--cpus-per-gpu=2", comment=RESNET)
+        held, dep = sub(a, "-H", comment=RESNET), sub(a, f"--dependency=afterok:{control}", comment=RESNET)
+        ids = [control, mem, cpus, held, dep]
+        now = jobs(port, ids)
+        assert now[control].partition != "gpu" and now[control].admin_comment  # the plugin steers
+        for j in (mem, cpus, held, dep):
+            assert (now[j].partition, now[j].admin_comment) == ("gpu", ""), now[j]
+        res = run_cycle(port, cfg)
+        assert res.exit_code == 0, res.to_dict()
+        after = jobs(port, ids)
+        for j in (held, dep):  # their owner's: left where they asked
+            assert after[j].partition == "gpu" and not [r for r in res.results if r.action.job == j], j
+        rv = revert(port, cfg)
+        assert rv.exit_code == 0, (rv.failed, rv.problems)
+        assert all(x.partition == "gpu" for x in jobs(port, ids).values())
+        assert not runnable(port, ids)
+    finally:
+        tb.layout.plan_file.unlink(missing_ok=True)
