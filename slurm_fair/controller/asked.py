@@ -13,7 +13,10 @@ first wrote the field (:mod:`.ownership`), and what the submit plugin recorded:
   - a *released* row (someone moved the job after the controller): the job's partition now.
     A user's later move always wins, also over the plugin's record;
   - no row: the submit plugin's record while the job is still where the plugin put it
-    (:attr:`Request.routed`); once anyone else moved it, its partition now;
+    (:attr:`Request.routed`); once anyone else moved it, its partition now, and the field is
+    theirs (:attr:`Request.moved`): the plugin's write was slurm-fair's, so a change after it
+    releases the field as a change after the controller's own does (:mod:`.ownership`), and
+    it is never written again, even when the move was back to a partition of several types;
 * **node list** and **GPU request**: the value before the controller's first write while the
   controller's row holds (not released); otherwise the job's value now;
 * **exclusions, reservation, features, hold, dependency**: the controller never writes them,
@@ -92,6 +95,9 @@ class Request:
     routed: bool = False
     #: why where it runs is its owner's to decide (None: the controller may steer it)
     choice: str | None = None
+    #: someone moved the job after the submit plugin routed it: its partition is theirs, never
+    #: written again (a release without a row)
+    moved: bool = False
 
 
 def _held(owned: Mapping[tuple[str, str], Owned], job_id: str, name: str) -> Owned | None:
@@ -106,7 +112,7 @@ def request_of(job: SlurmJob, owned: Mapping[tuple[str, str], Owned]) -> Request
     docstring."""
     mark = plugin_mark(job)
     row = owned.get((job.job_id, "partition"))
-    routed = False
+    routed = moved = False
     if row is not None and not row.released:
         before = row.original
         plugin_had = mark is not None and (same("partition", before, mark.routed) if mark.routed is not None
@@ -116,11 +122,12 @@ def request_of(job: SlurmJob, owned: Mapping[tuple[str, str], Owned]) -> Request
         partition, routed = mark.asked, True
     else:
         partition = job.partition
+        moved = row is None and mark is not None and mark.routed is not None
     pin = _held(owned, job.job_id, "nodes")
     nodes = pin.original if pin is not None else fold_hostlist(job.req_nodes)
     gres_row = _held(owned, job.job_id, "gres")
     gres = gres_row.original if gres_row is not None else (job.gpu_request.raw if job.gpu_request else "")
-    return Request(job.job_id, partition, nodes, gres, routed, user_choice(job, partition, nodes))
+    return Request(job.job_id, partition, nodes, gres, routed, user_choice(job, partition, nodes), moved)
 
 
 def requests(jobs: Iterable[SlurmJob], owned: Mapping[tuple[str, str], Owned]) -> dict[str, Request]:

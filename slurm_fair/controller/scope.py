@@ -121,5 +121,6 @@ def read_pilot(whole: Snapshot, owned: Mapping[tuple[str, str], Owned], scope: S
     mine = [reqs[j.job_id] for j in view.snapshot.jobs]
     asked = Asked({r.job_id: r.partition for r in mine}, {r.job_id: r.nodes for r in mine},
                   {r.job_id: r.choice for r in mine if r.choice}, {r.job_id: r.gres for r in mine}, view.foreign)
-    released = frozenset(k for k, r in rows.items() if r.released)
+    released = frozenset(k for k, r in rows.items() if r.released) | \
+        {(r.job_id, "partition") for r in reqs.values() if r.moved}
     return Pilot(view, whole, reading, rows, asked, released, reqs)

@@ -31,13 +31,18 @@ def test_a_routed_job_asked_for_what_the_plugin_recorded_until_someone_moves_it(
     assert (r.partition, r.routed, r.choice) == ("gpu", True, None)
     moved = replace(routed, partition="k80")  # its user: scontrol update Partition=k80
     r = request_of(moved, {})
-    assert (r.partition, r.routed) == ("k80", False)
+    assert (r.partition, r.routed, r.moved) == ("k80", False, True)
+    assert request_of(routed, {}).moved is False
+    # back where it was submitted: theirs too (the plugin's write was slurm-fair's; released)
+    r = request_of(replace(routed, partition="gpu"), {})
+    assert (r.partition, r.routed, r.moved, r.choice) == ("gpu", False, True, None)
     several = replace(routed, partition="k80,p100")  # -p k80,p100
     r = request_of(several, {})
     assert (r.partition, r.routed, r.choice) == ("k80,p100", False, "asked for several partitions")
     # a mark written before the plugin recorded what it gave: trusted while away from "gpu"
     assert request_of(job("2", "a", partition="v100", admin_comment=OLD), {}).partition == "gpu"
-    assert request_of(job("2", "a", partition="gpu", admin_comment=OLD), {}).routed is False
+    old = request_of(job("2", "a", partition="gpu", admin_comment=OLD), {})
+    assert (old.routed, old.moved) == (False, False)  # an old record cannot tell a move
     assert plugin_mark(job("3", "a", admin_comment="ticket-1")) is None
 
 
@@ -62,13 +67,17 @@ def test_the_controllers_rows_say_what_it_found_and_a_released_row_is_the_users_
 def test_a_routed_job_its_user_moved_is_not_steered_again_nor_put_back():
     snap = snapshot(cluster(v100=4, p100=4, k80=4),
                     [job("1", "a", partition="k80", admin_comment=NEW),
-                     job("2", "a", partition="v100,p100", admin_comment=NEW)])
+                     job("2", "a", partition="v100,p100", admin_comment=NEW),
+                     job("3", "a", partition="gpu", admin_comment=NEW)])  # moved back to gpu
     pilot = read_pilot(snap, {}, Scope())
-    assert pilot.asked.partitions == {"1": "k80", "2": "gpu"}
-    # k80 has one type: job 1 keeps it (a fixed type), nothing of it is written
-    plan = plan_for(snap, {"1": {"k80": 1.0}, "2": {"v100": 1.0}}, {"1": "k80", "2": "v100"})
+    assert pilot.asked.partitions == {"1": "k80", "2": "gpu", "3": "gpu"}
+    assert {("1", "partition"), ("3", "partition")} <= pilot.released
+    # k80 has one type: job 1 keeps it (a fixed type); job 3's partition is its user's
+    plan = plan_for(snap, {j: {"v100": 1.0} for j in "123"}, {j: "v100" for j in "123"})
+    assert plan.jobs["2"].partition == "v100"  # still the plugin's: the controller's to steer
+    assert plan.jobs["3"].partition is None
     acts = diff(plan, snap, {}, {}, pilot.requests)
-    assert not [a for a in acts if a.job == "1" and a.kind != "set_site_factor"]
+    assert not [a for a in acts if a.job in ("1", "3") and a.kind != "set_site_factor"]
     # revert and failsafe put back only what the plugin still holds
     back = marked_jobs(snap, requests(snap.jobs, {}))
     assert [(a.job, a.after) for a in back] == [("2", "gpu")]
@@ -188,4 +197,4 @@ def test_a_later_move_always_wins(asked, routed, now, row, old_mark):
         assert r.partition == (asked if canon(now) != canon(asked) else now)
     else:
         assert r.partition == (asked if canon(now) == canon(routed) else now)
-        assert r.routed == (canon(now) == canon(routed))
+        assert r.routed == (canon(now) == canon(routed)) and r.moved == (not r.routed)

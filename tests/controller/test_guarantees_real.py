@@ -44,13 +44,13 @@ def test_a_routed_job_its_user_moves_stays_where_they_put_it(sub, accounts, tb_e
     port = make_port(cfg, env=sub.env)
     try:
         assert run_cycle(port, first).exit_code == 0
-        one, several, out, kept = (sub(a, comment=RESNET) for _ in range(4))
-        ids = [one, several, out, kept]
+        one, several, out, back, kept = (sub(a, comment=RESNET) for _ in range(5))
+        ids = [one, several, out, back, kept]
         routed = jobs(port, ids)
         for j in ids:  # the plugin chose the partition and recorded what it asked and gave
             assert routed[j].partition != "gpu" and "slurm-fair:routed=" in routed[j].admin_comment, routed[j]
-        # its user moves each job somewhere the plan would not send it
-        moves = {one: "p100", several: "p100,k80", out: "k80"}
+        # its user moves each job somewhere the plan would not send it, or back where it asked
+        moves = {one: "p100", several: "p100,k80", out: "k80", back: "gpu"}
         for j, p in moves.items():
             _run(["scontrol", "update", f"JobId={j}", f"Partition={p}"], full)
         for _ in range(2):
