@@ -16,7 +16,8 @@ first wrote the field (:mod:`.ownership`), and what the submit plugin recorded:
     (:attr:`Request.routed`); once anyone else moved it, its partition now, and the field is
     theirs (:attr:`Request.moved`): the plugin's write was slurm-fair's, so a change after it
     releases the field as a change after the controller's own does (:mod:`.ownership`), and
-    it is never written again, even when the move was back to a partition of several types;
+    it is never written again. A job back in the partition it was submitted to reads as
+    submitted there (a give-back puts it there too);
 * **node list** and **GPU request**: the value before the controller's first write while the
   controller's row holds (not released); otherwise the job's value now;
 * **exclusions, reservation, features, hold, dependency**: the controller never writes them,
@@ -122,7 +123,10 @@ def request_of(job: SlurmJob, owned: Mapping[tuple[str, str], Owned]) -> Request
         partition, routed = mark.asked, True
     else:
         partition = job.partition
-        moved = row is None and mark is not None and mark.routed is not None
+        # back where it was submitted reads as submitted there: a give-back (revert's, a
+        # cycle's) puts it there too, and must not freeze the job out of steering
+        moved = row is None and mark is not None and mark.routed is not None and \
+            not same("partition", job.partition, mark.asked)
     pin = _held(owned, job.job_id, "nodes")
     nodes = pin.original if pin is not None else fold_hostlist(job.req_nodes)
     gres_row = _held(owned, job.job_id, "gres")

@@ -138,6 +138,8 @@ def diff(plan: Plan, snapshot: Snapshot, owned: Mapping[tuple[str, str], Owned] 
             if want is None:
                 if (job_id, name) in ours and (job_id, name) in owned:
                     actions.append(_give_back(sj, owned[(job_id, name)], late, asked.get(job_id)))
+                elif name == "partition" and sj.pending and _routed(asked.get(job_id)):
+                    actions.append(routed_back(sj, asked[job_id]))
             elif _differs(sj, name, want):
                 extra = {_PARAM[name]: want} if name in _PARAM else {}
                 actions.append(field_action(sj, name, want, owned, **extra, **late))
@@ -146,6 +148,10 @@ def diff(plan: Plan, snapshot: Snapshot, owned: Mapping[tuple[str, str], Owned] 
         if sj is not None and sj.pending and (job_id not in plan.jobs or name in LEGACY_FIELDS) and \
                 name in FIELD_KIND and (job_id, name) in owned:
             actions.append(_give_back(sj, owned[(job_id, name)], {}, asked.get(job_id)))
+    for job_id, req in sorted(asked.items()):
+        sj = jobs.get(job_id)
+        if sj is not None and sj.pending and job_id not in plan.jobs and _routed(req):
+            actions.append(routed_back(sj, req))
     for job_id in plan.requeue:
         sj = jobs.get(job_id)
         if sj is not None and sj.running:
@@ -153,6 +159,19 @@ def diff(plan: Plan, snapshot: Snapshot, owned: Mapping[tuple[str, str], Owned] 
                                   {"for": tuple(plan.requeue_for.get(job_id, ())),
                                    "to_type": plan.move_up.get(job_id)}))
     return sorted(actions, key=order)
+
+
+def _routed(req: Request | None) -> bool:
+    """The submit plugin's routing still holds the job's partition (slurm-fair's value, with no
+    row: :attr:`.asked.Request.routed`)."""
+    return req is not None and req.routed
+
+
+def routed_back(sj: SlurmJob, req: Request) -> Action:
+    """Give back the partition the submit plugin chose: back to what the job was submitted to
+    (an adopted give-back: no row of the controller's to settle)."""
+    a = field_action(sj, "partition", req.partition, {}, partition=req.partition, adopted=True)
+    return Action(a.kind, a.tenant, a.job, a.before, a.after, {**a.params, "give_back": True})
 
 
 def _give_back(sj: SlurmJob, row: Owned, late: Mapping[str, Any], asked: Request | None) -> Action:

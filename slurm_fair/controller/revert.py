@@ -33,7 +33,7 @@ from .apply import ActionResult, apply
 from .asked import Request, requests
 from .audit import AuditLog
 from .cycle import new_cycle_id
-from .diff import Action, field_action, give_backs, order
+from .diff import Action, give_backs, order, routed_back
 from .legacy import finished_qos, legacy_actions
 from .lock import ControllerLock
 from .ownership import reconcile
@@ -96,10 +96,8 @@ def marked_jobs(snapshot: Snapshot, asked: Mapping[str, Request]) -> list[Action
     out = []
     for job in snapshot.jobs:
         req = asked.get(job.job_id)
-        if not job.pending or req is None or not req.routed:
-            continue
-        a = field_action(job, "partition", req.partition, {}, partition=req.partition, adopted=True)
-        out.append(Action(a.kind, a.tenant, a.job, a.before, a.after, {**a.params, "give_back": True}))
+        if job.pending and req is not None and req.routed:
+            out.append(routed_back(job, req))
     return out
 
 

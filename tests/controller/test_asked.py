@@ -33,9 +33,9 @@ def test_a_routed_job_asked_for_what_the_plugin_recorded_until_someone_moves_it(
     r = request_of(moved, {})
     assert (r.partition, r.routed, r.moved) == ("k80", False, True)
     assert request_of(routed, {}).moved is False
-    # back where it was submitted: theirs too (the plugin's write was slurm-fair's; released)
+    # back where it was submitted reads as submitted there (a give-back puts it there too)
     r = request_of(replace(routed, partition="gpu"), {})
-    assert (r.partition, r.routed, r.moved, r.choice) == ("gpu", False, True, None)
+    assert (r.partition, r.routed, r.moved, r.choice) == ("gpu", False, False, None)
     several = replace(routed, partition="k80,p100")  # -p k80,p100
     r = request_of(several, {})
     assert (r.partition, r.routed, r.choice) == ("k80,p100", False, "asked for several partitions")
@@ -68,14 +68,14 @@ def test_a_routed_job_its_user_moved_is_not_steered_again_nor_put_back():
     snap = snapshot(cluster(v100=4, p100=4, k80=4),
                     [job("1", "a", partition="k80", admin_comment=NEW),
                      job("2", "a", partition="v100,p100", admin_comment=NEW),
-                     job("3", "a", partition="gpu", admin_comment=NEW)])  # moved back to gpu
+                     job("3", "a", partition="p100", admin_comment=NEW)])  # moved to p100
     pilot = read_pilot(snap, {}, Scope())
-    assert pilot.asked.partitions == {"1": "k80", "2": "gpu", "3": "gpu"}
+    assert pilot.asked.partitions == {"1": "k80", "2": "gpu", "3": "p100"}
     assert {("1", "partition"), ("3", "partition")} <= pilot.released
-    # k80 has one type: job 1 keeps it (a fixed type); job 3's partition is its user's
+    # k80, p100 have one type each: their jobs keep it; and their partitions are their users'
     plan = plan_for(snap, {j: {"v100": 1.0} for j in "123"}, {j: "v100" for j in "123"})
     assert plan.jobs["2"].partition == "v100"  # still the plugin's: the controller's to steer
-    assert plan.jobs["3"].partition is None
+    assert plan.jobs["1"].partition is None and plan.jobs["3"].partition is None
     acts = diff(plan, snap, {}, {}, pilot.requests)
     assert not [a for a in acts if a.job in ("1", "3") and a.kind != "set_site_factor"]
     # revert and failsafe put back only what the plugin still holds
@@ -107,6 +107,26 @@ def test_a_steered_job_that_excludes_its_types_nodes_goes_back_where_it_asked():
     acts = diff(plan, snap, pilot.owned, pilot.reading.ours, pilot.requests)
     assert [(a.kind, a.after, a.params["give_back"]) for a in acts if a.job == "1"] == \
         [("set_partition", "gpu", True)]
+
+
+def test_a_routed_job_the_plan_leaves_gets_the_plugins_partition_back():
+    """The plugin's routing is slurm-fair's partition too: a routed job whose user then excludes
+    every node of its type, or that the plan no longer mentions (held, out of the pilot), goes
+    back to what it was submitted to."""
+    mark = "slurm-fair:partition=gpu slurm-fair:routed=v100"
+    j = job("1", "a", partition="v100", admin_comment=mark, exc_nodes=("v100-1",))
+    held = job("2", "a", partition="v100", admin_comment=mark, reason="JobHeldUser")
+    snap = snapshot(cluster(v100=4, p100=4, k80=4), [j, held])
+    pilot = read_pilot(snap, {}, Scope())
+    assert pilot.requests["1"].routed and pilot.requests["1"].choice == "excludes nodes"
+    plan = plan_for(snap, {"1": {"k80": 1.0}}, {"1": "k80"})
+    assert plan.jobs["1"].partition is None and plan.jobs["2"].partition is None
+    acts = diff(plan, snap, {}, {}, pilot.requests)
+    assert sorted((a.job, a.kind, a.after, a.params["give_back"]) for a in acts if a.kind == "set_partition") == [
+        ("1", "set_partition", "gpu", True), ("2", "set_partition", "gpu", True)]
+    # once back, it reads as submitted there: steerable again, nothing more to give back
+    back = replace(j, partition="gpu", exc_nodes=())
+    assert request_of(back, {}) == replace(pilot.requests["1"], routed=False, choice=None)
 
 
 def test_order_none_gives_back_every_push():
@@ -197,4 +217,5 @@ def test_a_later_move_always_wins(asked, routed, now, row, old_mark):
         assert r.partition == (asked if canon(now) != canon(asked) else now)
     else:
         assert r.partition == (asked if canon(now) == canon(routed) else now)
-        assert r.routed == (canon(now) == canon(routed)) and r.moved == (not r.routed)
+        assert r.routed == (canon(now) == canon(routed))
+        assert r.moved == (not r.routed and canon(now) != canon(asked))

@@ -44,13 +44,13 @@ def test_a_routed_job_its_user_moves_stays_where_they_put_it(sub, accounts, tb_e
     port = make_port(cfg, env=sub.env)
     try:
         assert run_cycle(port, first).exit_code == 0
-        one, several, out, back, kept = (sub(a, comment=RESNET) for _ in range(5))
-        ids = [one, several, out, back, kept]
+        one, several, out, kept = (sub(a, comment=RESNET) for _ in range(4))
+        ids = [one, several, out, kept]
         routed = jobs(port, ids)
         for j in ids:  # the plugin chose the partition and recorded what it asked and gave
             assert routed[j].partition != "gpu" and "slurm-fair:routed=" in routed[j].admin_comment, routed[j]
-        # its user moves each job somewhere the plan would not send it, or back where it asked
-        moves = {one: "p100", several: "p100,k80", out: "k80", back: "gpu"}
+        # its user moves each job somewhere the plan would not send it
+        moves = {one: "p100", several: "p100,k80", out: "k80"}
         for j, p in moves.items():
             _run(["scontrol", "update", f"JobId={j}", f"Partition={p}"], full)
         for _ in range(2):
@@ -74,35 +74,45 @@ def test_a_routed_job_its_user_moves_stays_where_they_put_it(sub, accounts, tb_e
         tb.layout.plan_file.unlink(missing_ok=True)
 
 
-def test_a_steered_job_whose_user_excludes_its_types_nodes_goes_back_and_runs(sub, accounts, tmp_path):
+def test_a_steered_job_whose_user_excludes_its_types_nodes_goes_back_and_runs(sub, accounts, tb_env, tmp_path):
+    """Steered by a cycle, or routed by the submit plugin: either is slurm-fair's partition, and
+    an exclusion of every node of its type gives it back."""
+    tb, _, _ = tb_env
     a, _ = accounts
-    cfg = config(tmp_path, [a])
+    cfg = config(tmp_path, [a], plan_file=str(tb.layout.plan_file))
     port = make_port(cfg, env=sub.env)
-    ids = [sub(a, comment=RESNET) for _ in range(3)]
-    res = run_cycle(port, cfg)
-    assert res.exit_code == 0, res.to_dict()
-    now = jobs(port, ids)
-    steered = [j for j in ids if now[j].partition != "gpu"]
-    assert steered, now
-    job = steered[0]
-    k = now[job].partition
-    excluded = sorted(n.name for n in port.nodes() if k in n.partitions)
-    # its user excludes every node of the type it was steered to
-    _run(["scontrol", "update", f"JobId={job}", f"ExcNodeList={','.join(excluded)}"], sub.full_env)
-    assert sorted(jobs(port, [job])[job].exc_nodes) == excluded
-    res = run_cycle(port, cfg)
-    assert res.exit_code == 0, res.to_dict()
-    back = jobs(port, [job])[job]
-    assert back.partition == "gpu" and sorted(back.exc_nodes) == excluded, back
-    assert [(r.action.kind, r.action.params["give_back"]) for r in res.results if r.action.job == job
-            and r.action.kind == "set_partition"] == [("set_partition", True)]
-    # it can run: on a type its user left it
-    start_now([job], sub.full_env)
-    ran = wait_for(port, job, lambda j: j.running, timeout=60)
-    assert ran.gpu_type_running != k and not set(ran.nodes) & set(excluded), ran
-    rv = revert(port, cfg)
-    assert rv.exit_code == 0, (rv.failed, rv.problems)
-    assert not runnable(port, ids)
+    try:
+        ids = [sub(a, comment=RESNET) for _ in range(3)]  # before any plan: in gpu
+        res = run_cycle(port, cfg)  # steers them, and writes the plan the plugin reads
+        assert res.exit_code == 0, res.to_dict()
+        routed = sub(a, comment=RESNET)
+        ids.append(routed)
+        now = jobs(port, ids)
+        steered = [j for j in ids[:3] if now[j].partition != "gpu"]
+        assert steered and "slurm-fair:routed=" in now[routed].admin_comment, now
+        chosen = {steered[0]: now[steered[0]].partition, routed: now[routed].partition}
+        excluded = {}
+        for job, k in chosen.items():  # its user excludes every node of the type it was sent to
+            excluded[job] = sorted(n.name for n in port.nodes() if set(k.split(",")) & set(n.partitions))
+            _run(["scontrol", "update", f"JobId={job}", f"ExcNodeList={','.join(excluded[job])}"], sub.full_env)
+            assert sorted(jobs(port, [job])[job].exc_nodes) == excluded[job]
+        res = run_cycle(port, cfg)
+        assert res.exit_code == 0, res.to_dict()
+        for job in chosen:
+            back = jobs(port, [job])[job]
+            assert back.partition == "gpu" and sorted(back.exc_nodes) == excluded[job], back
+            assert [(r.action.kind, r.action.params["give_back"]) for r in res.results if r.action.job == job
+                    and r.action.kind == "set_partition"] == [("set_partition", True)]
+        # they can run: on a type their user left them
+        start_now(list(chosen), sub.full_env)
+        for job, k in chosen.items():
+            ran = wait_for(port, job, lambda j: j.running, timeout=60)
+            assert ran.gpu_type_running not in k.split(",") and not set(ran.nodes) & set(excluded[job]), ran
+        rv = revert(port, cfg)
+        assert rv.exit_code == 0, (rv.failed, rv.problems)
+        assert not runnable(port, ids)
+    finally:
+        tb.layout.plan_file.unlink(missing_ok=True)
 
 
 def test_order_none_gives_back_every_push(sub, accounts, tmp_path):
