@@ -49,7 +49,7 @@ def test_every_module_is_on_the_architecture_page():
 #: the policies, the simulator and the problem types never reach Slurm or the controller
 FORBIDDEN: dict[str, set[str]] = {
     "deploy": {"testbed", "commands"},
-    # the controller is a library its commands call; estimates are computed from what it read
+    # the controller is called by its commands, never the reverse; estimates come from what it read
     "controller": {"commands", "testbed", "deploy", "sim", "report"},
     "estimates": {"controller", "commands", "testbed", "deploy", "sim", "report", "policies"},
     "report": {"commands", "testbed", "deploy", "sim", "policies"},
