@@ -6,8 +6,10 @@ Sends a new untyped GPU job (--gres=gpu:2, --gpus=2, --gpus-per-node/-socket/-ta
 a partition of several GPU types where the controller's latest plan wants it, before Slurm can
 start it on whatever node comes first: its partitions become the single-type partitions the plan
 prefers for its account and class (only those whose nodes can hold it), and its admin comment
-records what it asked for ("slurm-fair:partition=gpu"; users cannot set an admin comment, so the
-controller may trust it and `slurm-fair revert` puts the partition back). Slurm tries the listed
+records what it asked for and what it was given ("slurm-fair:partition=gpu
+slurm-fair:routed=v100,p100"; users cannot set an admin comment, so the controller may trust it,
+and `slurm-fair revert` puts the partition back while the job is still where the plugin put it;
+a job its user moved since is theirs: slurm_fair/controller/asked.py). Slurm tries the listed
 partitions by PriorityTier (fastest type first in slurm-fair's configuration). It never types
 the request itself, also where Slurm could undo that (>= 23.11): the controller does at its next
 cycle, after recording the original request, so `slurm-fair revert` can give it back exactly.
@@ -20,7 +22,11 @@ as slurmctld would with a broken plugin (its policy is never skipped silently).
 Only the pilot's jobs are steered: accounts of "scope/accounts" (absent: all) submitted to a
 partition of "spans/" (the controller writes only the pilot's partitions). A user's choice of
 where a job runs is never narrowed: a job that names several partitions, nodes (-w), excluded
-nodes (-x), a reservation, features (-C), a dependency, or is submitted held is left as it is.
+nodes (-x), a reservation, features (-C), a dependency, or is submitted held is left as it is
+(M.user_choice: the rule of slurm_fair.controller.steer.user_choice, tested against it on the
+same generated jobs). So is a job whose fit the plan's node shapes cannot tell (M.beyond_shapes:
+a generic resource other than GPUs, --mem-per-gpu, --cpus-per-gpu, licences): the controller
+steers it at its next cycle, and sends it back where it asked if Slurm refuses it there.
 A type's partition is offered only when its PriorityTier is not above the asked partition's
 (spantier/), and its MaxTime and MaxNodes admit the job (maxtime/, maxnodes/; the controller
 lists only partitions open to every pilot account, QOS and group).
@@ -45,6 +51,8 @@ local MAX_AGE_S = 180
 local PLAN_FORMAT = "2"
 local MAX_LINES = 100000
 local MARK = "slurm-fair:partition="
+-- the partition(s) it gave the job: a later move by anyone else is then told apart from its own
+local ROUTED = "slurm-fair:routed="
 -- a listed type Slurm may try first must be at least this fraction of the best listed speed
 local SLOWER = 0.9
 local TRES_FIELDS = { "tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task" }
@@ -234,16 +242,40 @@ function M.speed_key(plan, class, total)
   return "speeds/*"
 end
 
--- Whether some node size of "GxCxMxN ..." holds `need` on enough nodes.
+-- Whether the nodes of "GxCxMxN ..." hold `need`: at least need.nodes of them each hold one
+-- node's part (GPUs, CPUs, memory; 0: unknown, never excludes), whatever their sizes
+-- (slurm_fair.controller.steer.partition_holds for a per-node request, tested against it).
 function M.fits(shapes, need)
+  local hosts = 0
   for _, s in ipairs(M.words(shapes)) do
     local g, c, m, n = string.match(s, "^(%d+)x(%d+)x(%d+)x(%d+)$")
-    if g ~= nil and tonumber(g) >= need.gpus and tonumber(n) >= need.nodes
+    if g ~= nil and tonumber(g) >= need.gpus
        and (tonumber(c) == 0 or tonumber(c) >= need.cpus) and (tonumber(m) == 0 or tonumber(m) >= need.mem) then
-      return true
+      hosts = hosts + tonumber(n)
     end
   end
-  return false
+  return hosts >= need.nodes
+end
+
+-- Why the job is left to the controller (nil: the plugin may choose its partitions): what the
+-- plan's node shapes cannot tell, a generic resource other than GPUs, memory or CPUs per GPU,
+-- licences. The controller sends it where Slurm can hold it, or back where it asked when
+-- Slurm refuses it (BadConstraints).
+function M.beyond_shapes(job_desc)
+  local function set(v) return type(v) == "string" and v ~= "" end
+  for _, f in ipairs(TRES_FIELDS) do
+    local v = job_desc[f]
+    if set(v) then
+      for elem in string.gmatch(v, "[^,]+") do
+        local name = string.match(elem, "^gres[:/]([^:=]+)")
+        if name ~= nil and name ~= "gpu" then return "asks for " .. name .. " (not GPUs)" end
+      end
+    end
+  end
+  if set(job_desc.mem_per_tres) then return "asks for memory per GPU" end
+  if set(job_desc.cpus_per_tres) then return "asks for CPUs per GPU" end
+  if set(job_desc.licenses) then return "asks for licences" end
+  return nil
 end
 
 -- The partition(s) the job asked for: its own, else the default one of part_list.
@@ -267,8 +299,10 @@ function M.user_choice(job_desc, asked_by_user)
   if set(job_desc.exc_nodes) then return "excludes nodes" end
   if set(job_desc.reservation) then return "runs in a reservation" end
   if set(job_desc.features) then return "asks for node features" end
-  if set(job_desc.dependency) then return "has a dependency" end
-  if tonumber(job_desc.priority) == 0 then return "submitted held" end
+  -- at submission a dependency is one Slurm has not found met, and a priority of 0 is the
+  -- hold (-H): the reasons slurm_fair.controller.steer.user_choice reads later (tested against it)
+  if tonumber(job_desc.priority) == 0 then return "held" end
+  if set(job_desc.dependency) then return "waits for a dependency" end
   return nil
 end
 
@@ -306,6 +340,8 @@ function M.decide(job_desc, part_list, now)
   if not untyped then return nil, "no untyped GPU request" end
   local chosen = M.user_choice(job_desc, type(job_desc.partition) == "string" and job_desc.partition ~= "")
   if chosen ~= nil then return nil, "the user's choice: " .. chosen end
+  local beyond = M.beyond_shapes(job_desc)
+  if beyond ~= nil then return nil, "left to the controller: " .. beyond end
   local plan, why = M.read_plan(PLAN_FILE, now)
   if plan == nil then return nil, "plan " .. PLAN_FILE .. " " .. why end
   local account = job_desc.account
@@ -361,11 +397,14 @@ function M.decide(job_desc, part_list, now)
     end
   end
   changes.partition = table.concat(parts, ",")
+  local record = MARK .. asked .. " " .. ROUTED .. changes.partition
   local note = job_desc.admin_comment
   if note == nil or note == "" then
-    changes.admin_comment = MARK .. asked
+    changes.admin_comment = record
   elseif string.find(note, MARK, 1, true) == nil then
-    changes.admin_comment = note .. " " .. MARK .. asked
+    changes.admin_comment = note .. " " .. record
+  else
+    return nil, "its admin comment already records a partition"
   end
   return changes, account .. "/" .. class .. " (" .. key .. ", " .. room_key .. ") -> partitions " .. changes.partition
     .. " (plan cycle " .. tostring(plan["cycle"]) .. ")"

@@ -157,7 +157,7 @@ def service_since(snapshot: Snapshot, last_at: float | None) -> tuple[dict[str, 
 def refused_now(snapshot: Snapshot, asked: Mapping[str, str],
                 ptypes: Mapping[str, frozenset[str]]) -> dict[str, tuple[str, str]]:
     """Pending jobs Slurm marks ``BadConstraints`` in a single-type partition they did not ask
-    for (``asked``: :func:`.scope.asked_partition`; so we, or the submit plugin, sent them
+    for (``asked``: :func:`.asked.request_of`; so we, or the submit plugin, sent them
     there): job -> (that type, partition). Our own check (:func:`.steer.partition_holds`) should
     prevent it; this catches what it cannot see (features, licences, a node that changed), so
     the job is sent back and never there again."""
@@ -212,9 +212,17 @@ def plan_settings(snapshot: Snapshot, whole: Snapshot, ds: DecideSettings) -> Pl
     s = ds.settings
     return PlanSettings(
         s.order, s.round_s, partition_types(snapshot.nodes), type_partition_lists(snapshot.nodes),
-        {p.name: p for p in whole.partitions}, user_groups, ds.retype_ok, s.min_run_s or None,
+        {p.name: p for p in whole.partitions}, _groups(snapshot, whole), ds.retype_ok, s.min_run_s or None,
         s.requeue_cost_s, s.move_up_gain, tuple(n for n in snapshot.nodes if n.schedulable),
     )
+
+
+def _groups(snapshot: Snapshot, whole: Snapshot) -> dict[str, frozenset[str] | None]:
+    """Each of the pilot's users -> their groups, read here once per cycle (the plan only reads
+    this table), and only when a partition restricts groups (``AllowGroups``)."""
+    if not any(p.allow_groups is not None for p in whole.partitions):
+        return {}
+    return {u: user_groups(u) for u in sorted({j.user for j in snapshot.jobs})}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -307,7 +315,7 @@ def decide(
             message += ("; no earlier plan: nothing steered; what slurm-fair still holds on jobs is given "
                         "back")
     with timer.phase("diff"):
-        actions = diff(plan or Plan({}, {}), whole, pilot.owned, pilot.reading.ours)
+        actions = diff(plan or Plan({}, {}), whole, pilot.owned, pilot.reading.ours, pilot.requests)
         actions = sorted(actions + legacy_actions(whole, history.managed_qos, pilot.owned), key=order)
     for job_id, name in sorted(pilot.reading.newly_released):
         warnings.append(f"job {job_id}: its {name} was changed by someone else after slurm-fair set it; "

@@ -26,17 +26,18 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ..model import frozen_map
 from ..slurm.model import Snapshot, SlurmJob
-from ..slurm.parse.fields import fold_hostlist
+from .asked import Request, request_of, requests
 from .ownership import current, same
-from .scope import asked_partition
 from .state.fields import LEGACY_FIELDS, Owned
 
 if TYPE_CHECKING:  # the plan's package loads the policy stack; revert and the failsafe need none of it
-    from .plan.types import Plan
+    from .plan.types import JobPlan, Plan
 
 #: execution order of action kinds (the legacy ones: :mod:`.legacy`)
 KIND_ORDER = ("restore_default_qos", "set_job_qos", "set_nice", "set_priority", "detach_qos", "clear_qos_limits",
               "delete_qos", "set_partition", "set_gpu_type", "set_nodes", "set_site_factor", "requeue")
+#: the job fields a plan names, in the order of their actions
+PLAN_FIELDS = ("partition", "gres", "nodes", "site_factor")
 #: job field -> the action kind that writes it
 FIELD_KIND = {"partition": "set_partition", "gres": "set_gpu_type", "nodes": "set_nodes",
               "site_factor": "set_site_factor", "qos": "set_job_qos", "nice": "set_nice", "priority": "set_priority"}
@@ -85,12 +86,47 @@ def field_action(sj: SlurmJob, name: str, want: str, owned: Mapping[tuple[str, s
                   {"field": name, "value": want, "give_back": give_back, **extra})
 
 
+def planned(jp: JobPlan, name: str) -> str | None:
+    """What the plan wants in field ``name`` of its job (None: the plan names no value)."""
+    if name == "partition":
+        return jp.partition or None
+    if name == "gres":
+        return jp.gpu_type or None
+    if name == "nodes":
+        return jp.nodes
+    if name == "site_factor":
+        return None if jp.site_factor is None else str(int(jp.site_factor))
+    raise ValueError(f"the plan has no field {name!r}")
+
+
+def _differs(sj: SlurmJob, name: str, want: str) -> bool:
+    """Whether Slurm shows something else than ``want`` in field ``name`` (a value Slurm did not
+    show, a site factor sprio does not list, is no difference)."""
+    if name == "gres":
+        return (sj.gpu_request.gpu_type if sj.gpu_request else None) != want
+    now = current(sj, name)
+    return now is not None and not same(name, now, want)
+
+
+#: field -> the parameter :mod:`.apply` reads the value from (besides ``value``)
+_PARAM = {"partition": "partition", "gres": "gpu_type", "nodes": "nodes"}
+
+
 def diff(plan: Plan, snapshot: Snapshot, owned: Mapping[tuple[str, str], Owned] | None = None,
-         ours: Mapping[tuple[str, str], str] | None = None) -> list[Action]:
+         ours: Mapping[tuple[str, str], str] | None = None,
+         asked: Mapping[str, Request] | None = None) -> list[Action]:
     """Every difference between ``plan`` and ``snapshot``, in execution order. ``owned``: the
     fields the controller wrote; ``ours``: those it still holds (:func:`.ownership.reconcile`);
-    a pending job the plan no longer mentions gets those back."""
+    ``asked``: what each job asked for (:func:`.asked.requests`, made from the same rows when
+    not given).
+
+    One rule for every field of the plan (partition, GPU request, node list, site factor): a
+    value is written where Slurm shows another; no value (None) means the controller's value
+    is given back, wherever it still holds one. A pending job the plan does not mention gets
+    every field back."""
     owned, ours = owned or {}, ours or {}
+    if asked is None:
+        asked = requests(snapshot.jobs, owned)
     jobs = {j.job_id: j for j in snapshot.jobs}
     requeued = {j for j in plan.requeue if jobs.get(j) is not None and jobs[j].running}
     actions: list[Action] = []
@@ -99,22 +135,25 @@ def diff(plan: Plan, snapshot: Snapshot, owned: Mapping[tuple[str, str], Owned] 
         if sj is None or not (sj.pending or (jp.requeued and job_id in requeued)):
             continue
         late = {"after_requeue": True} if sj.running else {}
-        if jp.partition and not same("partition", sj.partition, jp.partition):
-            actions.append(field_action(sj, "partition", jp.partition, owned, partition=jp.partition, **late))
-        current_type = sj.gpu_request.gpu_type if sj.gpu_request else None
-        if jp.gpu_type and current_type != jp.gpu_type:
-            actions.append(field_action(sj, "gres", jp.gpu_type, owned, gpu_type=jp.gpu_type, **late))
-        elif jp.gpu_type is None and (job_id, "gres") in ours:
-            actions.append(_give_back(sj, owned[(job_id, "gres")], late))
-        if jp.nodes is not None and fold_hostlist(sj.req_nodes) != jp.nodes:
-            actions.append(field_action(sj, "nodes", jp.nodes, owned, nodes=jp.nodes, **late))
-        if jp.site_factor is not None and sj.site_factor is not None and sj.site_factor != jp.site_factor:
-            actions.append(field_action(sj, "site_factor", str(jp.site_factor), owned, **late))
+        for name in PLAN_FIELDS:
+            want = planned(jp, name)
+            if want is None:
+                if (job_id, name) in ours and (job_id, name) in owned:
+                    actions.append(_give_back(sj, owned[(job_id, name)], late, asked.get(job_id)))
+                elif name == "partition" and sj.pending and _routed(asked.get(job_id)):
+                    actions.append(routed_back(sj, asked[job_id]))
+            elif _differs(sj, name, want):
+                extra = {_PARAM[name]: want} if name in _PARAM else {}
+                actions.append(field_action(sj, name, want, owned, **extra, **late))
     for (job_id, name), _value in sorted(ours.items()):
         sj = jobs.get(job_id)
         if sj is not None and sj.pending and (job_id not in plan.jobs or name in LEGACY_FIELDS) and \
                 name in FIELD_KIND and (job_id, name) in owned:
-            actions.append(_give_back(sj, owned[(job_id, name)], {}))
+            actions.append(_give_back(sj, owned[(job_id, name)], {}, asked.get(job_id)))
+    for job_id, req in sorted(asked.items()):
+        sj = jobs.get(job_id)
+        if sj is not None and sj.pending and job_id not in plan.jobs and _routed(req):
+            actions.append(routed_back(sj, req))
     for job_id in plan.requeue:
         sj = jobs.get(job_id)
         if sj is not None and sj.running:
@@ -124,12 +163,26 @@ def diff(plan: Plan, snapshot: Snapshot, owned: Mapping[tuple[str, str], Owned] 
     return sorted(actions, key=order)
 
 
-def _give_back(sj: SlurmJob, row: Owned, late: Mapping[str, Any]) -> Action:
-    """Put ``row``'s field back to what it held before the controller first wrote it."""
+def _routed(req: Request | None) -> bool:
+    """The submit plugin's routing still holds the job's partition (slurm-fair's value, with no
+    row: :attr:`.asked.Request.routed`)."""
+    return req is not None and req.routed
+
+
+def routed_back(sj: SlurmJob, req: Request) -> Action:
+    """Give back the partition the submit plugin chose: back to what the job was submitted to
+    (an adopted give-back: no row of the controller's to settle)."""
+    a = field_action(sj, "partition", req.partition, {}, partition=req.partition, adopted=True)
+    return Action(a.kind, a.tenant, a.job, a.before, a.after, {**a.params, "give_back": True})
+
+
+def _give_back(sj: SlurmJob, row: Owned, late: Mapping[str, Any], asked: Request | None) -> Action:
+    """Put ``row``'s field back to what the job asked for (``asked``: :func:`.asked.request_of`;
+    for a field other than the partition, what it held before the controller first wrote it)."""
     extra: dict[str, Any] = dict(late)
     if row.field == "partition":
         # what the job asked for (the submit plugin's record beats what it held when we came)
-        row = replace(row, original=asked_partition(sj, {(sj.job_id, "partition"): row}))
+        row = replace(row, original=(asked or request_of(sj, {(sj.job_id, "partition"): row})).partition)
         extra["partition"] = row.original
     elif row.field == "gres":
         extra["raw"] = row.original
@@ -141,9 +194,11 @@ def _give_back(sj: SlurmJob, row: Owned, late: Mapping[str, Any]) -> Action:
 
 
 def give_backs(snapshot: Snapshot, owned: Mapping[tuple[str, str], Owned],
-               ours: Mapping[tuple[str, str], str]) -> list[Action]:
+               ours: Mapping[tuple[str, str], str], asked: Mapping[str, Request] | None = None) -> list[Action]:
     """Every field the controller still holds on a pending job, put back (``revert``,
-    ``failsafe``), in execution order."""
+    ``failsafe``), in execution order (``asked``: as in :func:`diff`)."""
+    if asked is None:
+        asked = requests(snapshot.jobs, owned)
     jobs = {j.job_id: j for j in snapshot.jobs}
     out = []
     for key in sorted(ours):
@@ -155,7 +210,7 @@ def give_backs(snapshot: Snapshot, owned: Mapping[tuple[str, str], Owned],
             out.append(Action("set_priority", sj.account, sj.job_id, sj.priority, "multifactor",
                               {"field": "priority", "value": None, "give_back": True}))
             continue
-        out.append(_give_back(sj, row, {}))
+        out.append(_give_back(sj, row, {}, asked.get(sj.job_id)))
     return sorted(out, key=order)
 
 

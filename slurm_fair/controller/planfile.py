@@ -4,9 +4,10 @@ Between two cycles Slurm starts a new untyped job within seconds wherever its pa
 room (by node ``Weight``, else by name: ``k80-1`` before ``v100-1``), before the controller ever
 sees it. The plugin closes that gap at submission: for an untyped GPU job submitted to a
 partition of several GPU types it sets the job's partitions to the single-type partitions the
-plan prefers for the job's tenant and class, and records what the job asked for in its admin
-comment (``slurm-fair:partition=gpu``) so the controller may still use every type of it and
-``revert`` can put it back. The file must be trivial to parse from Lua without a JSON library:
+plan prefers for the job's tenant and class, and records what the job asked for and what it
+gave it in its admin comment (``slurm-fair:partition=gpu slurm-fair:routed=v100``) so the
+controller may still use every type of it and ``revert`` can put it back, until its user moves
+it (:mod:`.asked`). The file must be trivial to parse from Lua without a JSON library:
 one flat JSON object, one ``"key": value`` pair per line, keys and values free of quotes,
 commas and backslashes::
 

@@ -89,7 +89,7 @@ def user_typed(
 
 @dataclass(frozen=True)
 class Asked:
-    """What each job asked for, as the controller knows it (:func:`.scope.asked_partition`, the
+    """What each job asked for, as the controller knows it (:func:`.asked.request_of`, the
     node list before any pin of ours) and why where it runs is its owner's choice
     (:func:`.steer.user_choice`); ``foreign``: GPUs per node and type that jobs outside the
     pilot hold (never handed out)."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
 from ..model import Problem
 from ..estimates.tags import preemptible
@@ -142,15 +142,16 @@ def move_up(
     cost_s: float,
     min_gain: float,
     hosts: Callable[[SlurmJob, str], bool],
-    steerable: Callable[[SlurmJob, str], bool],
+    reach: Mapping[str, Collection[str]],
 ) -> dict[str, str]:
     """Running jobs to requeue so they restart on a faster idle type -> that type.
 
     ``running``: the eligible jobs (opted in, run long enough), the longest-running first (the
     largest expected gain). ``pool`` must already exclude what this cycle's plan starts;
     it is updated for every move chosen. ``min_gain``: the faster type must be at least this
-    much faster (``n_up >= n_cur * (1 + min_gain)``). ``steerable(job, k)``: the job can be sent
-    to ``k`` (a partition of that type holds it).
+    much faster (``n_up >= n_cur * (1 + min_gain)``). ``reach[job]``: the types the plan can send
+    the job to (a partition of that type holds it), decided by the plan before, so this step
+    never calls back into it.
     """
     pjobs = {j.id: j for j in problem.jobs}
     moves: dict[str, str] = {}
@@ -164,7 +165,7 @@ def move_up(
         best: tuple[float, str, dict[str, int]] | None = None
         for k in sorted(problem.gpu_types):
             n_up = job.normalised(k)
-            if k == cur or n_up < n_cur * (1.0 + min_gain) or not steerable(sj, k):
+            if k == cur or n_up < n_cur * (1.0 + min_gain) or k not in reach.get(sj.job_id, ()):
                 continue
             if not move_pays(attained, n_cur, n_up, cost_s, min_gain):
                 continue

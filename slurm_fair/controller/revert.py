@@ -39,8 +39,9 @@ from ..errors import LockHeld, SlurmError, UserError
 from ..slurm.model import Snapshot
 from ..slurm.port import SlurmPort
 from .apply import ActionResult, apply
+from .asked import Request, requests
 from .audit import AuditLog, new_cycle_id
-from .diff import Action, field_action, give_backs, order
+from .diff import Action, give_backs, order, routed_back
 from .legacy import finished_qos, legacy_actions
 from .lock import ControllerLock
 from .ownership import reconcile
@@ -48,8 +49,6 @@ from .scope import settled
 from .settings import Settings
 from .state import DB_NAME, StateStore
 from .state.identity import check_store
-from .state.fields import Owned
-from .steer import submitted_partition
 
 
 @dataclass
@@ -170,16 +169,15 @@ class _Records:
                               "the give-back goes on without it")
 
 
-def marked_jobs(snapshot: Snapshot, owned: dict[tuple[str, str], Owned]) -> list[Action]:
-    """Pending jobs the submit plugin moved (the admin comment records the partitions they
-    asked for) that the controller holds no partition row of: back to what they asked for."""
+def marked_jobs(snapshot: Snapshot, asked: Mapping[str, Request]) -> list[Action]:
+    """Pending jobs the submit plugin moved and nobody moved since, that the controller holds
+    no partition row of (:attr:`.asked.Request.routed`): back to what they asked for. A job
+    its user moved after the plugin stays where they put it."""
     out = []
     for job in snapshot.jobs:
-        asked = submitted_partition(job)
-        if not job.pending or asked == job.partition or (job.job_id, "partition") in owned:
-            continue
-        a = field_action(job, "partition", asked, {}, partition=asked, adopted=True)
-        out.append(Action(a.kind, a.tenant, a.job, a.before, a.after, {**a.params, "give_back": True}))
+        req = asked.get(job.job_id)
+        if job.pending and req is not None and req.routed:
+            out.append(routed_back(job, req))
     return out
 
 
@@ -234,7 +232,8 @@ def _give_back_pass(port: SlurmPort, rec: _Records, label: str, res: RevertResul
         settled_at = clock()
         rec.to_store(lambda st: st.settle(reading.updates, settled_at))
         rec.to_store(lambda st: st.forget_fields(reading.ended))
-    actions = sorted(give_backs(snapshot, rows, reading.ours) + marked_jobs(snapshot, rows)
+    asked = requests(snapshot.jobs, rows)
+    actions = sorted(give_backs(snapshot, rows, reading.ours, asked) + marked_jobs(snapshot, asked)
                      + legacy_actions(snapshot, managed, rows), key=order)
     jobs = {j.job_id: j for j in snapshot.jobs}
     for (job_id, name), row in sorted(rows.items()):

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
 from ..slurm.model import Node, SlurmJob, Snapshot
-from ..slurm.parse.fields import fold_hostlist
+from .asked import Request, requests
 from .ownership import Reading, reconcile
 from .problem import Asked
 from .state.fields import Owned
-from .steer import job_partitions, submitted_partition, user_choice
+from .steer import job_partitions
 
 
 @dataclass(frozen=True)
@@ -43,17 +43,6 @@ class Scope:
         return all(self.partition(p) for p in job_partitions(asked)) if self.partitions else True
 
 
-def asked_partition(job: SlurmJob, owned: Mapping[tuple[str, str], Owned]) -> str:
-    """The partition(s) the job asked for: what the submit plugin recorded it asked for (in
-    the admin comment, which users cannot set) when it chose the partitions itself, else what
-    it held before the controller first moved it, else its partition now."""
-    marked = submitted_partition(job)
-    if marked != job.partition:
-        return marked
-    row = owned.get((job.job_id, "partition"))
-    return row.original if row is not None else job.partition
-
-
 @dataclass(frozen=True)
 class PilotView:
     """The snapshot as the pilot sees it (:func:`pilot_view`)."""
@@ -65,13 +54,15 @@ class PilotView:
     outside: tuple[SlurmJob, ...] = ()
 
 
-def pilot_view(snapshot: Snapshot, scope: Scope, owned: Mapping[tuple[str, str], Owned]) -> PilotView:
-    """Only the managed jobs, the nodes of the pilot's partitions (each carrying only the pilot's
-    partition names, so nothing else is a steering target), and what outsiders hold on them."""
+def pilot_view(snapshot: Snapshot, scope: Scope, asked: Mapping[str, Request]) -> PilotView:
+    """Only the managed jobs (by the partitions each asked for, ``asked``:
+    :func:`.asked.requests`), the nodes of the pilot's partitions (each carrying only the
+    pilot's partition names, so nothing else is a steering target), and what outsiders hold on
+    them."""
     mine: list[SlurmJob] = []
     outside: list[SlurmJob] = []
     for j in snapshot.jobs:
-        (mine if scope.manages(j, asked_partition(j, owned)) else outside).append(j)
+        (mine if scope.manages(j, asked[j.job_id].partition) else outside).append(j)
     if not scope.accounts and not scope.partitions:
         return PilotView(snapshot, {}, tuple(outside))
     nodes: list[Node] = []
@@ -107,6 +98,8 @@ class Pilot:
     asked: Asked
     #: fields someone else changed after the controller: never written again
     released: frozenset[tuple[str, str]]
+    #: what every job Slurm lists asked for (:func:`.asked.request_of`): the cycle's one value
+    requests: Mapping[str, Request] = field(default_factory=dict)
 
 
 def settled(owned: Mapping[tuple[str, str], Owned], reading: Reading) -> dict[tuple[str, str], Owned]:
@@ -123,18 +116,11 @@ def read_pilot(whole: Snapshot, owned: Mapping[tuple[str, str], Owned], scope: S
     """Settle the rows against Slurm, then the pilot's view and what each of its jobs asked."""
     reading = reconcile(owned, {j.job_id: j for j in whole.jobs}, whole.taken_at.timestamp())
     rows = settled(owned, reading)
-    view = pilot_view(whole, scope, rows)
-    partitions: dict[str, str] = {}
-    nodes: dict[str, str] = {}
-    choices: dict[str, str] = {}
-    for j in view.snapshot.jobs:
-        partitions[j.job_id] = asked_partition(j, rows)
-        pin = rows.get((j.job_id, "nodes"))
-        nodes[j.job_id] = pin.original if pin is not None else fold_hostlist(j.req_nodes)
-        why = user_choice(j, partitions[j.job_id], nodes[j.job_id])
-        if why:
-            choices[j.job_id] = why
-    gres = {j: r.original for (j, f), r in rows.items() if f == "gres"}
-    asked = Asked(partitions, nodes, choices, gres, view.foreign)
-    released = frozenset(k for k, r in rows.items() if r.released)
-    return Pilot(view, whole, reading, rows, asked, released)
+    reqs = requests(whole.jobs, rows)
+    view = pilot_view(whole, scope, reqs)
+    mine = [reqs[j.job_id] for j in view.snapshot.jobs]
+    asked = Asked({r.job_id: r.partition for r in mine}, {r.job_id: r.nodes for r in mine},
+                  {r.job_id: r.choice for r in mine if r.choice}, {r.job_id: r.gres for r in mine}, view.foreign)
+    released = frozenset(k for k, r in rows.items() if r.released) | \
+        {(r.job_id, "partition") for r in reqs.values() if r.moved}
+    return Pilot(view, whole, reading, rows, asked, released, reqs)

@@ -15,17 +15,10 @@ with the most nodes of ``k`` wins (then the name, for a stable choice).
 
 from __future__ import annotations
 
-import re
-from typing import Callable, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from ..gangs import can_hold
 from ..slurm.model import Node, Partition, SlurmJob
-
-#: what the submit plugin writes into a job's admin comment when it chooses the partitions:
-#: the partition(s) the job asked for (users cannot set an admin comment, so it can be trusted)
-SUBMITTED_MARK = "slurm-fair:partition="
-_MARK = re.compile(r"(?:^|\s)" + re.escape(SUBMITTED_MARK) + r"([A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*)(?:\s|$)")
-
 
 def partition_types(nodes: Iterable[Node]) -> dict[str, frozenset[str]]:
     """Partition -> the GPU types of its nodes (a node without GPUs adds the empty type ``""``)."""
@@ -90,13 +83,6 @@ def current_type(job: SlurmJob, ptypes: Mapping[str, frozenset[str]]) -> str | N
     return partition_type(job.partition, ptypes)
 
 
-def submitted_partition(job: SlurmJob) -> str:
-    """The partition(s) the job was submitted to: the submit plugin's record in the admin
-    comment when it chose the partitions itself, else the job's partition."""
-    m = _MARK.search(job.admin_comment or "")
-    return m.group(1) if m else job.partition
-
-
 def partition_holds(job: SlurmJob, partition: str, nodes: Iterable[Node]) -> bool:
     """Whether the schedulable nodes of ``partition`` that can host the job (CPUs, memory)
     could hold its GPU gang, all of them free, with GPUs of the types it may get there (a
@@ -145,7 +131,7 @@ def user_choice(job: SlurmJob, asked: str, asked_nodes: str) -> str | None:
 
 
 def admits(target: Partition, job: SlurmJob, asked: Iterable[Partition],
-           groups: Callable[[str], frozenset[str] | None] | None = None) -> bool:
+           groups: Mapping[str, frozenset[str] | None] | None = None) -> bool:
     """Whether the job may be moved into ``target``: it is UP; its rules admit the job's
     account, QOS, user's groups (``groups`` None or a user it cannot resolve: only partitions
     open to all groups), time limit and node count; its tier is not above the tier of any
@@ -164,7 +150,7 @@ def admits(target: Partition, job: SlurmJob, asked: Iterable[Partition],
     if job.qos in target.deny_qos:
         return False
     if target.allow_groups is not None:
-        mine = groups(job.user) if groups else None
+        mine = groups.get(job.user) if groups else None
         if not mine or not (mine & target.allow_groups):
             return False
     if target.max_time_min is not None and (job.time_limit_min is None or job.time_limit_min > target.max_time_min):

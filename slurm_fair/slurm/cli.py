@@ -17,7 +17,7 @@ import secrets
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from datetime import datetime
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from ..errors import JobGone, SlurmCommandError, SlurmError
 from .model import (
@@ -39,6 +39,9 @@ from .write_rules import (
     UPDATABLE_FIELDS, batch_items, check_job_id, check_name, check_value, norm_spec, refuse_retype, split_raw,
     with_prefix,
 )
+
+if TYPE_CHECKING:  # the configuration is only read here, never imported at run time
+    from ..config import Config
 
 _HELD = {"JobHeldUser": "uhold", "JobHeldAdmin": "hold"}
 
@@ -82,7 +85,7 @@ class SlurmCli:
         self._prefix: str | None = tres_prefix
 
     @classmethod
-    def from_config(cls, config, env: Mapping[str, str | None] | None = None) -> "SlurmCli":
+    def from_config(cls, config: "Config", env: Mapping[str, str | None] | None = None) -> "SlurmCli":
         """Build from a validated :class:`slurm_fair.config.Config` ([slurm] and [cluster])."""
         s = config["slurm"]
         return cls(

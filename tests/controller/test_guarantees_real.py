@@ -1,300 +1,178 @@
-"""Issue 40 (part B) on the real testbeds (22.05 and 24.11): the failsafe fails open on every
-path a site takes (live -> shadow, a full state disk with the loop killed -9, no sprio), and
-what the controller writes late or learns cannot hurt the loop.
+"""Issue 40's chaos tests on the real testbeds (22.05 and 24.11): a user's later move always
+wins, and an empty plan field gives the controller's value back.
 
-Each test fails on the code before issue 40 (checked once against that code)."""
+* a job the submit plugin routed and its user then moved (to one partition, to several, out of
+  the pilot) is never steered again, and ``revert`` leaves it where they put it;
+* a steered job whose user then excludes every node of its type goes back to the partition it
+  asked for, and runs;
+* ``order = "none"`` gives back every push an earlier cycle made.
+
+Each of these failed on the code before controller/asked.py (the plugin's record beat the
+user's move; a plan field left empty left the controller's value in place).
+"""
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import os
-import secrets
-import signal
-import subprocess
-import sys
-import threading
 import time
-from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-from slurm_fair.config import load, validate
-from slurm_fair.controller import learned
+from slurm_fair.controller.apply import apply
 from slurm_fair.controller.cycle import run_cycle
-from slurm_fair.controller.failsafe import failsafe
+from slurm_fair.controller.diff import field_action
 from slurm_fair.controller.revert import revert
-from slurm_fair.controller.state.fields import IN_DOUBT_S
-from slurm_fair.errors import SlurmUnavailable
+from slurm_fair.controller.state import StateStore
 from slurm_fair.slurm import make_port
-from slurm_fair.testbed.jobs import submit_job, wait_job_state
 
 from .test_pilot_real import config, jobs, runnable
-from .test_testbed import _run, accounts, sub, tb_env  # noqa: F401 (fixtures)
+from .test_testbed import _run, accounts, start_now, sub, tb_env  # noqa: F401 (fixtures)
+from .test_testbed_mechanisms import running, wait_for
 
 pytestmark = pytest.mark.slurm
 
-
-def test_live_then_shadow_the_failsafe_still_gives_everything_back(sub, accounts, tmp_path):
-    """Live cycles steer; the site switches to shadow and its cycles go on completing; past
-    fail_open_after_s after the last live cycle the failsafe leaves no pending job where the
-    live cycles put it (before issue 40 shadow cycles reset the clock: nothing was lifted)."""
-    a, b = accounts
-    cfg = config(tmp_path, accounts)
-    port = make_port(cfg, env=sub.env)
-    ids = [sub((a, b)[i % 2], comment=("fair:class=resnet-50-bs32", "fair:class=a3c")[i % 2]) for i in range(8)]
-    before = {j: x.partition for j, x in jobs(port, ids).items()}
-    t0 = time.time()
-    assert run_cycle(port, cfg, clock=lambda: t0).exit_code == 0
-    moved = [j for j, x in jobs(port, ids).items() if x.partition != before[j]]
-    assert moved
-    for k in range(1, 4):  # shadow cycles, the last well inside fail_open_after_s of the failsafe's run
-        res = run_cycle(port, cfg, clock=lambda k=k: t0 + 200 * k, shadow=True)
-        assert res.status == "ok", res.to_dict()
-    assert [j for j, x in jobs(port, ids).items() if x.partition != before[j]] == moved
-    res = failsafe(port, cfg, clock=lambda: t0 + 200 * 3 + 60)
-    assert res.exit_code == 0 and res.lifted is not None, res.to_dict()
-    assert {j: x.partition for j, x in jobs(port, ids).items()} == before
-    assert not runnable(port, ids)
+RESNET = "fair:class=resnet-50-bs32"
 
 
-@contextlib.contextmanager
-def small_disk(where: Path, size: str = "4m"):
-    """A tmpfs of ``size`` mounted at ``where`` (root only), unmounted afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small file system for the state directory needs root")
-    where.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(where)], check=True,
-                   timeout=30)
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False, timeout=30)
-
-
-def fill(disk: Path) -> None:
-    """Write a file until the file system is full (ENOSPC)."""
-    chunk = b"\0" * 65536
-    with open(disk / "filler", "wb") as fh:
-        try:
-            while True:
-                fh.write(chunk)
-                fh.flush()
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC, exc
-    with pytest.raises(OSError):
-        (disk / "probe").write_bytes(chunk)
-
-
-def loop_config(tmp_path: Path, state: Path, manage) -> Path:
-    path = tmp_path / "slurm-fair.toml"
-    path.write_text(
-        f'[controller]\nstate_dir = "{state}"\naudit_log = "{state / "audit.jsonl"}"\n'
-        f'manage_accounts = {list(manage)!r}\npin_gres_type = false\ninterval_s = 1\nfail_open_after_s = 60\n'
-        '[slurm]\ncommand_timeout_s = 15\n'.replace("'", '"'))
-    return path
-
-
-def steer_with_the_loop(sub, cfg_path: Path, ids: list[str], before: dict[str, str]) -> list[str]:
-    """``run --loop`` until it has steered some of ``ids``, then kill -9 (its whole group)."""
-    env = {**sub.full_env, "SLURM_FAIR_CONFIG": str(cfg_path)}
-    exe = Path(sys.executable).with_name("slurm-fair")
-    loop = subprocess.Popen([str(exe), "run", "--loop"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    port = make_port(validate({}, "x"), env=sub.env)
-    try:
-        deadline = time.time() + 90
-        while time.time() < deadline and not any(j.partition != before[i] for i, j in jobs(port, ids).items()):
-            time.sleep(0.5)
-        time.sleep(1.5)
-    finally:
-        os.killpg(loop.pid, signal.SIGKILL)
-        loop.wait(30)
-    return [i for i, j in jobs(port, ids).items() if j.partition != before[i]]
-
-
-def test_a_full_state_disk_and_the_loop_killed_then_the_failsafe_gives_everything_back(sub, accounts, tmp_path):
-    """The state directory is on a small file system that fills up; the loop is killed -9. The
-    failsafe (past fail_open_after_s) must leave no job as the controller set it (before issue
-    40 it stopped at opening the store: every steered job stayed)."""
-    a, b = accounts
-    with small_disk(tmp_path / "state") as disk:
-        cfg_path = loop_config(tmp_path, disk, accounts)
-        ids = [sub((a, b)[i % 2], comment=("fair:class=resnet-50-bs32", "fair:class=a3c")[i % 2]) for i in range(8)]
-        port = make_port(validate({}, "x"), env=sub.env)
-        before = {j: x.partition for j, x in jobs(port, ids).items()}
-        assert steer_with_the_loop(sub, cfg_path, ids, before)
-        killed = time.time()
-        fill(disk)
-        # the command the timer runs, once fail_open_after_s (60 s) has passed
-        time.sleep(max(0.0, killed + 62 - time.time()))
-        env = {**sub.full_env, "SLURM_FAIR_CONFIG": str(cfg_path)}
-        exe = Path(sys.executable).with_name("slurm-fair")
-        out = subprocess.run([str(exe), "failsafe"], env=env, capture_output=True, text=True, timeout=180)
-        assert out.returncode == 0 and "gave back" in out.stdout, out.stdout + out.stderr
-        assert "note:" in out.stdout  # it said what it could not record
-        assert {j: x.partition for j, x in jobs(port, ids).items()} == before
-        assert not runnable(port, ids)
-
-
-def test_revert_on_a_read_only_state_directory(sub, accounts, tmp_path):
-    """The state directory's file system is remounted read-only after cycles steered: revert
-    reads the store read-only and gives everything back (before issue 40: exit 2, nothing)."""
-    a, b = accounts
-    with small_disk(tmp_path / "state") as disk:
-        cfg_path = loop_config(tmp_path, disk, accounts)
-        cfg = load(str(cfg_path))
-        port = make_port(cfg, env=sub.env)
-        ids = [sub((a, b)[i % 2], comment=("fair:class=resnet-50-bs32", "fair:class=a3c")[i % 2]) for i in range(8)]
-        before = {j: x.partition for j, x in jobs(port, ids).items()}
-        assert run_cycle(port, cfg).exit_code == 0
-        assert [j for j, x in jobs(port, ids).items() if x.partition != before[j]]
-        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True, timeout=30)
-        env = {**sub.full_env, "SLURM_FAIR_CONFIG": str(cfg_path)}
-        exe = Path(sys.executable).with_name("slurm-fair")
-        out = subprocess.run([str(exe), "revert"], env=env, capture_output=True, text=True, timeout=180)
-        assert out.returncode == 0, out.stdout + out.stderr
-        assert {j: x.partition for j, x in jobs(port, ids).items()} == before
-        assert not runnable(port, ids)
-
-
-def test_the_adapter_reads_the_site_factor_plugin(sub):
-    """The testbeds set no PrioritySiteFactorPlugin (slurm.conf leaves it unset: "(null)"), so
-    the controller pushes; `scontrol show config` is read on both versions."""
-    port = make_port(validate({}, "x"), env=sub.env)
-    assert port.site_factor_plugin() == ""
-
-
-class SacctTimesOut:
-    """The real port, but its accounting history times out (a 90-day sacct on a loaded slurmdbd)."""
-
-    def __init__(self, port):
-        self.port, self.calls = port, 0
-
-    def accounting_history(self, since):
-        self.calls += 1
-        raise SlurmUnavailable("sacct timed out after 15 s")
-
-    def __getattr__(self, name):
-        return getattr(self.port, name)
-
-
-def test_a_failed_refresh_of_the_learned_table_is_not_retried_every_cycle(sub, accounts, tmp_path):
-    """Cycles every minute against real Slurm while sacct keeps failing: one try, then a back-off
-    (before issue 40 every cycle ran the 90-day sacct again)."""
-    a, b = accounts
-    cfg = config(tmp_path, accounts)
-    port = SacctTimesOut(make_port(cfg, env=sub.env))
-    sub(a, comment="fair:class=resnet-50-bs32")
-    sub(b, comment="fair:class=a3c")
-    t0 = time.time()
-    for k in range(5):
-        res = run_cycle(port, cfg, clock=lambda k=k: t0 + 60 * k)
-        assert res.exit_code == 0, res.to_dict()
-    assert port.calls == 1
-    assert run_cycle(port, cfg, clock=lambda: t0 + 60 * 4 + learned.RETRY_S).exit_code == 0
-    assert port.calls == 2
-
-
-def test_one_failed_run_marks_a_type_only_for_a_bound(testbed, accounts, tmp_path):
-    """A group completes on v100 and fails once on k80 (real runs, real accounting): k80 is
-    marked at once and a week later, and offered again after FAIL_MARK_DAYS (before issue 40:
-    marked for the 90 days of history, and never offered, so never cleared)."""
+def test_a_routed_job_its_user_moves_stays_where_they_put_it(sub, accounts, tb_env, tmp_path):
+    tb, _, full = tb_env
     a, _ = accounts
-    name = f"fm{secrets.token_hex(3)}"
-    done = [submit_job(testbed, a, "sleep 1", gres="gpu:v100:1", extra=["-J", name]) for _ in range(2)]
-    bad = submit_job(testbed, a, "exit 3", gres="gpu:k80:1", extra=["-J", name])
-    for j in done:
-        assert wait_job_state(testbed, j, timeout=120) == "COMPLETED"
-    assert wait_job_state(testbed, bad, timeout=120) == "FAILED"
-    cfg = config(tmp_path, accounts)
-    port = make_port(cfg, env=testbed.env)
-    types = ["k80", "p100", "v100"]
-    state = tmp_path / "state"
-    state.mkdir()
-    deadline = time.time() + 60
-    while True:  # slurmdbd records the ends a moment later
-        table = learned.build(port, types, 1.0, time.time())
-        group = [g for g in table.speeds if g[1] == name and g[0] != learned.ANY_USER]
-        if (group and table.speeds[group[0]].fails) or time.time() > deadline:
-            break
-        time.sleep(1)
-    assert group and table.speeds[group[0]].fails == {"k80": 1}, table.to_doc()
+    # the plan the testbed's submit plugin reads (it routes only where every type of the asked
+    # partition is the pilot's); the pilot then narrows to every partition but k80, so a job
+    # moved there has left it
+    first = config(tmp_path, [a], plan_file=str(tb.layout.plan_file))
+    cfg = config(tmp_path, [a], plan_file=str(tb.layout.plan_file), manage_partitions=["gpu", "v100", "p100"])
+    port = make_port(cfg, env=sub.env)
+    try:
+        assert run_cycle(port, first).exit_code == 0
+        one, several, out, kept = (sub(a, comment=RESNET) for _ in range(4))
+        ids = [one, several, out, kept]
+        routed = jobs(port, ids)
+        for j in ids:  # the plugin chose the partition and recorded what it asked and gave
+            assert routed[j].partition != "gpu" and "slurm-fair:routed=" in routed[j].admin_comment, routed[j]
+        # its user moves each job somewhere the plan would not send it
+        moves = {one: "p100", several: "p100,k80", out: "k80"}
+        for j, p in moves.items():
+            _run(["scontrol", "update", f"JobId={j}", f"Partition={p}"], full)
+        for _ in range(2):
+            res = run_cycle(port, cfg)
+            assert res.exit_code == 0, res.to_dict()
+            now = jobs(port, ids)
+            for j, p in moves.items():
+                assert sorted(now[j].partition.split(",")) == sorted(p.split(",")), (j, now[j].partition)
+                assert not [r for r in res.results if r.action.job == j and r.action.kind == "set_partition"]
+            # moved out of the pilot: not managed any more, nothing of it written
+            assert not [r for r in res.results if r.action.job == out]
+            assert out not in res.plan.jobs
+        rv = revert(port, cfg)
+        assert rv.exit_code == 0, (rv.failed, rv.problems)
+        after = jobs(port, ids)
+        for j, p in moves.items():  # revert leaves the user's latest choice
+            assert sorted(after[j].partition.split(",")) == sorted(p.split(",")), (j, after[j].partition)
+        assert after[kept].partition == "gpu"  # the plugin's own routing is given back
+        assert not runnable(port, ids)
+    finally:
+        tb.layout.plan_file.unlink(missing_ok=True)
 
-    def k80(days):
-        t, _ = learned.refresh(port, cfg, state, types, False, time.time() + days * 86400)
-        return t.speeds[group[0]]["k80"]
 
-    assert k80(0) == 0 and k80(7) == 0
-    assert k80(learned.FAIL_MARK_DAYS + 1) > 0
-
-
-def test_a_write_landing_after_its_doubt_window_is_still_given_back(sub, accounts, tb_env, tmp_path):
-    """slurmctld stalls (SIGSTOP) right after the cycle's read: its partition writes time out
-    and land once it resumes. Read later than IN_DOUBT_S after, the landed value is still the
-    controller's: revert gives it back (before issue 40 it was taken for someone else's change
-    and left where the controller had put it)."""
+def test_a_steered_job_whose_user_excludes_its_types_nodes_goes_back_and_runs(sub, accounts, tb_env, tmp_path):
+    """Steered by a cycle, or routed by the submit plugin: either is slurm-fair's partition, and
+    an exclusion of every node of its type gives it back."""
     tb, _, _ = tb_env
-    a, b = accounts
-    cfg = validate({
-        "controller": {"state_dir": str(tmp_path / "state"), "audit_log": str(tmp_path / "audit.jsonl"),
-                       "manage_accounts": list(accounts), "pin_gres_type": False},
-        "slurm": {"command_timeout_s": 3, "retries": 0},
-    }, str(tmp_path / "slurm-fair.toml"))
-    port = make_port(cfg, env=sub.env)
-    ids = [sub((a, b)[i % 2], comment=("fair:class=resnet-50-bs32", "fair:class=a3c")[i % 2]) for i in range(6)]
-    before = {j: x.partition for j, x in jobs(port, ids).items()}
-    pid = int(tb.layout.pid_file("slurmctld").read_text().split()[0])
-
-    class Stalls:  # slurmctld stops just as the first partition write goes out
-        stalled = False
-
-        def update_jobs(self, job_ids, fields):
-            if "Partition" in fields and not self.stalled:
-                self.stalled = True
-                os.kill(pid, signal.SIGSTOP)
-                threading.Timer(6.0, os.kill, (pid, signal.SIGCONT)).start()
-            return port.update_jobs(job_ids, fields)
-
-        def __getattr__(self, name):
-            return getattr(port, name)
-
-    try:
-        res = run_cycle(Stalls(), cfg)
-    finally:
-        time.sleep(6.5)
-        os.kill(pid, signal.SIGCONT)
-    assert res.exit_code != 0 and any(r.uncertain for r in res.results), res.to_dict()
-    deadline = time.time() + 30
-    while time.time() < deadline and all(x.partition == before[j] for j, x in jobs(port, ids).items()):
-        time.sleep(0.5)
-    landed = [j for j, x in jobs(port, ids).items() if x.partition != before[j]]
-    assert landed, "no write landed after slurmctld resumed"
-    rv = revert(port, cfg, clock=lambda: time.time() + IN_DOUBT_S + 60)
-    assert rv.exit_code == 0, rv.to_dict()
-    assert {j: x.partition for j, x in jobs(port, ids).items()} == before
-
-
-def test_speeds_learn_reads_slurm_through_the_port(testbed, accounts, tmp_path):
-    """`speeds learn --from-slurm` (and the controller's learned table) read the accounting
-    history through the port's accounting_history, on both versions."""
     a, _ = accounts
-    name = f"sl{secrets.token_hex(3)}"
-    runs = [submit_job(testbed, a, "sleep 1", gres=f"gpu:{k}:1", extra=["-J", name]) for k in ("v100", "k80")]
-    for j in runs:
-        assert wait_job_state(testbed, j, timeout=120) == "COMPLETED"
-    port = make_port(validate({}, "x"), env=testbed.env)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        history = port.accounting_history(datetime.now() - timedelta(hours=1))
-        if len([r for r in history.rows if r.job_name == name]) == 2:
-            break
-        time.sleep(1)
-    assert {r.gpu_type for r in history.rows if r.job_name == name} == {"v100", "k80"}
-    exe = Path(sys.executable).with_name("slurm-fair")
-    env = {**os.environ, **testbed.env}
-    env.pop("SLURM_FAIR_CONFIG", None)
-    out = subprocess.run([str(exe), "speeds", "learn", "--from-slurm", "--since", "1h", "--json"], env=env,
-                         capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0 and name in out.stdout, out.stdout[-2000:] + out.stderr
+    cfg = config(tmp_path, [a], plan_file=str(tb.layout.plan_file))
+    port = make_port(cfg, env=sub.env)
+    try:
+        ids = [sub(a, comment=RESNET) for _ in range(3)]  # before any plan: in gpu
+        res = run_cycle(port, cfg)  # steers them, and writes the plan the plugin reads
+        assert res.exit_code == 0, res.to_dict()
+        routed = sub(a, comment=RESNET)
+        ids.append(routed)
+        now = jobs(port, ids)
+        steered = [j for j in ids[:3] if now[j].partition != "gpu"]
+        assert steered and "slurm-fair:routed=" in now[routed].admin_comment, now
+        chosen = {steered[0]: now[steered[0]].partition, routed: now[routed].partition}
+        excluded = {}
+        for job, k in chosen.items():  # its user excludes every node of the type it was sent to
+            excluded[job] = sorted(n.name for n in port.nodes() if set(k.split(",")) & set(n.partitions))
+            _run(["scontrol", "update", f"JobId={job}", f"ExcNodeList={','.join(excluded[job])}"], sub.full_env)
+            assert sorted(jobs(port, [job])[job].exc_nodes) == excluded[job]
+        res = run_cycle(port, cfg)
+        assert res.exit_code == 0, res.to_dict()
+        for job in chosen:
+            back = jobs(port, [job])[job]
+            assert back.partition == "gpu" and sorted(back.exc_nodes) == excluded[job], back
+            assert [(r.action.kind, r.action.params["give_back"]) for r in res.results if r.action.job == job
+                    and r.action.kind == "set_partition"] == [("set_partition", True)]
+        # they can run: on a type their user left them
+        start_now(list(chosen), sub.full_env)
+        for job, k in chosen.items():
+            ran = wait_for(port, job, lambda j: j.running, timeout=60)
+            assert ran.gpu_type_running not in k.split(",") and not set(ran.nodes) & set(excluded[job]), ran
+        rv = revert(port, cfg)
+        assert rv.exit_code == 0, (rv.failed, rv.problems)
+        assert not runnable(port, ids)
+    finally:
+        tb.layout.plan_file.unlink(missing_ok=True)
+
+
+def test_order_none_gives_back_every_push(sub, accounts, tmp_path):
+    a, _ = accounts
+    port = make_port(config(tmp_path, [a]), env=sub.env)
+    # the k80 node is busy (an 8-GPU job of the tenant's, not opted in to time-sharing): its
+    # 8-GPU gang waits, planned, eligible, so sprio lists it and its site factor can be read
+    blocker = running(sub, a, "-p", "k80", "--gres=gpu:8")
+    wait_for(port, blocker, lambda j: j.running, timeout=60)
+    gang = running(sub, a, "-p", "k80", "--gres=gpu:8", comment=RESNET)
+    shown = wait_for(port, gang, lambda j: j.pending and j.site_factor is not None, timeout=60)
+    # a push as a live cycle with order = "site_factor" makes it: through the controller's own
+    # write path, recorded in its state store first
+    cfg = config(tmp_path, [a], order="none")
+    with StateStore.in_dir(tmp_path / "state") as store:
+        snap = port.snapshot()
+        push = field_action(shown, "site_factor", str((shown.site_factor or 0) - 64), {})
+        (done,) = apply([push], port, snap, store, "seed", time.time())
+        assert done.applied, done
+    assert wait_for(port, gang, lambda j: j.site_factor is not None).site_factor == (shown.site_factor or 0) - 64
+    res = run_cycle(port, cfg)
+    assert res.exit_code == 0, res.to_dict()
+    assert gang in res.plan.jobs and res.plan.jobs[gang].site_factor is None  # planned, no order
+    assert [(r.action.kind, r.action.params["give_back"], r.applied) for r in res.results
+            if r.action.job == gang] == [("set_site_factor", True, True)]
+    assert wait_for(port, gang, lambda j: j.site_factor is not None).site_factor == (shown.site_factor or 0)
+    with StateStore.in_dir(tmp_path / "state") as store:
+        assert (gang, "site_factor") not in store.owned()
+    # the next cycle writes nothing
+    res = run_cycle(port, cfg)
+    assert res.exit_code == 0 and not [r for r in res.results if r.action.job == gang], res.to_dict()
+
+
+def test_the_submit_plugin_leaves_what_it_cannot_judge_to_the_controller(sub, accounts, tb_env, tmp_path):
+    """The plugin reads memory and CPUs per GPU from the job description slurmctld hands it
+    (which the plan's node shapes cannot check) and leaves such jobs to the controller, as it
+    leaves a held job and one with a dependency (the user's choice: the rule the controller
+    applies, steer.user_choice)."""
+    tb, _, _ = tb_env
+    a, _ = accounts
+    cfg = config(tmp_path, [a], plan_file=str(tb.layout.plan_file))
+    port = make_port(cfg, env=sub.env)
+    try:
+        assert run_cycle(port, cfg).exit_code == 0
+        control = sub(a, comment=RESNET)
+        mem, cpus = sub(a, "--mem-per-gpu=1000", comment=RESNET), sub(a, "--cpus-per-gpu=2", comment=RESNET)
+        held, dep = sub(a, "-H", comment=RESNET), sub(a, f"--dependency=afterok:{control}", comment=RESNET)
+        ids = [control, mem, cpus, held, dep]
+        now = jobs(port, ids)
+        assert now[control].partition != "gpu" and now[control].admin_comment  # the plugin steers
+        for j in (mem, cpus, held, dep):
+            assert (now[j].partition, now[j].admin_comment) == ("gpu", ""), now[j]
+        res = run_cycle(port, cfg)
+        assert res.exit_code == 0, res.to_dict()
+        after = jobs(port, ids)
+        for j in (held, dep):  # their owner's: left where they asked
+            assert after[j].partition == "gpu" and not [r for r in res.results if r.action.job == j], j
+        rv = revert(port, cfg)
+        assert rv.exit_code == 0, (rv.failed, rv.problems)
+        assert all(x.partition == "gpu" for x in jobs(port, ids).values())
+        assert not runnable(port, ids)
+    finally:
+        tb.layout.plan_file.unlink(missing_ok=True)

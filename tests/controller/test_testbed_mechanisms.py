@@ -126,7 +126,7 @@ def test_submit_plugin_steers_a_new_job_before_the_next_cycle(sub, accounts, tb_
         for job, want in ((fast, "v100"), (rec, "p100"), (big, "k80")):
             j = wait_for(port, job, lambda j: j.running, timeout=30)
             assert j.gpu_type_running == want, (job, j.gpu_type_running, j.partition)
-            assert j.admin_comment == "slurm-fair:partition=gpu"
+            assert j.admin_comment.startswith("slurm-fair:partition=gpu slurm-fair:routed="), j.admin_comment
         # recommendation-bs1024 runs 2.3x faster on p100 than on v100: v100 is never offered
         jobs = {j.job_id: j for j in port.jobs()}
         assert "v100" not in jobs[rec].partition.split(",")
@@ -134,7 +134,7 @@ def test_submit_plugin_steers_a_new_job_before_the_next_cycle(sub, accounts, tb_
         # gang is never offered k80, even with every v100 and p100 busy or taken
         gang = running(sub, b, "--gres=gpu:4", comment="fair:class=resnet-50-bs128")
         j = wait_for(port, gang, lambda j: bool(j.partition), timeout=30)
-        assert "k80" not in j.partition.split(",") and j.admin_comment == "slurm-fair:partition=gpu", j.partition
+        assert "k80" not in j.partition.split(",") and j.admin_comment.startswith("slurm-fair:partition=gpu "), j.partition
     finally:
         tb.layout.plan_file.unlink(missing_ok=True)
 

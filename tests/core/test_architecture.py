@@ -49,6 +49,10 @@ def test_every_module_is_on_the_architecture_page():
 #: the policies, the simulator and the problem types never reach Slurm or the controller
 FORBIDDEN: dict[str, set[str]] = {
     "deploy": {"testbed", "commands"},
+    # the controller is called by its commands, never the reverse; estimates come from what it read
+    "controller": {"commands", "testbed", "deploy", "sim", "report"},
+    "estimates": {"controller", "commands", "testbed", "deploy", "sim", "report", "policies"},
+    "report": {"commands", "testbed", "deploy", "sim", "policies"},
     "policies": {"slurm", "controller", "testbed", "deploy", "commands", "sim", "report"},
     "sim": {"slurm", "controller", "testbed", "deploy", "commands", "report"},
     "model.py": {"slurm", "controller", "testbed", "deploy", "commands", "sim", "report", "policies"},
@@ -56,8 +60,8 @@ FORBIDDEN: dict[str, set[str]] = {
 }
 
 
-def _imported_packages(path: Path, module: tuple[str, ...] | None = None) -> set[str]:
-    """First-level ``slurm_fair`` packages or modules ``path`` imports, wherever the import is
+def _imported_names(path: Path, module: tuple[str, ...] | None = None) -> set[str]:
+    """Dotted ``slurm_fair`` modules (or names in them) ``path`` imports, wherever the import is
     (``module``: its dotted parts, by default from where it lies in the repository)."""
     import ast
 
@@ -74,12 +78,15 @@ def _imported_packages(path: Path, module: tuple[str, ...] | None = None) -> set
                 target = (*base, *(node.module.split(".") if node.module else ()))
                 names = [".".join(target)] if node.module else [".".join((*base, a.name)) for a in node.names]
             else:
-                names = [node.module or ""]
-        for name in names:
-            parts = name.split(".")
-            if parts[0] == "slurm_fair" and len(parts) > 1:
-                out.add(parts[1])
+                names = [node.module or ""] if node.module != "slurm_fair" else \
+                    [f"slurm_fair.{a.name}" for a in node.names]
+        out.update(n for n in names if n.startswith("slurm_fair.") and len(n.split(".")) > 1)
     return out
+
+
+def _imported_packages(path: Path, module: tuple[str, ...] | None = None) -> set[str]:
+    """First-level ``slurm_fair`` packages or modules ``path`` imports (:func:`_imported_names`)."""
+    return {n.split(".")[1] for n in _imported_names(path, module)}
 
 
 def test_import_directions():
@@ -93,12 +100,39 @@ def test_import_directions():
     assert wrong == []
 
 
+#: package -> what of slurm/ it may import: the port is the only way to Slurm. The types
+#: (``model``), the parsers of what the port returns (``parse``), the Protocol itself (``port``);
+#: never the adapter, its command runner or the operator's commands (``cli``, ``run``, ``admin``,
+#: ``sacctmgr``, ...), which only ``make_port`` (``slurm/__init__``) hands out
+SLURM_ALLOWED: dict[str, set[str]] = {
+    "controller": {"model", "parse", "port", "batch"},  # batch: its chunk size (BATCH_JOBS)
+    "estimates": {"model", "parse"},
+    "report": {"model", "parse", "port"},
+}
+
+
+def test_only_the_port_reaches_slurm():
+    wrong = []
+    for owner, allowed in SLURM_ALLOWED.items():
+        for f in sorted((REPO / "slurm_fair" / owner).rglob("*.py")):
+            for name in _imported_names(f):
+                parts = name.split(".")
+                if parts[1] == "slurm" and (len(parts) < 3 or parts[2] not in allowed):
+                    wrong.append(f"{f.relative_to(REPO)} imports {name}")
+            if "subprocess" in f.read_text():
+                wrong.append(f"{f.relative_to(REPO)} runs commands itself (subprocess)")
+    assert wrong == []
+
+
 def test_import_walk_sees_function_local_and_relative_imports(tmp_path):
     """The check reads what it must: a relative import inside a function counts."""
     f = tmp_path / "probe.py"
     f.write_text("import os\ndef f():\n    from ..testbed.render import x\n    from . import weights\n"
                  "    import slurm_fair.sim.engine\n")
     assert _imported_packages(f, ("slurm_fair", "deploy", "probe")) == {"testbed", "deploy", "sim"}
+    g = tmp_path / "probe2.py"
+    g.write_text("from ..slurm.cli import CliPort\nfrom slurm_fair import slurm\n")
+    assert _imported_names(g, ("slurm_fair", "controller", "probe2")) == {"slurm_fair.slurm.cli", "slurm_fair.slurm"}
 
 
 #: functions allowed over the line while their rewrite is under way elsewhere (issue 27: revert

@@ -53,6 +53,20 @@ elseif case == "prefer" then
   local tier = {}
   for t, v in string.gmatch(arg[6] or "", "([%w_]+)=(%d+)") do tier[t] = tonumber(v) end
   print("offered=" .. table.concat(slurm_fair.prefer(cands, speed, room, tier), " "))
+elseif case == "user_choice" then
+  -- ARGS: field=value ... of a job_desc; prints the reason ("nil": none) and the fit exclusion
+  local job = {}
+  for i = 3, #arg do
+    local k, v = string.match(arg[i], "^([%w_]+)=(.*)$")
+    job[k] = v
+  end
+  local asked = type(job.partition) == "string" and job.partition ~= ""
+  print("choice=" .. show(slurm_fair.user_choice(job, asked)))
+  print("beyond=" .. show(slurm_fair.beyond_shapes(job)))
+elseif case == "fits" then
+  -- ARGS: shapes gpus nodes cpus mem
+  local need = { gpus = tonumber(arg[4]), nodes = tonumber(arg[5]), cpus = tonumber(arg[6]), mem = tonumber(arg[7]) }
+  print("fits=" .. show(slurm_fair.fits(arg[3], need)))
 elseif case == "submit_error" then
   -- a job_desc whose field access raises: the plugin must still return SUCCESS
   local job = setmetatable({}, { __index = function() error("boom") end })

@@ -135,7 +135,8 @@ def test_submit_steers_by_class_speed_and_tenant_room(script):
                                       "room/bio": "k80", "room/chem": "p100 v100"}))
     # bio has room on k80 only: its job goes there (flat speeds: nothing is much slower)
     out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:2")
-    assert (one(out, "rc"), one(out, "partition"), one(out, "admin_comment")) == ("0", "k80", "slurm-fair:partition=gpu")
+    assert (one(out, "rc"), one(out, "partition"), one(out, "admin_comment")) == (
+        "0", "k80", "slurm-fair:partition=gpu slurm-fair:routed=k80")
     assert one(out, "tres_per_node") == "gres:gpu:2" and one(out, "comment") == "nil"  # request untouched
     # chem has room on v100 and p100: resnet is 1.6x faster on v100, so v100 only
     out = submit(script, NOW, account="CHEM", tres_per_job="gres:gpu:4", comment="fair:class=resnet")
@@ -287,7 +288,7 @@ def test_the_sites_own_plugin_runs_first_and_its_choices_count(tmp_path):
     assert (one(out, "qos"), one(out, "partition")) == ("siteqos", "k80")
     # the site sets the partition (over the user's one-type choice): that is what the job asked for
     out = submit((path, plan), NOW, account="bio", tres_per_node="gres:gpu:1", partition="v100", comment="site:gpu")
-    assert (one(out, "partition"), one(out, "admin_comment")) == ("k80", "slurm-fair:partition=gpu")
+    assert (one(out, "partition"), one(out, "admin_comment")) == ("k80", "slurm-fair:partition=gpu slurm-fair:routed=k80")
     # the site rejects: rejected, untouched by us
     out = submit((path, plan), NOW, account="bio", tres_per_node="gres:gpu:1", comment="site:reject")
     assert (one(out, "rc"), one(out, "partition")) == ("-1", "nil")
@@ -313,7 +314,7 @@ def test_existing_admin_comment_is_kept(script):
     _, plan = script
     plan.write_text(plan_text(NOW))
     out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:1", admin_comment="ticket-42")
-    assert one(out, "admin_comment") == "ticket-42 slurm-fair:partition=gpu"
+    assert one(out, "admin_comment") == "ticket-42 slurm-fair:partition=gpu slurm-fair:routed=v100,p100,k80"
 
 
 def test_plugin_error_never_rejects(script):
@@ -353,3 +354,87 @@ def test_lua_prefer_is_the_controllers_prefer(script, speed, tiers, room):
               " ".join(sorted(room)), " ".join(f"{k}={v}" for k, v in tiers.items()))
     want = prefer(cands, speed, {k: 1 for k in room}, tiers)
     assert one(out, "offered").split() == want
+
+
+#: a job description's fields as a user sets them at submission (None: not given)
+_DESC = {
+    "partition": st.sampled_from([None, "gpu", "v100", "gpu,v100"]),
+    "req_nodes": st.sampled_from([None, "v100-1"]),
+    "exc_nodes": st.sampled_from([None, "k80-1"]),
+    "reservation": st.sampled_from([None, "maint"]),
+    "features": st.sampled_from([None, "nvlink"]),
+    "dependency": st.sampled_from([None, "afterok:12"]),
+    "priority": st.sampled_from([None, "0", "4294967294"]),  # -H, unset (NO_VAL)
+}
+
+
+def _job_as_slurm_shows_it(desc: dict[str, str | None]):
+    """The job Slurm lists right after accepting ``desc``: held by its user when submitted
+    with priority 0, pending on its dependency (not met at submission) otherwise."""
+    from slurm_fair.slurm.model import GpuRequest, SlurmJob
+
+    reason = "JobHeldUser" if desc["priority"] == "0" else "Dependency" if desc["dependency"] else "Priority"
+    return SlurmJob(
+        job_id="1", name="j", user="u", account="bio", partition=desc["partition"] or "gpu", qos="normal",
+        state="PENDING", reason=reason, gpu_request=GpuRequest(1, None, "node", 1, "TresPerNode=gres:gpu:1"),
+        req_nodes=tuple(filter(None, [desc["req_nodes"]])), exc_nodes=tuple(filter(None, [desc["exc_nodes"]])),
+        reservation=desc["reservation"] or "", features=desc["features"] or "", dependency=desc["dependency"] or "",
+    )
+
+
+@settings(max_examples=scaled(120), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(desc=st.fixed_dictionaries(_DESC))
+def test_lua_user_choice_is_the_controllers(script, desc):
+    """The plugin and the controller (:func:`steer.user_choice`) call the same jobs the user's
+    choice, for the same reason: a hold is priority 0 at submission and the hold reason later;
+    a dependency at submission is one Slurm has not found met."""
+    from slurm_fair.controller.steer import user_choice
+    from slurm_fair.slurm.parse.fields import fold_hostlist
+
+    job = _job_as_slurm_shows_it(desc)
+    want = user_choice(job, job.partition, fold_hostlist(job.req_nodes))
+    out = lua(script[0], "user_choice", *(f"{k}={v}" for k, v in desc.items() if v is not None))
+    assert one(out, "choice") == (want or "nil"), (desc, want)
+
+
+def test_fits_the_plan_shapes_cannot_tell_are_left_to_the_controller(script):
+    cases = {
+        "tres_per_node=gres:gpu:2,gres:nvme:1": "asks for nvme (not GPUs)",
+        "tres_per_node=gres/gpu:2,gres/shard:1": "asks for shard (not GPUs)",
+        "tres_per_job=gres:gpu:2 mem_per_tres=gres:gpu:8000": "asks for memory per GPU",
+        "tres_per_job=gres:gpu:2 cpus_per_tres=gres:gpu:4": "asks for CPUs per GPU",
+        "tres_per_node=gres:gpu:1 licenses=matlab:1": "asks for licences",
+        "tres_per_node=gres:gpu:2 tres_per_task=cpu=4": "nil",  # -c on Slurm >= 23.11: no gres
+    }
+    for fields, want in cases.items():
+        assert one(lua(script[0], "user_choice", *fields.split()), "beyond") == want, fields
+    # and the whole decision leaves such a job untouched
+    _, plan = script
+    plan.write_text(plan_text(NOW))
+    out = submit(script, NOW, account="bio", tres_per_node="gres:gpu:1", licenses="matlab:1")
+    assert (one(out, "partition"), one(out, "admin_comment")) == ("nil", "nil")
+    assert any("left to the controller: asks for licences" in line for line in out["log"])
+
+
+@settings(max_examples=scaled(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    sizes=st.lists(st.tuples(st.sampled_from([2, 4, 8]), st.sampled_from([0, 8, 16]),
+                             st.sampled_from([0, 32000, 64000])), min_size=1, max_size=5),
+    gpus=st.integers(1, 8), nodes=st.integers(1, 3), cpus=st.sampled_from([0, 8, 12, 16]),
+    mem=st.sampled_from([0, 16000, 48000]),
+)
+def test_lua_fits_is_the_controllers_partition_holds(script, sizes, gpus, nodes, cpus, mem):
+    """A per-node GPU request (``--gres=gpu:G -N n``, CPUs and memory per node): the plugin's
+    fit on the plan's shapes (:func:`planfile._shapes`) and :func:`steer.partition_holds` on
+    the nodes themselves agree."""
+    from slurm_fair.controller.planfile import _shapes
+    from slurm_fair.controller.steer import partition_holds
+    from slurm_fair.slurm.model import GpuRequest, Node, SlurmJob
+
+    ns = [Node(f"n{i}", "idle", {"v100": g}, {}, ("v100",), (), c, m) for i, (g, c, m) in enumerate(sizes)]
+    job = SlurmJob(job_id="1", name="j", user="u", account="bio", partition="gpu", qos="normal", state="PENDING",
+                   gpu_request=GpuRequest(gpus, None, "node", nodes, f"TresPerNode=gres:gpu:{gpus}"),
+                   min_cpus=cpus, min_memory_mb=mem)
+    want = partition_holds(job, "v100", ns)
+    out = lua(script[0], "fits", _shapes(ns, "v100", "v100"), str(gpus), str(nodes), str(cpus), str(mem))
+    assert one(out, "fits") == str(want).lower(), (sizes, gpus, nodes, cpus, mem)

@@ -134,7 +134,7 @@ LAYOUT = {"spans/gpu": "k80 p100 v100", **{f"partition/{t}": t for t in ("v100",
           **{f"shapes/{t}": "4x8x16000x1" for t in ("v100", "p100", "k80")},
           "tier/v100": "3", "tier/p100": "2", "tier/k80": "1", "speeds/*": "k80=1 p100=1 v100=1"}
 PLAN = {"room/biology": "p100 k80", "room/*": "k80", "speeds/resnet": "k80=0.16 p100=0.63 v100=1"}
-MARK = "slurm-fair:partition=gpu"
+MARK = "slurm-fair:partition=gpu slurm-fair:routed=p100,k80"
 
 
 def test_fresh_plan_steers_an_untyped_gres_request(cluster):
@@ -164,6 +164,17 @@ def test_a_job_no_single_type_can_hold_stays_where_it_asked(cluster):
     # two 4-GPU nodes: every type here has one node, only the all-types partition has three
     job = cluster.submit("-A", "biology", "-N", "2", "--gres=gpu:4")
     assert job["Partition"] == "gpu" and job.get("AdminComment", "(null)") == "(null)"
+
+
+def test_a_job_whose_fit_the_plan_cannot_tell_is_left_to_the_controller(cluster):
+    """Memory or CPUs per GPU (what the plan's node shapes cannot check): the plugin reads
+    them from the job description slurmctld gives it and leaves the job as submitted."""
+    cluster.write_plan(PLAN)
+    for extra in ("--mem-per-gpu=1000", "--cpus-per-gpu=2"):
+        job = cluster.submit("-A", "biology", "--gres=gpu:1", extra)
+        assert job["Partition"] == "gpu" and job.get("AdminComment", "(null)") == "(null)", (extra, job)
+    steered = cluster.submit("-A", "biology", "--gres=gpu:1")  # the control: the same job without
+    assert steered["Partition"] != "gpu" and steered["AdminComment"].startswith(MARK.split()[0])
 
 
 def test_typed_request_or_chosen_partition_is_never_changed(cluster):

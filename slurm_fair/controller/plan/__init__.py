@@ -73,7 +73,7 @@ class PlanInputs:
     deficit: Mapping[str, float] = field(default_factory=dict)
     #: job -> the type it must keep (:func:`..problem.user_typed`)
     fixed_type: Mapping[str, str] = field(default_factory=dict)
-    #: job -> the partition(s) it asked for (:func:`..scope.asked_partition`)
+    #: job -> the partition(s) it asked for (:func:`..asked.request_of`)
     asked: Mapping[str, str] = field(default_factory=dict)
     #: when the controller last requeued each job (epoch seconds)
     last_requeued: Mapping[str, float] = field(default_factory=dict)
@@ -136,8 +136,10 @@ def make_plan(
     rq.make_room(free, [t for t in takers if t not in startable], {}, _hosts(settings))  # not idle for moves
     movers = sorted((sj for sj in eligible if sj.job_id not in requeue_for and sj.job_id not in inputs.choices),
                     key=lambda sj: (-pjobs[sj.job_id].attained_s, sj.job_id))
+    reach = {sj.job_id: frozenset(k for k in capacity if k != sj.gpu_type_running
+                                  and steerable(sj, k, settings, ctx.asked_of(sj))) for sj in movers}
     moves = rq.move_up(free, movers, problem, settings.requeue_cost_s, settings.move_up_gain,
-                       _hosts(settings), lambda sj, k: steerable(sj, k, settings, ctx.asked_of(sj)))
+                       _hosts(settings), reach)
     requeue = sorted(set(requeue_for) | set(moves))
     if requeue:
         # a requeued job is pending as soon as the requeue returns: plan it like one (its type,

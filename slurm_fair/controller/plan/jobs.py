@@ -51,7 +51,7 @@ class JobContext:
     fixed_type: Mapping[str, str]
     settings: PlanSettings
     capacity: Mapping[str, int]
-    #: job -> the partition(s) it asked for (:func:`..scope.asked_partition`)
+    #: job -> the partition(s) it asked for (:func:`..asked.request_of`)
     asked: Mapping[str, str]
     nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: job -> the node list it asked for (folded; "" for none)

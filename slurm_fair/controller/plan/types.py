@@ -4,7 +4,7 @@ settings it is made with, and its JSON form (``run --json``, the last good plan 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from ...hysteresis import min_run_or
 from ...model import frozen_map
@@ -23,8 +23,8 @@ class PlanSettings:
     type_partitions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: the partitions' rules (empty: not read, nothing checked beyond the nodes)
     partitions: Mapping[str, Partition] = field(default_factory=dict)
-    #: a user's groups (None: unknown), for partitions with AllowGroups
-    groups: Callable[[str], frozenset[str] | None] | None = None
+    #: user -> their groups (None: unknown), read once per cycle for partitions with AllowGroups
+    groups: Mapping[str, frozenset[str] | None] | None = None
     #: rewrite the gres request instead of moving the job (only where Slurm can undo it)
     pin_gres: bool = False
     #: hysteresis: a job is requeued only after running this long (None or 0:
