@@ -17,8 +17,9 @@ port wraps) because pyslurm 22.5 cannot do it the way the controller needs:
   accounting by job id, so a requeued job's earlier runs (``sacct -D``) would be lost;
 * **writes to pending jobs**: priority, nice, site factor, hold, release, requeue, partition,
   QOS, node lists and features through pyslurm (``slurm_update_job``, one RPC per job); a field
-  *cleared* (``ReqNodeList=""``) and a job named by an array task or het component id through
-  the command (pyslurm 22.5 sends an empty value as "unchanged" and updates by numeric id only);
+  *cleared* (``ReqNodeList=""``), a job named by an array task or het component id, and a
+  user's hold put back through the command (pyslurm 22.5 sends an empty value as "unchanged",
+  updates by numeric id only, and its ``hold(mode="user")`` writes through a NULL pointer);
   GPU request rewrites (which on 22.05 must clear the field first, then hold, set, release and
   read back) through the command line's own code;
 * **QOS writes** (sacctmgr): the commands.
@@ -288,8 +289,8 @@ class PyslurmPort:
         reason = self._exact_reason_or_gone(job_id)
         self.hold(job_id)
         self.release(job_id)
-        if reason == "JobHeldUser":
-            self._call("hold", lambda: self.ps.Job(int(job_id)).hold(mode="user"), job_id)
+        if reason == "JobHeldUser":  # not pyslurm's hold(mode="user"): 22.5.3 writes it through a
+            self.cli._scontrol(job_id, "uhold", job_id)  # NULL pointer and the process crashes
         elif reason == "JobHeldAdmin":
             self.hold(job_id)
 
