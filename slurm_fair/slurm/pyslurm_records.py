@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from functools import lru_cache
+from operator import itemgetter
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .model import Node, Partition, SlurmJob
@@ -112,7 +114,8 @@ def node_count(raw: Raw, pending: bool) -> int:
     """squeue's NumNodes (module docstring)."""
     if not pending:
         return len(expand_hostlist(_text(raw.get("nodes")))) or _int(raw.get("num_nodes"), 1)
-    count = max(len(expand_hostlist(_joined(raw.get("req_nodes")))), _int(raw.get("num_nodes")))
+    req = raw.get("req_nodes")
+    count = max(len(expand_hostlist(_joined(req))) if req else 0, _int(raw.get("num_nodes")))
     per_node = _int(raw.get("ntasks_per_node"))
     cpus = _int(raw.get("num_cpus"))
     if count == 1 and cpus > 1 and per_node:
@@ -127,55 +130,82 @@ def _memory_mb(raw: Raw) -> int:
     return int(_int(raw.get("pn_min_memory")) & ~MEM_PER_CPU)
 
 
+def _minutes(value: Any) -> int | None:
+    """A time limit: pyslurm gives minutes as an int, or ``UNLIMITED``/``Partition_Limit``."""
+    if isinstance(value, int):
+        return None if value in (NO_VAL, INFINITE) else value
+    return parse_minutes(str(value or ""))
+
+
+def _str(value: Any) -> str:
+    """A string field as squeue prints it ("" for NULL: pyslurm's None)."""
+    return value if value.__class__ is str else _text(value)
+
+
+#: the fields of pyslurm's legacy job record a job is made of, fetched in one call
+_FIELDS = ("job_state", "tres_per_job", "tres_per_node", "tres_per_task", "tres_alloc_str", "comment",
+           "state_reason", "req_nodes", "exc_nodes", "nodes", "name", "user_id", "account", "partition", "qos",
+           "submit_time", "start_time", "priority", "nice", "requeue", "pn_min_cpus", "max_nodes",
+           "admin_comment", "time_limit", "resv_name", "dependency", "features", "num_tasks")
+_fetch = itemgetter(*_FIELDS)
+#: a request seen once is the same GpuRequest (frozen) for every job asking for it
+_request = lru_cache(maxsize=4096)(gpu_request)
+
+
 def job_records(raw: Raw, user_of: Callable[[int], str],
                 reason_of: Callable[[str], str] | None = None) -> list[SlurmJob]:
     """One pyslurm job record (its legacy ``job().get()`` dict) -> the job(s) squeue lists.
 
     ``user_of`` names a uid as squeue does; ``reason_of`` gives the exact reason of a job whose
-    legacy record had its spaces turned into ``_`` (pyslurm does so with ``state_desc``)."""
-    st = state_name(_text(raw.get("job_state")))
+    legacy record had its spaces turned into ``_`` (pyslurm does so with ``state_desc``).
+    Written for speed (a snapshot converts every queued job): the fields in one lookup."""
+    try:
+        values = _fetch(raw)
+    except KeyError:  # another pyslurm's record without some field: None, as Slurm's NULL
+        values = tuple(raw.get(k) for k in _FIELDS)
+    (state, per_job, per_node, per_task, alloc, comment, reason, req_nodes, exc_nodes, allocated, name, uid,
+     account, partition, qos, submit, start, priority, nice, requeue, min_cpus, max_nodes, admin_comment,
+     time_limit, resv, dependency, features, num_tasks) = values
+    st = state_name(_str(state))
     pending = st == "PENDING"
     nodes = node_count(raw, pending)
-    tasks = _int(raw.get("num_tasks"), 1) or 1
-    request = gpu_request(_text(raw.get("tres_per_job")), _text(raw.get("tres_per_node")),
-                          _text(raw.get("tres_per_task")), nodes, tasks)
+    request = _request(_str(per_job), _str(per_node), _str(per_task), nodes, _int(num_tasks, 1) or 1)
     running_type = None
-    if st in ("RUNNING", "COMPLETING", "SUSPENDED") and request is not None:
-        _, running_type = gpus_in_tres_map(parse_tres_map(_text(raw.get("tres_alloc_str"))))
-    comment = _text(raw.get("comment"))
+    if request is not None and st in ("RUNNING", "COMPLETING", "SUSPENDED"):
+        _, running_type = gpus_in_tres_map(parse_tres_map(_str(alloc)))
+    comment = _str(comment)
     ids = job_ids(raw)
-    reason = _text(raw.get("state_reason"))
-    if "_" in reason and reason_of is not None:
+    reason = _str(reason)
+    if reason_of is not None and "_" in reason:
         reason = reason_of(ids[0] if len(ids) == 1 else str(raw["job_id"]))
-    max_nodes = _int(raw.get("max_nodes"))
     base = dict(
-        name=_text(raw.get("name")),
-        user=user_of(_int(raw.get("user_id"))),
-        account=_text(raw.get("account")),
-        partition=_text(raw.get("partition")),
-        qos=_text(raw.get("qos")),
+        name=_str(name),
+        user=user_of(_int(uid)),
+        account=_str(account),
+        partition=_str(partition),
+        qos=_str(qos),
         state=st,
         reason=reason,
-        submit_time=_time(raw.get("submit_time")),
-        start_time=_time(raw.get("start_time")) if not pending else None,
-        priority=_int(raw.get("priority")),
-        nice=_int(raw.get("nice")),
+        submit_time=_time(submit),
+        start_time=None if pending else _time(start),
+        priority=_int(priority),
+        nice=_int(nice),
         gpu_request=request,
         gpu_type_running=running_type,
-        nodes=expand_hostlist(_text(raw.get("nodes"))) if not pending else (),
+        nodes=expand_hostlist(_str(allocated)) if allocated and not pending else (),
         comment=comment,
-        tags=parse_tags(comment),
-        requeue=bool(raw.get("requeue")),
-        min_cpus=_int(raw.get("pn_min_cpus")),
+        tags=parse_tags(comment) if "fair:" in comment else {},
+        requeue=bool(requeue),
+        min_cpus=_int(min_cpus),
         min_memory_mb=_memory_mb(raw),
-        max_nodes=max_nodes or nodes,
-        admin_comment=_text(raw.get("admin_comment")),
-        req_nodes=expand_hostlist(_joined(raw.get("req_nodes"))),
-        exc_nodes=expand_hostlist(_joined(raw.get("exc_nodes"))) if pending else (),
-        time_limit_min=parse_minutes(str(raw.get("time_limit") or "")),
-        reservation=_text(raw.get("resv_name")),
-        dependency=_text(raw.get("dependency")),
-        features=_joined(raw.get("features")),
+        max_nodes=_int(max_nodes) or nodes,
+        admin_comment=_str(admin_comment),
+        req_nodes=expand_hostlist(_joined(req_nodes)) if req_nodes else (),
+        exc_nodes=expand_hostlist(_joined(exc_nodes)) if exc_nodes and pending else (),
+        time_limit_min=_minutes(time_limit),
+        reservation=_str(resv),
+        dependency=_str(dependency),
+        features=_joined(features),
     )
     return [SlurmJob(job_id=i, **base) for i in ids]  # type: ignore[arg-type]
 
