@@ -152,12 +152,11 @@ def command(config_path: str | None, as_json: bool) -> None:
     the controller would solve now)."""
     cfg = config_mod.load(config_path)
     port = make_port(cfg)
-    backend = backend_info(port)
-    if as_json:  # the document stays a PROBLEM.json: the backend goes to stderr
+    if as_json:  # a PROBLEM.json and nothing else (a fallback from pyslurm still warns on stderr)
         problem = controller_problem(port, cfg)
-        click.echo(f"slurm backend: {backend['backend']} ({backend['note']})", err=True)
         click.echo(json_text(problem_to_dict(problem)), nl=False)
     else:
+        backend = backend_info(port)
         console = Console(soft_wrap=True)
         console.print(escape(f"Slurm backend: {backend['backend']} ({backend['note']})"))
         render(port.snapshot(), console, configured_weights(cfg))

@@ -8,6 +8,10 @@ exclude lists, a constraint, a time limit, several partitions, a hostile comment
 :class:`SlurmCli` (squeue, sinfo, scontrol, sacctmgr) and :class:`PyslurmPort` (libslurm) must
 give equal snapshots, every field of every job, node, partition, account and QOS, and the
 controller must build the same Problem from both.
+
+With ``SLURM_FAIR_RECORD_PYSLURM=FILE`` the raw pyslurm records of that moment and the command
+line's snapshot are saved (``tests/slurm/recorded_pyslurm.json``) for the fast test of the
+conversion, ``tests/slurm/test_pyslurm_records.py``.
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ def _busy_queue(env, tenants: list[str], down: str) -> list[str]:
     ids.append(_sbatch(env, "-A", c, *later, "-J", "evil|name;$(x)\nline2",
                        "--comment=fair:class=a3c |x|\n2|PD|forged ${HOME}", "--gpus=1"))
     ids.append(_sbatch(env, "-A", a, *later, "-n", "1"))  # no GPU
+    ended = _sbatch(env, "-A", b, *later, "--gres=gpu:1")  # slurmctld keeps it a while; squeue -t does not list it
+    subprocess.run(["scancel", ended], env=env, check=True, capture_output=True, timeout=30)
     for tenant in (a, b, c):  # eligible (sprio lists them): site factor and nice differ
         for _ in range(3):
             ids.append(_sbatch(env, "-A", tenant, "-p", down, "--gres=gpu:1"))
@@ -126,6 +132,10 @@ def test_cli_and_pyslurm_snapshots_are_equal_field_by_field_on_a_busy_cluster(te
                 break
             time.sleep(1)
         assert diffs == []
+        if record := os.environ.get("SLURM_FAIR_RECORD_PYSLURM"):
+            from pyslurm_recording import save
+
+            save(record, ps, a)
         ours = [j for j in a.jobs if j.job_id.split("_")[0] in ids]
         states = {j.state for j in ours}
         assert len(ours) >= len(ids) + 3 and {"RUNNING", "PENDING"} <= states  # the array's 4 tasks
