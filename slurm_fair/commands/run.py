@@ -137,10 +137,9 @@ def command(once: bool, loop: bool, interval: float | None, metrics_port: int | 
         raise click.UsageError("--interval needs --loop (a single cycle has no interval)")
     config = load(config_path)
     port = make_port(config)
-    backend = backend_info(port)  # which Slurm backend ([slurm] backend = "auto" says what it took)
 
-    def show(res: CycleResult) -> None:
-        click.echo(json_line({**res.to_dict(), "slurm_backend": backend}) if as_json else _text(res))
+    def show(res: CycleResult) -> None:  # with the Slurm backend ([slurm] backend = "auto": what it took)
+        click.echo(json_line({**res.to_dict(), "slurm_backend": backend_info(port)}) if as_json else _text(res))
 
     if mode == "once":
         with stop_on_signals() as asked:
@@ -150,7 +149,8 @@ def command(once: bool, loop: bool, interval: float | None, metrics_port: int | 
             raise _CycleFailed(res)
         return
     if metrics_port is not None:
-        serve_metrics(metrics_addr, metrics_port, Path(config["controller"]["state_dir"]) / DB_NAME, backend)
+        serve_metrics(metrics_addr, metrics_port, Path(config["controller"]["state_dir"]) / DB_NAME,
+                      lambda: backend_info(port))
     stop = _Stop()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -169,15 +169,16 @@ def command(once: bool, loop: bool, interval: float | None, metrics_port: int | 
     click.echo("slurm-fair: stopped", err=True)
 
 
-def serve_metrics(addr: str, port: int, store: Path, backend: Mapping[str, str] | None = None) -> Any:
+def serve_metrics(addr: str, port: int, store: Path,
+                  backend: Callable[[], Mapping[str, str]] | None = None) -> Any:
     """Serve the live gauges (:mod:`slurm_fair.report.live`) on ``addr:port`` from a daemon
     thread; returns the server (``server_port`` is the port bound, for port 0). The store is read
     at each scrape, so the gauges are those of the last cycle that finished. The window figures
-    stay with ``slurm-fair metrics`` (they cost a sacct query). ``backend``: the Slurm backend
-    the cycles read through (``slurm_fair_slurm_backend_info``)."""
+    stay with ``slurm-fair metrics`` (they cost a sacct query). ``backend``: which Slurm backend
+    the cycles read through, asked at each scrape (``slurm_fair_slurm_backend_info``)."""
     sources = [lambda: live_families(store)]
     if backend is not None:
-        sources.append(lambda: backend_families(backend))
+        sources.append(lambda: backend_families(backend()))
     reg = registry(*sources)
     try:
         server, _thread = start_http_server(port, addr=addr, registry=reg)

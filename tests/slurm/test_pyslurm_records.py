@@ -339,3 +339,41 @@ def test_build_script_refuses_a_pyslurm_of_another_slurm_and_reports_the_cache(t
     out = _script(tmp_path, "--check", "--python", os.sys.executable, SLURM_INCLUDE_DIR=str(inc),
                   SLURM_LIB_DIR=str(tmp_path / "lib"), PYSLURM_VENDOR_DIR=str(vendor))
     assert out.returncode == 0 and out.stdout.strip().endswith(".whl")
+
+
+# --- which backend: shown by snapshot, run --json and the metrics -------------------------------
+def test_snapshot_run_json_and_metrics_say_which_backend(tmp_path, monkeypatch):
+    import urllib.request
+
+    from click.testing import CliRunner
+
+    from slurm_fair import cli as sf_cli
+    from slurm_fair.commands.run import serve_metrics
+    from slurm_fair.slurm.fake import FakeSlurm
+
+    fake = FakeSlurm.from_recording("testbed-22.05")
+    fake.backend, fake.backend_note = "pyslurm", "auto: pyslurm 22.5.3 matches slurm-wlm 22.05.8"
+    for mod in ("run", "snapshot", "report"):
+        monkeypatch.setattr(f"slurm_fair.commands.{mod}.make_port", lambda config, env=None: fake)
+    cfg = tmp_path / "slurm-fair.toml"
+    cfg.write_text(f'[controller]\nstate_dir = "{tmp_path / "state"}"\naudit_log = "{tmp_path / "a.jsonl"}"\n'
+                   '[slurm]\nbackend = "auto"\n')
+    runner = CliRunner()
+    out = runner.invoke(sf_cli.cli, ["run", "--once", "--json", "--dry-run", "--config", str(cfg)],
+                        standalone_mode=False)
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["slurm_backend"] == {"backend": "pyslurm", "note": fake.backend_note}
+    out = runner.invoke(sf_cli.cli, ["snapshot", "--config", str(cfg)], terminal_width=200)
+    assert out.output.splitlines()[0] == f"Slurm backend: pyslurm ({fake.backend_note})"
+    out = runner.invoke(sf_cli.cli, ["snapshot", "--json", "--config", str(cfg)])
+    assert json.loads(out.output)["gpu_types"]  # nothing but the PROBLEM.json
+    out = runner.invoke(sf_cli.cli, ["metrics", "--config", str(cfg)])
+    assert out.exit_code == 0, out.output
+    assert 'slurm_fair_slurm_backend_info{backend="pyslurm"} 1.0' in out.output.splitlines()
+    server = serve_metrics("127.0.0.1", 0, tmp_path / "state" / "state.sqlite", lambda: {"backend": "cli", "note": "cli"})
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10).read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert 'slurm_fair_slurm_backend_info{backend="cli"} 1.0' in text.splitlines()
