@@ -276,6 +276,17 @@ def test_bad_values_are_refused_before_anything_is_sent():
     assert ps.sent == []
 
 
+def test_many_jobs_take_scontrols_job_list_a_few_take_pyslurm():
+    port, ps = _port()
+    many = [str(100 + i) for i in range(20)]
+    assert port.update_jobs(many, {"SiteFactor": "-5"}) == {}
+    assert ps.sent == []  # one scontrol call for the list
+    assert [c for c in port.cli.runner.calls if c[1] == "update"] == [
+        ["scontrol", "update", "JobId=" + ",".join(many), "SiteFactor=-5"]]
+    assert port.update_jobs(many[:3], {"SiteFactor": "-5"}) == {}
+    assert [s[1] for s in ps.sent] == [100, 101, 102]
+
+
 def test_a_job_gone_is_named_and_the_others_are_written():
     port, ps = _port(gone={13})
     failed = port.update_jobs(["12", "13", "14"], {"Nice": "3"})
