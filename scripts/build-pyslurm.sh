@@ -12,9 +12,8 @@
 #     matches that Slurm's major.minor;
 #   - the wheel is cached in ${SLURM_FAIR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/slurm-fair}/pyslurm/
 #     under a key of pyslurm version + Slurm version + Python tag, built in a throw-away build
-#     environment (Cython>=0.29.30,<3, setuptools<70; about 4.5 min on one core) only when the key
-#     is missing (pyslurm 22.x: Cython 0.29; later ones: Cython 3 too), under a lock so two runs
-#     never build it twice;
+#     environment (Cython>=0.29.37,<3, setuptools<70; about 4.5 min on one core) only when the key
+#     is missing, under a lock so two runs never build it twice;
 #   - the wheel is then installed (no dependencies) into PY (default .venv/bin/python).
 # --check only says whether a cached wheel exists (exit 0) or not (exit 1), building nothing.
 # Exit 3 when there is nothing to build from (no source given, no matching vendored tarball) or no
@@ -105,13 +104,8 @@ if [ -z "$wheel" ]; then
   fi
   "$PY" -m venv "$work/env"
   "$work/env/bin/python" -m pip install -q --upgrade pip
-  # pyslurm 22.5 needs Cython 0.29 (>= 0.29.30); later releases build with Cython 3 as well, which
-  # the newer Pythons (3.13) need
-  case "$pyslurm_version" in
-    2[0-2].*) cython='Cython>=0.29.30,<3' ;;
-    *) cython='Cython>=0.29.37' ;;
-  esac
-  "$work/env/bin/python" -m pip install -q "$cython" 'setuptools<70' wheel
+  # Cython 0.29 (24.11.0's sources do not compile with Cython 3: an f-string Cython 3 refuses)
+  "$work/env/bin/python" -m pip install -q 'Cython>=0.29.37,<3' 'setuptools<70' wheel
   (cd "$work/src" && "$work/env/bin/python" -m pip wheel -q --no-build-isolation --no-deps -w "$work/out" . )
   mkdir -p "${cache}/${key}.tmp" && mv "$work/out/"pyslurm-*.whl "${cache}/${key}.tmp/"
   rm -rf "${cache:?}/${key}" && mv "${cache}/${key}.tmp" "${cache}/${key}"

@@ -32,9 +32,19 @@ echo "pyslurm-rootfs: build tools into the ${version} root filesystem"
 DEBIAN_FRONTEND=noninteractive chroot "$root" /usr/bin/env PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C \
   apt-get install -y -q --no-install-recommends libslurm-dev python3-dev python3-venv gcc libc6-dev >/dev/null
 
+# pip inside trusts what the host's pip trusts: the host's CA bundle (PIP_CERT, else the system's)
+# is copied into the root filesystem (a host behind a TLS-inspecting proxy has its CA there only)
+cert="${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}"
+if [ -f "$cert" ]; then
+  mkdir -p "${root}/usr/local/share/slurm-fair"
+  cp "$cert" "${root}/usr/local/share/slurm-fair/host-ca.crt"
+  cert=/usr/local/share/slurm-fair/host-ca.crt
+fi
+
 inside() {  # a command inside the root filesystem, with the checkout and the cache bound
   "$host_py" -I -S "${here}/slurm_fair/testbed/chroot.py" "$root" "" \
-    /usr/bin/env PATH=/usr/local/slurm-fair-venv/bin:/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 HOME="$HOME" "$@"
+    /usr/bin/env PATH=/usr/local/slurm-fair-venv/bin:/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 HOME="$HOME" \
+    PIP_CERT="$cert" SSL_CERT_FILE="$cert" REQUESTS_CA_BUNDLE="$cert" "$@"
 }
 
 if [ ! -x "${root}/usr/local/slurm-fair-venv/bin/python" ]; then
