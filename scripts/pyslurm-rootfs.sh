@@ -11,8 +11,10 @@
 #    paths): a virtualenv in the root filesystem (/usr/local/slurm-fair-venv) with this checkout and
 #    pytest, then scripts/build-pyslurm.sh for that Slurm (cached like on the host, keyed by
 #    Slurm and Python versions);
-# 3. runs tests/slurm/test_contract.py's pyslurm arm there against the testbed
-#    (SLURM_FAIR_TEST_SLURM_CONF: the suite's "site" Slurm), printing pytest's summary.
+# 3. runs there, against the running testbed: the contract suite's pyslurm arm
+#    (SLURM_FAIR_TEST_SLURM_CONF: the suite's "site" Slurm), then both backends' snapshots
+#    compared field by field and the chaos suite's pyslurm arm (the testbed is found up and
+#    reused; SLURM_FAIR_TESTBED_CONFIG as outside), printing pytest's summaries.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -58,3 +60,6 @@ cd "$here"
 inside /usr/bin/env SLURM_FAIR_TEST_SLURM_CONF="$conf" \
   /usr/local/slurm-fair-venv/bin/python -m pytest -m slurm -p no:cacheprovider -q -k pyslurm \
   "${here}/tests/slurm/test_contract.py" "$@"
+echo "pyslurm-rootfs: both backends compared, and the chaos suite's pyslurm arm, on Slurm ${version}:"
+inside /usr/local/slurm-fair-venv/bin/python -m pytest -m slurm --slurm-versions "$version" -p no:cacheprovider -q \
+  -k "pyslurm or agree" "${here}/tests/slurm/test_backends_agree.py" "${here}/tests/controller/test_pilot_real.py" "$@"
