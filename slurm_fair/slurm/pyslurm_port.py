@@ -385,6 +385,12 @@ def _desc_value(key: str, value: str) -> Any:
     return int(value) if key == "Priority" else value
 
 
+def _last_line(exc: Exception) -> str:
+    """The last line of an error (scontrol's ``fatal:`` line comes after its ``error:`` lines)."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    return (lines[-1] if lines else type(exc).__name__)[:200]
+
+
 def choose(cli: SlurmCli, backend: str, log_warning: Callable[[str], None] | None = None) -> Any:
     """The port of ``[slurm] backend``: ``cli``; ``pyslurm`` or ``auto``: pyslurm when it is
     installed, imports, and its major.minor is the running Slurm's (``scontrol --version``),
@@ -401,10 +407,15 @@ def choose(cli: SlurmCli, backend: str, log_warning: Callable[[str], None] | Non
         try:
             slurm = cli.runner.run(["scontrol", "--version"]).strip()
         except SlurmError as exc:
-            slurm, reason = "", f"cannot read Slurm's version ({exc})"
+            slurm, reason = "", f"cannot read Slurm's version ({_last_line(exc)})"
         if not reason and major_minor(version) != major_minor(slurm):
             reason = (f"pyslurm {version} does not match {slurm or 'this Slurm'} (its major.minor must be "
                       "Slurm's: rebuild it with scripts/build-pyslurm.sh)")
+        if not reason:  # libslurm exits the process on a configuration it cannot load: ask a command
+            try:        # first (scontrol loads it the same way, and fails alone)
+                cli.runner.run(["scontrol", "show", "hostnames", "probe"])
+            except SlurmError as exc:
+                reason = f"Slurm's configuration does not load ({_last_line(exc)})"
     if not reason:
         try:
             return PyslurmPort(cli, note=f"{backend}: pyslurm {version} matches {slurm}")

@@ -109,16 +109,19 @@ def test_partition_lists_all_and_limits_mean_what_scontrol_says():
 
 # --- the choice of backend ------------------------------------------------------------------------
 class _Runner:
-    """Answers scontrol --version; counts the calls of every other command."""
+    """Answers scontrol --version; counts the calls of every other command; ``broken_conf``:
+    scontrol cannot load Slurm's configuration (as without any slurm.conf)."""
 
-    def __init__(self, version: str = "slurm 22.05.8") -> None:
-        self.version, self.calls = version, []
+    def __init__(self, version: str = "slurm 22.05.8", broken_conf: bool = False) -> None:
+        self.version, self.calls, self.broken_conf = version, [], broken_conf
         self.env = {"SLURM_CONF": "/etc/slurm/slurm.conf"}
 
     def run(self, argv, job_id=None):
         self.calls.append(list(argv))
         if argv[:2] == ["scontrol", "--version"]:
             return self.version + "\n"
+        if argv[:3] == ["scontrol", "show", "hostnames"] and self.broken_conf:
+            raise SlurmCommandError(list(argv), 1, "scontrol: fatal: Could not establish a configuration source")
         return ""
 
 
@@ -159,6 +162,21 @@ def test_a_pyslurm_that_does_not_load_is_a_warning_too(monkeypatch):
     warned: list[str] = []
     port = choose(_cli(), "pyslurm", warned.append)
     assert isinstance(port, SlurmCli) and "does not load" in warned[0] and "libslurm.so.38" in warned[0]
+
+
+def test_a_configuration_libslurm_cannot_load_keeps_pyslurm_out_of_the_process(monkeypatch):
+    """libslurm exits the whole process on a slurm.conf it cannot load (no SLURM_CONF, no file,
+    no DNS record): scontrol is asked first, and pyslurm is never imported."""
+    monkeypatch.setattr("slurm_fair.slurm.pyslurm_port.installed_version", lambda: "22.5.3")
+
+    def never(conf):
+        raise AssertionError("pyslurm imported")
+
+    monkeypatch.setattr("slurm_fair.slurm.pyslurm_port.load_pyslurm", never)
+    warned: list[str] = []
+    port = choose(SlurmCli(runner=_Runner(broken_conf=True)), "auto", warned.append)  # type: ignore[arg-type]
+    assert isinstance(port, SlurmCli) and "configuration does not load" in warned[0]
+    assert "Could not establish a configuration source" in warned[0]
 
 
 def test_matching_pyslurm_is_taken_and_says_why(monkeypatch):
