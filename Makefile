@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 SF      := $(VENV)/bin/slurm-fair
 PYTEST_ARGS ?=
 
-.PHONY: setup system-packages venv lint test test-fast demo clean dist check-wheel test-pythons
+.PHONY: setup system-packages venv pyslurm pyslurm-rootfs lint test test-fast demo clean dist check-wheel test-pythons
 
 setup: system-packages venv
 
@@ -25,7 +25,20 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: setup lint
+# pyslurm for this host's Slurm (the second backend), from ../shared/vendor when that is there: built
+# once into a cache outside the checkout (scripts/build-pyslurm.sh; minutes the first time), then
+# installed into the venv. Without the sources the script says so (exit 3) and the pyslurm tests skip.
+pyslurm: venv
+	@scripts/build-pyslurm.sh --python $(PY); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 3 ]
+
+# The contract suite's pyslurm arm on Slurm 24.11, inside its testbed's root filesystem (the host's
+# Python cannot load libslurm 24.11): pyslurm 24.11 built there, as a site would on its Slurm host.
+# Not part of `make test` (a virtualenv and a pyslurm build inside the root filesystem: ~10 min).
+pyslurm-rootfs: venv
+	$(SF) testbed up --slurm 24.11
+	scripts/pyslurm-rootfs.sh 24.11
+
+test: setup lint pyslurm
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test-fast: venv

@@ -2,13 +2,14 @@
 # Install the Debian packages the local Slurm testbed needs, only when some are missing
 # (debootstrap: the Slurm 24.11 testbed's Debian trixie root filesystem; prometheus: only for
 # promtool, which the tests run on the rendered alert rules -- its daemon is stopped and disabled;
+# libslurm-dev: Slurm's headers and library, to build pyslurm for the host's Slurm (make pyslurm);
 # docker.io + docker-compose: dockerd 20.10 and compose v1 for the docker test, tests/docker/, which
 # starts its own private dockerd -- the system's docker service is stopped and disabled likewise).
 # Idempotent: a machine that has them all returns at once without touching apt.
 set -euo pipefail
 
 PACKAGES=(slurm-wlm slurmdbd slurm-client munge mariadb-server mariadb-client lua5.1 chromium debootstrap prometheus
-          docker.io docker-compose)
+          docker.io docker-compose libslurm-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -113,7 +113,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
                           C.number(0, 36500, lo_open=True)),
     },
     "slurm": {
-        "backend": Key((str,), "cli", "cli: Slurm's own commands (the only backend)", C.backend),
+        "backend": Key((str,), "cli", "how Slurm is read and written: cli (Slurm's own commands), pyslurm (Slurm's C "
+                       "library through pyslurm built for this Slurm; docs/slurm-adapter.md) or auto (pyslurm when it "
+                       "imports and matches the running Slurm's major.minor, else cli)", C.backend),
         "bin_dir": Key((str,), "", "directory of the Slurm commands (empty: PATH)", C.path("dir", empty_ok=True)),
         "command_timeout_s": Key(NUM, 30.0, "timeout of one Slurm command", _SECONDS),
         "retries": Key((int,), 2, "bounded retries of a failed transient command", C.number(0, 100, integer=True)),

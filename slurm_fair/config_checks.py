@@ -183,11 +183,10 @@ def solver(v: Any) -> str | None:
 
 
 def backend(v: Any) -> str | None:
-    """Only Slurm's own commands: refused here, at validation, not at the first cycle."""
-    if v == "pyslurm":
-        return ("pyslurm is not supported: it must match Slurm's major version and pyslurm 25.11 on PyPI "
-                "matches no Slurm that Debian ships; use \"cli\" (Slurm's own commands, the only backend)")
-    return None if v == "cli" else f"must be \"cli\", got {quoted(v)}"
+    """cli, pyslurm or auto. Whether pyslurm imports and matches this Slurm is a question for
+    the running host (:func:`slurm_fair.slurm.make_port`), not for validation: a file written on
+    one machine is valid on another."""
+    return one_of("cli", "pyslurm", "auto")(v)
 
 
 def policy_options(v: Any) -> str | None:

@@ -19,7 +19,8 @@ from .. import config as config_mod
 from ..controller.state import DB_NAME
 from ..report import data, tables
 from ..report.live import live_families
-from ..report.prometheus import families, registry
+from ..report.prometheus import backend_families, families, registry
+from ..slurm import backend_info
 from ..report.window import window as make_window
 from . import report as report_cmd
 from .options import config_option, output_option, since_option
@@ -42,5 +43,6 @@ def command(output: str | None, since: str | None, config_path: str | None) -> N
     port = report_cmd.make_port(config)
     report = tables.build(data.load(port, config, win))
     store = Path(config["controller"]["state_dir"]) / DB_NAME
-    reg = registry(lambda: families(report), lambda: live_families(store))
+    backend = backend_info(port)
+    reg = registry(lambda: families(report), lambda: live_families(store), lambda: backend_families(backend))
     write_output(generate_latest(reg).decode("utf-8"), output)

@@ -7,7 +7,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import click
 from prometheus_client import start_http_server
@@ -18,8 +18,8 @@ from ..controller.state import DB_NAME
 from ..errors import SlurmFairError, UserError
 from ..inputs import FiniteFloat, Integer, fullmatch
 from ..report.live import live_families
-from ..report.prometheus import registry
-from ..slurm import make_port
+from ..report.prometheus import backend_families, registry
+from ..slurm import backend_info, make_port
 from .options import config_option, dry_run_option, json_option, shadow_option
 from .output import json_line
 from .steps import Stop, fmt, stop_on_signals  # noqa: F401 (stop_on_signals: importable from here)
@@ -97,8 +97,8 @@ def command(once: bool, loop: bool, interval: float | None, metrics_port: int | 
     config = load(config_path)
     port = make_port(config)
 
-    def show(res: CycleResult) -> None:
-        click.echo(json_line(res.to_dict()) if as_json else _text(res))
+    def show(res: CycleResult) -> None:  # with the Slurm backend ([slurm] backend = "auto": what it took)
+        click.echo(json_line({**res.to_dict(), "slurm_backend": backend_info(port)}) if as_json else _text(res))
 
     if mode == "once":
         with stop_on_signals() as asked:
@@ -108,7 +108,8 @@ def command(once: bool, loop: bool, interval: float | None, metrics_port: int | 
             raise _CycleFailed(res)
         return
     if metrics_port is not None:
-        serve_metrics(metrics_addr, metrics_port, Path(config["controller"]["state_dir"]) / DB_NAME)
+        serve_metrics(metrics_addr, metrics_port, Path(config["controller"]["state_dir"]) / DB_NAME,
+                      lambda: backend_info(port))
     stop = Stop()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -127,12 +128,17 @@ def command(once: bool, loop: bool, interval: float | None, metrics_port: int | 
     click.echo("slurm-fair: stopped", err=True)
 
 
-def serve_metrics(addr: str, port: int, store: Path) -> Any:
+def serve_metrics(addr: str, port: int, store: Path,
+                  backend: Callable[[], Mapping[str, str]] | None = None) -> Any:
     """Serve the live gauges (:mod:`slurm_fair.report.live`) on ``addr:port`` from a daemon
     thread; returns the server (``server_port`` is the port bound, for port 0). The store is read
     at each scrape, so the gauges are those of the last cycle that finished. The window figures
-    stay with ``slurm-fair metrics`` (they cost a sacct query)."""
-    reg = registry(lambda: live_families(store))
+    stay with ``slurm-fair metrics`` (they cost a sacct query). ``backend``: which Slurm backend
+    the cycles read through, asked at each scrape (``slurm_fair_slurm_backend_info``)."""
+    sources = [lambda: live_families(store)]
+    if backend is not None:
+        sources.append(lambda: backend_families(backend()))
+    reg = registry(*sources)
     try:
         server, _thread = start_http_server(port, addr=addr, registry=reg)
     except OSError as exc:

@@ -32,7 +32,7 @@ from ..controller.settings import Settings
 from ..estimates.estimate import Estimate
 from ..model import Problem
 from ..problem_io import problem_to_dict
-from ..slurm import make_port
+from ..slurm import backend_info, make_port
 from ..slurm.model import SlurmJob, Snapshot
 from ..slurm.port import SlurmPort
 from .options import config_option, json_option
@@ -152,8 +152,11 @@ def command(config_path: str | None, as_json: bool) -> None:
     the controller would solve now)."""
     cfg = config_mod.load(config_path)
     port = make_port(cfg)
-    if as_json:
+    if as_json:  # a PROBLEM.json and nothing else (a fallback from pyslurm still warns on stderr)
         problem = controller_problem(port, cfg)
         click.echo(json_text(problem_to_dict(problem)), nl=False)
     else:
-        render(port.snapshot(), Console(soft_wrap=True), configured_weights(cfg))
+        backend = backend_info(port)
+        console = Console(soft_wrap=True)
+        console.print(escape(f"Slurm backend: {backend['backend']} ({backend['note']})"))
+        render(port.snapshot(), console, configured_weights(cfg))

@@ -146,6 +146,15 @@ def _controller_families(fam: _Families, c: Mapping[str, Any]) -> None:
         phases.add(s, phase=phase)
 
 
+def backend_families(info: Mapping[str, str]) -> list[Family]:
+    """Which Slurm backend the command that rendered the metrics read through (``[slurm]
+    backend``; ``auto`` says what it took): one sample of value 1, the backend in its label."""
+    fam = _Families()
+    fam("slurm_backend_info", "The backend slurm-fair reads Slurm through (cli or pyslurm), value 1.").add(
+        1, backend=info.get("backend", ""))
+    return fam.out
+
+
 class FamiliesCollector(Collector):
     """A registry collector over a function returning families, called at every collection
     (each scrape of ``run --metrics-port`` reads the state store anew). A family without

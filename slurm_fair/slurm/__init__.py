@@ -12,11 +12,26 @@ from .port import SlurmPort
 
 
 def make_port(config, env: Mapping[str, str | None] | None = None) -> SlurmPort:
-    """The SlurmPort of a configuration: Slurm's own commands (``[slurm] backend = "cli"``, the
-    only value configuration validation accepts)."""
+    """The SlurmPort of a configuration's ``[slurm] backend``: ``cli`` (Slurm's own commands),
+    ``pyslurm`` or ``auto`` (pyslurm when it imports and matches the running Slurm, else the
+    commands with a warning: :func:`.pyslurm_port.choose`)."""
     from .cli import SlurmCli
 
-    return SlurmCli.from_config(config, env=env)
+    cli = SlurmCli.from_config(config, env=env)
+    backend = config["slurm"].get("backend", "cli")
+    if backend == "cli":
+        return cli
+    from .pyslurm_port import choose
+
+    port: SlurmPort = choose(cli, backend)
+    return port
 
 
-__all__ = ["SlurmPort", "make_port"]
+def backend_info(port: object) -> dict[str, str]:
+    """Which backend a port is and why it was taken: ``{"backend": "pyslurm", "note": ...}``
+    (what ``snapshot``, ``run --json`` and ``metrics`` show)."""
+    name = str(getattr(port, "backend", "") or type(port).__name__)
+    return {"backend": name, "note": str(getattr(port, "backend_note", "") or name)}
+
+
+__all__ = ["SlurmPort", "backend_info", "make_port"]

@@ -66,6 +66,11 @@ class SlurmCli:
     environment points at. ``cluster`` restricts accounting queries to one cluster.
     """
 
+    #: which backend this is, and why it was taken (``[slurm] backend = "auto"``: see
+    #: :func:`.pyslurm_port.choose`); shown by ``snapshot``, ``run --json`` and ``metrics``
+    backend = "cli"
+    backend_note = "cli"
+
     def __init__(
         self,
         env: Mapping[str, str | None] | None = None,

@@ -5,7 +5,8 @@ slurmdbd, that the controller keeps the site's choices, stays inside the pilot, 
 job (every job's QOS, partition and account exist and it can run), survives a kill -9 and fails
 open, and that revert gives back exactly what it took (a user's later change included).
 Steering is by partition on both versions (``pin_gres_type = false``), so the same
-expectations hold.
+expectations hold. Every test runs through both Slurm backends (``[slurm] backend``: the
+commands, and pyslurm where pyslurm for that Slurm is installed; skipped, saying why, elsewhere).
 """
 
 from __future__ import annotations
@@ -31,12 +32,35 @@ from .test_testbed import _run, accounts, start_now, sub, tb_env  # noqa: F401 (
 
 pytestmark = pytest.mark.slurm
 
+#: the backend of the running test (set by the ``backend`` fixture, read by :func:`config`)
+_BACKEND = {"name": "cli"}
+
+
+@pytest.fixture(autouse=True, params=["cli", "pyslurm"])
+def backend(request, slurm_version, monkeypatch):
+    """Each test through Slurm's commands, then through pyslurm (when pyslurm for this Slurm is
+    here: its major.minor is Slurm's). A port that falls back to the commands fails the
+    pyslurm arm (it would test the commands twice)."""
+    from slurm_fair.slurm import pyslurm_port
+    from slurm_fair.slurm.pyslurm_port import installed_version, major_minor
+
+    if request.param == "pyslurm":
+        have = installed_version()
+        if have is None:
+            pytest.skip("pyslurm is not installed (make pyslurm builds it from ../shared/vendor)")
+        if major_minor(have) != major_minor(slurm_version):
+            pytest.skip(f"pyslurm {have} is not for Slurm {slurm_version}")
+        monkeypatch.setattr(pyslurm_port.log, "warning", lambda msg, *a: pytest.fail(f"no pyslurm port: {msg}"))
+    _BACKEND["name"] = request.param
+    yield request.param
+    _BACKEND["name"] = "cli"
+
 
 def config(tmp_path, manage, **controller):
     return validate({
         "controller": {"state_dir": str(tmp_path / "state"), "audit_log": str(tmp_path / "audit.jsonl"),
                        "manage_accounts": list(manage), "pin_gres_type": False, **controller},
-        "slurm": {"command_timeout_s": 15},
+        "slurm": {"command_timeout_s": 15, "backend": _BACKEND["name"]},
     }, str(tmp_path / "slurm-fair.toml"))
 
 
@@ -228,7 +252,7 @@ def test_kill_9_then_failsafe_fails_open(sub, accounts, tmp_path):
     cfg_path.write_text(
         f'[controller]\nstate_dir = "{tmp_path / "state"}"\naudit_log = "{tmp_path / "audit.jsonl"}"\n'
         f'manage_accounts = ["{a}"]\npin_gres_type = false\ninterval_s = 1\nfail_open_after_s = 60\n'
-        '[slurm]\ncommand_timeout_s = 15\n')
+        f'[slurm]\ncommand_timeout_s = 15\nbackend = "{_BACKEND["name"]}"\n')
     ids = [sub(a, comment="fair:class=resnet-50-bs32") for _ in range(6)]
     env = {**sub.full_env, "SLURM_FAIR_CONFIG": str(cfg_path)}
     exe = Path(sys.executable).with_name("slurm-fair")
@@ -236,7 +260,7 @@ def test_kill_9_then_failsafe_fails_open(sub, accounts, tmp_path):
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.time() + 90
-        port = make_port(validate({}, "x"), env=sub.env)
+        port = make_port(validate({"slurm": {"backend": _BACKEND["name"]}}, "x"), env=sub.env)
         while time.time() < deadline and not any(j.partition != "gpu" for j in jobs(port, ids).values()):
             time.sleep(0.5)
         time.sleep(1.5)

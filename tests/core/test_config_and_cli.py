@@ -152,17 +152,20 @@ def test_solve_prints_nothing_but_json_on_stdout(tmp_path):
     assert json.loads(proc.stdout)["policy"] == "oef"
 
 
-def test_pyslurm_backend_is_refused_at_validation_with_the_reason(tmp_path, capsys):
-    """Not at the first cycle: the file, the key and why, exit 2, before anything runs."""
-    path = write(tmp_path, '[slurm]\nbackend = "pyslurm"\n')
+def test_backend_takes_cli_pyslurm_or_auto_and_refuses_anything_else_at_validation(tmp_path, capsys):
+    """pyslurm and auto are valid anywhere (whether pyslurm imports is the running host's
+    question); a typo is refused at validation with the file, the key and the choices, exit 2."""
+    for value in ("cli", "pyslurm", "auto"):
+        assert config.load(write(tmp_path, f'[slurm]\nbackend = "{value}"\n'))["slurm"]["backend"] == value
+    path = write(tmp_path, '[slurm]\nbackend = "pyslum"\n')
     with pytest.raises(ConfigError) as info:
         config.load(path)
     (problem,) = info.value.problems
     assert problem.where == "slurm.backend"
-    assert "pyslurm 25.11 on PyPI matches no Slurm that Debian ships" in problem.what and '"cli"' in problem.what
+    assert "cli, pyslurm, auto" in problem.what and "pyslum" in problem.what
     assert main(["explain", "1", "--config", str(path)]) == 2
     err = capsys.readouterr().err
-    assert str(path) in err and "slurm.backend: pyslurm is not supported" in err and "Traceback" not in err
+    assert str(path) in err and "slurm.backend: must be one of" in err and "Traceback" not in err
 
 
 def test_policies_command_lists_what_policy_options_accept():

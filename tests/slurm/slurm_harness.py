@@ -100,11 +100,38 @@ class FakeHarness(Harness):
         return job_id
 
 
+def pyslurm_skip_reason(version: str | None) -> str:
+    """Why the pyslurm arm cannot run on Slurm ``version`` in this process ("" when it can):
+    pyslurm not installed, or built for another Slurm (its major.minor must be Slurm's; libslurm
+    24.11 does not load into the host's Python, so that arm runs inside the 24.11 root
+    filesystem: docs/slurm-adapter.md)."""
+    from slurm_fair.slurm.pyslurm_port import installed_version, major_minor
+
+    have = installed_version()
+    if have is None:
+        return ("pyslurm is not installed: `make test` builds it from ../shared/vendor when that is present "
+                "(scripts/build-pyslurm.sh; docs/slurm-adapter.md)")
+    if version is not None and major_minor(have) != major_minor(version):
+        return (f"pyslurm {have} is built for Slurm {major_minor(have)}, not {version}: a pyslurm for "
+                f"Slurm {version} runs where its libslurm is (docs/slurm-adapter.md)")
+    return ""
+
+
+def make_real_port(env: dict[str, str], backend: str = "cli"):
+    """The port a real harness tests: Slurm's commands, or pyslurm over them."""
+    cli = SlurmCli(env=env, timeout_s=30, retries=2)
+    if backend == "cli":
+        return cli
+    from slurm_fair.slurm.pyslurm_port import PyslurmPort
+
+    return PyslurmPort(cli)
+
+
 class RealHarness(Harness):
     real = True
 
-    def __init__(self, env: dict[str, str]) -> None:
-        super().__init__(SlurmCli(env=env, timeout_s=30, retries=2))
+    def __init__(self, env: dict[str, str], backend: str = "cli") -> None:
+        super().__init__(make_real_port(env, backend))
         self.env = {**os.environ, **env}
         self.submitted: list[str] = []
         accounts = [a.name for a in self.port.accounts()]

@@ -1,0 +1,143 @@
+"""Benchmark: the two Slurm backends (Slurm's commands, pyslurm) on the same queue.
+
+    eval "$(slurm-fair testbed env)"
+    python benchmarks/bench_backends.py --jobs 1000,10000
+
+For each queue size, tops the queue up to that many *pending, eligible* GPU jobs (separate
+``sbatch`` calls, one record each in slurmctld, spread over every tenant and four GPU syntaxes,
+in a partition made DOWN for the run so they stay pending and ``sprio`` lists them, as the
+waiting jobs of a full cluster), then times, one run per arm, arms alternating (the command
+line first at the first size, pyslurm first at the next):
+
+* ``snapshot()`` (every controller cycle's read) and the Problem the controller builds from it
+  (``snapshot --json``'s): the two Problems must be equal (the age of each job aside);
+* ``update_jobs(all, SiteFactor=...)``: the controller's order, written to every pending job;
+* ``set_nice`` on 200 jobs one at a time (a per-job write).
+
+Needs pyslurm built for this Slurm (``scripts/build-pyslurm.sh``). Cancels exactly the jobs it
+submitted and deletes its partition, also on error or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from slurm_fair.commands.snapshot import controller_problem
+from slurm_fair.config import validate
+from slurm_fair.problem_io import problem_to_dict
+from slurm_fair.slurm.cli import SlurmCli
+from slurm_fair.slurm.pyslurm_port import PyslurmPort, installed_version
+
+SYNTAXES = ["--gres=gpu:1", "--gpus=2", "--gpus-per-node=v100:1", "--gres=gpu:k80:2"]
+NAME = "bench-backends"
+
+
+def submit(env: dict[str, str], tenants: list[str], part: str, start: int, count: int) -> list[str]:
+    """``count`` separate pending jobs in ``part``, 4 sbatch at a time."""
+    combos = [(t, s) for t in tenants for s in SYNTAXES]
+
+    def one(i: int) -> str:
+        tenant, syntax = combos[i % len(combos)]
+        argv = ["sbatch", "--parsable", "-p", part, "-A", tenant, "-J", NAME, "-o", "/dev/null", "-t", "60",
+                f"--comment=fair:class=resnet50 bench {i}", *syntax.split(), "--wrap", "sleep 1"]
+        out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=True)
+        return out.stdout.strip().split(";")[0]
+
+    with ThreadPoolExecutor(4) as pool:
+        return list(pool.map(one, range(start, start + count)))
+
+
+def problem(port: Any, config: Any) -> dict[str, Any]:
+    doc = problem_to_dict(controller_problem(port, config))
+    for job in doc["jobs"]:
+        job.pop("age_s", None)  # when the read happened
+    return doc
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", default="1000,10000", help="queue sizes, ascending (pending jobs)")
+    ap.add_argument("--single-writes", type=int, default=200, help="jobs written one at a time (set_nice)")
+    args = ap.parse_args()
+    sizes = sorted(int(x) for x in args.jobs.split(","))
+    env = dict(os.environ)
+    if "SLURM_CONF" not in env:
+        print("set SLURM_CONF (eval \"$(slurm-fair testbed env)\")", file=sys.stderr)
+        return 2
+    if installed_version() is None:
+        print("pyslurm is not installed: scripts/build-pyslurm.sh", file=sys.stderr)
+        return 2
+    conf = {"SLURM_CONF": env["SLURM_CONF"]}
+    ports = {"cli": SlurmCli(env=conf, timeout_s=300), "pyslurm": PyslurmPort(SlurmCli(env=conf, timeout_s=300))}
+    cli = ports["cli"]
+    tenants = sorted(a.name for a in cli.accounts())
+    nodes = ",".join(sorted(n.name for n in cli.nodes()))
+    part = f"benchbk{os.getpid() % 10000}"
+    subprocess.run(["scontrol", "create", f"PartitionName={part}", f"Nodes={nodes}", "State=DOWN"],
+                   env=env, check=True, capture_output=True, timeout=30)
+    config = validate({"controller": {"state_dir": "/nonexistent/slurm-fair-bench"}}, "defaults")
+    ids: list[str] = []
+    rows = []
+    try:
+        for n, size in enumerate(sizes):
+            t0 = time.perf_counter()
+            ids += submit(env, tenants, part, len(ids), size - len(ids))
+            submit_s = time.perf_counter() - t0
+            while sum(1 for j in cli.jobs(("PENDING",)) if j.name == NAME) < size:
+                time.sleep(1)
+            order = ["cli", "pyslurm"] if n % 2 == 0 else ["pyslurm", "cli"]
+            docs = {}
+            for k, arm in enumerate(order):
+                port = ports[arm]
+                t = time.perf_counter()
+                snap = port.snapshot()
+                snap_s = time.perf_counter() - t
+                t = time.perf_counter()
+                docs[arm] = problem(port, config)
+                problem_s = time.perf_counter() - t
+                pending = [j.job_id for j in snap.jobs if j.name == NAME and j.pending]
+                t = time.perf_counter()
+                failed = port.update_jobs(pending, {"SiteFactor": str(-(10 * n + k + 1))})
+                batch_s = time.perf_counter() - t
+                t = time.perf_counter()
+                for job_id in pending[:args.single_writes]:
+                    port.set_nice(job_id, 10 * n + k + 1)
+                single_s = time.perf_counter() - t
+                rows.append((size, arm, len(snap.jobs), snap_s, problem_s, len(pending), batch_s, len(failed),
+                             min(len(pending), args.single_writes), single_s, submit_s))
+            same = docs["cli"] == docs["pyslurm"]
+            rows.append((size, "same Problem", same))
+        print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+        print(f"Slurm: {subprocess.run(['scontrol', '--version'], env=env, capture_output=True, text=True).stdout.strip()}; "
+              f"pyslurm {installed_version()}")
+        print()
+        print(f"{'pending':>7} {'backend':>8} {'jobs':>6} {'snapshot s':>10} {'problem s':>9} "
+              f"{'SiteFactor on':>13} {'s':>7} {'failed':>6} {'set_nice x':>10} {'s':>7}")
+        snaps: dict[tuple[int, str], float] = {}
+        for r in rows:
+            if r[1] == "same Problem":
+                print(f"{r[0]:>7} same Problem from both backends: {'yes' if r[2] else 'NO'}")
+                continue
+            size, arm, njobs, snap_s, problem_s, npend, batch_s, nfail, nsingle, single_s, _ = r
+            snaps[(size, arm)] = snap_s
+            print(f"{size:>7} {arm:>8} {njobs:>6} {snap_s:>10.3f} {problem_s:>9.3f} {npend:>13} {batch_s:>7.2f} "
+                  f"{nfail:>6} {nsingle:>10} {single_s:>7.2f}")
+        print()
+        for size in sizes:
+            print(f"snapshot at {size} pending: cli / pyslurm = {snaps[(size, 'cli')] / snaps[(size, 'pyslurm')]:.1f}x")
+    finally:
+        for i in range(0, len(ids), 1000):
+            subprocess.run(["scancel", *ids[i:i + 1000]], env=env, check=False)
+        subprocess.run(["scontrol", "delete", f"PartitionName={part}"], env=env, capture_output=True, timeout=30)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,436 @@
+"""The second SlurmPort: Slurm's C library through pyslurm (``[slurm] backend = "pyslurm"``).
+
+pyslurm binds one Slurm release's libslurm (its major.minor is Slurm's: pyslurm 22.5.x for Slurm
+22.05, 24.11.x for 24.11), so it is built for the site's Slurm (``scripts/build-pyslurm.sh``,
+docs/slurm-adapter.md) and chosen by :func:`choose`: ``auto`` takes it when it imports and its
+major.minor is the running Slurm's, else the command line, and says which it took and why.
+
+What goes through pyslurm, and what stays with Slurm's commands (the :class:`~.cli.SlurmCli` this
+port wraps) because pyslurm 22.5 cannot do it the way the controller needs:
+
+* **reads from slurmctld** (jobs, nodes, partitions, one job's outlook): pyslurm, one RPC each,
+  turned into the model by :mod:`.pyslurm_records` through the same parsers as the command
+  line. The jobs' *site factor* is not in pyslurm's job record: ``sprio`` (one call, run beside
+  the RPCs), as is :meth:`job_priority_factors` (pyslurm has no priority-factors call);
+* **slurmdbd** (accounts, QOS, accounting, ``speeds learn``'s history): the commands. pyslurm
+  22.5's database API has no QOS limits or priority and no account's default QOS, and it keys
+  accounting by job id, so a requeued job's earlier runs (``sacct -D``) would be lost;
+* **writes to pending jobs**: priority, nice, site factor, hold, release, requeue, partition,
+  QOS, node lists and features through pyslurm (``slurm_update_job``, one RPC per job; the same
+  change on more than :data:`FEW_JOBS` jobs through scontrol's job list, faster); a field
+  *cleared* (``ReqNodeList=""``), a job named by an array task or het component id, and a
+  user's hold put back through the command (pyslurm 22.5 sends an empty value as "unchanged",
+  updates by numeric id only, and its ``hold(mode="user")`` writes through a NULL pointer);
+  GPU request rewrites (which on 22.05 must clear the field first, then hold, set, release and
+  read back) through the command line's own code;
+* **QOS writes** (sacctmgr): the commands.
+
+A pyslurm call is an RPC bounded by Slurm's own ``MessageTimeout``; its errors map to the same
+error tree as the commands' (:func:`_slurm_error`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import logging
+import os
+import pwd
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
+
+from ..errors import JobGone, SlurmCommandError, SlurmError, SlurmUnavailable
+from .cli import SlurmCli
+from .model import (
+    Account, AccountingRecord, JobOutlook, Node, Partition, PriorityFactors, Qos, SlurmJob, Snapshot,
+)
+from .parse.history import History
+from .parse.squeue import state_name
+from .pyslurm_records import jobs_from, node_record, partition_record
+from .run import JOB_GONE, TRANSIENT
+from .write_rules import UPDATABLE_FIELDS, batch_items, check_job_id, check_value
+
+log = logging.getLogger(__name__)
+
+#: the backends ``[slurm] backend`` names
+BACKENDS = ("cli", "pyslurm", "auto")
+#: a job id pyslurm's update takes (numeric); array tasks and het components go through scontrol
+_PLAIN_ID = re.compile(r"^\d+$")
+#: the partition, QOS and node attributes :func:`.pyslurm_records.partition_record` reads
+_PARTITION_ATTRS = ("name", "nodes", "state", "priority_tier", "allowed_accounts", "denied_accounts",
+                    "allowed_qos", "denied_qos", "allowed_groups", "max_time", "max_nodes", "is_default")
+#: pyslurm's JobSubmitDescription attribute of each field update_job(s) may set
+_DESC_ATTR = {"Partition": "partitions", "QOS": "qos", "ReqNodeList": "required_nodes",
+              "ExcNodeList": "excluded_nodes", "Features": "constraints", "Nice": "nice",
+              "Priority": "priority", "SiteFactor": "site_factor"}
+
+#: up to this many jobs, update_jobs sends one pyslurm update per job; beyond, scontrol's job list
+#: (measured on the 22.05 testbed: SiteFactor on 10,000 jobs took 13.4 s as lists of 500, 29.7 s
+#: as one RPC per job; one job alone takes ~1 ms through pyslurm, ~10 ms through scontrol)
+FEW_JOBS = 8
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_loaded_conf: list[str | None] = []
+
+
+def major_minor(version: str) -> tuple[int, int] | None:
+    """``22.5.3`` (pyslurm) or ``slurm 22.05.8`` (Slurm) -> (22, 5); None when unreadable."""
+    m = re.search(r"(\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def installed_version() -> str | None:
+    """pyslurm's version as installed, without importing it (importing loads libslurm)."""
+    try:
+        return importlib.metadata.version("pyslurm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def load_pyslurm(conf: str | None) -> Any:
+    """Import pyslurm with libslurm initialised for ``conf`` (the cluster's slurm.conf; None:
+    Slurm's own default). pyslurm initialises at import from ``SLURM_CONF``; a later port for
+    another cluster re-initialises it (one cluster at a time per process)."""
+    with _lock:
+        if not _loaded_conf:
+            saved = os.environ.get("SLURM_CONF")
+            if conf:
+                os.environ["SLURM_CONF"] = conf
+            try:
+                module = importlib.import_module("pyslurm")
+            finally:
+                if conf:
+                    if saved is None:
+                        os.environ.pop("SLURM_CONF", None)
+                    else:
+                        os.environ["SLURM_CONF"] = saved
+            _loaded_conf.append(conf)
+            return module
+        module = importlib.import_module("pyslurm")
+        if _loaded_conf[0] != conf:
+            module.api.slurm_fini()
+            module.api.slurm_init(conf)
+            _loaded_conf[0] = conf
+        return module
+
+
+def _slurm_error(exc: Exception, op: str, job_id: str | None = None) -> SlurmError:
+    """A pyslurm error -> the error tree of :mod:`slurm_fair.errors`, by the same rules as a
+    command's message (:mod:`.run`): the job gone, Slurm unreachable, or a refusal."""
+    message = str(getattr(exc, "msg", "") or exc)
+    if job_id is not None and JOB_GONE.search(message):
+        return JobGone(f"job {job_id} is gone or no longer pending: {message}")
+    if TRANSIENT.search(message):
+        return SlurmUnavailable(f"cannot reach Slurm (pyslurm {op}): {message}")
+    argv = ["pyslurm", op] + ([f"JobId={job_id}"] if job_id else [])
+    return SlurmCommandError(argv, int(getattr(exc, "errno", 1) or 1), message)
+
+
+class PyslurmPort:
+    """SlurmPort through pyslurm, with :class:`SlurmCli` for what pyslurm cannot do (module
+    docstring). ``conf`` is the cluster's slurm.conf (``SLURM_CONF`` of the CLI's environment)."""
+
+    backend = "pyslurm"
+
+    def __init__(self, cli: SlurmCli, module: Any | None = None, conf: str | None = None, note: str = "") -> None:
+        self.cli = cli
+        self.cluster = cli.cluster
+        self.conf = conf if conf is not None else cli.runner.env.get("SLURM_CONF")
+        self.ps = module if module is not None else load_pyslurm(self.conf)
+        self.version = str(getattr(self.ps, "__version__", "") or installed_version() or "")
+        #: why this backend (``auto``'s reason); shown by snapshot, run --json and metrics
+        self.backend_note = note or f"pyslurm {self.version}"
+        self._users: dict[int, str] = {}
+
+    # --- the pyslurm calls ------------------------------------------------------------------
+    def _call(self, op: str, fn: Callable[[], T], job_id: str | None = None) -> T:
+        with _lock:
+            if _loaded_conf and _loaded_conf[0] != self.conf:
+                self.ps.api.slurm_fini()
+                self.ps.api.slurm_init(self.conf)
+                _loaded_conf[0] = self.conf
+            try:
+                return fn()
+            except (JobGone, SlurmError):
+                raise
+            except (self.ps.RPCError, ValueError) as exc:
+                raise _slurm_error(exc, op, job_id) from None
+
+    def _user(self, uid: int) -> str:
+        """A uid's name as squeue prints it (the number when the host does not know it)."""
+        name = self._users.get(uid)
+        if name is None:
+            try:
+                name = pwd.getpwuid(uid).pw_name
+            except KeyError:
+                name = str(uid)
+            self._users[uid] = name
+        return name
+
+    # --- read ---------------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """Jobs, then nodes, then partitions through pyslurm (three RPCs); meanwhile, beside
+        them, the site factors (sprio) and accounts and QOS (sacctmgr)."""
+        taken = datetime.now()
+        with ThreadPoolExecutor(3, thread_name_prefix="slurm-fair-read") as pool:
+            site = pool.submit(self._site_factors)
+            accounts, qos = pool.submit(self.accounts), pool.submit(self.qos)
+            jobs = self._jobs(("PENDING", "RUNNING"))
+            nodes = self.nodes()
+            partitions = self.partitions()
+            return Snapshot(
+                taken_at=taken,
+                nodes=tuple(nodes),
+                jobs=tuple(self._with_site(jobs, site.result())),
+                accounts=tuple(accounts.result()),
+                qos=tuple(qos.result()),
+                cluster=self.cluster,
+                partitions=tuple(partitions),
+            )
+
+    def _jobs(self, states: Sequence[str]) -> list[SlurmJob]:
+        records = self._call("job", lambda: self.ps.job().get())
+        return list(jobs_from(records, states, self._user, self._exact_reason))
+
+    def _exact_reason(self, job_id: str) -> str:
+        """The reason of one job as Slurm holds it (pyslurm's legacy read turns the spaces of
+        a ``state_desc`` into ``_``); its record's when the job is gone meanwhile."""
+        base = job_id.split("_", 1)[0].split("+", 1)[0]
+        try:
+            job = self._call("job", lambda: self.ps.Job.load(int(base)), base)
+        except SlurmError:
+            return ""
+        return str(job.state_reason or "")
+
+    def _site_factors(self) -> dict[str, int]:
+        """The command line's (sprio; none known where it does not answer, as under
+        ``priority/basic``)."""
+        return self.cli._site_factors()
+
+    @staticmethod
+    def _with_site(jobs: Sequence[SlurmJob], site: Mapping[str, int]) -> Iterator[SlurmJob]:
+        from dataclasses import replace
+
+        for j in jobs:
+            yield replace(j, site_factor=site.get(j.job_id)) if j.pending else j
+
+    def nodes(self) -> list[Node]:
+        """pyslurm's legacy node read (raw gres strings, ``mixed`` computed as sinfo does) with
+        the complete state string of its newer one (every flag: drain, not_responding...)."""
+        legacy = self._call("node", lambda: self.ps.node().get())
+        complete = {name: str(n.state or "") for name, n in self._call("node", self.ps.Nodes.load).items()}
+        tiers = {p.name: p.priority_tier for p in self.partitions()}
+        return [node_record(raw, complete.get(name, ""), tiers) for name, raw in legacy.items()]
+
+    def partitions(self) -> list[Partition]:
+        loaded = self._call("partition", self.ps.Partitions.load)
+        return [partition_record({a: getattr(p, a) for a in _PARTITION_ATTRS}) for p in loaded.values()]
+
+    def jobs(self, states: Sequence[str] = ("PENDING", "RUNNING")) -> list[SlurmJob]:
+        jobs = self._jobs(states)
+        if not any(j.pending for j in jobs):
+            return jobs
+        return list(self._with_site(jobs, self._site_factors()))
+
+    def accounts(self) -> list[Account]:
+        return self.cli.accounts()
+
+    def qos(self) -> list[Qos]:
+        return self.cli.qos()
+
+    def accounting(self, since: datetime, until: datetime | None = None) -> list[AccountingRecord]:
+        return self.cli.accounting(since, until)
+
+    def sacct_history(self, since: datetime) -> tuple[str, str]:
+        return self.cli.sacct_history(since)
+
+    def accounting_history(self, since: datetime) -> History:
+        return self.cli.accounting_history(since)
+
+    def site_factor_plugin(self) -> str:
+        return self.cli.site_factor_plugin()
+
+    def job_outlook(self, job_id: str) -> JobOutlook:
+        job_id = check_job_id(job_id)
+        if not _PLAIN_ID.match(job_id):
+            return self.cli.job_outlook(job_id)
+        job = self._call("job", lambda: self.ps.Job.load(int(job_id)), job_id)
+        start = job.start_time
+        return JobOutlook(job_id=job_id, state=state_name(str(job.state or "")), reason=str(job.state_reason or ""),
+                          priority=int(job.priority or 0),
+                          start=datetime.fromtimestamp(start) if isinstance(start, int) and start > 0 else None)
+
+    def job_priority_factors(self, job_id: str) -> list[PriorityFactors]:
+        return self.cli.job_priority_factors(job_id)
+
+    def can_retype_gpu(self) -> bool:
+        return self.cli.can_retype_gpu()
+
+    # --- write (pending jobs) -----------------------------------------------------------------
+    def _modify(self, job_id: str, **attrs: Any) -> None:
+        desc = self.ps.JobSubmitDescription(**attrs)
+        self._call("update", lambda: self.ps.Job(int(job_id)).modify(desc), job_id)
+
+    def set_gpu_type(self, job: SlurmJob, gpu_type: str | None) -> None:
+        self.cli.set_gpu_type(job, gpu_type)
+
+    def restore_gpu_request(self, job: SlurmJob, raw: str) -> None:
+        self.cli.restore_gpu_request(job, raw)
+
+    def set_gpu_types(self, changes: Sequence[tuple[SlurmJob, str | None]]) -> dict[str, SlurmError | ValueError]:
+        return self.cli.set_gpu_types(changes)
+
+    def restore_gpu_requests(self, changes: Sequence[tuple[SlurmJob, str]]) -> dict[str, SlurmError | ValueError]:
+        return self.cli.restore_gpu_requests(changes)
+
+    def set_priority(self, job_id: str, priority: int | None) -> None:
+        """As :meth:`SlurmCli.set_priority`: a number fixes it; None gives the job back to
+        multifactor (hold + release), re-applying a user's or an admin's hold."""
+        job_id = check_job_id(job_id)
+        if not _PLAIN_ID.match(job_id):
+            self.cli.set_priority(job_id, priority)
+            return
+        if priority is not None:
+            self._modify(job_id, priority=int(priority))
+            return
+        reason = self._exact_reason_or_gone(job_id)
+        self.hold(job_id)
+        self.release(job_id)
+        if reason == "JobHeldUser":  # not pyslurm's hold(mode="user"): 22.5.3 writes it through a
+            self.cli._scontrol(job_id, "uhold", job_id)  # NULL pointer and the process crashes
+        elif reason == "JobHeldAdmin":
+            self.hold(job_id)
+
+    def _exact_reason_or_gone(self, job_id: str) -> str:
+        job = self._call("job", lambda: self.ps.Job.load(int(job_id)), job_id)
+        return str(job.state_reason or "")
+
+    def set_nice(self, job_id: str, nice: int) -> None:
+        self.update_job_fields(job_id, {"Nice": str(int(nice))})
+
+    def hold(self, job_id: str) -> None:
+        job_id = check_job_id(job_id)
+        if not _PLAIN_ID.match(job_id):
+            self.cli.hold(job_id)
+            return
+        self._call("hold", lambda: self.ps.Job(int(job_id)).hold(), job_id)
+
+    def release(self, job_id: str) -> None:
+        job_id = check_job_id(job_id)
+        if not _PLAIN_ID.match(job_id):
+            self.cli.release(job_id)
+            return
+        self._call("release", lambda: self.ps.Job(int(job_id)).release(), job_id)
+
+    def requeue(self, job_id: str) -> None:
+        job_id = check_job_id(job_id)
+        if not _PLAIN_ID.match(job_id):
+            self.cli.requeue(job_id)
+            return
+        self._call("requeue", lambda: self.ps.Job(int(job_id)).requeue(), job_id)
+
+    def update_job(self, job_id: str, fields: Mapping[str, str]) -> None:
+        bad = set(fields) - UPDATABLE_FIELDS
+        if bad:
+            raise ValueError(f"cannot update {', '.join(sorted(bad))} (allowed: {sorted(UPDATABLE_FIELDS)})")
+        if fields:
+            self.update_job_fields(job_id, fields)
+
+    def update_job_fields(self, job_id: str, fields: Mapping[str, str]) -> None:
+        """One job's fields through pyslurm; a cleared field or a non-numeric id through
+        scontrol (module docstring). Values are checked as the command line checks them."""
+        job_id = check_job_id(job_id)
+        for key, value in fields.items():
+            check_value(key, value)
+        if not _PLAIN_ID.match(job_id) or any(v == "" for v in fields.values()):
+            self.cli._update(job_id, **dict(fields))
+            return
+        self._modify(job_id, **{_DESC_ATTR[k]: _desc_value(k, v) for k, v in fields.items()})
+
+    def update_jobs(self, job_ids: Sequence[str], fields: Mapping[str, str]) -> dict[str, SlurmError]:
+        """The same fields on each job (the jobs not changed, each with its error); every value
+        is checked first, before anything is sent. A few jobs: one pyslurm update each; more
+        than :data:`FEW_JOBS`: scontrol's job list (:meth:`SlurmCli.update_jobs`), one RPC per
+        500 jobs, which slurmctld serves faster than one RPC per job (docs/performance.md)."""
+        batch_items(fields)
+        ids = [check_job_id(j) for j in dict.fromkeys(job_ids)]
+        if not fields:
+            return {}
+        if len(ids) > FEW_JOBS:
+            return self.cli.update_jobs(ids, fields)
+        failed: dict[str, SlurmError] = {}
+        for job_id in ids:
+            try:
+                self.update_job_fields(job_id, fields)
+            except (JobGone, SlurmCommandError) as exc:
+                failed[job_id] = exc
+        return failed
+
+    # --- QOS (sacctmgr) -------------------------------------------------------------------------
+    def ensure_qos(self, name: str, grp_tres: Mapping[str, int | None], exists: bool | None = None) -> None:
+        self.cli.ensure_qos(name, grp_tres, exists)
+
+    def delete_qos(self, name: str) -> None:
+        self.cli.delete_qos(name)
+
+    def attach_qos(self, account: str, qos: str, default: bool = True) -> None:
+        self.cli.attach_qos(account, qos, default)
+
+    def detach_qos(self, account: str, qos: str) -> None:
+        self.cli.detach_qos(account, qos)
+
+
+def _desc_value(key: str, value: str) -> Any:
+    """A field's value as pyslurm's JobSubmitDescription takes it. Nice and the site factor stay
+    strings: pyslurm skips a value that is false, and ``"0"`` is not (0 is a real nice)."""
+    return int(value) if key == "Priority" else value
+
+
+def _last_line(exc: Exception) -> str:
+    """The last line of an error (scontrol's ``fatal:`` line comes after its ``error:`` lines)."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    return (lines[-1] if lines else type(exc).__name__)[:200]
+
+
+def choose(cli: SlurmCli, backend: str, log_warning: Callable[[str], None] | None = None) -> Any:
+    """The port of ``[slurm] backend``: ``cli``; ``pyslurm`` or ``auto``: pyslurm when it is
+    installed, imports, and its major.minor is the running Slurm's (``scontrol --version``),
+    else the command line with a warning saying why (never an error: the controller keeps
+    working). The port's ``backend`` and ``backend_note`` say which it took."""
+    warn = log_warning or log.warning
+    if backend == "cli":
+        return cli
+    version = installed_version()
+    reason = ""
+    if version is None:
+        reason = "pyslurm is not installed (scripts/build-pyslurm.sh builds it for this Slurm)"
+    else:
+        try:
+            slurm = cli.runner.run(["scontrol", "--version"]).strip()
+        except SlurmError as exc:
+            slurm, reason = "", f"cannot read Slurm's version ({_last_line(exc)})"
+        if not reason and major_minor(version) != major_minor(slurm):
+            reason = (f"pyslurm {version} does not match {slurm or 'this Slurm'} (its major.minor must be "
+                      "Slurm's: rebuild it with scripts/build-pyslurm.sh)")
+        if not reason:  # libslurm exits the process on a configuration it cannot load: ask a command
+            try:        # first (scontrol loads it the same way, and fails alone)
+                cli.runner.run(["scontrol", "show", "hostnames", "probe"])
+            except SlurmError as exc:
+                reason = f"Slurm's configuration does not load ({_last_line(exc)})"
+    if not reason:
+        try:
+            return PyslurmPort(cli, note=f"{backend}: pyslurm {version} matches {slurm}")
+        except Exception as exc:  # noqa: BLE001 - an ImportError, a missing libslurm, a failed init
+            reason = f"pyslurm {version} does not load: {type(exc).__name__}: {exc}"
+    message = f"[slurm] backend = \"{backend}\": {reason}; using Slurm's commands (cli)"
+    if backend == "pyslurm" or version is not None:  # asked for, or there but unusable: say so
+        warn(message)
+    else:
+        log.info(message)
+    cli.backend_note = f"{backend}: {reason}"
+    return cli
