@@ -198,7 +198,9 @@ def build_problem(
             prev_nodes[sj.job_id] = sj.gpus_on_nodes()
         jobs.append(replace(
             gang, throughput=tput, age_s=age, attained_s=sum(service.values()), prev_type=p,
-            extra={"state": sj.state.upper()},
+            extra={"state": sj.state.upper(),
+                   # all a site knows of a job's size (docs/oef.md, "Only what a site knows")
+                   **({"time_limit_s": 60.0 * sj.time_limit_min} if sj.time_limit_min else {})},
         ))
     shares = {a.name: a.shares for a in snapshot.accounts}
     tenants = tenant_weights({j.tenant for j in jobs}, weights, shares)

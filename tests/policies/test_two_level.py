@@ -303,3 +303,20 @@ def test_within_the_floor_the_job_that_waited_goes_first() -> None:
     a = policies.allocate("oef", p, OPTS)
     assert a.x["old"].get("v100", 0.0) == pytest.approx(1.0)
     assert sum(a.x["new"].values()) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_time_limit_stands_for_the_size_nobody_knows() -> None:
+    """Issue 39, item 2: the controller knows no job's work, only its time limit; the aging
+    takes the remaining work from it (what the limit leaves, on the fastest type), so a job
+    with a limit ages like one whose work is that, and one with neither only by its time run."""
+    from slurm_fair.policies._inside import priority, remaining
+
+    p = Problem({"v100": 2, "k80": 2}, {"a": 1.0}, ())
+    limited = Job("l", "a", 1, {"v100": 10.0, "k80": 1.0}, age_s=7200.0, attained_s=1800.0,
+                  extra={"time_limit_s": 5400.0})
+    sized = Job("s", "a", 1, {"v100": 10.0, "k80": 1.0}, age_s=7200.0, attained_s=1800.0,
+                remaining_work=(5400.0 - 1800.0) * 10.0)
+    assert remaining(limited) == pytest.approx(36000.0)
+    assert priority(p, limited, 1.25) == pytest.approx(priority(p, sized, 1.25))
+    blind = Job("b", "a", 1, {"v100": 10.0, "k80": 1.0}, age_s=7200.0, attained_s=1800.0)
+    assert remaining(blind) is None and priority(p, blind, 1.25) == pytest.approx(1 + 5400.0 / 1800.0)
