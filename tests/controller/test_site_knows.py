@@ -23,3 +23,27 @@ def test_the_time_limit_is_the_size_the_policy_sees():
     jobs = {j.id: j for j in built.problem.jobs}
     assert jobs["l"].extra["time_limit_s"] == 7200.0 and jobs["l"].remaining_work is None
     assert "time_limit_s" not in jobs["n"].extra
+
+
+def test_a_running_job_left_to_slurm_is_charged_to_its_tenant_and_never_touched():
+    """Issue 39, item 4: tenant b runs 4 v100 with ``-C`` (a feature every node has). Before, its
+    GPUs were subtracted like an outsider's and b's share was computed as if it held nothing;
+    now the job is in the problem, pinned where it runs, marked untouched, counted in b's bundle,
+    and the GPUs are in the capacity."""
+    from slurm_fair.controller.decide import staying
+    from slurm_fair.controller.problem import untouched
+    from slurm_fair.fairness import tenant_bundles
+
+    snap = snapshot(cluster(v100=8, k80=4), [
+        job("feat", "b", gpus=4, state="RUNNING", running_on="v100", features="fast", comment="fair:preemptible"),
+        job("mine", "a"), job("wait", "b", features="fast")])
+    built = _built(snap, ["mine", "wait"])  # neither left-out job has an estimate of its own
+    jobs = {j.id: j for j in built.problem.jobs}
+    assert built.problem.gpu_types["v100"] == 8  # not subtracted as foreign any more
+    assert set(jobs) == {"feat", "mine"} and untouched(built.problem) == {"feat"}
+    assert dict(jobs["feat"].throughput) == {"v100": 1.0} and jobs["feat"].prev_type == "v100"
+    assert "wait" in built.left_out and "wait" not in jobs  # pending: holds nothing, stays out
+    x = {"feat": {"v100": 1.0}, "mine": {"v100": 1.0}}
+    assert tenant_bundles(built.problem, x)["b"]["v100"] == 4.0
+    # opted in to time-sharing, run long enough: still never a requeue candidate
+    assert staying(snap, built, 0.0, {}) == {"feat": "v100"}
