@@ -24,7 +24,7 @@ from . import submit
 from .controller import ControllerProcess
 from .interrupt import Cleanup, Interrupted, SignalGuard, end_reason
 from .plan import ReplayJob, ReplaySpec, check_fits, default_timeout, node_layout, plan_jobs, tenant_map
-from .score import job_row, read_accounting, read_checkpoints, score
+from .score import job_row, read_accounting, read_checkpoints, score, tenant_fairness
 
 Say = Callable[[str], None]
 
@@ -155,6 +155,14 @@ class Replay:
         records, metrics, errors = score(jobs, accts, cks, self.capacity, t0, spec.time_scale, spec.round_s)
         cycles_info = self.controller.cycles() if spec.policy else None
         metrics["wall_seconds"] = end_wall - t0
+        fair = tenant_fairness(jobs, {j.slurm_id: accts[j.slurm_id] for j in jobs if j.slurm_id in accts},
+                               self.capacity, {j.account: j.weight for j in jobs}, datetime.fromtimestamp(t0),
+                               datetime.fromtimestamp(max(end_wall, t0 + 1.0)))
+        for u, row in fair.items():
+            metrics.setdefault("tenants", {}).setdefault(u, {}).update(row)
+        known = [r["si_ratio"] for r in fair.values() if r["si_ratio"] is not None]
+        metrics["si_ratio_min"] = min(known, default=None)
+        metrics["envy_max"] = max((r["envy_max"] for r in fair.values() if r["envy_max"] is not None), default=None)
         doc = {
             "replay": {
                 "trace": str(spec.trace), "policy": spec.policy or "none", "time_scale": spec.time_scale,

@@ -159,6 +159,35 @@ def score(jobs: Sequence[ReplayJob], accts: Mapping[str, AccountingRecord], cks:
     return records, metrics, errors
 
 
+def tenant_fairness(jobs: Sequence[ReplayJob], accts: Mapping[str, AccountingRecord], capacity: Mapping[str, int],
+                    weights: Mapping[str, float], since: datetime, until: datetime) -> dict[str, dict[str, Any]]:
+    """Each tenant's sharing-incentive ratio and largest envy over the run, by the report's own
+    definitions (:func:`slurm_fair.report.tables.build`, docs/reports.md: ``U_u / V_u`` of its
+    weighted equal share summed over slices of the window, envy ``V_u(scaled y_v) / U_u``), on
+    the run's sacct records with each job's true normalised speeds (the emulator's table), so
+    ``report`` over the same window and these figures agree. Keyed by Slurm account; ``envy_of``
+    names the tenant envied most. sacct shows a requeued job's last run only (as ``report``
+    does when it reads the same records)."""
+    from ...model import normalised_throughput
+    from ...report.data import JobSpeed, ReportInputs
+    from ...report.tables import build
+    from ...report.window import Window
+
+    speeds = {j.slurm_id: JobSpeed({k: normalised_throughput(j.tput, k) for k in j.tput}, "replay")
+              for j in jobs if j.slurm_id}
+    inputs = ReportInputs(Window(since, until), tuple(accts.values()), dict(capacity), dict(weights), speeds,
+                          now=until)
+    rep = build(inputs)
+    out: dict[str, dict[str, Any]] = {}
+    for row in rep.tenants.itertuples(index=False):
+        u = str(row.tenant)
+        si = float(row.si_ratio) if row.si_ratio == row.si_ratio else None  # NaN: not computed
+        row_u = {str(v): float(e) for v, e in rep.envy.loc[u].items() if v != u and e == e} if u in rep.envy.index else {}
+        worst = max(row_u, key=lambda v: row_u[v]) if row_u else None
+        out[u] = {"si_ratio": si, "envy_max": row_u[worst] if worst is not None else None, "envy_of": worst}
+    return out
+
+
 def job_row(job: ReplayJob, acct: AccountingRecord | None, ck: Checkpoint | None, rec: JobRecord) -> dict[str, Any]:
     """One job of the result JSON's ``jobs`` list."""
     return {
