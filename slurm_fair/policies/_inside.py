@@ -38,9 +38,10 @@ KEEP_BONUS = 1.25
 RHO_WEIGHT = 1.5
 #: a tenant's jobs get at least ``1 - INSIDE_EPS`` of its bundle's best use (``<policy>.inside_eps``)
 INSIDE_EPS = 0.02
-#: a waiting job past this latency ratio takes its turn first (``<policy>.turn_after_lr``; the
-#: simulator's ``reserve_after_lr`` default, the same bound)
-TURN_AFTER_LR = 2.0
+#: a waiting job past this latency ratio takes its turn first (``<policy>.turn_after_lr``; chosen
+#: on the Philly trace of bench_starvation against 2, docs/results.md: twice the bound of the
+#: simulator's gang reservation, which then finds the turned gang its nodes)
+TURN_AFTER_LR = 4.0
 
 
 def remaining(job: Job) -> float | None:

@@ -281,7 +281,7 @@ def test_a_one_shot_problem_gets_si_and_ef_jobs_with_the_defaults(problem: Probl
 
 
 def test_without_its_turn_a_gang_does_not_take_the_tenants_value() -> None:
-    """The gang of :func:`_gang_problem` waited 1 h (LR 1, below ``turn_after_lr`` 2): running
+    """The gang of :func:`_gang_problem` waited 1 h (LR 1, below ``turn_after_lr`` 4): running
     it would halve its tenant's value (1 against 2), beyond ``inside_eps``: it gets only the
     room the floor leaves (rate 2 eps, the value 2 (1 - eps)); past its turn it runs
     (:func:`test_a_gang_that_waited_goes_before_more_efficient_jobs`)."""
