@@ -160,11 +160,9 @@ def build_problem(
     # a stable job order: squeue lists jobs by partition and priority, which our own changes
     # move; a reordered but otherwise equal problem must not get another (tied) answer
     for sj in sorted(snapshot.gpu_jobs(), key=_job_order):
-        if sj.job_id in held:
+        if sj.job_id in held:  # charged to its tenant, never touched (_charged)
             jobs.append(held[sj.job_id])
-            prev[sj.job_id] = sj.gpu_type_running or ""
-            prev_nodes[sj.job_id] = sj.gpus_on_nodes()
-            continue
+            prev[sj.job_id], prev_nodes[sj.job_id] = sj.gpu_type_running or "", sj.gpus_on_nodes()
         if sj.job_id in left_out:
             continue
         est = estimates[sj.job_id]
@@ -204,15 +202,19 @@ def build_problem(
             prev_nodes[sj.job_id] = sj.gpus_on_nodes()
         jobs.append(replace(
             gang, throughput=tput, age_s=age, attained_s=sum(service.values()), prev_type=p,
-            extra={"state": sj.state.upper(),
-                   # all a site knows of a job's size (docs/oef.md, "Only what a site knows")
-                   **({"time_limit_s": 60.0 * sj.time_limit_min} if sj.time_limit_min else {})},
+            extra=_extra(sj),
         ))
     shares = {a.name: a.shares for a in snapshot.accounts}
     tenants = tenant_weights({j.tenant for j in jobs}, weights, shares)
     problem = Problem(gpu_types={k: c for k, c in capacity.items() if c > 0}, tenants=tenants, jobs=tuple(jobs),
                       nodes=nodes)
     return BuiltProblem(problem, left_out, fixed, received, prev, prev_nodes)
+
+
+def _extra(sj: SlurmJob) -> dict[str, Any]:
+    """A job's ``extra``: its state, and its time limit, all a site knows of its size (docs/oef.md,
+    "Only what a site knows")."""
+    return {"state": sj.state.upper(), **({"time_limit_s": 60.0 * sj.time_limit_min} if sj.time_limit_min else {})}
 
 
 #: the ``extra`` key of a job the problem counts but the controller never touches (issue 39)
