@@ -1,19 +1,21 @@
 """Two levels: a tenant-level allocation's bundles shared among each tenant's jobs by
-latency-ratio aging.
+latency-ratio aging, within a floor that keeps the tenant's value.
 
 Why (docs/oef.md, "Two levels"): a tenant-level policy that maximises efficiency also gives a
 tenant's bundle to the jobs that use it best; a job that is slow per GPU, or a gang, gets
 nothing for as long as faster jobs of its tenant keep arriving. Inside the bundle ``y_u`` of
 tenant ``u`` (``y_uk = sum_j g_j x_jk`` of the tenant-level answer) this step instead maximises
 ``sum_j p_j r_j`` with ``p_j`` growing with the job's latency ratio so far (:func:`priority`),
-subject to ``sum_j g_j x_jk <= y_uk`` and ``sum_k x_jk <= 1``.
+subject to ``sum_j g_j x_jk <= y_uk``, ``sum_k x_jk <= 1`` and ``sum_j r_j >= (1 - eps)
+V_u(y_u)`` (``<policy>.inside_eps``), after the jobs whose turn has come (:func:`turns`) took
+what they can.
 
-What stays: every tenant holds at most the GPUs of its tenant-level bundle, so SI, EF and PE,
-which are properties of the bundles valued by their best use ``V_u`` (docs/fairness.md), are
-those of the tenant-level answer, checked there (``Allocation.tenant_x``); the simulator checks
-both that and that every tenant's bundle in ``x`` lies inside its tenant-level bundle. What is
-given up: ``U_u(x)`` may be below ``V_u(y_u)``, i.e. the tenant spends part of what its bundle
-could do on its own waiting jobs; no other tenant can tell the difference.
+What stays (issue 39; proof in docs/oef.md, "Keeping the tenant's value"): every tenant holds
+at most the GPUs of its tenant-level bundle and, unless one of its jobs took its turn, its
+jobs together get at least ``(1 - eps)`` of that bundle's best use, so the jobs' allocation
+``x`` is SI and EF within ``eps`` and no allocation improves every tenant by ``1 / (1 - eps)``,
+checked on ``x`` itself by :func:`slurm_fair.fairness.si_shortfalls`, ``envy_beyond`` and
+``pareto_gap_within``; the tenant level (``Allocation.tenant_x``) stays exactly SI, EF and PE.
 """
 
 from __future__ import annotations
