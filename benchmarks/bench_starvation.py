@@ -44,7 +44,7 @@ TRACE = Path(__file__).parent / "traces" / "philly_6vc_240.csv"
 POLICIES = ("oef", "fft", "gavel-ftf", "hops", "gavel-mmf", "agnostic")
 
 
-def scenario(name: str, seed: int, table: tt.ThroughputTable) -> tuple[Workload, str, int]:
+def scenario(name: str, seed: int, table: tt.ThroughputTable, trace: Path = TRACE) -> tuple[Workload, str, int]:
     """The workload, cluster spec and GPUs per node of scenario ``name``."""
     if name == "philly":
         jobs = generate(200, 5, 100 + seed, 8.0, table, 24 * 3600.0, "philly").jobs
@@ -56,7 +56,7 @@ def scenario(name: str, seed: int, table: tt.ThroughputTable) -> tuple[Workload,
         jobs = generate(240, 7, 300 + seed, 8.0, table, 24 * 3600.0, "philly").jobs
         return make_workload(jobs, {"tenant-1": 3.0, "tenant-2": 2.0, "tenant-3": 0.5}), "16:8:8", 4
     if name == "trace":
-        return load_traces([str(TRACE)], table, None, None, False, {}), "8:8:8", 4
+        return load_traces([str(trace)], table, None, None, False, {}), "8:8:8", 4
     raise SystemExit(f"unknown scenario {name!r}")
 
 
@@ -66,6 +66,8 @@ def main() -> None:
     parser.add_argument("--policy", action="append", default=None,
                         help="a policy, or POLICY:KEY=VALUE,... (e.g. gavel-mmf:inside=1); repeatable")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--trace", type=Path, default=TRACE,
+                        help="the trace of --scenario trace (default: philly_6vc_240.csv; other shapes: traces/)")
     parser.add_argument("--knowledge", default="oracle",
                         help="what the policies know (simulate --knowledge): oracle, untagged, tagged=F")
     args = parser.parse_args()
@@ -74,7 +76,7 @@ def main() -> None:
     console.print(f"machine: {platform.machine()}, Python {platform.python_version()}, solver {fastest_available()}")
     table = tt.load()
     for name in args.scenario or ["philly", "gangs", "trace"]:
-        workload, spec, gpn = scenario(name, args.seed, table)
+        workload, spec, gpn = scenario(name, args.seed, table, args.trace)
         cluster = parse_cluster(spec, gpn)
         got = {}
         for arm in args.policy or POLICIES:
@@ -84,7 +86,8 @@ def main() -> None:
             res = simulate(workload, cluster, table, policies.get(pol),
                            SimConfig(policy_params=params, knowledge=knowledge, knowledge_seed=args.seed))
             got[arm] = summarize(res.records, res.samples, res.capacity) | {"wall": res.wall_seconds}
-        show(console, f"{name} (seed {args.seed}, {knowledge}): {len(workload.jobs)} jobs, {spec}, {gpn} GPUs/node",
+        label = f"trace {args.trace.name}" if name == "trace" else name
+        show(console, f"{label} (seed {args.seed}, {knowledge}): {len(workload.jobs)} jobs, {spec}, {gpn} GPUs/node",
              got)
 
 
