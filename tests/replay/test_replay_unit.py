@@ -162,7 +162,7 @@ def test_tenant_fairness_over_the_run_by_hand():
     accts = {"0": AccountingRecord("0", "a", "u", "COMPLETED", "v100", 1, t0, t0, t1, 7200.0),
              "1": AccountingRecord("1", "a", "u", "COMPLETED", "v100", 1, t0, t0, t1, 7200.0),
              "2": AccountingRecord("2", "b", "u", "CANCELLED", None, 1, t0, None, t1, 0.0)}
-    got = score.tenant_fairness(jobs, accts, {"v100": 2}, {"a": 1.0, "b": 1.0}, t0, t1)
+    got = score.tenant_fairness(jobs, list(accts.values()), {"v100": 2}, {"a": 1.0, "b": 1.0}, t0, t1)
     assert got["a"]["si_ratio"] == pytest.approx(2.0)
     assert got["b"]["si_ratio"] == pytest.approx(0.0)
     assert got["b"]["envy_of"] == "a" and got["b"]["envy_max"] == float("inf")

@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 from ...estimates import gavel as tt
 from ...errors import UserError
 from ...sim.workload import load_traces
+from ...slurm.model import AccountingRecord
 from . import submit
 from .controller import ControllerProcess
 from .interrupt import Cleanup, Interrupted, SignalGuard, end_reason
@@ -150,13 +151,13 @@ class Replay:
         if timed_out:
             self.say(f"timeout after {timeout:.0f} s: cancelling the unfinished jobs of this run")
         cleanup = self._cleanup("timeout" if timed_out else "finished")
-        accts = read_accounting(self.tb, since, set(self.submitted), self.clock, self.sleep)
+        every: list[AccountingRecord] = []
+        accts = read_accounting(self.tb, since, set(self.submitted), self.clock, self.sleep, every=every)
         cks = read_checkpoints(jobs, spec.run_dir)
         records, metrics, errors = score(jobs, accts, cks, self.capacity, t0, spec.time_scale, spec.round_s)
         cycles_info = self.controller.cycles() if spec.policy else None
         metrics["wall_seconds"] = end_wall - t0
-        fair = tenant_fairness(jobs, {j.slurm_id: accts[j.slurm_id] for j in jobs if j.slurm_id in accts},
-                               self.capacity, {j.account: j.weight for j in jobs}, datetime.fromtimestamp(t0),
+        fair = tenant_fairness(jobs, every, self.capacity, {j.account: j.weight for j in jobs}, datetime.fromtimestamp(t0),
                                datetime.fromtimestamp(max(end_wall, t0 + 1.0)))
         for u, row in fair.items():
             metrics.setdefault("tenants", {}).setdefault(u, {}).update(row)
