@@ -47,3 +47,30 @@ def test_a_running_job_left_to_slurm_is_charged_to_its_tenant_and_never_touched(
     assert tenant_bundles(built.problem, x)["b"]["v100"] == 4.0
     # opted in to time-sharing, run long enough: still never a requeue candidate
     assert staying(snap, built, 0.0, {}) == {"feat": "v100"}
+
+
+def test_an_untouched_job_is_never_requeued_to_make_room():
+    """The plan's requeues pass over a charged job: the same opted-in job (``--requeue``,
+    ``fair:preemptible``, run an hour) is requeued for a pending job placed on its type, unless it
+    asked for a feature (then the controller only counts it)."""
+    from datetime import timedelta
+
+    from slurm_fair.controller.plan import PlanInputs, make_plan
+    from slurm_fair.model import Allocation
+
+    from .builders import T0
+    from .test_plan_diff import steering
+
+    def requeued(**extra):
+        run = job("1", "a", state="RUNNING", running_on="v100", requeue=True, comment="fair:preemptible",
+                  started=T0 - timedelta(hours=1), **extra)
+        snap = snapshot(cluster(v100=1), [run, job("5", "b")])
+        built = _built(snap, ["1", "5"])
+        pilot = read_pilot(snap, {}, Scope.of())
+        inputs = PlanInputs({"5": "v100"}, {}, {}, pilot.asked.partitions, round_boundary=True,
+                            asked_nodes=pilot.asked.nodes, choices=pilot.asked.choices, owned=pilot.owned,
+                            released=pilot.released)
+        return make_plan(snap, built.problem, Allocation("test", {"5": {"v100": 1.0}}), inputs, steering(snap)).requeue
+
+    assert requeued() == ("1",)
+    assert requeued(features="fast") == ()
