@@ -50,6 +50,9 @@ ROWS: tuple[tuple[str, str, float, str], ...] = (
     ("ftf_rho_mean", "FTF rho mean", 1, ".2f"),
     ("ftf_rho_max", "FTF rho max (worst)", 1, ".2f"),
     ("effective_throughput", "effective throughput", 1, ".2f"),
+    # the replay's own (testbed replay --json, the report's definitions over the run's window)
+    ("si_ratio_min", "lowest tenant SI ratio (replay)", 1, ".2f"),
+    ("envy_max", "largest envy, any pair (replay; > 1 = envy)", 1, ".2f"),
     ("utilization", "utilisation %", 100, ".0f"),
     ("jobs_completed", "jobs done", 1, ".0f"),
     ("requeued_jobs", "requeued jobs", 1, ".0f"),

@@ -94,6 +94,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "reserve_after_lr": Key(NUM, 2.0, "a pending gang that waited this many times its time limit (and a round) "
                                 "is put first among the jobs competing for its GPU type, so Slurm's backfill keeps "
                                 "its nodes (0: off)", C.number(0, 1000)),
+        "reserve_after_h": Key(NUM, 4.0, "a pending gang that waited this many hours (and a round) is put first too, "
+                               "whatever its time limit: its turn within hours when limits are days (0: the "
+                               "time limit alone)", C.number(0, 8760)),
         "plan_file": Key((str,), "", "the plan file job_submit.lua reads (empty: state_dir/plan.json)",
                          C.path("file", empty_ok=True)),
     },

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 
+from .errors import SolverError
 from .grouplp import GroupLP
 from .jobgroups import JobGroup, groups_of
 from .model import Job, Problem
@@ -263,6 +264,33 @@ def is_envy_free(problem: Problem, x: XMap, value: Valuer | None = None) -> bool
     return all(e <= eps(util + e) for _, _, e, util in _envies(problem, x, value))
 
 
+def beyond(gap: float, value: float, rel: float) -> bool:
+    """Whether a shortfall ``gap = V - U`` against the value ``V`` a property promises passes
+    the relative tolerance ``rel`` (the two levels' ``inside_eps``: ``U >= (1 - rel) V``) and
+    :func:`eps` (``rel = 0``: the exact checks above)."""
+    return gap > rel * value + eps(value)
+
+
+def si_shortfalls(problem: Problem, x: XMap, rel: float = 0.0, value: Valuer | None = None) -> dict[str, float]:
+    """The tenants below ``(1 - rel)`` of their sharing incentive -> ``U_u / V_u(equal share)``."""
+    out = {}
+    for u, gap, util in _si_gaps(problem, x, value):
+        if beyond(gap, util + gap, rel):
+            out[u] = util / (util + gap) if util + gap > 0 else 0.0
+    return out
+
+
+def envy_beyond(problem: Problem, x: XMap, rel: float = 0.0,
+                value: Valuer | None = None) -> dict[tuple[str, str], float]:
+    """The pairs where ``u`` envies ``v`` by more than ``rel`` of the envied value -> ``U_u /
+    V_u((w_u/w_v) y_v)``."""
+    out = {}
+    for u, v, e, util in _envies(problem, x, value):
+        if beyond(e, util + e, rel):
+            out[(u, v)] = util / (util + e) if util + e > 0 else 0.0
+    return out
+
+
 def pareto_gap(problem: Problem, x: XMap) -> float:
     """How much more total utility a feasible allocation could reach while giving every tenant
     at least its ``U_u``: ``max {E' : U'_u >= U_u} - E`` (0 when ``x`` is Pareto-efficient).
@@ -271,6 +299,19 @@ def pareto_gap(problem: Problem, x: XMap) -> float:
     utilities = tenant_utilities(problem, x)
     best = pareto_bound(problem, groups_of(problem), utilities)
     return max(0.0, best - sum(utilities.values()))
+
+
+def pareto_gap_within(problem: Problem, x: XMap, rel: float) -> float:
+    """:func:`pareto_gap` of the utilities of ``x`` raised by ``1 / (1 - rel)``: how much more
+    than ``sum_u U_u / (1 - rel)`` a feasible allocation can reach while giving every tenant at
+    least ``U_u / (1 - rel)`` (0 also when none can: ``x`` is Pareto-efficient within ``rel``,
+    no allocation improves every tenant by that factor). ``rel = 0``: :func:`pareto_gap`."""
+    raised = {u: v / (1.0 - rel) for u, v in tenant_utilities(problem, x).items()}
+    try:
+        best = pareto_bound(problem, groups_of(problem), raised)
+    except SolverError:
+        return 0.0
+    return max(0.0, best - sum(raised.values()))
 
 
 def is_pareto_efficient(problem: Problem, x: XMap) -> bool:

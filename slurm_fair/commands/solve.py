@@ -58,7 +58,7 @@ def command(input_path: str, policy: str, solver: str, time_limit: float, policy
     out["efficiency_bound"] = bound
     out["efficiency_ratio"] = None if bound is None else fairness.efficiency_ratio(out["efficiency"], bound)
     if "tenant_level" in out:  # two levels: E/E* of the bundles (the allocation's own ratio is
-        # lower by design: a tenant's jobs are ordered by aging, not by efficiency)
+        # at least 1 - inside_eps of it: a tenant's jobs are ordered by aging within that room)
         top = sum(t["value"] for t in out["tenant_level"].values())
         out["tenant_level_efficiency_ratio"] = None if bound is None else fairness.efficiency_ratio(top, bound)
     placement = rounding.place(problem, allocation)

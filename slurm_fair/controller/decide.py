@@ -36,7 +36,7 @@ from .history import History
 from .legacy import legacy_actions
 from .plan import PlanInputs, make_plan
 from .plan.types import Plan, PlanSettings
-from .problem import BuiltProblem, build_problem
+from .problem import BuiltProblem, build_problem, untouched
 from .requeue import eligible as rq_eligible
 from .reserve import overdue
 from .scope import Pilot, Scope, read_pilot
@@ -178,11 +178,12 @@ def staying(snapshot: Snapshot, built: BuiltProblem, min_run: float,
     them on their nodes, so it never plans a pending job into GPUs that will not be freed."""
     now = snapshot.taken_at.timestamp()
     in_problem = {j.id for j in built.problem.jobs}
+    fixed = untouched(built.problem)  # counted in their tenant's share, never stopped or moved
     out = {}
     for sj in snapshot.gpu_jobs():
         if not sj.running or not sj.gpu_type_running or sj.job_id not in in_problem:
             continue
-        if not rq_eligible(sj, now, min_run, last_requeued):
+        if sj.job_id in fixed or not rq_eligible(sj, now, min_run, last_requeued):
             out[sj.job_id] = sj.gpu_type_running
     return out
 
@@ -288,7 +289,8 @@ def decide(
         warnings += obs.warnings
     built = obs.built
     round_boundary = now - history.round_started_at >= s.round_s
-    late = overdue(built.problem, {j.job_id: j for j in snapshot.jobs}, s.round_s, s.reserve_after_lr)
+    late = overdue(built.problem, {j.job_id: j for j in snapshot.jobs}, s.round_s, s.reserve_after_lr,
+                   3600.0 * s.reserve_after_h)
     with timer.phase("policy"):
         allocation, placement, policy_state, message = _allocate(built, history, snapshot, ds, allocate,
                                                                  place, timer, late)

@@ -147,7 +147,8 @@ def build_problem(
     asked = asked or Asked()
     up = [n for n in snapshot.nodes if n.schedulable]
     left_out = {sj.job_id: why for sj in snapshot.gpu_jobs() if (why := _left_to_slurm(sj, asked, estimates))}
-    nodes, capacity = _capacity(snapshot, up, asked, left_out)
+    held = _charged(snapshot, left_out, up)
+    nodes, capacity = _capacity(snapshot, up, asked, {j: w for j, w in left_out.items() if j not in held})
     prev_nodes: dict[str, dict[str, int]] = {}
     now = snapshot.taken_at.timestamp()
     job_service = history.job_service
@@ -159,6 +160,9 @@ def build_problem(
     # a stable job order: squeue lists jobs by partition and priority, which our own changes
     # move; a reordered but otherwise equal problem must not get another (tied) answer
     for sj in sorted(snapshot.gpu_jobs(), key=_job_order):
+        if sj.job_id in held:  # charged to its tenant, never touched (_charged)
+            jobs.append(held[sj.job_id])
+            prev[sj.job_id], prev_nodes[sj.job_id] = sj.gpu_type_running or "", sj.gpus_on_nodes()
         if sj.job_id in left_out:
             continue
         est = estimates[sj.job_id]
@@ -198,13 +202,53 @@ def build_problem(
             prev_nodes[sj.job_id] = sj.gpus_on_nodes()
         jobs.append(replace(
             gang, throughput=tput, age_s=age, attained_s=sum(service.values()), prev_type=p,
-            extra={"state": sj.state.upper()},
+            extra=_extra(sj),
         ))
     shares = {a.name: a.shares for a in snapshot.accounts}
     tenants = tenant_weights({j.tenant for j in jobs}, weights, shares)
     problem = Problem(gpu_types={k: c for k, c in capacity.items() if c > 0}, tenants=tenants, jobs=tuple(jobs),
                       nodes=nodes)
     return BuiltProblem(problem, left_out, fixed, received, prev, prev_nodes)
+
+
+def _extra(sj: SlurmJob) -> dict[str, Any]:
+    """A job's ``extra``: its state, and its time limit, all a site knows of its size (docs/oef.md,
+    "Only what a site knows")."""
+    return {"state": sj.state.upper(), **({"time_limit_s": 60.0 * sj.time_limit_min} if sj.time_limit_min else {})}
+
+
+#: the ``extra`` key of a job the problem counts but the controller never touches (issue 39)
+UNTOUCHED = "untouched"
+
+
+def _charged(snapshot: Snapshot, left_out: Mapping[str, str], up: list[Node]) -> dict[str, Job]:
+    """The running jobs left out of the planning (features, a reservation, no estimate: the
+    plan cannot see where they may run) as the problem's jobs that charge their tenant: every
+    GPU a tenant holds counts in its share, or a tenant could take more than its share by
+    asking for a feature every node has. Each is pinned to the type it runs on, at the rate
+    of a job that runs there (``n_jk = 1``: what it holds is what it uses), marked
+    ``extra[UNTOUCHED]`` with the reason it is left out: the rounding keeps it where it runs
+    and the plan never writes to it or requeues it (:func:`untouched`). A job on a node that
+    is not schedulable holds GPUs the plan does not count at all, and stays out."""
+    names = {n.name for n in up}
+    out: dict[str, Job] = {}
+    for sj in snapshot.gpu_jobs():
+        why = left_out.get(sj.job_id)
+        if not why or not sj.running or not sj.gpu_type_running or not sj.gpu_request:
+            continue
+        on = sj.gpus_on_nodes()
+        if not on or not set(on) <= names:
+            continue
+        g = sum(on.values())
+        out[sj.job_id] = Job(id=sj.job_id, tenant=sj.account, gpus=g, throughput={sj.gpu_type_running: 1.0},
+                             age_s=0.0, prev_type=sj.gpu_type_running,
+                             extra={"state": sj.state.upper(), UNTOUCHED: why})
+    return out
+
+
+def untouched(problem: Problem) -> frozenset[str]:
+    """The jobs the problem counts and the controller never touches (:func:`_charged`)."""
+    return frozenset(j.id for j in problem.jobs if j.extra.get(UNTOUCHED))
 
 
 def _capacity(snapshot: Snapshot, up: list[Node], asked: Asked, left_out: Mapping[str, str]

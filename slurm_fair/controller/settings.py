@@ -48,6 +48,8 @@ class Settings:
     site_job_submit: str = ""
     #: a pending gang whose wait passes this many times its time limit gets its nodes kept (0: off)
     reserve_after_lr: float = 2.0
+    #: ... or after this many hours, whichever comes first (0: the time limit alone)
+    reserve_after_h: float = 4.0
 
     @property
     def plan_path(self) -> Path:
@@ -69,4 +71,5 @@ class Settings:
             parse_params(c["policy_options"]) if policies else {},
             tuple(str(p) for p in c["manage_partitions"]), c["mode"], float(c["fail_open_after_s"]),
             float(c["keep_days"]), c["site_job_submit"], float(c["reserve_after_lr"]),
+            float(c["reserve_after_h"]),
         )

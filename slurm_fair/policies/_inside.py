@@ -1,26 +1,28 @@
 """Two levels: a tenant-level allocation's bundles shared among each tenant's jobs by
-latency-ratio aging.
+latency-ratio aging, within a floor that keeps the tenant's value.
 
 Why (docs/oef.md, "Two levels"): a tenant-level policy that maximises efficiency also gives a
 tenant's bundle to the jobs that use it best; a job that is slow per GPU, or a gang, gets
 nothing for as long as faster jobs of its tenant keep arriving. Inside the bundle ``y_u`` of
 tenant ``u`` (``y_uk = sum_j g_j x_jk`` of the tenant-level answer) this step instead maximises
 ``sum_j p_j r_j`` with ``p_j`` growing with the job's latency ratio so far (:func:`priority`),
-subject to ``sum_j g_j x_jk <= y_uk`` and ``sum_k x_jk <= 1``.
+subject to ``sum_j g_j x_jk <= y_uk``, ``sum_k x_jk <= 1`` and ``sum_j r_j >= (1 - eps)
+V_u(y_u)`` (``<policy>.inside_eps``), after the jobs whose turn has come (:func:`turns`) took
+what they can.
 
-What stays: every tenant holds at most the GPUs of its tenant-level bundle, so SI, EF and PE,
-which are properties of the bundles valued by their best use ``V_u`` (docs/fairness.md), are
-those of the tenant-level answer, checked there (``Allocation.tenant_x``); the simulator checks
-both that and that every tenant's bundle in ``x`` lies inside its tenant-level bundle. What is
-given up: ``U_u(x)`` may be below ``V_u(y_u)``, i.e. the tenant spends part of what its bundle
-could do on its own waiting jobs; no other tenant can tell the difference.
+What stays (issue 39; proof in docs/oef.md, "Keeping the tenant's value"): every tenant holds
+at most the GPUs of its tenant-level bundle and, unless one of its jobs took its turn, its
+jobs together get at least ``(1 - eps)`` of that bundle's best use, so the jobs' allocation
+``x`` is SI and EF within ``eps`` and no allocation improves every tenant by ``1 / (1 - eps)``,
+checked on ``x`` itself by :func:`slurm_fair.fairness.si_shortfalls`, ``envy_beyond`` and
+``pareto_gap_within``; the tenant level (``Allocation.tenant_x``) stays exactly SI, EF and PE.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Callable, Mapping, MutableMapping
+from typing import Any, Callable, Container, Mapping, MutableMapping
 
 from .. import fairness
 from ..errors import SolverError
@@ -36,6 +38,34 @@ XMap = Mapping[str, Mapping[str, float]]
 KEEP_BONUS = 1.25
 #: the finish-time ratio's weight against the latency ratio (``<policy>.rho_weight``'s default)
 RHO_WEIGHT = 1.5
+#: a tenant's jobs get at least ``1 - INSIDE_EPS`` of its bundle's best use (``<policy>.inside_eps``)
+INSIDE_EPS = 0.02
+#: a waiting job past this latency ratio takes its turn first (``<policy>.turn_after_lr``; chosen
+#: on the Philly trace of bench_starvation against 2, docs/results.md: twice the bound of the
+#: simulator's gang reservation, which then finds the turned gang its nodes)
+TURN_AFTER_LR = 4.0
+
+
+def remaining(job: Job) -> float | None:
+    """The work the policy believes ``job`` has left, in its throughput's units: its
+    ``remaining_work`` where the caller knows it (the simulator with ``--knowledge oracle``),
+    else what its time limit leaves (``extra['time_limit_s']`` less the time it ran, on its
+    fastest type): all a site knows of a job's size (docs/oef.md, "Only what a site knows");
+    None when neither is given."""
+    if job.remaining_work is not None:
+        return float(job.remaining_work)
+    limit = job.extra.get("time_limit_s")
+    if isinstance(limit, (int, float)) and limit > 0 and job.best_throughput > 0:
+        return max(0.0, float(limit) - float(job.attained_s)) * job.best_throughput
+    return None
+
+
+def age(problem: Problem, job: Job) -> float:
+    """Hops' age ``A_j``: the time run so far plus :func:`slurm_fair.fairness.age_s` of the
+    :func:`remaining` work (only the time run when nothing predicts the rest)."""
+    rem = remaining(job)
+    ahead = fairness.age_s(rem, job.throughput, problem.gpu_types) if rem is not None else float("inf")
+    return float(job.attained_s) + (ahead if ahead < float("inf") else 0.0)
 
 
 def priority(problem: Problem, job: Job, keep_bonus: float, iso_jct: float | None = None,
@@ -43,10 +73,10 @@ def priority(problem: Problem, job: Job, keep_bonus: float, iso_jct: float | Non
     """Aging: ``g_j max(1 + LR_j, w rho_j)``, times ``keep_bonus`` for a running job.
 
     ``LR_j = W_j / A_j`` is Hops' latency ratio so far: ``W_j`` the time in the system not run
-    (``age_s - attained_s``), ``A_j`` its predicted run time without waiting (time run so far
-    plus :func:`slurm_fair.fairness.age_s` of its remaining work). ``rho_j`` (when ``iso_jct``,
-    the job's isolated JCT taken when it was first seen, is known) is the finish-time ratio it
-    reaches at best, running from now on its fastest type: ``(age_s + rem / T_max) / JCT_iso``.
+    (``age_s - attained_s``), ``A_j`` its predicted run time without waiting (:func:`age`).
+    ``rho_j`` (when ``iso_jct``, the job's isolated JCT taken when it was first seen, is known)
+    is the finish-time ratio it reaches at best, running from now on its fastest type:
+    ``(age_s + rem / T_max) / JCT_iso``.
     ``A_j`` averages over the types, so a job much faster on one type has a small ratio while
     its ``rho`` grows: the larger of the two keeps both bounded. ``g_j`` makes the value per GPU
     of a gang equal to a single GPU job's at the same ratio, so a gang is not passed over for
@@ -57,15 +87,10 @@ def priority(problem: Problem, job: Job, keep_bonus: float, iso_jct: float | Non
     a large bonus is a floor on every wait, since a waiting job's value must pass
     ``keep_bonus`` times a running job's before it gets a GPU of its tenant (docs/oef.md)."""
     waited = max(0.0, float(job.age_s or 0.0) - float(job.attained_s))
-    if job.remaining_work is not None:
-        ahead = fairness.age_s(float(job.remaining_work), job.throughput, problem.gpu_types)
-    else:
-        ahead = float("inf")
-    age = float(job.attained_s) + (ahead if ahead < float("inf") else 0.0)
-    value = 1.0 + waited / max(age, 1.0)
-    if iso_jct and job.remaining_work is not None and job.best_throughput > 0:
-        value = max(value, rho_weight * (float(job.age_s or 0.0) + float(job.remaining_work) / job.best_throughput)
-                    / iso_jct)
+    value = 1.0 + waited / max(age(problem, job), 1.0)
+    rem = remaining(job)
+    if iso_jct and rem is not None and job.best_throughput > 0:
+        value = max(value, rho_weight * (float(job.age_s or 0.0) + rem / job.best_throughput) / iso_jct)
     return job.gpus * value * (keep_bonus if job.prev_type else 1.0)
 
 
@@ -78,19 +103,45 @@ def isolated_jcts(problem: Problem, state: MutableMapping[str, Any]) -> dict[str
     for jid in [j for j in memo if j not in ids]:
         del memo[jid]
     for j in problem.jobs:
-        if j.id not in memo and j.remaining_work is not None:
-            memo[j.id] = fairness.isolated_jct(problem, j.id, float(j.remaining_work)) or 0.0
+        rem = remaining(j)
+        if j.id not in memo and rem is not None:
+            memo[j.id] = fairness.isolated_jct(problem, j.id, rem) or 0.0
     return memo
 
 
+def turns(problem: Problem, jobs: list[Job], bound: float | None, seen: Container[str] = (),
+          round_s: float = 0.0) -> set[str]:
+    """The jobs of ``jobs`` whose turn has come: waiting (not running), seen waiting by an
+    earlier decision of the policy (``seen``: a turn is a promise over rounds, made where the
+    policy state persists, by the simulator and the controller; a one-shot ``solve`` gives
+    none), and past the wait bound of :func:`slurm_fair.fairness.overdue_ratio` (waited a round
+    and ``bound`` times the age :func:`age` predicts), the rule the rounding step's gang
+    reservation uses. A job whose run time nobody can predict (no time limit, no work) has no
+    turn: :func:`share_bundle` orders it by aging inside the tenant's value like any other."""
+    if not bound:
+        return set()
+    out = set()
+    for j in jobs:
+        if j.prev_type or j.id not in seen:
+            continue
+        waited = fairness.wait_s(float(j.age_s or 0.0), float(j.attained_s))
+        if fairness.overdue_ratio(waited, age(problem, j), round_s, bound) is not None:
+            out.add(j.id)
+    return out
+
+
 def share_bundle(problem: Problem, tenant: str, x: XMap, options: PolicyOptions, keep_bonus: float,
-                 rho_weight: float, iso: Mapping[str, float]) -> tuple[dict[str, dict[str, float]], bool]:
-    """Tenant ``tenant``'s jobs' shares of its bundle in ``x``: ``max sum_j p_j r_j`` (``p_j``
-    :func:`priority`, ``r_j`` the job's normalised rate) inside the bundle (module docstring).
-    A vertex of this LP runs most jobs all the time or not
-    at all, highest ratio first, which is what keeps waits short (time-slicing every job a
-    little makes every job wait). ``(rows, changed)``; the tenant keeps its rows of ``x`` when
-    the solve fails."""
+                 rho_weight: float, iso: Mapping[str, float], inside_eps: float = INSIDE_EPS,
+                 turn_after_lr: float | None = None, seen: Container[str] = (),
+                 ) -> tuple[dict[str, dict[str, float]], bool, list[str]]:
+    """Tenant ``tenant``'s jobs' shares of its bundle ``y_u`` in ``x`` (module docstring):
+    first the jobs whose turn has come (:func:`turns`) take what they can of it, highest
+    priority first; the others then share the rest ``y'`` by ``max sum_j p_j r_j`` (``p_j``
+    :func:`priority`, ``r_j`` the job's normalised rate) subject to ``sum_j r_j >= (1 - eps)
+    V_u(y')``, the floor that keeps the tenant's value (docs/oef.md, "Two levels"). A vertex of
+    this LP runs most jobs all the time or not at all, highest priority first among the
+    allocations the floor allows. ``(rows, changed, turned)``; the tenant keeps its rows of
+    ``x`` when a solve fails."""
     jobs = list(problem.jobs_of(tenant))
     keep = {j.id: dict(x.get(j.id, {})) for j in jobs}
     gpus = {j.id: j.gpus for j in jobs}
@@ -98,25 +149,47 @@ def share_bundle(problem: Problem, tenant: str, x: XMap, options: PolicyOptions,
     for jid, row in keep.items():
         for k, v in row.items():
             bundle[k] = bundle.get(k, 0.0) + gpus[jid] * v
+    turned = turns(problem, jobs, turn_after_lr, seen, options.round_s or 0.0)
+    first = [j for j in jobs if j.id in turned]
+    rest = [j for j in jobs if j.id not in turned]
+    try:
+        out = _ordered(problem, tenant, first, bundle, options, keep_bonus, rho_weight, iso, None)
+        used = {k: sum(gpus[jid] * row.get(k, 0.0) for jid, row in out.items()) for k in bundle}
+        left = {k: max(0.0, b - used.get(k, 0.0)) for k, b in bundle.items()}
+        out.update(_ordered(problem, tenant, rest, left, options, keep_bonus, rho_weight, iso, inside_eps))
+    except SolverError:
+        return keep, False, []
+    return _within(out, bundle, gpus), True, sorted(turned)
+
+
+def _ordered(problem: Problem, tenant: str, jobs: list[Job], bundle: Mapping[str, float], options: PolicyOptions,
+             keep_bonus: float, rho_weight: float, iso: Mapping[str, float],
+             inside_eps: float | None) -> dict[str, dict[str, float]]:
+    """``jobs``' rows: ``max sum_j p_j r_j`` inside ``bundle``, with ``sum_j r_j >= (1 - eps)
+    V(bundle)`` (``V`` the best use by ``jobs``, :func:`slurm_fair.fairness.best_use`) unless
+    ``inside_eps`` is None."""
     types = problem.types
     groups = [JobGroup(i, tenant, j.gpus, normalised_vector(j, types), (j.id,)) for i, j in enumerate(jobs)]
-    lp = GroupLP(groups, bundle, f"inside_{tenant}", backend="cbc" if options.resolved_solver == "cbc" else None,
+    held = {k: v for k, v in bundle.items() if v > 1e-12}
+    backend = "cbc" if options.resolved_solver == "cbc" else None
+    lp = GroupLP(groups, held, f"inside_{tenant}", backend=backend,
                  time_limit_s=options.time_limit_s, keep_lp_dir=options.keep_lp_dir)
     if not lp.cols:
-        return keep, False
+        return {j.id: {} for j in jobs}
+    if inside_eps is not None:
+        value = fairness.best_use(groups, held, backend).value
+        # aimed a round-off margin inside (1 - eps) V, so that the checks with eps pass
+        floor = min((1.0 - inside_eps) * value + 10 * fairness.eps(value), value) - fairness.slack(value)
+        lp.add_row(lp.efficiency(), floor)
     objective: dict[int, float] = {}
     for g, j in zip(groups, jobs):
         p = priority(problem, j, keep_bonus, iso.get(j.id), rho_weight)
         for col, n in lp.class_rate(g).items():
             objective[col] = p * n
     lp.set_objective(objective)
-    try:
-        lp.solve()
-    except SolverError:
-        return keep, False
+    lp.solve()
     values = lp.values()
-    out = {j.id: {k: min(1.0, v) for k, v in values.get(g.key, {}).items()} for g, j in zip(groups, jobs)}
-    return _within(out, bundle, gpus), True
+    return {j.id: {k: min(1.0, v) for k, v in values.get(g.key, {}).items()} for g, j in zip(groups, jobs)}
 
 
 def _within(x: dict[str, dict[str, float]], bundle: Mapping[str, float],
@@ -141,18 +214,24 @@ def _within(x: dict[str, dict[str, float]], bundle: Mapping[str, float],
     return x
 
 
-def two_level(problem: Problem, x: XMap, options: PolicyOptions, keep_bonus: float,
-              rho_weight: float) -> tuple[dict[str, dict[str, float]], int]:
+def two_level(problem: Problem, x: XMap, options: PolicyOptions, keep_bonus: float, rho_weight: float,
+              inside_eps: float = INSIDE_EPS, turn_after_lr: float | None = None,
+              ) -> tuple[dict[str, dict[str, float]], int, dict[str, list[str]]]:
     """Every tenant's bundle in ``x`` shared among its jobs by :func:`share_bundle`; the new
-    rows and how many tenants' rows were re-shared."""
+    rows, how many tenants' rows were re-shared, and the jobs whose turn came, by tenant."""
     out: dict[str, dict[str, float]] = {}
     changed = 0
+    turned: dict[str, list[str]] = {}
+    seen = set(options.state.get("oef.iso_jct", {}))  # before this call adds the new jobs
     iso = isolated_jcts(problem, options.state)
     for u in problem.active_tenants:
-        rows, done = share_bundle(problem, u, x, options, keep_bonus, rho_weight, iso)
+        rows, done, late = share_bundle(problem, u, x, options, keep_bonus, rho_weight, iso, inside_eps,
+                                        turn_after_lr, seen)
         out.update(rows)
         changed += done
-    return out, changed
+        if late:
+            turned[u] = late
+    return out, changed, turned
 
 
 def params(default: float) -> dict[str, Param]:
@@ -164,7 +243,11 @@ def params(default: float) -> dict[str, Param]:
                                 "margin against swaps; restarts are paid by the hysteresis)"),
             "rho_weight": Param(RHO_WEIGHT, 0.1, 100.0, "weight of the finish-time ratio against the latency ratio in a "
                                 "job's priority inside its tenant (higher: lower worst finish-time ratio, "
-                                "longer worst wait)")}
+                                "longer worst wait)"),
+            "inside_eps": Param(INSIDE_EPS, 0.0, 1.0, "a tenant's jobs together get at least (1 - this) of the best "
+                                "use of its bundle; the aging orders its jobs within that room (0: best use only)"),
+            "turn_after_lr": Param(TURN_AFTER_LR, 0.0, 1e6, "a waiting job whose latency ratio passed this takes its "
+                                   "turn in its tenant's bundle before the value floor (0: never)")}
 
 
 def tenant_key(problem: Problem) -> tuple[Any, ...]:
@@ -190,7 +273,10 @@ def split(name: str, problem: Problem, options: PolicyOptions,
     top: Allocation = memo[1]
     if options.param(name, "inside") < 0.5 or top.status == "fallback":
         return dataclasses.replace(top, solve_seconds=time.perf_counter() - started)
-    x, changed = two_level(problem, top.x, options, options.param(name, "keep_bonus"),
-                           options.param(name, "rho_weight"))
+    eps = options.param(name, "inside_eps")
+    x, changed, turned = two_level(problem, top.x, options, options.param(name, "keep_bonus"),
+                                   options.param(name, "rho_weight"), eps,
+                                   options.param(name, "turn_after_lr") or None)
     return dataclasses.replace(top, x=x, tenant_x=top.x, solve_seconds=time.perf_counter() - started,
-                               info={**top.info, "inside": "latency-ratio aging", "inside_tenants": changed})
+                               info={**top.info, "inside": "latency-ratio aging within the value floor",
+                                     "inside_eps": eps, "inside_tenants": changed, "inside_turns": turned})

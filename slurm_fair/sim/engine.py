@@ -217,17 +217,19 @@ class Simulator:
                                     {k: g / max(1, s.trace.gpus) for k, g in s.gpu_seconds.items()})
 
     def _problem(self, active: list[JobState], now: float) -> Problem:
+        sizes = {s.trace.id: self.knowledge.sizes(s.trace.id, s.remaining, s.trace.total_steps / max(s.best, 1e-12))
+                 for s in active}
         jobs = tuple(
             Job(
                 id=s.trace.id,
                 tenant=s.trace.tenant,
                 gpus=s.trace.gpus,
                 throughput=self._believed(s),
-                remaining_work=s.remaining,
+                remaining_work=sizes[s.trace.id][0],
                 age_s=now - s.trace.arrival_s,
                 attained_s=s.attained_s,
                 prev_type=s.seat.spot[0] if s.seat.spot else None,
-                extra={"job_type": s.trace.job_type},
+                extra={"job_type": s.trace.job_type, **sizes[s.trace.id][1]},
                 gpus_per_node=s.shape.per_node,
                 max_nodes=s.shape.max_nodes,
                 spread_throughput=s.unconsolidated,

@@ -17,9 +17,13 @@ type's prior there like anywhere. If it is placed there it makes no progress for
 the engine reports the failed run (:meth:`Knowledge.failed`, an OUT_OF_MEMORY to the learner),
 which marks the (group, type) and shows 0 there from then on; so a policy pays one round per
 group for not knowing, and no job waits forever on a type it cannot run on.
-Job sizes are not hidden: a believed ``T_jk`` is the believed relative speed times the job's true
-best throughput, so a policy's remaining-time arithmetic stays in the trace's units in every mode
-and the modes differ only in the per-type shape of speed, which is the knowledge under test.
+A believed ``T_jk`` is the believed relative speed times the job's true best throughput, so a
+policy's arithmetic stays in the trace's units in every mode. Job sizes are hidden from the jobs
+the policy does not know (issue 39): such a job shows no ``remaining_work``, only a time limit
+(``extra['time_limit_s']``, :meth:`Knowledge.time_limit`) as its user would write it, a seeded
+over-estimate of its run time alone on its fastest type, rounded up to the quarter hour; the
+policies that read it (:func:`slurm_fair.policies._inside.remaining`) take their remaining-time
+arithmetic from it, as the controller does from Slurm's ``TimeLimit``.
 
 A finished job is one observation of its group: the time it ran, on the type it ran on most,
 with the minutes it spent on other types converted by the current belief (a job time-shared
@@ -28,6 +32,7 @@ between types still says how long its work takes).
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -38,6 +43,8 @@ from ..estimates.priors import prior_speeds
 from ..inputs import parse_number
 
 MODES = ("oracle", "untagged", "tagged")
+#: time limits are written in quarter hours
+LIMIT_STEP_S = 900.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,7 @@ class Knowledge:
 
     def __init__(self, spec: KnowledgeSpec, types: Sequence[str], job_ids: Sequence[str], seed: int = 0) -> None:
         self.spec = spec
+        self.seed = seed
         self.types = list(types)
         rng = random.Random(f"knowledge-{seed}")
         self.tagged = {j for j in job_ids if spec.mode == "tagged" and rng.random() < spec.fraction}
@@ -84,6 +92,20 @@ class Knowledge:
 
     def knows(self, job_id: str) -> bool:
         return self.spec.mode == "oracle" or job_id in self.tagged
+
+    def time_limit(self, job_id: str, alone_s: float) -> float:
+        """The time limit the user of ``job_id`` wrote for a run of ``alone_s`` seconds: over-estimated
+        by a seeded factor of 1.2-5 (users ask for more than they need, often much more, so that
+        the job is not killed), rounded up to the quarter hour. The same for a job every round."""
+        factor = 1.2 + 3.8 * random.Random(f"limit-{self.seed}-{job_id}").random()
+        return LIMIT_STEP_S * math.ceil(factor * max(alone_s, 1.0) / LIMIT_STEP_S)
+
+    def sizes(self, job_id: str, remaining: float, alone_s: float) -> tuple[float | None, dict[str, float]]:
+        """What the policy sees of a job's size: ``(remaining_work, extra)``; the truth when it
+        knows the job, else no remaining work and a time limit (:meth:`time_limit`)."""
+        if self.knows(job_id):
+            return remaining, {}
+        return None, {"time_limit_s": self.time_limit(job_id, alone_s)}
 
     def relative(self, group: GroupKey) -> Mapping[str, float]:
         """The believed relative speeds (fastest 1.0) of a group: learned (its own runs, else

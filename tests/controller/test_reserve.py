@@ -44,6 +44,20 @@ def test_a_pending_gang_is_overdue_once_its_wait_passes_the_bound_times_its_time
     assert overdue(_problem(_gang("g", in_system_s=300.0)), short, round_s=360.0, bound=2.0) == {}
 
 
+def test_a_gang_with_a_limit_of_days_is_overdue_within_the_hours_bound() -> None:
+    """Issue 39, item 3: a 3-day time limit makes ``reserve_after_lr = 2`` a 6-day wait; with
+    ``reserve_after_h = 4`` the gang is overdue after 4 h of waiting, and not before."""
+    days = {"g": job("g", "a", gpus=8, time_limit_min=3 * 24 * 60)}
+    cap = 4 * 3600.0
+    assert overdue(_problem(_gang("g", in_system_s=3.9 * 3600)), days, 360.0, 2.0, cap) == {}
+    got = overdue(_problem(_gang("g", in_system_s=4.1 * 3600)), days, 360.0, 2.0, cap)
+    assert list(got) == ["g"] and got["g"] > 2.0
+    assert overdue(_problem(_gang("g", in_system_s=4.1 * 3600)), days, 360.0, 2.0) == {}  # limit alone
+    # the hours bound never makes a gang wait longer than its limit would
+    short = {"g": job("g", "a", gpus=4, time_limit_min=10)}
+    assert overdue(_problem(_gang("g")), short, 360.0, 2.0, cap) == {"g": 6.0}
+
+
 def _fake_scene(fake, tmp_path, reserve_after_lr: float):
     """v100-1 (4 GPUs) holds two running 1-GPU jobs that cannot be stopped; a 4-GPU gang has
     waited an hour (time limit 10 min); two 1-GPU jobs of higher priority arrive behind it."""

@@ -199,12 +199,12 @@ def test_round_boundary_requeues_a_running_job_to_make_room(sub, accounts, tmp_p
     assert {x.job_id: x for x in port.jobs()}[victim].pending  # requeued, never cancelled
 
 
-def _small(sub, account: str, seconds: int) -> str:
+def _small(sub, account: str, seconds: int, limit: str = "1") -> str:
     """A 1-GPU job of ``seconds`` on v100 with a 1-minute time limit (so Slurm's backfill can
     plan around it) and 20000 points of priority above its tenant's other jobs (a negative nice,
     as root: a fresh test account's fair-share factor may be 0, so only a nice orders its jobs
     for sure), released at once (it waits for its begin time until then)."""
-    argv = ["sbatch", "--parsable", "--begin=now+7200", "-A", account, "-p", "v100", "-t", "1", "--nice=-20000",
+    argv = ["sbatch", "--parsable", "--begin=now+7200", "-A", account, "-p", "v100", "-t", limit, "--nice=-20000",
             "--gres=gpu:1", "--comment=fair:class=a3c", "-o", "/dev/null", "--wrap", f"sleep {seconds}"]
     job = _run(argv, sub.full_env, timeout=30).stdout.strip().split(";")[0]
     sub.ids.append(job)
@@ -212,7 +212,7 @@ def _small(sub, account: str, seconds: int) -> str:
     return job
 
 
-def _stream(port, sub, account: str, seconds: float, cfg, pending_small: int = 8) -> None:
+def _stream(port, sub, account: str, seconds: float, cfg, pending_small: int = 8, limit: str = "1") -> None:
     """``seconds`` of controller cycles (every 2 s; none when ``cfg`` is None: Slurm alone)
     while 1-GPU jobs of 8-16 s keep arriving: whenever fewer than ``pending_small`` of them
     wait, more are submitted."""
@@ -221,7 +221,7 @@ def _stream(port, sub, account: str, seconds: float, cfg, pending_small: int = 8
     while time.time() < deadline:
         waiting = [j for j in port.jobs() if j.job_id in sub.ids and j.pending and j.gpu_request.total == 1]
         for _ in range(pending_small - len(waiting)):
-            _small(sub, account, 8 + (n % 3) * 4)
+            _small(sub, account, 8 + (n % 3) * 4, limit)
             n += 1
         if cfg is not None:
             res = run_cycle(port, cfg)
@@ -269,4 +269,69 @@ def test_an_overdue_gang_gets_its_node_behind_a_stream_of_small_jobs(sub, accoun
     assert g.gpu_type_running == "v100" and len(g.nodes) == 1
     # pushed down only: the gang's own site factor was never raised
     assert ({j.job_id: j for j in port.jobs()}[gang].site_factor or 0) <= 0
+    _run(["scancel", *sub.ids], sub.full_env, check=False)
+
+
+def test_a_job_with_a_feature_every_node_has_is_charged_to_its_tenant(sub, accounts, tmp_path):
+    """Issue 39, item 4: tenant b runs a 4-GPU job with ``-C v100`` (the testbed's nodes carry
+    their type as a feature, so every v100 node has it): the controller leaves the job to Slurm
+    and never writes to it, but counts its GPUs in b's share; before, they were subtracted like
+    an outsider's and b did not appear in the plan at all."""
+    a, b = accounts
+    cfg = config(tmp_path, accounts)
+    port = make_port(cfg, env=sub.env)
+    feat = sub(b, "--gres=gpu:4", "-C", "v100", comment="fair:class=resnet-50-bs32")
+    start_now([feat], sub.full_env)
+    wait_for(port, feat, lambda j: j.running, timeout=60)
+    before = {j.job_id: j for j in port.jobs()}[feat]
+    mine = [sub(a, comment="fair:class=resnet-50-bs32") for _ in range(3)]
+    res = run_cycle(port, cfg)
+    assert res.exit_code == 0, res.to_dict()
+    assert res.left_out[feat].startswith("left to Slurm: asks for node features")
+    plan = res.to_dict()["plan"]
+    assert plan["tenants"][b]["bundle"].get("v100", 0.0) > 0  # b holds v100 GPUs: charged
+    assert all(m in plan["jobs"] for m in mine)
+    assert feat not in plan["jobs"] and feat not in plan.get("requeue", [])
+    assert not [r for r in res.results if r.action.job == feat]  # nothing written to it
+    after = {j.job_id: j for j in port.jobs()}[feat]
+    assert after.running and after.nodes == before.nodes and after.features == before.features
+    _run(["scancel", *sub.ids], sub.full_env, check=False)
+
+
+def test_a_gang_with_a_limit_of_hours_gets_its_turn_within_the_hours_bound(sub, accounts, tmp_path):
+    """Issue 39, item 3, with time limits as users write them: a 4-GPU gang asks for 20 hours,
+    the stream of 1-GPU jobs for 8 hours each (they run seconds). ``reserve_after_lr = 2`` alone
+    would put the gang first after 40 hours of waiting; ``reserve_after_h`` (here 0.01 h, the
+    test's scale for the default 4 h) puts it first within the hours bound, and it starts as
+    soon as the small jobs on a v100 node end: Slurm's backfill plans the gang on the node that
+    frees first from the small jobs' 8-hour limits, so no small job behind it may start there.
+    Measured first with a 3-day gang (small jobs at 1 day, then at 8 hours): it never started,
+    as Slurm's backfill plans only within ``bf_window`` (default one day), which must reach past
+    the longest time limit (docs/controller.md, "Gangs get their turn")."""
+    a, _ = accounts
+    base = dict(round_s=4, interval_s=2)
+    port = make_port(config(tmp_path, accounts, **base), env=sub.env)
+    for j in [_small(sub, a, 10 + 3 * i, "8:00:00") for i in range(8)]:
+        wait_for(port, j, lambda j: j.running, timeout=30)
+    gang = _run(["sbatch", "--parsable", "--begin=now+7200", "-A", a, "-p", "v100", "-t", "20:00:00", "-N1",
+                 "--gres=gpu:4", "--comment=fair:class=resnet-50-bs32", "-o", "/dev/null", "--wrap", "sleep 600"],
+                sub.full_env, timeout=30).stdout.strip().split(";")[0]
+    sub.ids.append(gang)
+    start_now([gang], sub.full_env)
+    # the control: Slurm alone, 40 s of the stream, the gang never gets a node
+    _stream(port, sub, a, 40, None, limit="8:00:00")
+    assert {j.job_id: j for j in port.jobs()}[gang].pending
+    # the limit alone would not make it overdue for 6 days; the hours bound (36 s) has passed
+    # the hours bound (36 s, passed already): overdue at once, started when a node frees
+    cfg = config(tmp_path, accounts, reserve_after_lr=2.0, reserve_after_h=0.01, **base)
+    t0 = time.time()
+    started = False
+    while time.time() - t0 < 150 and not started:
+        _stream(port, sub, a, 4, cfg, limit="8:00:00")
+        g = {j.job_id: j for j in port.jobs()}[gang]
+        started = g.running
+    waited = time.time() - t0
+    print(f"gang with a 20-hour limit started {waited:.0f} s after the hours bound applied")
+    assert started, "the gang did not start within 150 s of its hours bound"
+    assert g.gpu_type_running == "v100" and len(g.nodes) == 1
     _run(["scancel", *sub.ids], sub.full_env, check=False)

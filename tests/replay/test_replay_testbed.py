@@ -69,6 +69,13 @@ def test_every_job_completes_with_consistent_times_and_emulated_run_time(testbed
         assert abs(e["elapsed_s"] - e["expected_s"]) <= 3 * S, e
     assert m["avg_jct_s"] == pytest.approx(sum(r["jct_s"] for r in doc["jobs"]) / 5)
     assert m["makespan_s"] == pytest.approx(max(r["end_s"] for r in doc["jobs"]) - min(r["arrival_s"] for r in doc["jobs"]))
+    # issue 39: every tenant's SI ratio and envy over the run (the report's figures; their values
+    # are tested by hand in test_replay_unit.py): every tenant's jobs ran, so both are positive
+    for u in ("physics", "biology", "chemistry"):
+        t = m["tenants"][u]
+        assert t["si_ratio"] is not None and t["si_ratio"] > 0, (u, t)
+        assert t["envy_max"] > 0 and t["envy_of"] in {"physics", "biology", "chemistry"} - {u}, (u, t)
+    assert m["si_ratio_min"] == pytest.approx(min(m["tenants"][u]["si_ratio"] for u in m["tenants"]))
 
 
 def test_a_requeued_job_resumes_from_its_checkpoint(testbed: Testbed, tmp_path: Path) -> None:

@@ -145,3 +145,25 @@ def test_emulation_error_compares_elapsed_with_work_over_throughput() -> None:
     assert e["expected_s"] == 300.0 and e["elapsed_s"] == 360.0 and e["rel_error"] == pytest.approx(0.2)
     # 5 real seconds is too short to judge with sacct's 1-second resolution
     assert score.emulation_errors([job], accts, cks, 60.0, min_real_s=10.0) == []
+
+
+def test_tenant_fairness_over_the_run_by_hand():
+    """Issue 39, item 5: the replay's per-tenant SI ratio and envy (the report's definitions),
+    on a run worked out by hand: 2 v100 for 2 h, equal weights; tenant a runs two 1-GPU jobs the
+    whole time, b's one job waits the whole time. a's equal share is 1 GPU x 2 h, its jobs use 4
+    GPU-hours: SI ratio 2; b got nothing: 0, and envies a's bundle infinitely (it could use 2
+    GPU-hours of it, and has 0)."""
+    from datetime import timedelta
+
+    t0 = datetime(2026, 1, 1, 12, 0, 0)
+    t1 = t0 + timedelta(hours=2)
+    jobs = [plan.ReplayJob(f"j{i}", u, u, "ResNet-18", 1, 1.0, 0.0, {"v100": 1.0, "k80": 0.5}, slurm_id=str(i))
+            for i, u in enumerate(["a", "a", "b"])]
+    accts = {"0": AccountingRecord("0", "a", "u", "COMPLETED", "v100", 1, t0, t0, t1, 7200.0),
+             "1": AccountingRecord("1", "a", "u", "COMPLETED", "v100", 1, t0, t0, t1, 7200.0),
+             "2": AccountingRecord("2", "b", "u", "CANCELLED", None, 1, t0, None, t1, 0.0)}
+    got = score.tenant_fairness(jobs, list(accts.values()), {"v100": 2}, {"a": 1.0, "b": 1.0}, t0, t1)
+    assert got["a"]["si_ratio"] == pytest.approx(2.0)
+    assert got["b"]["si_ratio"] == pytest.approx(0.0)
+    assert got["b"]["envy_of"] == "a" and got["b"]["envy_max"] == float("inf")
+    assert got["a"]["envy_max"] is None or got["a"]["envy_max"] <= 1.0  # b holds nothing a would want

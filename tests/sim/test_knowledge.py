@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from click.testing import CliRunner
 
@@ -108,3 +110,33 @@ def test_a_tenant_that_never_finished_a_job_type_believes_the_pool_of_the_others
     assert k.model is not None and ("*", jt, 1) in k.model.pools
     assert k.relative(("c", jt, 1)) == k.model.pools[("*", jt, 1)].speed != k.priors
     assert k.relative(("c", "other", 1)) == k.priors
+
+
+def test_untagged_jobs_show_a_time_limit_not_their_size():
+    """Issue 39: a job the policy does not know shows no remaining work, only a time limit as a
+    user writes it: at least its run time alone, seeded (the same every round and run), in
+    quarter hours; a known job shows its true remaining work and no limit."""
+    k = Knowledge(KnowledgeSpec("untagged"), ["v100", "k80"], ["a", "b"], seed=3)
+    work, extra = k.sizes("a", 500.0, 3000.0)
+    assert work is None and extra["time_limit_s"] >= 3000.0 * 1.2 and extra["time_limit_s"] % 900 == 0
+    assert extra == k.sizes("a", 100.0, 3000.0)[1] == Knowledge(KnowledgeSpec("untagged"), ["v100"], ["a"], 3).sizes(
+        "a", 1.0, 3000.0)[1]
+    limits = {Knowledge(KnowledgeSpec("untagged"), ["v100"], ["a"], s).time_limit("a", 36000.0) for s in range(20)}
+    assert len(limits) > 5 and max(limits) <= 5 * 36000.0 + 900  # seeded spread, 1.2-5x
+    oracle = Knowledge(KnowledgeSpec(), ["v100"], ["a"], 3)
+    assert oracle.sizes("a", 500.0, 3000.0) == (500.0, {})
+
+
+def test_the_policy_problem_of_an_untagged_run_has_no_sizes():
+    """What the engine hands the policy in an untagged run: time limits, never the work left."""
+    seen = []
+    real = policies.get("oef")
+
+    def spy(p, options):
+        seen.append(p)
+        return real.allocate(p, options)
+    sim = Simulator(make_workload(JOBS), parse_cluster("v100=2,k80=2"), TABLE, dataclasses.replace(real, allocate=spy),
+                    SimConfig(check_fairness=False, knowledge=parse_knowledge("untagged")))
+    res = sim.run()
+    assert seen and all(r.end_s is not None for r in res.records)
+    assert all(j.remaining_work is None and j.extra["time_limit_s"] >= 900 for p in seen for j in p.jobs)

@@ -56,6 +56,7 @@ from ...fairness import equal_share, tenant_bundles
 from ...model import Allocation, Problem
 from ...slurm.model import Snapshot, SlurmJob
 from .. import requeue as rq
+from ..problem import untouched
 from ..state.fields import Owned
 from .jobs import JobContext, job_plans, sent_to, steerable
 from .order import site_factors
@@ -116,8 +117,9 @@ def make_plan(
     # who is requeued (controller/requeue.py): to make room, to move up
     now = snapshot.taken_at.timestamp()
     free = rq.free_gpus(snapshot)
-    eligible = [sj for sj in snapshot.jobs
-                if sj.job_id in pjobs and rq.eligible(sj, now, settings.min_run, inputs.last_requeued)]
+    fixed = untouched(problem)  # counted in their tenant's share, never requeued (issue 39)
+    eligible = [sj for sj in snapshot.jobs if sj.job_id in pjobs and sj.job_id not in fixed
+                and rq.eligible(sj, now, settings.min_run, inputs.last_requeued)]
     takers = [rq.Taker(by_id[jp.job_id], placed_types[jp.job_id])
               for jp in sorted(jobs.values(), key=lambda jp: jp.rank)
               if jp.job_id in placed_types and sent_to(jp, placed_types[jp.job_id], settings)]

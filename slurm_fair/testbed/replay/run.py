@@ -20,11 +20,12 @@ from typing import Any, Callable, Sequence
 from ...estimates import gavel as tt
 from ...errors import UserError
 from ...sim.workload import load_traces
+from ...slurm.model import AccountingRecord
 from . import submit
 from .controller import ControllerProcess
 from .interrupt import Cleanup, Interrupted, SignalGuard, end_reason
 from .plan import ReplayJob, ReplaySpec, check_fits, default_timeout, node_layout, plan_jobs, tenant_map
-from .score import job_row, read_accounting, read_checkpoints, score
+from .score import job_row, read_accounting, read_checkpoints, score, tenant_fairness
 
 Say = Callable[[str], None]
 
@@ -150,11 +151,19 @@ class Replay:
         if timed_out:
             self.say(f"timeout after {timeout:.0f} s: cancelling the unfinished jobs of this run")
         cleanup = self._cleanup("timeout" if timed_out else "finished")
-        accts = read_accounting(self.tb, since, set(self.submitted), self.clock, self.sleep)
+        every: list[AccountingRecord] = []
+        accts = read_accounting(self.tb, since, set(self.submitted), self.clock, self.sleep, every=every)
         cks = read_checkpoints(jobs, spec.run_dir)
         records, metrics, errors = score(jobs, accts, cks, self.capacity, t0, spec.time_scale, spec.round_s)
         cycles_info = self.controller.cycles() if spec.policy else None
         metrics["wall_seconds"] = end_wall - t0
+        fair = tenant_fairness(jobs, every, self.capacity, {j.account: j.weight for j in jobs}, datetime.fromtimestamp(t0),
+                               datetime.fromtimestamp(max(end_wall, t0 + 1.0)))
+        for u, row in fair.items():
+            metrics.setdefault("tenants", {}).setdefault(u, {}).update(row)
+        known = [r["si_ratio"] for r in fair.values() if r["si_ratio"] is not None]
+        metrics["si_ratio_min"] = min(known, default=None)
+        metrics["envy_max"] = max((r["envy_max"] for r in fair.values() if r["envy_max"] is not None), default=None)
         doc = {
             "replay": {
                 "trace": str(spec.trace), "policy": spec.policy or "none", "time_scale": spec.time_scale,

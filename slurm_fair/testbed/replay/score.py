@@ -39,18 +39,23 @@ def to_trace(t: datetime | float | None, t0: float, time_scale: float) -> float 
 
 
 def read_accounting(tb: Any, since: datetime, ids: set[str], clock: Callable[[], float],
-                    sleep: Callable[[float], None], wait_s: float = 60.0) -> dict[str, AccountingRecord]:
+                    sleep: Callable[[float], None], wait_s: float = 60.0,
+                    every: list[AccountingRecord] | None = None) -> dict[str, AccountingRecord]:
     """The last run's sacct record of each of ``ids``, waiting until slurmdbd has every end
-    time (earlier runs of a requeued job come from the emulator's checkpoint segments)."""
+    time (earlier runs of a requeued job come from the emulator's checkpoint segments);
+    ``every``, when given, receives every run's record of ``ids`` (what ``report`` reads)."""
     from ...slurm.cli import SlurmCli
 
     port = SlurmCli(env=dict(tb.env), cluster=tb.config.cluster_name)
     deadline = clock() + wait_s
     while True:
         # one record per run (sacct -D) in the order they ran: keep each job's last run
-        recs = {r.job_id: r for r in port.accounting(since) if r.job_id in ids}
+        runs = [r for r in port.accounting(since) if r.job_id in ids]
+        recs = {r.job_id: r for r in runs}
         complete = set(recs) >= ids and all(r.end_time is not None for r in recs.values())
         if complete or clock() > deadline:
+            if every is not None:
+                every[:] = runs
             return recs
         sleep(1.0)
 
@@ -157,6 +162,33 @@ def score(jobs: Sequence[ReplayJob], accts: Mapping[str, AccountingRecord], cks:
     metrics["emulation_rel_error_max"] = max(abs_err, default=None)
     metrics["requeued_jobs"] = sum(1 for c in cks.values() if c.runs > 1)
     return records, metrics, errors
+
+
+def tenant_fairness(jobs: Sequence[ReplayJob], runs: Sequence[AccountingRecord], capacity: Mapping[str, int],
+                    weights: Mapping[str, float], since: datetime, until: datetime) -> dict[str, dict[str, Any]]:
+    """Each tenant's sharing-incentive ratio and largest envy over the run, by the report's own
+    definitions (:func:`slurm_fair.report.tables.build`, docs/reports.md: ``U_u / V_u`` of its
+    weighted equal share summed over slices of the window, envy ``V_u(scaled y_v) / U_u``), on
+    the run's sacct records (``runs``: every run of every job, as ``report`` reads them) with
+    each job's true normalised speeds (the emulator's table), so ``report`` over the same window
+    and these figures agree. Keyed by Slurm account; ``envy_of`` names the tenant envied most."""
+    from ...model import normalised_throughput
+    from ...report.data import JobSpeed, ReportInputs
+    from ...report.tables import build
+    from ...report.window import Window
+
+    speeds = {j.slurm_id: JobSpeed({k: normalised_throughput(j.tput, k) for k in j.tput}, "replay")
+              for j in jobs if j.slurm_id}
+    inputs = ReportInputs(Window(since, until), tuple(runs), dict(capacity), dict(weights), speeds, now=until)
+    rep = build(inputs)
+    out: dict[str, dict[str, Any]] = {}
+    for row in rep.tenants.itertuples(index=False):
+        u = str(row.tenant)
+        si = float(row.si_ratio) if row.si_ratio == row.si_ratio else None  # NaN: not computed
+        row_u = {str(v): float(e) for v, e in rep.envy.loc[u].items() if v != u and e == e} if u in rep.envy.index else {}
+        worst = max(row_u, key=lambda v: row_u[v]) if row_u else None
+        out[u] = {"si_ratio": si, "envy_max": row_u[worst] if worst is not None else None, "envy_of": worst}
+    return out
 
 
 def job_row(job: ReplayJob, acct: AccountingRecord | None, ck: Checkpoint | None, rec: JobRecord) -> dict[str, Any]:
