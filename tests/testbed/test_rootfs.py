@@ -35,7 +35,7 @@ def test_another_version_moves_every_port_and_keeps_the_cluster():
 def test_unknown_version_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="cluster.slurm"):
         validate({"cluster": {"slurm": "21.08"}}, "t.toml")
-    with pytest.raises(TestbedError, match="known: 22.05, 24.11"):
+    with pytest.raises(TestbedError, match="known: 22.05, 24.11, 26.05"):
         Testbed(dir=tmp_path, slurm="99.1")
     out = CliRunner().invoke(main, ["testbed", "env", "--slurm", "23.02"])
     assert out.exit_code == 2 and "23.02" in out.output
