@@ -124,7 +124,7 @@ def _nodes(cfg: TestbedConfig, layout: Layout) -> tuple[list[dict[str, Any]], di
     nodes: list[dict[str, Any]] = []
     for n in cfg.nodes:
         devices = layout.device_files(n.name, n.device_count)
-        node = {
+        node: dict[str, Any] = {
             "name": n.name,
             "hostname": "localhost",
             "addr": "127.0.0.1",
