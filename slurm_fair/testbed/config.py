@@ -51,8 +51,9 @@ SECTIONS: dict[str, dict[str, Key]] = {
     "cluster": {
         "name": Key((str,), "fairtb", "Slurm ClusterName", _name),
         "slurm": Key(
-            (str,), "22.05", "Slurm version: 22.05 (the host's Debian packages) or 24.11 (Debian "
-            "trixie's, in a root filesystem made under the testbed directory)", _slurm_version,
+            (str,), "22.05", "Slurm version: 22.05 (the host's Debian packages), 24.11 (Debian "
+            "trixie's) or 26.05 (Debian forky's), in a root filesystem made under the testbed directory",
+            _slurm_version,
         ),
         "cpus_per_node": Key((int,), 16, "virtual CPUs per node (config_overrides)", _positive),
         "memory_mb": Key((int,), 64000, "RealMemory per node in MB", _positive),

@@ -166,22 +166,29 @@ def view(tb: Testbed, ids: list[str]) -> dict[str, tuple]:
 
 
 def cycle_revert_failsafe(tb: Testbed, ids: list[str], tmp_path: Path, **controller) -> dict:
-    """One cycle, the never-stranded check, revert (every job as before), the failsafe."""
+    """One cycle and the never-stranded check; the failsafe of a controller gone silent (no job
+    stranded either); a second cycle, then revert: every job exactly as before."""
     before = view(tb, ids)
     nodes = slurm_nodes(tb)
     config = controller_config(tmp_path, **controller)
     port = make_port(config, env=tb.env)
+
+    def stranded() -> dict:
+        return {j: v for j, v in slurm_jobs(tb, ids).items() if not can_run(v, nodes)}
+
     res = run_cycle(port, config)
     assert res.exit_code == 0, res.to_dict()
     after = slurm_jobs(tb, ids)
-    stranded = {j: v for j, v in after.items() if not can_run(v, nodes)}
-    assert not stranded, stranded
+    assert not stranded()
+    fs = failsafe(port, config, clock=lambda: time.time() + 10**6)
+    assert fs.exit_code == 0 and not stranded(), fs.to_dict()
+    again = run_cycle(port, config)
+    assert again.exit_code == 0, again.to_dict()
+    assert not stranded()
     rv = revert(port, config)
     assert rv.exit_code == 0, (rv.failed, rv.problems)
     assert view(tb, ids) == before
-    fs = failsafe(port, config, clock=lambda: time.time() + 10**6)
-    assert view(tb, ids) == before, fs
-    return {"cycle": res, "after": after, "before": before}
+    return {"cycle": res, "after": after, "before": before, "failsafe": fs}
 
 
 def test_untyped_site(site, tmp_path):
@@ -248,6 +255,7 @@ def test_mixed_site(site, tmp_path):
     assert moved and {after[j]["partition"] for j in moved} <= {"p100", "k80"}, after
     assert {r.action.kind for r in res.results} <= {"set_partition", "set_site_factor"}
     assert not moved & {ids[3], ids[4], ids[7], shard} and shard not in res.plan.jobs
+    assert done["failsafe"].lifted is not None  # what it steered was lifted when it went silent
     cycle_revert_failsafe(tb, ids, tmp_path / "auto")
     states = wait_all_ran(tb, ids)
     assert len(states) == len(ids) and all(not s.startswith("PENDING") for s in states.values()), states
