@@ -101,3 +101,17 @@ def test_without_type_partitions_a_partition_may_take_a_types_name() -> None:
     cfg = validate({"cluster": {"type_partitions": False}, "gpu_types": {"v100": {"nodes": "a-1"}},
                     "partitions": {"v100": {"nodes": "a-1"}}}, "site.toml")
     assert dict(cfg.partitions) == {"v100": ("a-1",)}
+
+
+@pytest.mark.parametrize("text, gpus", [
+    # sinfo -O Gres/GresUsed as the three testbeds printed the site shapes (docs/slurm-adapter.md)
+    ("gpu:k80:4,shard:k80:8", {"k80": 4}),
+    ("gpu:k80:0(IDX:N/A),shard:k80:2(2/2,0/2,0/2,0/2)", {"k80": 0}),  # 26.05: shards per GPU
+    ("gpu:v100:2(IDX:0-1),gpu:p100:1(IDX:2),shard:0", {"v100": 2, "p100": 1}),  # 22.05
+    ("gpu:a100:0(IDX:N/A),gpu:a100_1g.10gb:2(IDX:1-2)", {"a100": 0, "a100_1g.10gb": 2}),
+    ("gpu:4", {"gpu": 4}),
+])
+def test_node_gres_of_the_site_shapes_as_slurm_printed_them(text, gpus) -> None:
+    from slurm_fair.slurm.parse.gres import gpus_by_type
+
+    assert gpus_by_type(text) == gpus
