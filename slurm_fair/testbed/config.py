@@ -137,6 +137,13 @@ class TestbedNode:
     extra_gres: tuple[tuple[str, str, int], ...] = ()
 
     @property
+    def gres(self) -> str:
+        """The node's ``Gres=`` as slurm.conf says it: ``gpu:v100:4``, ``gpu:4`` (untyped),
+        ``gpu:v100:2,gpu:p100:2,shard:8``."""
+        items = [("gpu", self.gpu_type if self.typed else "", self.gpus), *self.extra_gres]
+        return ",".join(f"{name}:{t}:{c}" if t else f"{name}:{c}" for name, t, c in items)
+
+    @property
     def device_count(self) -> int:
         """Fake GPU device files of the node: its own GPUs and every extra GPU item."""
         return self.gpus + sum(c for name, _t, c in self.extra_gres if name == "gpu")

@@ -133,7 +133,7 @@ def _nodes(cfg: TestbedConfig, layout: Layout) -> tuple[list[dict[str, Any]], di
             "memory_mb": cfg.memory_mb,
             "gpu_type": n.gpu_type,
             "gpus": n.gpus,
-            "gres": f"gpu:{n.gpu_type}:{n.gpus}",
+            "gres": n.gres,
             "device_files": _device_expr(devices),
         }
         if not n.typed or n.extra_gres:
@@ -151,22 +151,21 @@ def _nodes(cfg: TestbedConfig, layout: Layout) -> tuple[list[dict[str, Any]], di
 
 
 def _site_gres(n: TestbedNode, devices: list[Path]) -> dict[str, Any]:
-    """A node of a site shape: its ``Gres=`` and its gres.conf lines (``gres_lines``).
+    """A node of a site shape: its gres.conf lines (``gres_lines``).
 
     Untyped GPUs have no ``Type=``; every further GPU item gets the next device files; shards
     are spread by Slurm over the node's GPUs (``Count=`` only).
     """
     items = [("gpu", n.gpu_type if n.typed else "", n.gpus), *n.extra_gres]
-    gres, lines, first = [], [], 0
+    lines, first = [], 0
     for name, t, count in items:
-        gres.append(f"{name}:{t}:{count}" if t else f"{name}:{count}")
         if name == "gpu":
             typ = f" Type={t}" if t else ""
             lines.append(f"Name=gpu{typ} File={_device_expr(devices[first:first + count])}")
             first += count
         else:
             lines.append(f"Name={name} Count={count}")
-    return {"gres": ",".join(gres), "gres_lines": lines}
+    return {"gres_lines": lines}
 
 
 def _paths(layout: Layout) -> dict[str, str]:

@@ -49,6 +49,7 @@ def test_two_types_mig_and_shards_on_nodes(tmp_path: Path) -> None:
     nodes = {row["NodeName"]: row["Gres"] for row in _conf(out["slurm.conf"], "Gres")}
     assert nodes == {"duo-1": "gpu:v100:2,gpu:p100:2", "mig-1": "gpu:a100:1,gpu:a100_1g.10gb:4",
                      "k80-1": "gpu:k80:4,shard:8", "p100-1": "gpu:p100:4"}
+    assert {n.name: n.gres for n in cfg.nodes} == nodes  # what `testbed status` shows
     lines = [(row["NodeName"], row["Name"], row.get("Type"), row.get("File", row.get("Count")))
              for row in _conf(out["gres.conf"], "Name")]
     dev = f"{tmp_path}/dev"
