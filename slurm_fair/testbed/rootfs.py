@@ -143,7 +143,7 @@ def ensure(root: Path, v: SlurmVersion, say: Callable[[str], None], timeout_s: f
 
 def _inside(root: Path, argv: Sequence[str]) -> list[str]:
     """``argv`` run by chroot into ``root`` with a ``/proc`` of its own, mounted in a private mount
-    namespace (gone with the command): forky's MariaDB postinst calls a systemd helper (the one
+    namespace (gone with the command): forky's MariaDB postinst calls a systemd tool (the one
     that makes its runtime directories), which refuses to work without ``/proc``."""
     script = 'mount -t proc proc "$1/proc" && root="$1" && shift && exec chroot "$root" "$@"'
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", str(root), *argv]
