@@ -1,8 +1,8 @@
 """Shared fixtures: the real local Slurm testbeds, each brought up once per test session.
 
 Every test that takes the ``testbed`` fixture runs once per Slurm version of
-``--slurm-versions`` (default: every version the testbed knows, 22.05 and 24.11; ``make test``
-and CI run both): pytest groups them by version, so each testbed comes up once.
+``--slurm-versions`` (default: every version the testbed knows, 22.05, 24.11 and 26.05; ``make
+test`` and CI run all three): pytest groups them by version, so each testbed comes up once.
 
 Tests that need Slurm are marked ``@pytest.mark.slurm`` and take the ``testbed`` fixture (a
 :class:`slurm_fair.testbed.Testbed`, already up, with ``SLURM_CONF`` exported into

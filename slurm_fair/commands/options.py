@@ -181,9 +181,10 @@ slurm_option = click.option(
     "slurm",
     type=click.Choice(list(VERSIONS)),
     default=None,
-    help="Slurm version: 22.05 (the host's packages, the default) or 24.11 (Debian trixie's, in a "
-    "root filesystem made once under the testbed directory). Another version than the "
-    "description's moves every port (by +1000 for 24.11) and, without --dir, uses .testbed-<version>.",
+    help="Slurm version: 22.05 (the host's packages, the default), 24.11 (Debian trixie's) or 26.05 "
+    "(Debian forky's), each newer one in a root filesystem made once under the testbed directory. "
+    "Another version than the description's moves every port (by +1000 for 24.11, +2000 for 26.05) "
+    "and, without --dir, uses .testbed-<version>.",
 )
 
 #: the decorators a test checks every command against, by long name; ``testbed`` replaces some

@@ -75,7 +75,7 @@ def status(state_dir: str | None, config_path: str | None, slurm: str | None) ->
         nodes = Table(title="nodes")
         for col in ("node", "gpus", "state"):
             nodes.add_column(col)
-        gres = {n.name: f"{n.gpu_type}:{n.gpus}" for n in tb.config.nodes}
+        gres = {n.name: n.gres for n in tb.config.nodes}
         for name, state in sorted(st.nodes.items()):
             nodes.add_row(name, gres.get(name, "?"), state)
         console.print(nodes)

@@ -1,7 +1,7 @@
 """One change, many pending jobs: ``scontrol update JobId=a,b,c Key=Value`` and its per-job answer.
 
-What Slurm does with a job list (checked on the 22.05 and 24.11 testbeds; the outputs are
-recorded in ``tests/slurm/recorded_writes.json``):
+What Slurm does with a job list (checked on the 22.05 and 24.11 testbeds, the outputs recorded
+in ``tests/slurm/recorded_writes.json``; 26.05 prints the same lines, checked by hand):
 
 * every listed job is updated on its own: a job that cannot take the change does not stop the
   others (not all-or-nothing);

@@ -51,8 +51,9 @@ SECTIONS: dict[str, dict[str, Key]] = {
     "cluster": {
         "name": Key((str,), "fairtb", "Slurm ClusterName", _name),
         "slurm": Key(
-            (str,), "22.05", "Slurm version: 22.05 (the host's Debian packages) or 24.11 (Debian "
-            "trixie's, in a root filesystem made under the testbed directory)", _slurm_version,
+            (str,), "22.05", "Slurm version: 22.05 (the host's Debian packages), 24.11 (Debian "
+            "trixie's) or 26.05 (Debian forky's), in a root filesystem made under the testbed directory",
+            _slurm_version,
         ),
         "cpus_per_node": Key((int,), 16, "virtual CPUs per node (config_overrides)", _positive),
         "memory_mb": Key((int,), 64000, "RealMemory per node in MB", _positive),
@@ -66,6 +67,10 @@ SECTIONS: dict[str, dict[str, Key]] = {
         "cred_expire_s": Key(
             (int,), 5, "job credential lifetime (AuthInfo cred_expire, >= 5); a requeued job waits this + 1 s",
             lambda v: None if v >= 5 else "must be >= 5",
+        ),
+        "type_partitions": Key(
+            (bool,), True, "one partition per GPU type besides `gpu` (false: a site whose partitions all "
+            "mix types, see [partitions.NAME])",
         ),
     },
     "ports": {
@@ -92,7 +97,20 @@ _GPU_KEYS: dict[str, Key] = {
     "nodes": Key((str,), "", "node names as a hostlist, e.g. v100-[1-2]"),
     "gpus_per_node": Key((int,), 4, "GPUs of this type per node", _positive),
     "cpus_per_node": Key((int,), 0, "override cluster.cpus_per_node (0: inherit)"),
+    # site shapes (docs/testbed.md "Site configurations"): what real sites' gres look like
+    "typed": Key((bool,), True, "false: the nodes declare untyped GPUs (Gres=gpu:N, no Type= in gres.conf)"),
+    "extra_gres": Key(
+        (str,), "", "more gres on these nodes, comma-separated: gpu:TYPE:N (a second type, MIG "
+        "slices such as gpu:a100_1g.10gb:4) or shard:N",
+    ),
 }
+
+_PARTITION_KEYS: dict[str, Key] = {
+    "nodes": Key((str,), "", "hostlist of the partition's nodes (any types; may overlap other partitions)"),
+}
+
+#: one item of ``extra_gres``: gpu:TYPE:N or shard:N (MIG types carry '.': a100_1g.10gb)
+_EXTRA_GRES = re.compile(r"^(?:gpu:([a-z0-9][a-z0-9_.]*):(\d+)|shard:(\d+))$")
 
 _TENANT_KEYS: dict[str, Key] = {
     "fairshare": Key((int,), 1, "Slurm fair-share shares of the account", _positive),
@@ -122,6 +140,21 @@ class TestbedNode:
     gpus: int
     cpus: int
     port: int
+    typed: bool = True
+    #: more gres of the node: (name, type or "", count), e.g. ("gpu", "p100", 2), ("shard", "", 8)
+    extra_gres: tuple[tuple[str, str, int], ...] = ()
+
+    @property
+    def gres(self) -> str:
+        """The node's ``Gres=`` as slurm.conf says it: ``gpu:v100:4``, ``gpu:4`` (untyped),
+        ``gpu:v100:2,gpu:p100:2,shard:8``."""
+        items = [("gpu", self.gpu_type if self.typed else "", self.gpus), *self.extra_gres]
+        return ",".join(f"{name}:{t}:{c}" if t else f"{name}:{c}" for name, t, c in items)
+
+    @property
+    def device_count(self) -> int:
+        """Fake GPU device files of the node: its own GPUs and every extra GPU item."""
+        return self.gpus + sum(c for name, _t, c in self.extra_gres if name == "gpu")
 
 
 @dataclass(frozen=True)
@@ -144,6 +177,9 @@ class TestbedConfig:
     job_submit_lua: bool = True
     job_submit_script: str = ""
     slurm: str = "22.05"
+    type_partitions: bool = True
+    #: the site's own partitions beside `gpu` and the per-type ones: name -> node names
+    partitions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     source: str = "<defaults>"
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
     #: ``[priority] type``: ``multifactor`` or ``basic``
@@ -161,11 +197,12 @@ class TestbedConfig:
 def validate(data: Mapping[str, Any], source: str = "<testbed config>") -> TestbedConfig:
     """Validate a parsed testbed TOML document; raise one ConfigError listing every problem."""
     problems: list[Finding] = []
-    values = check_sections(data, SECTIONS, problems, ("gpu_types", "tenants"))
+    values = check_sections(data, SECTIONS, problems, ("gpu_types", "tenants", "partitions"))
 
     cluster = values["cluster"]
     nodes = _nodes(data, cluster, values["ports"], problems)
     tenants, descriptions = _tenants(data, problems)
+    partitions = _partitions(data, {n.name for n in nodes}, cluster["type_partitions"], problems)
     _check_ports(values["ports"], len(nodes), problems)
     if problems:
         raise ConfigError(source, problems)
@@ -184,6 +221,8 @@ def validate(data: Mapping[str, Any], source: str = "<testbed config>") -> Testb
         job_submit_lua=cluster["job_submit_lua"],
         job_submit_script=cluster["job_submit_script"],
         slurm=cluster["slurm"],
+        type_partitions=cluster["type_partitions"],
+        partitions=partitions,
         source=source,
         raw=data,
         priority_type=values["priority"]["type"],
@@ -209,6 +248,7 @@ def _nodes(
         if not names:
             problems.append(Finding(f"{where}.nodes", "names no node"))
         cpus = spec["cpus_per_node"] or cluster["cpus_per_node"]
+        extra = _extra_gres(spec["extra_gres"], f"{where}.extra_gres", problems)
         if spec["cpus_per_node"] < 0:
             problems.append(Finding(f"{where}.cpus_per_node", "must be >= 0"))
         for name in names:
@@ -219,8 +259,44 @@ def _nodes(
                 continue
             seen[name] = where
             port = ports["slurmd_base"] + len(nodes)
-            nodes.append(TestbedNode(name, gpu_type, spec["gpus_per_node"], cpus, port))
+            nodes.append(TestbedNode(name, gpu_type, spec["gpus_per_node"], cpus, port, spec["typed"], extra))
     return nodes
+
+
+def _extra_gres(text: str, where: str, problems: list[Finding]) -> tuple[tuple[str, str, int], ...]:
+    """``gpu:p100:2,shard:8`` -> (("gpu", "p100", 2), ("shard", "", 8)); a bad item is a Finding."""
+    out: list[tuple[str, str, int]] = []
+    for item in (i.strip() for i in text.split(",") if i.strip()):
+        m = _EXTRA_GRES.match(item)
+        if m is None or int(m.group(2) or m.group(3)) <= 0:
+            problems.append(Finding(where, f"bad gres item {item!r} (gpu:TYPE:N or shard:N, N > 0)"))
+            continue
+        out.append(("gpu", m.group(1), int(m.group(2))) if m.group(1) else ("shard", "", int(m.group(3))))
+    return tuple(out)
+
+
+def _partitions(
+    data: Mapping[str, Any], known: set[str], type_partitions: bool, problems: list[Finding]
+) -> dict[str, tuple[str, ...]]:
+    """``[partitions.NAME]``: the site's own partitions, over nodes the description has."""
+    reserved = {"gpu"} | ({str(t) for t in data.get("gpu_types", {})} if type_partitions else set())
+    specs = check_named_tables(
+        data, "partitions", _PARTITION_KEYS, problems,
+        name_problem=lambda p: "a partition of the testbed already has this name" if p in reserved
+        else None if fullmatch(_NAME, p) else "partition name must be lowercase letters, digits, '_'")
+    out: dict[str, tuple[str, ...]] = {}
+    for name, spec in specs.items():
+        where = f"partitions.{name}.nodes"
+        names = expand_hostlist(spec["nodes"], where, problems) if spec["nodes"] else None
+        if not spec["nodes"]:
+            problems.append(Finding(where, "missing (a hostlist of nodes of [gpu_types])"))
+        if names is None:
+            continue
+        if unknown := [n for n in names if n not in known]:
+            problems.append(Finding(where, f"names nodes no GPU type has: {', '.join(unknown)}"))
+            continue
+        out[name] = tuple(names)
+    return out
 
 
 def _tenants(data: Mapping[str, Any], problems: list[Finding]) -> tuple[dict[str, int], dict[str, str]]:

@@ -58,7 +58,7 @@ def prepare_dir(config: TestbedConfig, layout: Layout, rendered: Mapping[str, st
     L.make_dirs()
     for node in config.nodes:
         L.node_dev(node.name).mkdir(parents=True, exist_ok=True)
-        for f in L.device_files(node.name, node.gpus):
+        for f in L.device_files(node.name, node.device_count):
             f.touch()
     if not L.munge_key.exists():
         fd = os.open(L.munge_key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)

@@ -23,7 +23,7 @@ from ..deploy.weights import billing_weights, speed_order
 from ..estimates.priors import prior_speeds
 from ..errors import ConfigError, TestbedError
 from ..estimates.gavel import load as load_table
-from .config import TestbedConfig
+from .config import TestbedConfig, TestbedNode
 from .layout import Layout
 
 #: rendered file name -> template name (under templates/slurm/)
@@ -58,7 +58,7 @@ def render(template: str, context: Mapping[str, Any]) -> str:
 
 def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
     """The template variables for the local testbed: everything on 127.0.0.1, state in one dir."""
-    nodes, billing, rank = _nodes(cfg, layout)
+    nodes, billing, _rank = _nodes(cfg, layout)
     return {
         "cluster_name": cfg.cluster_name,
         "control_host": "localhost",
@@ -69,17 +69,53 @@ def testbed_context(cfg: TestbedConfig, layout: Layout) -> dict[str, Any]:
         "paths": _paths(layout),
         **_slurm_settings(cfg),
         **_accounting(cfg, layout),
-        "gpu_types": list(cfg.gpu_types),
+        **_gres_kinds(cfg),
         "nodes": nodes,
-        "nodes_by_type": {t: ",".join(n.name for n in cfg.nodes_of(t)) for t in cfg.gpu_types},
         "all_nodes": ",".join(n.name for n in cfg.nodes),
         "default_partition": "gpu",
         # fair-share charges a GPU-hour by the type's measured speed; fastest type = 1
         "billing": {t: f"{w:g}" for t, w in billing.items()},
-        # every partition on one PriorityTier: a job steered into a type's partition is never
-        # evaluated (or preempting) ahead of jobs of the partition it asked for
-        "tiers": {t: 1 for t in rank},
+        **_partitions(cfg, billing),
     }
+
+
+def _slurm_types(cfg: TestbedConfig) -> list[str]:
+    """The GPU types Slurm knows on this cluster: every typed one, every extra one, file order."""
+    out: dict[str, None] = {}
+    for n in cfg.nodes:
+        if n.typed:
+            out[n.gpu_type] = None
+        for name, t, _c in n.extra_gres:
+            if name == "gpu":
+                out[t] = None
+    return list(out)
+
+
+def _gres_kinds(cfg: TestbedConfig) -> dict[str, Any]:
+    """``GresTypes`` and the typed GPU TRES slurmdbd tracks (``gpu_types``)."""
+    shards = any(name == "shard" for n in cfg.nodes for name, _t, _c in n.extra_gres)
+    return {"gres_types": "gpu,shard" if shards else "gpu", "gpu_types": _slurm_types(cfg),
+            "accounting_tres": ["gres/shard"] if shards else []}
+
+
+def _partitions(cfg: TestbedConfig, billing: Mapping[str, float]) -> dict[str, Any]:
+    """One partition per GPU type (unless ``type_partitions = false``) and the site's own.
+
+    Billing weights name only types Slurm knows (an untyped type has none: its GPUs bill as
+    plain ``gres/gpu``). Every partition on one PriorityTier: a job steered into a type's
+    partition is never evaluated (or preempting) ahead of jobs of the partition it asked for.
+    """
+    typed = set(_slurm_types(cfg))
+    weights = {t: f"{w:g}" for t, w in billing.items() if t in typed}
+    parts = []
+    if cfg.type_partitions:
+        parts += [{"name": t, "nodes": ",".join(n.name for n in cfg.nodes_of(t)), "tier": 1,
+                   "billing": {t: weights[t]} if t in weights else {}} for t in cfg.gpu_types]
+    for name, members in cfg.partitions.items():
+        kinds = {n.gpu_type for n in cfg.nodes if n.name in members}
+        parts.append({"name": name, "nodes": ",".join(members), "tier": 1,
+                      "billing": {t: w for t, w in weights.items() if t in kinds}})
+    return {"partitions": parts, "default_billing": weights}
 
 
 def _nodes(cfg: TestbedConfig, layout: Layout) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, int]]:
@@ -87,20 +123,22 @@ def _nodes(cfg: TestbedConfig, layout: Layout) -> tuple[list[dict[str, Any]], di
     filled first), the billing weights and the rank they come from."""
     nodes: list[dict[str, Any]] = []
     for n in cfg.nodes:
-        devices = layout.device_files(n.name, n.gpus)
-        nodes.append(
-            {
-                "name": n.name,
-                "hostname": "localhost",
-                "addr": "127.0.0.1",
-                "port": n.port,
-                "cpus": n.cpus,
-                "memory_mb": cfg.memory_mb,
-                "gpu_type": n.gpu_type,
-                "gpus": n.gpus,
-                "device_files": _device_expr(devices),
-            }
-        )
+        devices = layout.device_files(n.name, n.device_count)
+        node: dict[str, Any] = {
+            "name": n.name,
+            "hostname": "localhost",
+            "addr": "127.0.0.1",
+            "port": n.port,
+            "cpus": n.cpus,
+            "memory_mb": cfg.memory_mb,
+            "gpu_type": n.gpu_type,
+            "gpus": n.gpus,
+            "gres": n.gres,
+            "device_files": _device_expr(devices),
+        }
+        if not n.typed or n.extra_gres:
+            node.update(_site_gres(n, devices))
+        nodes.append(node)
     try:
         billing = billing_weights(list(cfg.gpu_types), load_table(None), source=cfg.source)
     except ConfigError:  # a type the measured table does not know: price by the type priors
@@ -110,6 +148,24 @@ def _nodes(cfg: TestbedConfig, layout: Layout) -> tuple[list[dict[str, Any]], di
     for node in nodes:
         node["weight"] = rank[node["gpu_type"]]
     return nodes, billing, rank
+
+
+def _site_gres(n: TestbedNode, devices: list[Path]) -> dict[str, Any]:
+    """A node of a site shape: its gres.conf lines (``gres_lines``).
+
+    Untyped GPUs have no ``Type=``; every further GPU item gets the next device files; shards
+    are spread by Slurm over the node's GPUs (``Count=`` only).
+    """
+    items = [("gpu", n.gpu_type if n.typed else "", n.gpus), *n.extra_gres]
+    lines, first = [], 0
+    for name, t, count in items:
+        if name == "gpu":
+            typ = f" Type={t}" if t else ""
+            lines.append(f"Name=gpu{typ} File={_device_expr(devices[first:first + count])}")
+            first += count
+        else:
+            lines.append(f"Name={name} Count={count}")
+    return {"gres_lines": lines}
 
 
 def _paths(layout: Layout) -> dict[str, str]:
@@ -181,7 +237,8 @@ def _device_expr(files: list[Path]) -> str:
     """``dir/nvidia[0-3]`` for a run of files (Slurm accepts the bracket range in File=)."""
     if len(files) == 1:
         return str(files[0])
-    return f"{files[0].parent}/nvidia[0-{len(files) - 1}]"
+    first = int(files[0].name.removeprefix("nvidia"))
+    return f"{files[0].parent}/nvidia[{first}-{first + len(files) - 1}]"
 
 
 def render_all(cfg: TestbedConfig, layout: Layout) -> dict[str, str]:

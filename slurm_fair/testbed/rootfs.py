@@ -31,6 +31,8 @@ from . import chroot
 #: environment variable naming the Debian mirror debootstrap and apt use
 MIRROR_ENV = "SLURM_FAIR_DEBIAN_MIRROR"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
+#: where debootstrap keeps its per-suite scripts
+DEBOOTSTRAP_SCRIPTS = "/usr/share/debootstrap/scripts"
 
 #: what the testbed runs, programs first: the wrappers made in <dir>/bin/
 PROGRAMS = (
@@ -57,19 +59,26 @@ class SlurmVersion:
     suite: str  # Debian suite of the root filesystem ("" = the host's packages)
     port_shift: int  # added to every port of the description, so versions run side by side
     packages: tuple[str, ...] = ()
+    #: debootstrap script to use when the host's debootstrap has none named after the suite
+    #: (bookworm's 1.0.128 knows trixie but not forky; every Debian suite since 2005 uses "sid")
+    script: str = "sid"
 
     @property
     def host(self) -> bool:
         return not self.suite
 
 
+_PACKAGES = (
+    "slurm-wlm", "slurmdbd", "slurm-client", "munge", "mariadb-server", "mariadb-client", "python3-minimal",
+)
+
 VERSIONS: dict[str, SlurmVersion] = {
     "22.05": SlurmVersion("22.05", "", 0),
     "24.11": SlurmVersion(
         "24.11", "trixie", 1000,
-        ("slurm-wlm", "slurmdbd", "slurm-client", "munge", "mariadb-server", "mariadb-client",
-         "python3-minimal"),
+        _PACKAGES,
     ),
+    "26.05": SlurmVersion("26.05", "forky", 2000, _PACKAGES),
 }
 DEFAULT_VERSION = "22.05"
 
@@ -110,13 +119,16 @@ def ensure(root: Path, v: SlurmVersion, say: Callable[[str], None], timeout_s: f
         shutil.rmtree(root)
     partial.parent.mkdir(parents=True, exist_ok=True)
     say(f"making a Debian {v.suite} root filesystem for Slurm {v.name} in {root} (once, ~40 s)")
-    _run(["debootstrap", "--variant=minbase", v.suite, str(partial), mirror], timeout_s, "debootstrap")
+    argv = ["debootstrap", "--variant=minbase", v.suite, str(partial), mirror]
+    if not (Path(DEBOOTSTRAP_SCRIPTS) / v.suite).exists():
+        argv.append(str(Path(DEBOOTSTRAP_SCRIPTS) / v.script))
+    _run(argv, timeout_s, "debootstrap")
     policy = partial / "usr/sbin/policy-rc.d"  # packages must not start their services
     policy.write_text("#!/bin/sh\nexit 101\n")
     policy.chmod(0o755)
     say(f"installing Slurm {v.name} and its daemons inside it")
     env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
-    _run(["chroot", str(partial), "apt-get", "install", "-y", "-q", "--no-install-recommends", *v.packages],
+    _run(_inside(partial, ["apt-get", "install", "-y", "-q", "--no-install-recommends", *v.packages]),
          timeout_s, "apt-get install", env=env)
     got = _run(["chroot", str(partial), "slurmctld", "-V"], 60, "slurmctld -V", env=env).strip()
     if v.name not in got:
@@ -127,6 +139,14 @@ def ensure(root: Path, v: SlurmVersion, say: Callable[[str], None], timeout_s: f
     (partial / chroot.MARKER).write_text(f"{v.name} {got}\n")
     partial.rename(root)
     return True
+
+
+def _inside(root: Path, argv: Sequence[str]) -> list[str]:
+    """``argv`` run by chroot into ``root`` with a ``/proc`` of its own, mounted in a private mount
+    namespace (gone with the command): forky's MariaDB postinst calls a systemd tool (the one
+    that makes its runtime directories), which refuses to work without ``/proc``."""
+    script = 'mount -t proc proc "$1/proc" && root="$1" && shift && exec chroot "$root" "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", str(root), *argv]
 
 
 def _run(argv: Sequence[str], timeout_s: float, what: str, env: dict[str, str] | None = None) -> str:

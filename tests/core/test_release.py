@@ -39,7 +39,7 @@ def test_licence_keeps_gavels_beside_its_data():
     assert cfg["metadata"]["license_files"].split() == ["LICENSE", "slurm_fair/data/LICENSE.gavel"]
 
 
-@pytest.mark.parametrize("recording", ["testbed-22.05", "testbed-24.11"])
+@pytest.mark.parametrize("recording", ["testbed-22.05", "testbed-24.11", "testbed-26.05"])
 def test_recorded_slurm_stand_in_reads_as_the_recording(recording, tmp_path, monkeypatch):
     """scripts/recorded-slurm (the wheel smoke set's Slurm) fed to the real adapter gives what
     the fake built from the same recording gives: jobs, nodes, accounts, accounting."""

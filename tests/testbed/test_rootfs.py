@@ -35,7 +35,7 @@ def test_another_version_moves_every_port_and_keeps_the_cluster():
 def test_unknown_version_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="cluster.slurm"):
         validate({"cluster": {"slurm": "21.08"}}, "t.toml")
-    with pytest.raises(TestbedError, match="known: 22.05, 24.11"):
+    with pytest.raises(TestbedError, match="known: 22.05, 24.11, 26.05"):
         Testbed(dir=tmp_path, slurm="99.1")
     out = CliRunner().invoke(main, ["testbed", "env", "--slurm", "23.02"])
     assert out.exit_code == 2 and "23.02" in out.output
@@ -89,3 +89,47 @@ def test_env_command_prints_the_path_of_another_version(tmp_path):
     assert out.exit_code == 0, out.output
     assert out.output.splitlines() == [
         f"export SLURM_CONF={tmp_path}/t/etc/slurm.conf", f'export PATH={tmp_path}/t/bin:"$PATH"']
+
+
+def test_three_versions_each_on_ports_of_their_own():
+    base = validate({}, "<defaults>")
+    ports = {v: set(with_slurm(base, v).ports.values()) | {n.port for n in with_slurm(base, v).nodes}
+             for v in rootfs.VERSIONS}
+    assert with_slurm(base, "26.05").ports["slurmctld"] == base.ports["slurmctld"] + 2000
+    assert not ports["22.05"] & ports["24.11"] and not ports["24.11"] & ports["26.05"]
+    assert not ports["22.05"] & ports["26.05"]
+    assert rootfs.version("26.05").suite == "forky" and rootfs.version("24.11").suite == "trixie"
+
+
+def test_a_suite_the_hosts_debootstrap_lacks_uses_the_sid_script(tmp_path, monkeypatch):
+    """bookworm's debootstrap knows trixie but not forky: forky gets the script every Debian
+    suite shares, trixie its own (unchanged); apt runs with a /proc of its own."""
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "trixie").touch()
+    (scripts / "sid").touch()
+    monkeypatch.setattr(rootfs, "DEBOOTSTRAP_SCRIPTS", str(scripts))
+    monkeypatch.setattr(rootfs.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(rootfs.shutil, "which", lambda *a, **k: "/usr/sbin/debootstrap")
+    calls = []
+
+    def fake_run(argv, timeout_s, what, env=None):
+        calls.append(list(argv))
+        if what == "debootstrap":
+            (Path(argv[3]) / "usr/sbin").mkdir(parents=True)
+        if what == "slurmctld -V":
+            raise TestbedError("stop here")
+        return ""
+
+    monkeypatch.setattr(rootfs, "_run", fake_run)
+    for name, script in (("26.05", [str(scripts / "sid")]), ("24.11", [])):
+        calls.clear()
+        with pytest.raises(TestbedError, match="stop here"):
+            rootfs.ensure(tmp_path / name / "rootfs", rootfs.version(name), lambda _m: None)
+        v = rootfs.version(name)
+        assert calls[0] == ["debootstrap", "--variant=minbase", v.suite, str(tmp_path / name / "rootfs.partial"),
+                            rootfs.DEFAULT_MIRROR, *script]
+        apt = calls[1]
+        assert apt[:4] == ["unshare", "--mount", "--propagation", "private"] and "mount -t proc" in apt[7]
+        assert apt[9:] == [str(tmp_path / name / "rootfs.partial"), "apt-get", "install", "-y", "-q",
+                           "--no-install-recommends", *v.packages]
