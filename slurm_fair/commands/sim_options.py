@@ -16,6 +16,7 @@ import click
 
 from ..inputs import FiniteFloat, Integer
 from ..model import MAX_GPUS
+from ..sim.accounting import HistorySource
 from ..sim.engine import SimConfig
 from ..sim.scenario import ClusterSource, WorkloadSource, parse_speeds
 from ..sim.synthetic import MIXES
@@ -79,9 +80,9 @@ workload_options = _group([
 ))
 
 cluster_options = _group([
-    click.option("--cluster", "spec", required=True, metavar="SPEC",
+    click.option("--cluster", "spec", default=None, metavar="SPEC",
                  help="GPUs per type: v100=8,p100=8,k80=8, nodes x GPUs per node: v100=2x4,k80=1x8, or Gavel's "
-                      "36:36:36 (v100:p100:k80)."),
+                      "36:36:36 (v100:p100:k80). Required but with a history (--sacct-file, --from-slurm)."),
     click.option("--gpus-per-node", type=Integer(1, MAX_GPUS), default=None,
                  help="Cut the types given as a plain count into nodes of this many GPUs."),
     click.option("--node-speed", "node_speeds", multiple=True, metavar="NODE=FACTOR",
@@ -92,6 +93,31 @@ cluster_options = _group([
     spec=v["spec"], gpus_per_node=v["gpus_per_node"], node_speeds=parse_speeds(v["node_speeds"]),
     node_speed_spread=v["node_speed_spread"],
 ))
+
+history_options = _group([
+    click.option("--sacct-file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+                 help="Replay a site's accounting: sacct -P -X -D text with its header (the speeds learn columns plus "
+                      "Submit|Start|End, Timelimit and NNodes when known)."),
+    click.option("--from-slurm", is_flag=True, help="Replay the accounting read from the running Slurm (--days)."),
+    click.option("--days", type=FiniteFloat(0, 3650, lo_open=True), default=None,
+                 help="With --from-slurm: the last N days (default 90)."),
+    click.option("--inventory", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+                 help="With a history: the cluster and node types from this inventory (the shape of conf/testbed.toml) "
+                      "instead of the history's."),
+    click.option("--node-type", "node_type", multiple=True, metavar="HOSTLIST=TYPE",
+                 help="With a history: nodes of one GPU type, for runs without typed gres (repeatable)."),
+    click.option("--tenant-by", type=click.Choice(("account", "user")), default="account", show_default=True,
+                 help="With a history: who a tenant is."),
+    click.option("--strict", is_flag=True, help="With a history: an unreadable row is an error (exit 2), not skipped."),
+], "history", lambda v: _history_source(**v))
+
+
+def _history_source(sacct_file: str | None, from_slurm: bool, days: float | None, inventory: str | None,
+                    node_type: tuple[str, ...], tenant_by: str, strict: bool) -> HistorySource:
+    from .speeds import parse_node_types
+
+    return HistorySource(sacct_file, from_slurm, days, inventory, parse_node_types(node_type), tenant_by, strict)
+
 
 engine_options = _group([
     round_option,

@@ -19,14 +19,17 @@ from .. import policies
 from ..sim import results as sim_results, scenario
 from ..sim.engine import SimConfig, SimResult, simulate
 from ..sim.workload import csv_text
-from .options import json_option, output_option, policies_option, quiet_option, throughputs_option
+from ..errors import UserError
+from ..sim.accounting import HistorySource, Replay, build_replay, inventory_cluster
+from .options import config_option, json_option, output_option, policies_option, quiet_option, throughputs_option
 from .output import check_distinct, check_file_output, check_plot, table_or_json
-from .sim_options import cluster_options, engine_options, workload_options
+from .sim_options import cluster_options, engine_options, history_options, workload_options
 
 
 @click.command("simulate")
 @policies_option
 @workload_options
+@history_options
 @cluster_options
 @throughputs_option
 @engine_options
@@ -37,33 +40,93 @@ from .sim_options import cluster_options, engine_options, workload_options
 @click.option("--save-workload", type=click.Path(dir_okay=False), default=None, metavar="FILE", callback=check_file_output,
               help="Also write the simulated workload as a trace CSV.")
 @quiet_option
-def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, cluster: scenario.ClusterSource,
-            throughputs: str | None, engine: SimConfig, as_json: bool, output: str | None, plot_out: str | None,
-            save_workload: str | None, quiet: bool) -> None:
+@config_option
+def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, history: HistorySource,
+            cluster: scenario.ClusterSource, throughputs: str | None, engine: SimConfig, as_json: bool,
+            output: str | None, plot_out: str | None, save_workload: str | None, quiet: bool,
+            config_path: str | None) -> None:
     """Simulate policies on a trace and compare JCT, fairness and efficiency.
 
-    Repeat --policy to compare several. Jobs come from --trace files or --synthetic N.
+    Repeat --policy to compare several. Jobs come from --trace files, --synthetic N, or the site's
+    own accounting (--sacct-file FILE, --from-slurm --days N: the history is replayed and shown
+    beside the simulated policies).
     """
     check_distinct({"--output": output, "--plot": plot_out, "--save-workload": save_workload},
-                   {"--trace": workload.traces, "--throughputs": throughputs})
+                   {"--trace": workload.traces, "--throughputs": throughputs, "--sacct-file": history.sacct_file})
     infos = [policies.get(name) for name in dict.fromkeys(policy_names)]
     policies.check_params_run(engine.policy_params, [info.name for info in infos])
-    scene = scenario.build(workload, cluster, throughputs)
+    replay = None
+    if history.given:
+        replay = replay_history(history, workload, cluster, throughputs, config_path)
+        scene = scenario.Scenario(replay.workload, replay.cluster, replay.table)
+    else:
+        if history.days is not None or history.inventory or history.node_types or history.strict \
+                or history.tenant_by != "account":
+            raise UserError("--days, --inventory, --node-type, --tenant-by and --strict apply to a history "
+                            "(--sacct-file FILE or --from-slurm)")
+        if not cluster.spec:
+            raise UserError("give --cluster SPEC (or replay a history: --sacct-file FILE, --from-slurm)")
+        scene = scenario.build(workload, cluster, throughputs)
     engine = dataclasses.replace(engine, knowledge_seed=workload.seed)
     also: dict[str, tuple[str, str | bytes]] = {}
     if save_workload:
         also["--save-workload"] = (save_workload, csv_text(scene.workload))
     console = Console(stderr=True)
     results = _run(scene, infos, engine, console, quiet)
-    doc = sim_results.document(results, scene.workload, scene.cluster, engine, scene.table.source)
+    doc = sim_results.document(results, scene.workload, scene.cluster, engine, scene.table.source,
+                               replay=replay)
     if plot_out:
         from ..sim.plot import path_format, picture
 
         also["--plot"] = (plot_out, picture(results, path_format(plot_out)))
     # every file at once, all or nothing (a full disk leaves the old ones as they were)
-    table_or_json(sim_results.comparison_table(doc), doc, as_json, output, also)
+    shown = sim_results.comparison_table(doc)
+    table_or_json(sim_results.with_tenants(shown, doc) if replay else shown, doc, as_json, output, also)
     for note in _notes(results):
         console.print(f"note: {note}")
+
+
+def replay_history(history: HistorySource, workload: scenario.WorkloadSource, cluster: scenario.ClusterSource,
+                   throughputs: str | None, config_path: str | None) -> Replay:
+    """The history of ``--sacct-file`` or ``--from-slurm`` read by the one sacct parser (the rows
+    ``speeds learn`` reads, its junk named the same way) and made a workload."""
+    from ..inputs import read_text
+    from ..sim.workload import check_weights
+    from ..slurm.parse.history import parse_history
+    from .speeds import _from_slurm, report_junk
+
+    if history.sacct_file and history.from_slurm:
+        raise UserError("give either --sacct-file FILE or --from-slurm")
+    if history.days is not None and not history.from_slurm:
+        raise UserError("--days applies to --from-slurm (filter a file's rows before)")
+    if workload.traces or workload.synthetic is not None:
+        raise UserError("a history (--sacct-file, --from-slurm) is the workload: no --trace or --synthetic with it")
+    if cluster.spec or throughputs:
+        raise UserError("with a history the cluster comes from it (or --inventory) and the speeds from its runs: "
+                        "no --cluster or --throughputs")
+    node_types: dict[str, str] = {}
+    built = None
+    if history.inventory:
+        built, node_types = inventory_cluster(history.inventory)
+    node_types.update(history.node_types)
+    if history.sacct_file:
+        parsed = parse_history(read_text(history.sacct_file, "sacct history"), history.sacct_file,
+                               strict=history.strict)
+        name = history.sacct_file
+    else:
+        parsed, slurm_nodes = _from_slurm(config_path, f"{history.days or 90:g}d")
+        node_types = {**slurm_nodes, **node_types}
+        name = "sacct"
+    if history.strict and parsed.ended_junk:
+        from ..errors import InputError
+
+        raise InputError(name, parsed.ended_junk)
+    report_junk(parsed, name, parsed.ended_junk)
+    replay = build_replay(parsed, name, node_types, built, history.tenant_by)
+    if workload.weights:
+        check_weights(workload.weights, replay.workload.tenants, name)
+        replay = dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, weights=dict(workload.weights)))
+    return replay
 
 
 def _run(scene: scenario.Scenario, infos: list[policies.PolicyInfo], engine: SimConfig, console: Console,

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import UserError
+from ..errors import Finding, UserError
 from ..estimates.history import failures_from_history, runs_from_history
 from ..estimates.learn import Model, learn
 from ..inputs import read_text
@@ -64,6 +64,15 @@ def _from_slurm(config_path: str | None, since: str | None) -> tuple[History, di
     text, delimiter = port.sacct_history(start)  # type: ignore[attr-defined]
     nodes = {n.name: next(iter(n.gpus_total)) for n in port.nodes() if len(n.gpus_total) == 1}
     return parse_history(text, "sacct (from Slurm)", delimiter), nodes
+
+
+def report_junk(history: History, source: str, extra: Sequence[Finding] = ()) -> None:
+    """The unreadable rows on stderr (the first :data:`SHOWN_JUNK` named, the rest counted)."""
+    junk = [*history.junk, *extra]
+    for finding in junk[:SHOWN_JUNK]:
+        click.echo(f"slurm-fair: warning: {source}: {finding.where}: {finding.what}; skipped", err=True)
+    if len(junk) > SHOWN_JUNK:
+        click.echo(f"slurm-fair: warning: {len(junk) - SHOWN_JUNK} more unreadable rows skipped", err=True)
 
 
 def model_document(model: Model, skipped: Counter, usable: int) -> dict[str, Any]:
@@ -130,10 +139,7 @@ def learn_command(sacct_file: str | None, from_slurm: bool, since: str | None, i
     else:
         history, slurm_nodes = _from_slurm(config_path, since)
         node_types = {**slurm_nodes, **node_types}
-    for finding in history.junk[:SHOWN_JUNK]:
-        click.echo(f"slurm-fair: warning: {sacct_file or 'sacct'}: {finding.where}: {finding.what}; skipped", err=True)
-    if len(history.junk) > SHOWN_JUNK:
-        click.echo(f"slurm-fair: warning: {len(history.junk) - SHOWN_JUNK} more unreadable rows skipped", err=True)
+    report_junk(history, sacct_file or "sacct")
     runs, more = runs_from_history(history.rows, node_types)
     failures = failures_from_history(history.failed, node_types)
     skipped = history.skipped + more

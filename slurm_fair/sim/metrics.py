@@ -17,6 +17,7 @@ and in ``docs/simulator.md``.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
@@ -263,27 +264,68 @@ def samples_from_records(records: Sequence[JobRecord], capacity: Mapping[str, in
     if not starts or not ends:
         return []
     t0, t1 = min(r.arrival_s for r in records), max(ends)
+    # one sweep over the rounds: the runs and the jobs in the system at each midpoint are kept
+    # as events come, so a round costs what is running and waiting then, not the whole history
+    runs = sorted(((a, b, k, i) for i, r in enumerate(records) for a, b, k in _runs_of(r)), key=lambda x: x[0])
+    stays = sorted(range(len(records)), key=lambda i: records[i].arrival_s)
+    running: dict[tuple[int, int], tuple[float, str, int]] = {}
+    run_ends: list[tuple[float, int, int]] = []
+    present: dict[int, float] = {}
+    stay_ends: list[tuple[float, int]] = []
+    next_run = next_stay = 0
     samples: list[RoundSample] = []
     n_rounds = max(1, math.ceil((t1 - t0) / round_s))
-    for i in range(n_rounds):
-        mid = t0 + (i + 0.5) * round_s
+    for n in range(n_rounds):
+        mid = t0 + (n + 0.5) * round_s
+        while next_run < len(runs) and runs[next_run][0] <= mid:
+            a, b, k, i = runs[next_run]
+            running[(i, next_run)] = (b, k, i)
+            heapq.heappush(run_ends, (b, i, next_run))
+            next_run += 1
+        while run_ends and run_ends[0][0] <= mid:
+            _, i, j = heapq.heappop(run_ends)
+            running.pop((i, j), None)
+        while next_stay < len(stays) and records[stays[next_stay]].arrival_s <= mid:
+            i = stays[next_stay]
+            end = records[i].end_s
+            present[i] = math.inf if end is None else end
+            heapq.heappush(stay_ends, (present[i], i))
+            next_stay += 1
+        while stay_ends and stay_ends[0][0] <= mid:
+            present.pop(heapq.heappop(stay_ends)[1], None)
         busy: dict[str, int] = {}
         eff = 0.0
         tenants: dict[str, int] = {}
-        wanted: set[str] = set()
-        for r in records:
-            k = r.running_at(mid)
-            if not k:
-                if r.arrival_s <= mid and (r.end_s is None or r.end_s > mid):
-                    wanted |= {t for t, v in r.throughput.items() if v > 0} if r.throughput else set(capacity)
+        on: set[int] = set()
+        for _, k, i in running.values():
+            if i in on:  # runs of one job do not overlap; a record's first run at mid counts
                 continue
+            on.add(i)
+            r = records[i]
             busy[k] = busy.get(k, 0) + r.gpus
             tenants[r.tenant] = tenants.get(r.tenant, 0) + r.gpus
             eff += normalised(r, k)
+        wanted: set[str] = set()
+        for i in present:
+            if i not in on:
+                r = records[i]
+                wanted |= {t for t, v in r.throughput.items() if v > 0} if r.throughput else set(capacity)
+                if len(wanted) == len(capacity):
+                    break
         frag = sum(max(0, c - busy.get(k, 0)) for k, c in capacity.items() if k in wanted)
-        samples.append(RoundSample(t0 + i * round_s, round_s, capacity, busy, effective_throughput=eff,
+        samples.append(RoundSample(t0 + n * round_s, round_s, capacity, busy, effective_throughput=eff,
                                    fragmented_gpus=frag, tenant_gpus=tenants))
     return samples
+
+
+def _runs_of(r: JobRecord) -> list[tuple[float, float, str]]:
+    """The intervals a record ran, ``[start, end)`` on a type (end inf while it has not ended),
+    as :meth:`JobRecord.running_at` reads them."""
+    if r.runs:
+        return [(a, b, k) for a, b, k in r.runs]
+    if r.start_s is None or not r.gpu_type:
+        return []
+    return [(r.start_s, math.inf if r.end_s is None else r.end_s, r.gpu_type)]
 
 
 # --------------------------------------------------------------------------------------------

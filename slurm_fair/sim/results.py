@@ -9,14 +9,18 @@ JSON shape (the contract of ``slurm-fair simulate --json``)::
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
+from rich.console import Group
 from rich.table import Table
 
 from .cluster import ClusterSpec
 from .engine import SimConfig, SimResult
-from .metrics import summarize
+from .metrics import samples_from_records, summarize
 from .workload import Workload
+
+if TYPE_CHECKING:
+    from .accounting import Replay
 
 #: metrics shown in the table, with their headers and formats
 COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -58,19 +62,35 @@ def policy_metrics(result: SimResult) -> dict[str, Any]:
     return out
 
 
+def history_metrics(replay: "Replay", round_s: float = 360.0) -> dict[str, Any]:
+    """The history as it happened, scored by the metrics a run is scored by (:func:`summarize`
+    over the accounting's records; rounds sampled from them), with what was replayed and how."""
+    records = list(replay.history)
+    capacity = dict(replay.cluster.capacity)
+    out = summarize(records, samples_from_records(records, capacity, round_s), capacity)
+    tenants = out.pop("tenants")
+    out.update(replay.describe())
+    out["tenants"] = tenants
+    return out
+
+
 def document(results: Mapping[str, SimResult], workload: Workload, cluster: ClusterSpec, config: SimConfig,
-             throughputs: str) -> dict[str, Any]:
-    """The ``--json`` document."""
+             throughputs: str, replay: "Replay | None" = None) -> dict[str, Any]:
+    """The ``--json`` document; with a replayed history, ``"history"`` holds its figures as it
+    happened (the same metrics, :func:`history_metrics`)."""
     first = next(iter(results.values()), None)
     work = workload.describe()
     work["unschedulable"] = list(first.unschedulable) if first else []
     work["throughputs"] = throughputs
-    return {
+    doc = {
         "policies": {name: policy_metrics(r) for name, r in results.items()},
         "workload": work,
         "cluster": cluster.describe(),
         "config": {**dataclasses.asdict(config), "knowledge": str(config.knowledge)},
     }
+    if replay is not None:
+        doc["history"] = history_metrics(replay, config.round_s)
+    return doc
 
 
 def format_metric(value: Any, fmt: str) -> str:
@@ -87,10 +107,44 @@ def format_metric(value: Any, fmt: str) -> str:
 def comparison_table(doc: Mapping[str, Any]) -> Table:
     """A rich table: one row per metric of :data:`COLUMNS`, one column per policy (stays
     readable in a narrow terminal for the usual handful of policies)."""
-    table = Table(title="simulated policies (times in hours)")
+    columns = _columns(doc)
+    table = Table(title="simulated policies (times in hours)" + (", beside the history as it ran" if "history" in doc else ""))
     table.add_column("metric", style="bold")
-    for name in doc["policies"]:
+    for name in columns:
         table.add_column(name, justify="right")
     for key, header, fmt in COLUMNS:
-        table.add_row(header, *[format_metric(m.get(key), fmt) for m in doc["policies"].values()])
+        table.add_row(header, *[format_metric(m.get(key), fmt) for m in columns.values()])
     return table
+
+
+def _columns(doc: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The history (when replayed) first, then every policy."""
+    history = {HISTORY: doc["history"]} if "history" in doc else {}
+    return {**history, **doc["policies"]}
+
+
+#: the column of the history as it ran
+HISTORY = "history (Slurm)"
+
+
+def tenant_table(doc: Mapping[str, Any]) -> Table:
+    """Per tenant, average JCT and wait: the history beside each policy, and each policy's
+    relative error against the history (what an admin checks before trusting a what-if)."""
+    columns = _columns(doc)
+    table = Table(title="per tenant: average JCT / average wait (hours)")
+    table.add_column("tenant", style="bold")
+    for name in columns:
+        table.add_column(name, justify="right")
+    tenants = sorted({t for m in columns.values() for t in m.get("tenants", {})})
+    for t in tenants:
+        cells = []
+        for m in columns.values():
+            row = m.get("tenants", {}).get(t, {})
+            cells.append(f"{format_metric(row.get('avg_jct_s'), 'h')} / {format_metric(row.get('avg_wait_s'), 'h')}")
+        table.add_row(t, *cells)
+    return table
+
+
+def with_tenants(table: Table, doc: Mapping[str, Any]) -> Group:
+    """The comparison table, then the per-tenant table."""
+    return Group(table, tenant_table(doc))
