@@ -136,6 +136,12 @@ engine_options = _group([
                  help="Progress lost by a job running as several copies (HadarE)."),
     click.option("--resolve-every", type=Integer(1), default=1, show_default=True,
                  help="Dynamic policies are solved again every N rounds (and whenever the job set changes)."),
+    click.option("--stale-s", type=FiniteFloat(0, 30 * 86400), default=0.0, show_default=True,
+                 help="Bounded staleness: reuse a static policy's last solution while jobs arrive and leave, for up "
+                      "to S simulated seconds (new jobs take leftover GPUs until the next solve; 0: solve at every "
+                      "change). For long histories."),
+    click.option("--stale-changes", type=FiniteFloat(0, 1), default=0.25, show_default=True,
+                 help="With --stale-s: solve again once this fraction of the active jobs arrived or left."),
     click.option("--horizon-h", type=FiniteFloat(0, 1e6, lo_open=True), default=None,
                  help="Stop after this many simulated hours."),
     click.option("--no-fairness-checks", is_flag=True, help="Skip the per-round SI/EF checks (faster)."),
@@ -148,7 +154,8 @@ engine_options = _group([
 
 
 def _sim_config(round_s: float, restart_s: float, requeue_hold_s: float, fill_between_rounds: bool,
-                reserve_after_lr: float, fork_sync: float, resolve_every: int, horizon_h: float | None,
+                reserve_after_lr: float, fork_sync: float, resolve_every: int, stale_s: float, stale_changes: float,
+                horizon_h: float | None,
                 no_fairness_checks: bool, solver: str, policy_options: tuple[str, ...] = (),
                 knowledge: str = "oracle") -> SimConfig:
     from ..policies import parse_params
@@ -158,7 +165,7 @@ def _sim_config(round_s: float, restart_s: float, requeue_hold_s: float, fill_be
     return SimConfig(
         round_s=round_s, restart_s=restart_s, requeue_hold_s=requeue_hold_s,
         fill_between_rounds=fill_between_rounds, reserve_after_lr=reserve_after_lr or None,
-        fork_sync=fork_sync, resolve_every=resolve_every,
+        fork_sync=fork_sync, resolve_every=resolve_every, stale_s=stale_s, stale_changes=stale_changes,
         horizon_s=horizon_h * 3600 if horizon_h else None, check_fairness=not no_fairness_checks,
         solver=resolve(solver), policy_params=parse_params(policy_options), knowledge=parse_knowledge(knowledge),
     )

@@ -9,6 +9,7 @@ JSON with ``--json``), ``--plot`` and ``--save-workload`` write files of their o
 from __future__ import annotations
 
 from functools import partial
+from typing import Mapping
 import dataclasses
 
 import click
@@ -20,6 +21,7 @@ from ..sim import results as sim_results, scenario
 from ..sim.engine import SimConfig, SimResult, simulate
 from ..sim.workload import csv_text
 from ..errors import UserError
+from ..inputs import Integer
 from ..sim.accounting import HistorySource, Replay, build_replay, inventory_cluster
 from .options import config_option, json_option, output_option, policies_option, quiet_option, throughputs_option
 from .output import check_distinct, check_file_output, check_plot, table_or_json
@@ -39,11 +41,13 @@ from .sim_options import cluster_options, engine_options, history_options, workl
               help="Also write JCT CDFs and tenant shares as a picture (PNG; .pdf, .svg, ... by extension).")
 @click.option("--save-workload", type=click.Path(dir_okay=False), default=None, metavar="FILE", callback=check_file_output,
               help="Also write the simulated workload as a trace CSV.")
+@click.option("--jobs", "parallel", type=Integer(1, 64), default=1, show_default=True, metavar="N",
+              help="Run the policies in N processes at once (the results merge into one report; no --plot).")
 @quiet_option
 @config_option
 def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, history: HistorySource,
             cluster: scenario.ClusterSource, throughputs: str | None, engine: SimConfig, as_json: bool,
-            output: str | None, plot_out: str | None, save_workload: str | None, quiet: bool,
+            output: str | None, plot_out: str | None, save_workload: str | None, parallel: int, quiet: bool,
             config_path: str | None) -> None:
     """Simulate policies on a trace and compare JCT, fairness and efficiency.
 
@@ -72,13 +76,20 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
     if save_workload:
         also["--save-workload"] = (save_workload, csv_text(scene.workload))
     console = Console(stderr=True)
-    results = _run(scene, infos, engine, console, quiet)
+    if parallel > 1 and plot_out:
+        raise UserError("--plot draws every job's record: give it with --jobs 1 (the runs of --jobs N send back "
+                        "their figures only)")
+    results: Mapping[str, SimResult | sim_results.Summary]
+    if parallel > 1 and len(infos) > 1:
+        results = parallel_runs(scene, [i.name for i in infos], engine, parallel, console, quiet)
+    else:
+        results = _run(scene, infos, engine, console, quiet)
     doc = sim_results.document(results, scene.workload, scene.cluster, engine, scene.table.source,
                                replay=replay)
     if plot_out:
         from ..sim.plot import path_format, picture
 
-        also["--plot"] = (plot_out, picture(results, path_format(plot_out)))
+        also["--plot"] = (plot_out, picture(results, path_format(plot_out)))  # type: ignore[arg-type]
     # every file at once, all or nothing (a full disk leaves the old ones as they were)
     shown = sim_results.comparison_table(doc)
     table_or_json(sim_results.with_tenants(shown, doc) if replay else shown, doc, as_json, output, also)
@@ -148,7 +159,41 @@ def _advance(progress: Progress, task: TaskID, fraction: float) -> None:
     progress.update(task, completed=fraction)
 
 
-def _notes(results: dict[str, SimResult]) -> list[str]:
+#: the scenario a forked worker runs (set before the pool forks, so it is not pickled)
+_SCENE: tuple[scenario.Scenario, SimConfig] | None = None
+
+
+def _one(name: str) -> sim_results.Summary:
+    """One policy over the inherited scenario, in a worker process: its figures only (the
+    records stay in the worker)."""
+    assert _SCENE is not None
+    scene, engine = _SCENE
+    return sim_results.summary(simulate(scene.workload, scene.cluster, scene.table, policies.get(name), engine))
+
+
+def parallel_runs(scene: scenario.Scenario, names: list[str], engine: SimConfig, processes: int, console: Console,
+                  quiet: bool) -> dict[str, sim_results.Summary]:
+    """Each policy in its own process (at most ``processes`` at once, forked: the scenario is
+    shared, not copied through a pipe); the summaries in the order asked."""
+    global _SCENE
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    _SCENE = (scene, engine)
+    try:
+        with ProcessPoolExecutor(min(processes, len(names)), mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = {pool.submit(_one, name): name for name in names}
+            done: dict[str, sim_results.Summary] = {}
+            for f in as_completed(futures):
+                done[futures[f]] = f.result()
+                if not quiet:
+                    console.print(f"{futures[f]}: done")
+    finally:
+        _SCENE = None
+    return {name: done[name] for name in names}
+
+
+def _notes(results: Mapping[str, SimResult | sim_results.Summary]) -> list[str]:
     """What a reader of the table should know: jobs not simulated, throughput fallbacks."""
     first = next(iter(results.values()))
     notes = []

@@ -9,6 +9,7 @@ JSON shape (the contract of ``slurm-fair simulate --json``)::
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from rich.console import Group
@@ -52,6 +53,7 @@ def policy_metrics(result: SimResult) -> dict[str, Any]:
     out.update(
         wall_seconds=result.wall_seconds,
         solves=result.solves,
+        reused_solutions=result.reused_solutions,
         solve_seconds=result.solve_seconds,
         restarts=result.restarts,
         fallback_allocations=result.fallback_allocations,
@@ -60,6 +62,23 @@ def policy_metrics(result: SimResult) -> dict[str, Any]:
     )
     out["tenants"] = tenants
     return out
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What the document needs of one run, in plain data: a run made in another process
+    (``simulate --jobs N``) sends this back instead of its records."""
+
+    metrics: dict[str, Any]
+    unschedulable: list[str]
+    throughput_fallbacks: int
+
+
+def summary(result: "SimResult | Summary") -> Summary:
+    """A run's :class:`Summary` (computed once: :func:`policy_metrics`)."""
+    if isinstance(result, Summary):
+        return result
+    return Summary(policy_metrics(result), list(result.unschedulable), result.throughput_fallbacks)
 
 
 def history_metrics(replay: "Replay", round_s: float = 360.0) -> dict[str, Any]:
@@ -74,16 +93,17 @@ def history_metrics(replay: "Replay", round_s: float = 360.0) -> dict[str, Any]:
     return out
 
 
-def document(results: Mapping[str, SimResult], workload: Workload, cluster: ClusterSpec, config: SimConfig,
+def document(results: Mapping[str, "SimResult | Summary"], workload: Workload, cluster: ClusterSpec, config: SimConfig,
              throughputs: str, replay: "Replay | None" = None) -> dict[str, Any]:
     """The ``--json`` document; with a replayed history, ``"history"`` holds its figures as it
     happened (the same metrics, :func:`history_metrics`)."""
-    first = next(iter(results.values()), None)
+    runs = {name: summary(r) for name, r in results.items()}
+    first = next(iter(runs.values()), None)
     work = workload.describe()
     work["unschedulable"] = list(first.unschedulable) if first else []
     work["throughputs"] = throughputs
     doc = {
-        "policies": {name: policy_metrics(r) for name, r in results.items()},
+        "policies": {name: r.metrics for name, r in runs.items()},
         "workload": work,
         "cluster": cluster.describe(),
         "config": {**dataclasses.asdict(config), "knowledge": str(config.knowledge)},
