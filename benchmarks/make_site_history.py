@@ -276,10 +276,24 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--load", type=float, default=0.8)
     ap.add_argument("--out", required=True)
     ap.add_argument("--truth", required=True)
+    ap.add_argument("--inventory", default=None, help="Also write the cluster as an inventory (TOML) for --inventory.")
     a = ap.parse_args(argv)
     site = generate(a.seed, a.jobs, a.days, a.gpus, a.types, a.accounts, a.load)
     Path(a.out).write_text("\n".join(site.lines) + "\n")
     Path(a.truth).write_text(json.dumps(site.truth))
+    if a.inventory:
+        Path(a.inventory).write_text(inventory_text(site))
+
+
+def inventory_text(site: Site) -> str:
+    """The site's nodes in the inventory's shape (``[gpu_types.T] nodes, gpus_per_node``): a
+    history shows only the nodes its jobs used; the inventory has them all."""
+    lines = ['[cluster]', 'name = "site"', '']
+    for k in sorted({t for _, t, _ in site.nodes}):
+        names = [n for n, t, _ in site.nodes if t == k]
+        per = next(g for _, t, g in site.nodes if t == k)
+        lines += [f"[gpu_types.{k}]", f'nodes = "{",".join(names)}"', f"gpus_per_node = {per}", ""]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
