@@ -22,7 +22,8 @@ from ..sim.engine import SimConfig, SimResult, simulate
 from ..sim.workload import csv_text
 from ..errors import UserError
 from ..inputs import Integer
-from ..sim.accounting import HistorySource, Replay, build_replay, inventory_cluster
+from ..sim.accounting import HistorySource, Replay, build_replay
+from ..sim.cluster import ClusterSpec
 from .options import config_option, json_option, output_option, policies_option, quiet_option, throughputs_option
 from .output import check_distinct, check_file_output, check_plot, table_or_json
 from .sim_options import cluster_options, engine_options, history_options, workload_options
@@ -138,6 +139,23 @@ def replay_history(history: HistorySource, workload: scenario.WorkloadSource, cl
         check_weights(workload.weights, replay.workload.tenants, name)
         replay = dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, weights=dict(workload.weights)))
     return replay
+
+
+def inventory_cluster(path: str) -> tuple[ClusterSpec, dict[str, str]]:
+    """The cluster of an inventory file (the shape of conf/testbed.toml) and its node types;
+    nodes of one type take its largest node size (:class:`ClusterSpec` has one per type)."""
+    import math
+
+    from ..deploy.inventory import load
+
+    inv = load(path)
+    largest: dict[str, int] = {}
+    for n in inv.nodes:
+        largest[n.gpu_type] = max(largest.get(n.gpu_type, 0), n.gpus)
+    capacity = inv.capacity()
+    return (ClusterSpec({k: largest[k] * math.ceil(c / largest[k]) for k, c in capacity.items() if c > 0},
+                        node_gpus=dict(largest)),
+            {n.name: n.gpu_type for n in inv.nodes})
 
 
 def _run(scene: scenario.Scenario, infos: list[policies.PolicyInfo], engine: SimConfig, console: Console,

@@ -34,17 +34,21 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from ..errors import UserError
 from ..estimates.gavel import ThroughputTable
-from ..estimates.history import failures_from_history, nodes_seen_typed, run_type, runs_from_history
+from ..estimates.history import failures_from_history, nodes_seen_typed, run_type, runs_from_history, seconds_by_type
 from ..estimates.learn import ANY_USER, Model, learn
 from ..estimates.priors import prior_speeds
-from ..slurm.parse.history import History, HistoryRow
 from .cluster import ClusterSpec
 from .metrics import JobRecord
 from .workload import TraceJob, Workload, make_workload
+
+#: :class:`slurm_fair.slurm.parse.history.History` and its rows, the parsed accounting (the
+#: simulator reads what the one sacct parser made of it and never imports Slurm's side)
+History = Any
+HistoryRow = Any
 
 #: who a tenant is: ``--tenant-by``
 TENANT_LEVELS = ("account", "user")
@@ -99,10 +103,6 @@ def _tenant(row: HistoryRow, tenant_by: str) -> str:
     return row.account or f"(no account: {row.user})"
 
 
-def _state(row: HistoryRow) -> str:
-    return "COMPLETED" if row.state == "COMPLETED" else row.state
-
-
 def _cluster_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, str]) -> ClusterSpec:
     """Per node, the most GPUs it held at once; per type, the nodes at the largest size seen."""
     events: dict[str, list[tuple[float, int]]] = defaultdict(list)
@@ -144,22 +144,12 @@ def _source(model: Model, group: tuple[str, str, int]) -> tuple[str, Mapping[str
     return ("pooled" if belief.group[0] == ANY_USER else "learned"), belief.speed
 
 
-def build_replay(history: History, source: str, node_types: Mapping[str, str] | None = None,
-                 cluster: ClusterSpec | None = None, tenant_by: str = "account") -> Replay:
-    """The history's jobs, cluster and speeds (see the module docstring); a UserError naming
-    ``source`` when it cannot be replayed (no timing columns, nothing that ran)."""
-    if tenant_by not in TENANT_LEVELS:
-        raise UserError(f"--tenant-by {tenant_by!r}: expected one of {', '.join(TENANT_LEVELS)}")
-    if not history.timed:
-        raise UserError(f"{source}: a replay needs the columns Submit, Start and End (sacct -P -X -D -o "
-                        "JobID,User,Account,JobName,Partition,AllocTRES,NodeList,Elapsed,State,Submit,Start,End,"
-                        "Timelimit,NNodes)")
-    everything = [*history.rows, *history.failed, *history.ended]
-    types_of = {**nodes_seen_typed(everything), **(node_types or {})}
+def _ran(history: History) -> tuple[list[HistoryRow], Counter]:
+    """The rows of jobs that ran on GPUs (one per job id), and why the others are left out."""
     left_out: Counter = Counter()
     ran: list[HistoryRow] = []
     seen: set[str] = set()
-    for r in everything:
+    for r in [*history.rows, *history.failed, *history.ended]:
         if r.job_id in seen:
             left_out["duplicate job id"] += 1
         elif not r.nodes or r.start_s is None or not r.elapsed_s > 0:
@@ -171,72 +161,99 @@ def build_replay(history: History, source: str, node_types: Mapping[str, str] | 
         else:
             seen.add(r.job_id)
             ran.append(r)
+    rows_out = ("job step", "junk", "no GPU", "no elapsed time")
+    left_out.update({f"rows: {k}": v for k, v in history.skipped.items() if k in rows_out})
+    if history.ended_junk:
+        left_out["unreadable rows"] += len(history.ended_junk)
+    return ran, left_out
+
+
+def _model(history: History, types_of: Mapping[str, str], cluster: ClusterSpec) -> Model:
+    """The learner (``speeds learn``'s) on the history's completed and failed runs."""
+    runs, _ = runs_from_history(history.rows, types_of)
+    failures = failures_from_history(history.failed, types_of)
+    return learn([r for r in runs if r.gpu_type in cluster.capacity], sorted(cluster.capacity),
+                 [f for f in failures if f.gpu_type in cluster.capacity])
+
+
+@dataclass
+class _Built:
+    """What :func:`build_replay` gathers job by job."""
+
+    jobs: list[TraceJob] = field(default_factory=list)
+    meta: dict[str, HistoricJob] = field(default_factory=dict)
+    records: list[JobRecord] = field(default_factory=list)
+    data: dict[str, dict[tuple[str, int], float]] = field(default_factory=dict)
+    ended: Counter = field(default_factory=Counter)
+    sources: Counter = field(default_factory=Counter)
+    counts: Counter = field(default_factory=Counter)
+
+
+def build_replay(history: History, source: str, node_types: Mapping[str, str] | None = None,
+                 cluster: ClusterSpec | None = None, tenant_by: str = "account") -> Replay:
+    """The history's jobs, cluster and speeds (see the module docstring); a UserError naming
+    ``source`` when it cannot be replayed (no timing columns, nothing that ran)."""
+    if tenant_by not in TENANT_LEVELS:
+        raise UserError(f"--tenant-by {tenant_by!r}: expected one of {', '.join(TENANT_LEVELS)}")
+    if not history.timed:
+        raise UserError(f"{source}: a replay needs the columns Submit, Start and End (sacct -P -X -D -o "
+                        "JobID,User,Account,JobName,Partition,AllocTRES,NodeList,Elapsed,State,Submit,Start,End,"
+                        "Timelimit,NNodes)")
+    types_of = {**nodes_seen_typed([*history.rows, *history.failed, *history.ended]), **(node_types or {})}
+    ran, left_out = _ran(history)
     if cluster is None:
         cluster = _cluster_from_history(ran, types_of)
-    types = sorted(cluster.capacity)
-    runs, _ = runs_from_history(history.rows, types_of)
-    model = learn([r for r in runs if r.gpu_type in cluster.capacity], types,
-                  [f for f in failures_from_history(history.failed, types_of) if f.gpu_type in cluster.capacity])
-    priors = prior_speeds(types).speed
-    top = max(priors.values())
-    prior_rel = {k: v / top for k, v in priors.items()}
-    data: dict[str, dict[tuple[str, int], float]] = {k: {} for k in types}
-    jobs: list[TraceJob] = []
-    meta: dict[str, HistoricJob] = {}
-    records: list[JobRecord] = []
-    ended: Counter = Counter()
-    sources: Counter = Counter()
-    counts: Counter = Counter()
+    model = _model(history, types_of, cluster)
+    priors = prior_speeds(sorted(cluster.capacity)).speed
+    prior_rel = {k: v / max(priors.values()) for k, v in priors.items()}
+    built = _Built(data={k: {} for k in cluster.capacity})
     arrivals = {r.job_id: history.first_submit.get(r.job_id, r.submit_s) for r in ran}
     origin = min((a for a in arrivals.values() if a is not None), default=0.0)
     for r in ran:
-        parts = [(run_type(r, types_of), r.elapsed_s)] + [
-            (t or run_type(HistoryRow(0, "", "", "", "", 0, None, n, 0.0), types_of), e) for t, n, e in r.earlier]
-        if any(k is None for k, _ in parts):
+        seconds = seconds_by_type(r, types_of)
+        if seconds is None:
             left_out["GPU type unknown"] += 1
-            continue
-        if any(k not in cluster.capacity for k, _ in parts):
+        elif set(seconds) - set(cluster.capacity):
             left_out["GPU type not in the inventory"] += 1
-            continue
-        group = (r.user, r.job_name, r.gpus)
-        how, speed = _source(model, group)
-        rel = dict(speed) if speed is not None else dict(prior_rel)
-        # a type the learner marks failing keeps 0 (never placed there); the work done on it
-        # before the job failed there is counted at the prior's ratio
-        work = sum(e * (rel[str(k)] if rel[str(k)] > 0 else prior_rel[str(k)]) for k, e in parts)
-        tenant = _tenant(r, tenant_by)
-        job_type = f"{r.user}|{r.job_name}"
-        for k in types:
-            data[k][(job_type, r.gpus)] = rel[k]
-        nodes = r.nnodes or len(r.nodes)
-        arrival = float(arrivals[r.job_id] or 0.0) - origin
-        jid = f"{tenant}/{r.job_id}"
-        jobs.append(TraceJob(jid, tenant, job_type, r.gpus, work, arrival,
-                             nodes if nodes and r.gpus % nodes == 0 else None, where=f"{source} line {r.line}"))
-        meta[jid] = HistoricJob(r.user, r.job_name, r.state, r.time_limit_s, r.job_id)
-        seconds: dict[str, float] = defaultdict(float)
-        for t, e in parts:
-            seconds[str(t)] += e
-        running = r.state == "RUNNING" or r.end_s is None
-        records.append(JobRecord(
-            job_id=jid, tenant=tenant, arrival_s=arrival, start_s=float(r.start_s or 0.0) - origin,
-            end_s=None if running else float(r.end_s or 0.0) - origin, gpu_type=str(parts[0][0]), gpus=r.gpus,
-            work=work, throughput={k: rel[k] for k in types},
-            gpu_seconds={k: s * r.gpus for k, s in seconds.items()}, run_s=sum(seconds.values())))
-        ended["RUNNING (work so far)" if running else _state(r)] += 1
-        sources[how] += 1
-        counts["array tasks"] += "_" in r.job_id
-        counts["requeued (runs joined)"] += bool(r.earlier)
-        counts["time limit known"] += r.time_limit_s is not None
-    if not jobs:
+        else:
+            _add(built, r, seconds, float(arrivals[r.job_id] or 0.0) - origin, origin, model, prior_rel, source,
+                 tenant_by, str(run_type(r, types_of)))
+    if not built.jobs:
         raise UserError(f"{source}: no job that ran on GPUs of a known type (left out: {dict(left_out) or 'nothing'})")
-    rows_out = ("job step", "junk", "no GPU", "no elapsed time")
-    left_out.update({f"rows: {k}": v for k, v in history.skipped.items() if k in rows_out})
-    left_out.update({"unreadable rows": len(history.ended_junk)} if history.ended_junk else {})
-    notes = tuple(model.warnings)
-    table = ThroughputTable(data, source=f"speeds of {source}: learned from its completed runs, else the type priors")
-    return Replay(make_workload(jobs, {}, [f"history({source})"]), cluster, table, tuple(records), meta,
-                  dict(ended), dict(left_out), dict(sources), origin, notes, dict(counts))
+    table = ThroughputTable(built.data, source=f"speeds of {source}: learned from its completed runs, else the type priors")
+    return Replay(make_workload(built.jobs, {}, [f"history({source})"]), cluster, table, tuple(built.records),
+                  built.meta, dict(built.ended), dict(left_out), dict(built.sources), origin, tuple(model.warnings),
+                  dict(built.counts))
+
+
+def _add(built: _Built, r: HistoryRow, seconds: Mapping[str, float], arrival: float, origin: float, model: Model,
+         prior_rel: Mapping[str, float], source: str, tenant_by: str, last_type: str) -> None:
+    """One job of the history: its trace job, its speeds in the table, its record as it ran."""
+    how, speed = _source(model, (r.user, r.job_name, r.gpus))
+    rel = dict(speed) if speed is not None else dict(prior_rel)
+    # a type the learner marks failing keeps 0 (never placed there); the work done on it
+    # before the job failed there is counted at the prior's ratio
+    work = sum(e * (rel[k] if rel[k] > 0 else prior_rel[k]) for k, e in seconds.items())
+    tenant = _tenant(r, tenant_by)
+    job_type = f"{r.user}|{r.job_name}"
+    for k in built.data:
+        built.data[k][(job_type, r.gpus)] = rel[k]
+    nodes = r.nnodes or len(r.nodes)
+    jid = f"{tenant}/{r.job_id}"
+    built.jobs.append(TraceJob(jid, tenant, job_type, r.gpus, work, arrival,
+                               nodes if nodes and r.gpus % nodes == 0 else None, where=f"{source} line {r.line}"))
+    built.meta[jid] = HistoricJob(r.user, r.job_name, r.state, r.time_limit_s, r.job_id)
+    running = r.state == "RUNNING" or r.end_s is None
+    built.records.append(JobRecord(
+        job_id=jid, tenant=tenant, arrival_s=arrival, start_s=float(r.start_s or 0.0) - origin,
+        end_s=None if running else float(r.end_s or 0.0) - origin, gpu_type=last_type, gpus=r.gpus,
+        work=work, throughput=rel, gpu_seconds={k: s * r.gpus for k, s in seconds.items()},
+        run_s=sum(seconds.values())))
+    built.ended["RUNNING (work so far)" if running else r.state] += 1
+    built.sources[how] += 1
+    built.counts["array tasks"] += "_" in r.job_id
+    built.counts["requeued (runs joined)"] += bool(r.earlier)
+    built.counts["time limit known"] += r.time_limit_s is not None
 
 
 @dataclass(frozen=True)
@@ -254,17 +271,3 @@ class HistorySource:
     @property
     def given(self) -> bool:
         return bool(self.sacct_file) or self.from_slurm
-
-
-def inventory_cluster(path: str) -> tuple[ClusterSpec, dict[str, str]]:
-    """The cluster of an inventory file (the shape of conf/testbed.toml) and its node types."""
-    from ..deploy.inventory import load
-
-    inv = load(path)
-    largest: dict[str, int] = defaultdict(int)
-    for n in inv.nodes:
-        largest[n.gpu_type] = max(largest[n.gpu_type], n.gpus)
-    capacity = inv.capacity()
-    return (ClusterSpec({k: largest[k] * math.ceil(c / largest[k]) for k, c in capacity.items() if c > 0},
-                        node_gpus=dict(largest)),
-            {n.name: n.gpu_type for n in inv.nodes})

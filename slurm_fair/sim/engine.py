@@ -83,6 +83,19 @@ _Solved = tuple[Problem, Allocation, Problem, tuple[bool | None, bool | None]]
 
 
 @dataclass
+class _Cache:
+    """The last solve (its active jobs, when, rounds since) and its reuse on changed jobs."""
+
+    key: frozenset[str] = frozenset()
+    solved: "_Solved | None" = None
+    solved_at: float = 0.0
+    rounds_since: int = 0
+    known: int = 0
+    #: the last solution restricted to the active jobs of a round it was reused in
+    reused: "tuple[frozenset[str], _Solved] | None" = None
+
+
+@dataclass
 class _SolveCounts:
     """How many times the policy ran, for how long, and how often it fell back."""
 
@@ -272,17 +285,8 @@ class Simulator:
         active: list[JobState] = []
         samples: list[RoundSample] = []
         options = self._policy_options()
-        cache_key: frozenset[str] = frozenset()
-        cached: _Solved | None = None
-        #: the last solution restricted to the active jobs of a round it was reused in
-        reused: tuple[frozenset[str], _Solved] | None = None
-        solved_at = 0.0
-        rounds_since_solve = 0
-        known = self.knowledge.version
         counts = _SolveCounts()
-        # a dynamic policy is solved every resolve_every rounds, with bounded staleness at most
-        # every stale_s seconds
-        every = max(cfg.resolve_every, math.ceil(cfg.stale_s / cfg.round_s - _TOLERANCE_S))
+        cache = _Cache(known=self.knowledge.version)
         ran_last: set[str] = set()
         t = self.workload.jobs[0].arrival_s if self.workload.jobs else 0.0
 
@@ -308,25 +312,7 @@ class Simulator:
             if cfg.horizon_s is not None and t >= cfg.horizon_s:
                 break
 
-            key = frozenset(s.trace.id for s in active)
-            stale = cached is None or key != cache_key
-            due = self.policy.uses_history(options) and rounds_since_solve >= every
-            due = due or known != self.knowledge.version  # a failed run changed the belief
-            known = self.knowledge.version
-            if stale and not due and cached is not None and self._may_reuse(cached, key, cache_key, t - solved_at):
-                if reused is None or reused[0] != key:
-                    reused = (key, self._reuse(cached, active, t))
-                counts.reused += 1
-                problem, allocation, placed_problem, verdict = reused[1]
-            else:
-                if stale or due:
-                    cached = self._solve(active, t, options, counts)
-                    cache_key, solved_at, reused = key, t, None
-                    rounds_since_solve = 0
-                assert cached is not None
-                problem, allocation, placed_problem, verdict = cached
-            rounds_since_solve += 1
-
+            problem, allocation, placed_problem, verdict = self._answer(cache, active, t, options, counts)
             forks = allocation.forks
             received = self._received(active, forks, states)
             placement = self._place(placed_problem, allocation, active, forks, received, t)
@@ -374,6 +360,32 @@ class Simulator:
             solver=cfg.solver, time_limit_s=cfg.time_limit_s, keep_lp_dir=cfg.keep_lp_dir,
             round_s=cfg.round_s, fork_sync=cfg.fork_sync, state=self.state, params=dict(cfg.policy_params),
         )
+
+    def _answer(self, cache: "_Cache", active: list[JobState], t: float, options: PolicyOptions,
+                counts: _SolveCounts) -> _Solved:
+        """This round's answer: solved again when due (module docstring, *caching*), else the
+        last one, restricted to this round's jobs when they changed within the staleness bound."""
+        cfg = self.config
+        # a dynamic policy is solved every resolve_every rounds; with bounded staleness at most
+        # every stale_s seconds
+        every = max(cfg.resolve_every, math.ceil(cfg.stale_s / cfg.round_s - _TOLERANCE_S))
+        key = frozenset(s.trace.id for s in active)
+        stale = cache.solved is None or key != cache.key
+        due = self.policy.uses_history(options) and cache.rounds_since >= every
+        due = due or cache.known != self.knowledge.version  # a failed run changed the belief
+        cache.known = self.knowledge.version
+        cache.rounds_since += 1
+        if stale and not due and cache.solved is not None and \
+                self._may_reuse(cache.solved, key, cache.key, t - cache.solved_at):
+            if cache.reused is None or cache.reused[0] != key:
+                cache.reused = (key, self._reuse(cache.solved, active, t))
+            counts.reused += 1
+            return cache.reused[1]
+        if stale or due:
+            cache.solved = self._solve(active, t, options, counts)
+            cache.key, cache.solved_at, cache.reused, cache.rounds_since = key, t, None, 1
+        assert cache.solved is not None
+        return cache.solved
 
     def _may_reuse(self, cached: _Solved, key: frozenset[str], solved_key: frozenset[str], age_s: float) -> bool:
         """Whether the last solution may stand although the active jobs changed (bounded
