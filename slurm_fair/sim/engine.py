@@ -60,7 +60,7 @@ from ..hysteresis import Moves, min_run_s
 from ..model import Allocation, Job, NodeCapacity, Problem
 from ..policies import FORK_SYNC, PolicyInfo, PolicyOptions
 from ..estimates.gavel import ThroughputTable
-from .bounds import MAX_ROUNDS, check_length, too_long
+from .bounds import MAX_ROUNDS, Fits, check_length, too_long
 from .cluster import ClusterSpec
 from .fairness_check import FairnessChecker
 from .knowledge import Knowledge, KnowledgeSpec
@@ -202,15 +202,14 @@ class Simulator:
                                    self.config.knowledge_seed)
         #: per job, the types whose nodes hold its gang (what a controller knows without a tag)
         self.fits: dict[str, list[str]] = {}
-        check_length(workload, cluster, table, self.config, self.frame)
+        self.fitting = Fits(self.frame)
+        check_length(workload, cluster, table, self.config, self.fitting)
 
     # ---------------------------------------------------------------- setup
 
     def _make_state(self, job: TraceJob) -> JobState:
         """A job's state; ``T_jk`` is 0 on the types whose nodes cannot hold its gang."""
-        shape = job.shape
-        probe = Job(job.id, job.tenant, job.gpus, {}, gpus_per_node=shape.per_node, max_nodes=shape.max_nodes)
-        fits = [k for k in self.types if self.frame.holds(probe, k)]
+        fits = self.fitting.types(job)
         self.fits[job.id] = fits
         thr = {k: (t if k in fits else 0.0) for k, t in job_throughputs(self.table, job, self.types).items()}
         uncons: dict[str, float] = {}

@@ -267,6 +267,7 @@ def samples_from_records(records: Sequence[JobRecord], capacity: Mapping[str, in
     # one sweep over the rounds: the runs and the jobs in the system at each midpoint are kept
     # as events come, so a round costs what is running and waiting then, not the whole history
     runs = sorted(((a, b, k, i) for i, r in enumerate(records) for a, b, k in _runs_of(r)), key=lambda x: x[0])
+    norm: dict[tuple[int, str], float] = {}
     stays = sorted(range(len(records)), key=lambda i: records[i].arrival_s)
     running: dict[tuple[int, int], tuple[float, str, int]] = {}
     run_ends: list[tuple[float, int, int]] = []
@@ -304,7 +305,9 @@ def samples_from_records(records: Sequence[JobRecord], capacity: Mapping[str, in
             r = records[i]
             busy[k] = busy.get(k, 0) + r.gpus
             tenants[r.tenant] = tenants.get(r.tenant, 0) + r.gpus
-            eff += normalised(r, k)
+            if (i, k) not in norm:
+                norm[(i, k)] = normalised(r, k)
+            eff += norm[(i, k)]
         wanted: set[str] = set()
         for i in present:
             if i not in on:
@@ -333,12 +336,13 @@ def _runs_of(r: JobRecord) -> list[tuple[float, float, str]]:
 # --------------------------------------------------------------------------------------------
 
 
-def tenant_breakdown(records: Sequence[JobRecord], capacity: Mapping[str, int]) -> dict[str, dict[str, object]]:
+def tenant_breakdown(records: Sequence[JobRecord], capacity: Mapping[str, int],
+                     rhos: Mapping[str, float] | None = None) -> dict[str, dict[str, object]]:
     """Per tenant: jobs, finished, mean JCT, mean rho, average wait and mean/max latency ratio
     (:func:`wait_lr_stats`), share of all GPU-seconds used on each type, and utility (GPU-seconds
     weighted by the job's normalised throughput on that type, divided by the tenant's
     GPU-seconds: 1.0 means every GPU-second was on the job's best type)."""
-    rhos = ftf_rhos(records, capacity)
+    rhos = ftf_rhos(records, capacity) if rhos is None else rhos
     used_by_type: dict[str, float] = {}
     per: dict[str, dict[str, float]] = {}
     for r in records:
@@ -347,8 +351,11 @@ def tenant_breakdown(records: Sequence[JobRecord], capacity: Mapping[str, int]) 
             per.setdefault(r.tenant, {})
             per[r.tenant][k] = per[r.tenant].get(k, 0.0) + s
     out: dict[str, dict[str, object]] = {}
-    for tenant in sorted({r.tenant for r in records}):
-        mine = [r for r in records if r.tenant == tenant]
+    by_tenant: dict[str, list[JobRecord]] = {}
+    for r in records:
+        by_tenant.setdefault(r.tenant, []).append(r)
+    for tenant in sorted(by_tenant):
+        mine = by_tenant[tenant]
         jcts = [r.jct_s for r in mine if r.jct_s is not None]
         my_rhos = [rhos[r.job_id] for r in mine if r.job_id in rhos]
         seconds = per.get(tenant, {})
@@ -372,7 +379,8 @@ def tenant_breakdown(records: Sequence[JobRecord], capacity: Mapping[str, int]) 
 
 def summarize(records: Sequence[JobRecord], samples: Sequence[RoundSample], capacity: Mapping[str, int]) -> dict[str, object]:
     """Every metric of the issue in one dict (JSON-ready; None where undefined)."""
-    rhos = list(ftf_rhos(records, capacity).values())
+    by_job = ftf_rhos(records, capacity)
+    rhos = list(by_job.values())
     slowdowns = [x for x in (job_slowdown(r) for r in records) if x is not None]
     out: dict[str, object] = {}
     out.update(jct_stats(records))
@@ -385,5 +393,5 @@ def summarize(records: Sequence[JobRecord], samples: Sequence[RoundSample], capa
     out["max_slowdown"] = max(slowdowns) if slowdowns else None
     out["jobs_completed"] = sum(1 for r in records if r.finished)
     out["jobs"] = len(records)
-    out["tenants"] = tenant_breakdown(records, capacity)
+    out["tenants"] = tenant_breakdown(records, capacity, by_job)
     return out

@@ -15,6 +15,7 @@ same rows, so the rows of other end states are kept too (:attr:`History.ended`).
 from __future__ import annotations
 
 from collections import Counter
+from functools import lru_cache
 from dataclasses import dataclass, field, replace
 
 from ...errors import Finding, InputError
@@ -143,6 +144,11 @@ def _row(lineno: int, f: list[str], index: dict[str, int], history: History) -> 
     _run(lineno, f, index, history, state)
 
 
+#: a history names the same node lists over and over: each expanded once (ClusterShell's parse
+#: was most of the time of reading 100,000 rows)
+_hosts = lru_cache(maxsize=65536)(expand_hostlist)
+
+
 def _timing(f: list[str], index: dict[str, int], column: str) -> float | None:
     """A :data:`TIMING` time column as seconds since the epoch (None: Unknown, None, ...)."""
     when = parse_time(f[index[column]])
@@ -166,7 +172,7 @@ def _run(lineno: int, f: list[str], index: dict[str, int], history: History, sta
     user = f[index["User"]].strip()
     if not user:
         raise ValueError("empty User")
-    nodes = expand_hostlist(f[index["NodeList"]])
+    nodes = _hosts(f[index["NodeList"]])
     times = {c: _timing(f, index, c) for c in ("Submit", "Start", "End") if c in index}
     limit = parse_minutes(f[index["Timelimit"]]) if "Timelimit" in index else None
     row = HistoryRow(lineno, job_id, user, f[index["Account"]].strip(), f[index["JobName"]],
