@@ -1,7 +1,7 @@
 """A site's 90 days through ``simulate --sacct-file`` (issue 42's goal), beside today's engine.
 
-    .venv/bin/python benchmarks/bench_site_history.py --dir /tmp/site --stale-s 7200 --round-s 900 \\
-        --baseline-bound-s 600
+    .venv/bin/python benchmarks/bench_site_history.py --dir /tmp/site --stale-s 7200 --stale-changes 1 \\
+        --round-s 900 --baseline-bound-s 600
 
 1. ``make_site_history.generate``: 1,000 GPUs of 4 types on 8-GPU nodes, 50 accounts, 100,000
    jobs of Philly's sizes and durations over 90 days (history, truth and inventory files);
@@ -125,11 +125,12 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=1000)
     ap.add_argument("--accounts", type=int, default=50)
     ap.add_argument("--stale-s", type=float, default=7200)
+    ap.add_argument("--stale-changes", type=float, default=1.0)
     ap.add_argument("--round-s", type=float, default=900)
     ap.add_argument("--baseline-bound-s", type=float, default=600)
     ap.add_argument("--no-baseline", action="store_true")
     a = ap.parse_args()
-    console = Console()
+    console = Console(width=220)
     d = Path(a.dir)
     d.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -141,7 +142,7 @@ def main() -> None:
     console.print(f"generated {a.jobs} jobs in {time.perf_counter() - t0:.0f} s; load {os.getloadavg()}")
     load0 = os.getloadavg()
     argv = [str(BIN), "simulate", "--sacct-file", str(history), "--inventory", str(inventory), "--policy", "oef",
-            "--policy", "agnostic", "--jobs", "2", "--stale-s", f"{a.stale_s:g}", "--round-s", f"{a.round_s:g}",
+            "--policy", "agnostic", "--jobs", "2", "--stale-s", f"{a.stale_s:g}", "--stale-changes", f"{a.stale_changes:g}", "--round-s", f"{a.round_s:g}",
             "--json", "-o", str(out), "--quiet"]
     wall, peak, code = measured(argv)
     load1 = os.getloadavg()
@@ -152,7 +153,7 @@ def main() -> None:
     if code == 0:
         doc = json.loads(out.read_text())
         for name, m in doc["policies"].items():
-            table.add_row(f"--stale-s {a.stale_s:g} --jobs 2", name, f"{wall:.0f} (both)", f"{peak / 2**30:.2f}",
+            table.add_row(f"--stale-s {a.stale_s:g} --stale-changes {a.stale_changes:g} --jobs 2", name, f"{wall:.0f} (both)", f"{peak / 2**30:.2f}",
                           str(m["solves"]), str(m["reused_solutions"]), str(m["jobs_completed"]),
                           f"{m['avg_jct_s'] / 3600:.2f}", f"{load0[0]:.1f} -> {load1[0]:.1f}")
         h = doc["history"]
