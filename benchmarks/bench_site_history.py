@@ -142,7 +142,8 @@ def main() -> None:
     console.print(f"generated {a.jobs} jobs in {time.perf_counter() - t0:.0f} s; load {os.getloadavg()}")
     load0 = os.getloadavg()
     argv = [str(BIN), "simulate", "--sacct-file", str(history), "--inventory", str(inventory), "--policy", "oef",
-            "--policy", "agnostic", "--jobs", "2", "--stale-s", f"{a.stale_s:g}", "--stale-changes", f"{a.stale_changes:g}", "--round-s", f"{a.round_s:g}",
+            "--policy", "agnostic", "--jobs", "2", "--stale-s", f"{a.stale_s:g}", "--stale-changes",
+            f"{a.stale_changes:g}", "--round-s", f"{a.round_s:g}",
             "--json", "-o", str(out), "--quiet"]
     wall, peak, code = measured(argv)
     load1 = os.getloadavg()
@@ -153,7 +154,8 @@ def main() -> None:
     if code == 0:
         doc = json.loads(out.read_text())
         for name, m in doc["policies"].items():
-            table.add_row(f"--stale-s {a.stale_s:g} --stale-changes {a.stale_changes:g} --jobs 2", name, f"{wall:.0f} (both)", f"{peak / 2**30:.2f}",
+            table.add_row(f"--stale-s {a.stale_s:g} --stale-changes {a.stale_changes:g} --jobs 2", name,
+                          f"{wall:.0f} (both)", f"{peak / 2**30:.2f}",
                           str(m["solves"]), str(m["reused_solutions"]), str(m["jobs_completed"]),
                           f"{m['avg_jct_s'] / 3600:.2f}", f"{load0[0]:.1f} -> {load1[0]:.1f}")
         h = doc["history"]

@@ -21,7 +21,8 @@ from ..sim.engine import SimConfig
 from ..sim.scenario import ClusterSource, WorkloadSource, parse_speeds
 from ..sim.synthetic import MIXES
 from ..sim.workload import parse_weights
-from .options import policy_params_option, solver_option, round_option, traces_option
+from .options import (from_slurm_option, inventory_option, node_type_option, policy_params_option, round_option,
+                      sacct_file_option, solver_option, strict_option, traces_option)
 
 F = Callable[..., Any]
 
@@ -95,20 +96,15 @@ cluster_options = _group([
 ))
 
 history_options = _group([
-    click.option("--sacct-file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-                 help="Replay a site's accounting: sacct -P -X -D text with its header (the speeds learn columns plus "
-                      "Submit|Start|End, Timelimit and NNodes when known)."),
-    click.option("--from-slurm", is_flag=True, help="Replay the accounting read from the running Slurm (--days)."),
+    sacct_file_option,
+    from_slurm_option,
     click.option("--days", type=FiniteFloat(0, 3650, lo_open=True), default=None,
                  help="With --from-slurm: the last N days (default 90)."),
-    click.option("--inventory", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-                 help="With a history: the cluster and node types from this inventory (the shape of conf/testbed.toml) "
-                      "instead of the history's."),
-    click.option("--node-type", "node_type", multiple=True, metavar="HOSTLIST=TYPE",
-                 help="With a history: nodes of one GPU type, for runs without typed gres (repeatable)."),
+    inventory_option,
+    node_type_option,
     click.option("--tenant-by", type=click.Choice(("account", "user")), default="account", show_default=True,
                  help="With a history: who a tenant is."),
-    click.option("--strict", is_flag=True, help="With a history: an unreadable row is an error (exit 2), not skipped."),
+    strict_option,
 ], "history", lambda v: _history_source(**v))
 
 

@@ -44,23 +44,29 @@ from .sim_options import cluster_options, engine_options, history_options, workl
               help="Also write the simulated workload as a trace CSV.")
 @click.option("--jobs", "parallel", type=Integer(1, 64), default=1, show_default=True, metavar="N",
               help="Run the policies in N processes at once (the results merge into one report; no --plot).")
+@click.option("--what-if", "what_if_out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              callback=check_file_output,
+              help="With a history: also write the what-if per tenant (history beside each policy) and the jobs "
+                   "that would have gained most, as HTML (.html) or JSON (any other name).")
 @quiet_option
 @config_option
 def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, history: HistorySource,
             cluster: scenario.ClusterSource, throughputs: str | None, engine: SimConfig, as_json: bool,
-            output: str | None, plot_out: str | None, save_workload: str | None, parallel: int, quiet: bool,
-            config_path: str | None) -> None:
+            output: str | None, plot_out: str | None, save_workload: str | None, what_if_out: str | None,
+            parallel: int, quiet: bool, config_path: str | None) -> None:
     """Simulate policies on a trace and compare JCT, fairness and efficiency.
 
     Repeat --policy to compare several. Jobs come from --trace files, --synthetic N, or the site's
     own accounting (--sacct-file FILE, --from-slurm --days N: the history is replayed and shown
     beside the simulated policies).
     """
-    check_distinct({"--output": output, "--plot": plot_out, "--save-workload": save_workload},
+    check_distinct({"--output": output, "--plot": plot_out, "--save-workload": save_workload, "--what-if": what_if_out},
                    {"--trace": workload.traces, "--throughputs": throughputs, "--sacct-file": history.sacct_file})
     infos = [policies.get(name) for name in dict.fromkeys(policy_names)]
     policies.check_params_run(engine.policy_params, [info.name for info in infos])
     replay = None
+    if what_if_out and not history.given:
+        raise UserError("--what-if compares a history with the policies: give --sacct-file FILE or --from-slurm")
     if history.given:
         replay = replay_history(history, workload, cluster, throughputs, config_path)
         scene = scenario.Scenario(replay.workload, replay.cluster, replay.table)
@@ -92,6 +98,8 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
 
         also["--plot"] = (plot_out, picture(results, path_format(plot_out)))  # type: ignore[arg-type]
     # every file at once, all or nothing (a full disk leaves the old ones as they were)
+    if what_if_out and replay is not None:
+        also["--what-if"] = (what_if_out, _what_if(doc, results, replay, what_if_out))
     shown = sim_results.comparison_table(doc)
     table_or_json(sim_results.with_tenants(shown, doc) if replay else shown, doc, as_json, output, also)
     for note in _notes(results):
@@ -139,6 +147,17 @@ def replay_history(history: HistorySource, workload: scenario.WorkloadSource, cl
         check_weights(workload.weights, replay.workload.tenants, name)
         replay = dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, weights=dict(workload.weights)))
     return replay
+
+
+def _what_if(doc: dict, results: Mapping[str, SimResult | sim_results.Summary], replay: Replay, path: str) -> str:
+    """The what-if file's text: HTML for a ``.html`` name, else JSON."""
+    from ..sim import whatif
+    from .output import json_text
+
+    jcts = {name: sim_results.jcts_of(r) for name, r in results.items()}
+    history = {r.job_id: r.jct_s for r in replay.history if r.jct_s is not None}
+    doc_w = whatif.what_if(doc, jcts, history, replay.jobs)
+    return whatif.render_html(doc_w) if path.lower().endswith((".html", ".htm")) else json_text(doc_w)
 
 
 def inventory_cluster(path: str) -> tuple[ClusterSpec, dict[str, str]]:

@@ -24,7 +24,8 @@ from ..estimates.learn import Model, learn
 from ..inputs import read_text
 from ..slurm.parse.fields import expand_hostlist
 from ..slurm.parse.history import History, parse_history
-from .options import config_option, from_slurm_option, inventory_option, json_option, output_option, since_option
+from .options import (config_option, from_slurm_option, inventory_option, json_option, node_type_option, output_option,
+                      sacct_file_option, since_option, strict_option)
 from .output import json_text, write_output
 
 #: ``--since`` when reading Slurm without one
@@ -112,15 +113,12 @@ def command() -> None:
 
 
 @command.command("learn")
-@click.option("--sacct-file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Text of sacct -P -X with its header (JobID|User|Account|JobName|Partition|AllocTRES|"
-                   "NodeList|Elapsed|State at least).")
+@sacct_file_option
 @from_slurm_option
 @since_option
 @inventory_option
-@click.option("--node-type", "node_type", multiple=True, metavar="HOSTLIST=TYPE",
-              help="Nodes of one GPU type, e.g. gpu[01-04]=a100 (repeatable).")
-@click.option("--strict", is_flag=True, help="An unreadable row is an error (exit 2), not skipped.")
+@node_type_option
+@strict_option
 @json_option
 @output_option
 @config_option

@@ -72,13 +72,22 @@ class Summary:
     metrics: dict[str, Any]
     unschedulable: list[str]
     throughput_fallbacks: int
+    #: each finished job's JCT (for the jobs that would gain most: :mod:`.whatif`)
+    jcts: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def summary(result: "SimResult | Summary") -> Summary:
     """A run's :class:`Summary` (computed once: :func:`policy_metrics`)."""
     if isinstance(result, Summary):
         return result
-    return Summary(policy_metrics(result), list(result.unschedulable), result.throughput_fallbacks)
+    return Summary(policy_metrics(result), list(result.unschedulable), result.throughput_fallbacks, jcts_of(result))
+
+
+def jcts_of(result: "SimResult | Summary") -> dict[str, float]:
+    """Each finished job's JCT of a run."""
+    if isinstance(result, Summary):
+        return result.jcts
+    return {r.job_id: r.jct_s for r in result.records if r.jct_s is not None}
 
 
 def history_metrics(replay: "Replay", round_s: float = 360.0) -> dict[str, Any]:

@@ -206,3 +206,27 @@ def test_parallel_runs_give_the_figures_of_one_process(history_file, tmp_path):
         a, b = docs[0]["policies"][name], docs[1]["policies"][name]
         for key in ("avg_jct_s", "avg_wait_s", "makespan_s", "jobs_completed", "solves"):
             assert a[key] == b[key] or (a[key] is not None and math.isclose(a[key], b[key]))
+
+
+def test_what_if_per_tenant_and_the_jobs_that_gain(history_file, tmp_path):
+    page, data = tmp_path / "w.html", tmp_path / "w.json"
+    for path in (page, data):
+        res = CliRunner().invoke(cli, ["simulate", "--sacct-file", str(history_file), "--policy", "fifo",
+                                       "--what-if", str(path), "--quiet"])
+        assert res.exit_code == 0, res.output
+    doc = json.loads(data.read_text())
+    assert doc["columns"] == ["history (Slurm)", "fifo"]
+    bio = doc["tenants"]["biology"]
+    assert bio["history (Slurm)"]["avg_jct_s"] == pytest.approx((70 * 60 + 5 * 3600) / 2)
+    # GPU-hours by type of the history: 2 GPUs x 1 h on a100; 4 GPUs x (20 min + 1 h) on v100
+    assert bio["history (Slurm)"]["gpu_hours"] == pytest.approx({"a100": 2.0, "v100": 4 * 80 / 60})
+    # the requeued job waited 3.5 h in the history: on an empty cluster it gains most
+    top = doc["gains"]["fifo"][0]
+    assert top["job"] == "biology/103" and top["user"] == "bob" and top["gain_s"] > 3 * 3600
+    html = page.read_text()
+    assert "<caption>biology</caption>" in html and "jobs that would have gained most under fifo" in html
+
+
+def test_what_if_needs_a_history(capsys):
+    assert main(["simulate", "--synthetic", "5", "--cluster", "v100=4", "--policy", "fifo", "--what-if", "w.json"]) == 2
+    assert "--what-if compares a history" in capsys.readouterr().err
