@@ -89,7 +89,7 @@ def main() -> None:
     a = ap.parse_args()
     config = SimConfig(solver=fastest_available(), check_fairness=False, stale_s=a.stale_s, round_s=a.round_s,
                        requeue_hold_s=a.requeue_hold_s, fill_between_rounds=a.fill_between_rounds)
-    console = Console()
+    console = Console(width=220)
     table = Table(title=f"replay against the truth ({a.jobs} jobs, {a.days:g} days, {a.gpus} GPUs, {a.accounts} accounts, "
                         f"load {a.load:g}; stale_s {a.stale_s:g}, round {a.round_s:g} s, hold {a.requeue_hold_s:g} s"
                         f"{', filling' if a.fill_between_rounds else ''})")
