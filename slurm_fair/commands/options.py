@@ -188,9 +188,22 @@ slurm_option = click.option(
 )
 
 #: the decorators a test checks every command against, by long name; ``testbed`` replaces some
+#: a site's accounting history as a file (``speeds learn``, ``simulate``), and how to read it
+sacct_file_option = click.option(
+    "--sacct-file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+    help="Text of sacct -P -X with its header (JobID|User|Account|JobName|Partition|AllocTRES|NodeList|Elapsed|"
+    "State at least; simulate also needs Submit|Start|End, and reads Timelimit|NNodes).",
+)
+node_type_option = click.option(
+    "--node-type", "node_type", multiple=True, metavar="HOSTLIST=TYPE",
+    help="Nodes of one GPU type, e.g. gpu[01-04]=a100 (repeatable), for runs without typed gres.",
+)
+strict_option = click.option("--strict", is_flag=True, help="An unreadable history row is an error (exit 2), not skipped.")
+
 SHARED = (config_option, json_option, output_option, solver_option, policy_option, trace_option,
           throughputs_option, round_option, quiet_option, dry_run_option, shadow_option, since_option,
-          inventory_option, from_slurm_option, policy_params_option)
+          inventory_option, from_slurm_option, policy_params_option, sacct_file_option, node_type_option,
+          strict_option)
 TESTBED = (testbed_dir_option, testbed_config_option, slurm_option)
 
 

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import click
-from rich.console import Console
-from rich.table import Table
+from rich.console import Console, RenderableType
 
 from .. import atomic
 from ..errors import UserError, printable
@@ -126,7 +125,7 @@ def check_plot(ctx: click.Context, param: click.Parameter, value: str | None) ->
     return value
 
 
-def table_text(table: Table) -> str:
+def table_text(table: RenderableType) -> str:
     """A rich table as plain text (no colours), for ``-o FILE`` without ``--json``."""
     buf = io.StringIO()
     Console(file=buf, width=120, no_color=True, force_terminal=False).print(table)
@@ -146,7 +145,7 @@ def write_outputs(files: Mapping[str, tuple[str, str | bytes]]) -> None:
         raise UserError(f"{options} {exc}") from None
 
 
-def table_or_json(table: Table, doc: Any, as_json: bool, output: str | None,
+def table_or_json(table: RenderableType, doc: Any, as_json: bool, output: str | None,
                   also: Mapping[str, tuple[str, str | bytes]] | None = None) -> None:
     """A command whose output is a table for people and a JSON document for programs
     (``simulate``, ``testbed replay``): stdout (or ``output``) carries one of them; with

@@ -16,11 +16,13 @@ import click
 
 from ..inputs import FiniteFloat, Integer
 from ..model import MAX_GPUS
+from ..sim.accounting import HistorySource
 from ..sim.engine import SimConfig
 from ..sim.scenario import ClusterSource, WorkloadSource, parse_speeds
 from ..sim.synthetic import MIXES
 from ..sim.workload import parse_weights
-from .options import policy_params_option, solver_option, round_option, traces_option
+from .options import (from_slurm_option, inventory_option, node_type_option, policy_params_option, round_option,
+                      sacct_file_option, solver_option, strict_option, traces_option)
 
 F = Callable[..., Any]
 
@@ -79,9 +81,9 @@ workload_options = _group([
 ))
 
 cluster_options = _group([
-    click.option("--cluster", "spec", required=True, metavar="SPEC",
+    click.option("--cluster", "spec", default=None, metavar="SPEC",
                  help="GPUs per type: v100=8,p100=8,k80=8, nodes x GPUs per node: v100=2x4,k80=1x8, or Gavel's "
-                      "36:36:36 (v100:p100:k80)."),
+                      "36:36:36 (v100:p100:k80). Required but with a history (--sacct-file, --from-slurm)."),
     click.option("--gpus-per-node", type=Integer(1, MAX_GPUS), default=None,
                  help="Cut the types given as a plain count into nodes of this many GPUs."),
     click.option("--node-speed", "node_speeds", multiple=True, metavar="NODE=FACTOR",
@@ -92,6 +94,26 @@ cluster_options = _group([
     spec=v["spec"], gpus_per_node=v["gpus_per_node"], node_speeds=parse_speeds(v["node_speeds"]),
     node_speed_spread=v["node_speed_spread"],
 ))
+
+history_options = _group([
+    sacct_file_option,
+    from_slurm_option,
+    click.option("--days", type=FiniteFloat(0, 3650, lo_open=True), default=None,
+                 help="With --from-slurm: the last N days (default 90)."),
+    inventory_option,
+    node_type_option,
+    click.option("--tenant-by", type=click.Choice(("account", "user")), default="account", show_default=True,
+                 help="With a history: who a tenant is."),
+    strict_option,
+], "history", lambda v: _history_source(**v))
+
+
+def _history_source(sacct_file: str | None, from_slurm: bool, days: float | None, inventory: str | None,
+                    node_type: tuple[str, ...], tenant_by: str, strict: bool) -> HistorySource:
+    from .speeds import parse_node_types
+
+    return HistorySource(sacct_file, from_slurm, days, inventory, parse_node_types(node_type), tenant_by, strict)
+
 
 engine_options = _group([
     round_option,
@@ -110,6 +132,12 @@ engine_options = _group([
                  help="Progress lost by a job running as several copies (HadarE)."),
     click.option("--resolve-every", type=Integer(1), default=1, show_default=True,
                  help="Dynamic policies are solved again every N rounds (and whenever the job set changes)."),
+    click.option("--stale-s", type=FiniteFloat(0, 30 * 86400), default=0.0, show_default=True,
+                 help="Bounded staleness: reuse a static policy's last solution while jobs arrive and leave, for up "
+                      "to S simulated seconds (new jobs take leftover GPUs until the next solve; 0: solve at every "
+                      "change). For long histories."),
+    click.option("--stale-changes", type=FiniteFloat(0, 1), default=0.25, show_default=True,
+                 help="With --stale-s: solve again once this fraction of the active jobs arrived or left."),
     click.option("--horizon-h", type=FiniteFloat(0, 1e6, lo_open=True), default=None,
                  help="Stop after this many simulated hours."),
     click.option("--no-fairness-checks", is_flag=True, help="Skip the per-round SI/EF checks (faster)."),
@@ -122,7 +150,8 @@ engine_options = _group([
 
 
 def _sim_config(round_s: float, restart_s: float, requeue_hold_s: float, fill_between_rounds: bool,
-                reserve_after_lr: float, fork_sync: float, resolve_every: int, horizon_h: float | None,
+                reserve_after_lr: float, fork_sync: float, resolve_every: int, stale_s: float, stale_changes: float,
+                horizon_h: float | None,
                 no_fairness_checks: bool, solver: str, policy_options: tuple[str, ...] = (),
                 knowledge: str = "oracle") -> SimConfig:
     from ..policies import parse_params
@@ -132,7 +161,7 @@ def _sim_config(round_s: float, restart_s: float, requeue_hold_s: float, fill_be
     return SimConfig(
         round_s=round_s, restart_s=restart_s, requeue_hold_s=requeue_hold_s,
         fill_between_rounds=fill_between_rounds, reserve_after_lr=reserve_after_lr or None,
-        fork_sync=fork_sync, resolve_every=resolve_every,
+        fork_sync=fork_sync, resolve_every=resolve_every, stale_s=stale_s, stale_changes=stale_changes,
         horizon_s=horizon_h * 3600 if horizon_h else None, check_fairness=not no_fairness_checks,
         solver=resolve(solver), policy_params=parse_params(policy_options), knowledge=parse_knowledge(knowledge),
     )

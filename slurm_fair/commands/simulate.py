@@ -9,6 +9,7 @@ JSON with ``--json``), ``--plot`` and ``--save-workload`` write files of their o
 from __future__ import annotations
 
 from functools import partial
+from typing import Mapping
 import dataclasses
 
 import click
@@ -19,14 +20,19 @@ from .. import policies
 from ..sim import results as sim_results, scenario
 from ..sim.engine import SimConfig, SimResult, simulate
 from ..sim.workload import csv_text
-from .options import json_option, output_option, policies_option, quiet_option, throughputs_option
+from ..errors import UserError
+from ..inputs import Integer
+from ..sim.accounting import HistorySource, Replay, build_replay
+from ..sim.cluster import ClusterSpec
+from .options import config_option, json_option, output_option, policies_option, quiet_option, throughputs_option
 from .output import check_distinct, check_file_output, check_plot, table_or_json
-from .sim_options import cluster_options, engine_options, workload_options
+from .sim_options import cluster_options, engine_options, history_options, workload_options
 
 
 @click.command("simulate")
 @policies_option
 @workload_options
+@history_options
 @cluster_options
 @throughputs_option
 @engine_options
@@ -36,34 +42,139 @@ from .sim_options import cluster_options, engine_options, workload_options
               help="Also write JCT CDFs and tenant shares as a picture (PNG; .pdf, .svg, ... by extension).")
 @click.option("--save-workload", type=click.Path(dir_okay=False), default=None, metavar="FILE", callback=check_file_output,
               help="Also write the simulated workload as a trace CSV.")
+@click.option("--jobs", "parallel", type=Integer(1, 64), default=1, show_default=True, metavar="N",
+              help="Run the policies in N processes at once (the results merge into one report; no --plot).")
+@click.option("--what-if", "what_if_out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              callback=check_file_output,
+              help="With a history: also write the what-if per tenant (history beside each policy) and the jobs "
+                   "that would have gained most, as HTML (.html) or JSON (any other name).")
 @quiet_option
-def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, cluster: scenario.ClusterSource,
-            throughputs: str | None, engine: SimConfig, as_json: bool, output: str | None, plot_out: str | None,
-            save_workload: str | None, quiet: bool) -> None:
+@config_option
+def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, history: HistorySource,
+            cluster: scenario.ClusterSource, throughputs: str | None, engine: SimConfig, as_json: bool,
+            output: str | None, plot_out: str | None, save_workload: str | None, what_if_out: str | None,
+            parallel: int, quiet: bool, config_path: str | None) -> None:
     """Simulate policies on a trace and compare JCT, fairness and efficiency.
 
-    Repeat --policy to compare several. Jobs come from --trace files or --synthetic N.
+    Repeat --policy to compare several. Jobs come from --trace files, --synthetic N, or the site's
+    own accounting (--sacct-file FILE, --from-slurm --days N: the history is replayed and shown
+    beside the simulated policies).
     """
-    check_distinct({"--output": output, "--plot": plot_out, "--save-workload": save_workload},
-                   {"--trace": workload.traces, "--throughputs": throughputs})
+    check_distinct({"--output": output, "--plot": plot_out, "--save-workload": save_workload, "--what-if": what_if_out},
+                   {"--trace": workload.traces, "--throughputs": throughputs, "--sacct-file": history.sacct_file})
     infos = [policies.get(name) for name in dict.fromkeys(policy_names)]
     policies.check_params_run(engine.policy_params, [info.name for info in infos])
-    scene = scenario.build(workload, cluster, throughputs)
+    replay = None
+    if what_if_out and not history.given:
+        raise UserError("--what-if compares a history with the policies: give --sacct-file FILE or --from-slurm")
+    if history.given:
+        replay = replay_history(history, workload, cluster, throughputs, config_path)
+        scene = scenario.Scenario(replay.workload, replay.cluster, replay.table)
+    else:
+        if history.days is not None or history.inventory or history.node_types or history.strict \
+                or history.tenant_by != "account":
+            raise UserError("--days, --inventory, --node-type, --tenant-by and --strict apply to a history "
+                            "(--sacct-file FILE or --from-slurm)")
+        if not cluster.spec:
+            raise UserError("give --cluster SPEC (or replay a history: --sacct-file FILE, --from-slurm)")
+        scene = scenario.build(workload, cluster, throughputs)
     engine = dataclasses.replace(engine, knowledge_seed=workload.seed)
     also: dict[str, tuple[str, str | bytes]] = {}
     if save_workload:
         also["--save-workload"] = (save_workload, csv_text(scene.workload))
     console = Console(stderr=True)
-    results = _run(scene, infos, engine, console, quiet)
-    doc = sim_results.document(results, scene.workload, scene.cluster, engine, scene.table.source)
+    if parallel > 1 and plot_out:
+        raise UserError("--plot draws every job's record: give it with --jobs 1 (the runs of --jobs N send back "
+                        "their figures only)")
+    results: Mapping[str, SimResult | sim_results.Summary]
+    if parallel > 1 and len(infos) > 1:
+        results = parallel_runs(scene, [i.name for i in infos], engine, parallel, console, quiet)
+    else:
+        results = _run(scene, infos, engine, console, quiet)
+    doc = sim_results.document(results, scene.workload, scene.cluster, engine, scene.table.source,
+                               replay=replay)
     if plot_out:
         from ..sim.plot import path_format, picture
 
-        also["--plot"] = (plot_out, picture(results, path_format(plot_out)))
+        also["--plot"] = (plot_out, picture(results, path_format(plot_out)))  # type: ignore[arg-type]
     # every file at once, all or nothing (a full disk leaves the old ones as they were)
-    table_or_json(sim_results.comparison_table(doc), doc, as_json, output, also)
+    if what_if_out and replay is not None:
+        also["--what-if"] = (what_if_out, _what_if(doc, results, replay, what_if_out))
+    shown = sim_results.comparison_table(doc)
+    table_or_json(sim_results.with_tenants(shown, doc) if replay else shown, doc, as_json, output, also)
     for note in _notes(results):
         console.print(f"note: {note}")
+
+
+def replay_history(history: HistorySource, workload: scenario.WorkloadSource, cluster: scenario.ClusterSource,
+                   throughputs: str | None, config_path: str | None) -> Replay:
+    """The history of ``--sacct-file`` or ``--from-slurm`` read by the one sacct parser (the rows
+    ``speeds learn`` reads, its junk named the same way) and made a workload."""
+    from ..inputs import read_text
+    from ..sim.workload import check_weights
+    from ..slurm.parse.history import parse_history
+    from .speeds import _from_slurm, report_junk
+
+    if history.sacct_file and history.from_slurm:
+        raise UserError("give either --sacct-file FILE or --from-slurm")
+    if history.days is not None and not history.from_slurm:
+        raise UserError("--days applies to --from-slurm (filter a file's rows before)")
+    if workload.traces or workload.synthetic is not None:
+        raise UserError("a history (--sacct-file, --from-slurm) is the workload: no --trace or --synthetic with it")
+    if cluster.spec or throughputs:
+        raise UserError("with a history the cluster comes from it (or --inventory) and the speeds from its runs: "
+                        "no --cluster or --throughputs")
+    node_types: dict[str, str] = {}
+    built = None
+    if history.inventory:
+        built, node_types = inventory_cluster(history.inventory)
+    node_types.update(history.node_types)
+    if history.sacct_file:
+        parsed = parse_history(read_text(history.sacct_file, "sacct history"), history.sacct_file,
+                               strict=history.strict)
+        name = history.sacct_file
+    else:
+        parsed, slurm_nodes = _from_slurm(config_path, f"{history.days or 90:g}d")
+        node_types = {**slurm_nodes, **node_types}
+        name = "sacct"
+    if history.strict and parsed.ended_junk:
+        from ..errors import InputError
+
+        raise InputError(name, parsed.ended_junk)
+    report_junk(parsed, name, parsed.ended_junk)
+    replay = build_replay(parsed, name, node_types, built, history.tenant_by)
+    if workload.weights:
+        check_weights(workload.weights, replay.workload.tenants, name)
+        replay = dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, weights=dict(workload.weights)))
+    return replay
+
+
+def _what_if(doc: dict, results: Mapping[str, SimResult | sim_results.Summary], replay: Replay, path: str) -> str:
+    """The what-if file's text: HTML for a ``.html`` name, else JSON."""
+    from ..sim import whatif
+    from .output import json_text
+
+    jcts = {name: sim_results.jcts_of(r) for name, r in results.items()}
+    history = {r.job_id: r.jct_s for r in replay.history if r.jct_s is not None}
+    doc_w = whatif.what_if(doc, jcts, history, replay.jobs)
+    return whatif.render_html(doc_w) if path.lower().endswith((".html", ".htm")) else json_text(doc_w)
+
+
+def inventory_cluster(path: str) -> tuple[ClusterSpec, dict[str, str]]:
+    """The cluster of an inventory file (the shape of conf/testbed.toml) and its node types;
+    nodes of one type take its largest node size (:class:`ClusterSpec` has one per type)."""
+    import math
+
+    from ..deploy.inventory import load
+
+    inv = load(path)
+    largest: dict[str, int] = {}
+    for n in inv.nodes:
+        largest[n.gpu_type] = max(largest.get(n.gpu_type, 0), n.gpus)
+    capacity = inv.capacity()
+    return (ClusterSpec({k: largest[k] * math.ceil(c / largest[k]) for k, c in capacity.items() if c > 0},
+                        node_gpus=dict(largest)),
+            {n.name: n.gpu_type for n in inv.nodes})
 
 
 def _run(scene: scenario.Scenario, infos: list[policies.PolicyInfo], engine: SimConfig, console: Console,
@@ -85,7 +196,41 @@ def _advance(progress: Progress, task: TaskID, fraction: float) -> None:
     progress.update(task, completed=fraction)
 
 
-def _notes(results: dict[str, SimResult]) -> list[str]:
+#: the scenario a forked worker runs (set before the pool forks, so it is not pickled)
+_SCENE: tuple[scenario.Scenario, SimConfig] | None = None
+
+
+def _one(name: str) -> sim_results.Summary:
+    """One policy over the inherited scenario, in a worker process: its figures only (the
+    records stay in the worker)."""
+    assert _SCENE is not None
+    scene, engine = _SCENE
+    return sim_results.summary(simulate(scene.workload, scene.cluster, scene.table, policies.get(name), engine))
+
+
+def parallel_runs(scene: scenario.Scenario, names: list[str], engine: SimConfig, processes: int, console: Console,
+                  quiet: bool) -> dict[str, sim_results.Summary]:
+    """Each policy in its own process (at most ``processes`` at once, forked: the scenario is
+    shared, not copied through a pipe); the summaries in the order asked."""
+    global _SCENE
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    _SCENE = (scene, engine)
+    try:
+        with ProcessPoolExecutor(min(processes, len(names)), mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = {pool.submit(_one, name): name for name in names}
+            done: dict[str, sim_results.Summary] = {}
+            for f in as_completed(futures):
+                done[futures[f]] = f.result()
+                if not quiet:
+                    console.print(f"{futures[f]}: done")
+    finally:
+        _SCENE = None
+    return {name: done[name] for name in names}
+
+
+def _notes(results: Mapping[str, SimResult | sim_results.Summary]) -> list[str]:
     """What a reader of the table should know: jobs not simulated, throughput fallbacks."""
     first = next(iter(results.values()))
     notes = []

@@ -12,19 +12,20 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import UserError
+from ..errors import Finding, UserError
 from ..estimates.history import failures_from_history, runs_from_history
 from ..estimates.learn import Model, learn
 from ..inputs import read_text
 from ..slurm.parse.fields import expand_hostlist
 from ..slurm.parse.history import History, parse_history
-from .options import config_option, from_slurm_option, inventory_option, json_option, output_option, since_option
+from .options import (config_option, from_slurm_option, inventory_option, json_option, node_type_option, output_option,
+                      sacct_file_option, since_option, strict_option)
 from .output import json_text, write_output
 
 #: ``--since`` when reading Slurm without one
@@ -66,6 +67,15 @@ def _from_slurm(config_path: str | None, since: str | None) -> tuple[History, di
     return history, nodes
 
 
+def report_junk(history: History, source: str, extra: Sequence[Finding] = ()) -> None:
+    """The unreadable rows on stderr (the first :data:`SHOWN_JUNK` named, the rest counted)."""
+    junk = [*history.junk, *extra]
+    for finding in junk[:SHOWN_JUNK]:
+        click.echo(f"slurm-fair: warning: {source}: {finding.where}: {finding.what}; skipped", err=True)
+    if len(junk) > SHOWN_JUNK:
+        click.echo(f"slurm-fair: warning: {len(junk) - SHOWN_JUNK} more unreadable rows skipped", err=True)
+
+
 def model_document(model: Model, skipped: Counter, usable: int) -> dict[str, Any]:
     """The ``--json`` document: groups, the pooled spread, slow nodes, what was left out."""
     return {
@@ -103,15 +113,12 @@ def command() -> None:
 
 
 @command.command("learn")
-@click.option("--sacct-file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Text of sacct -P -X with its header (JobID|User|Account|JobName|Partition|AllocTRES|"
-                   "NodeList|Elapsed|State at least).")
+@sacct_file_option
 @from_slurm_option
 @since_option
 @inventory_option
-@click.option("--node-type", "node_type", multiple=True, metavar="HOSTLIST=TYPE",
-              help="Nodes of one GPU type, e.g. gpu[01-04]=a100 (repeatable).")
-@click.option("--strict", is_flag=True, help="An unreadable row is an error (exit 2), not skipped.")
+@node_type_option
+@strict_option
 @json_option
 @output_option
 @config_option
@@ -130,10 +137,7 @@ def learn_command(sacct_file: str | None, from_slurm: bool, since: str | None, i
     else:
         history, slurm_nodes = _from_slurm(config_path, since)
         node_types = {**slurm_nodes, **node_types}
-    for finding in history.junk[:SHOWN_JUNK]:
-        click.echo(f"slurm-fair: warning: {sacct_file or 'sacct'}: {finding.where}: {finding.what}; skipped", err=True)
-    if len(history.junk) > SHOWN_JUNK:
-        click.echo(f"slurm-fair: warning: {len(history.junk) - SHOWN_JUNK} more unreadable rows skipped", err=True)
+    report_junk(history, sacct_file or "sacct")
     runs, more = runs_from_history(history.rows, node_types)
     failures = failures_from_history(history.failed, node_types)
     skipped = history.skipped + more

@@ -36,6 +36,19 @@ def nodes_seen_typed(rows: Iterable[HistoryRow]) -> dict[str, str]:
     return {n: next(iter(ts)) for n, ts in seen.items() if len(ts) == 1}
 
 
+def seconds_by_type(row: HistoryRow, node_types: Mapping[str, str]) -> dict[str, float] | None:
+    """Seconds a job ran on each GPU type over its runs (a requeued job's earlier runs too);
+    None when the type of one of them cannot be told."""
+    parts = [(run_type(row, node_types), row.elapsed_s)] + [
+        (t or run_type(HistoryRow(0, "", "", "", "", 0, None, n, 0.0), node_types), e) for t, n, e in row.earlier]
+    seconds: dict[str, float] = {}
+    for t, e in parts:
+        if t is None:
+            return None
+        seconds[t] = seconds.get(t, 0.0) + e
+    return seconds
+
+
 def runs_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, str]) -> tuple[list[Run], Counter]:
     """Runs grouped by user + job name + GPUs; ``skipped["GPU type unknown"]`` counts the rest.
 
@@ -48,14 +61,10 @@ def runs_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, str])
     skipped: Counter = Counter()
     for r in rows:
         k = run_type(r, node_types)
-        parts = [(k, r.nodes, r.elapsed_s)] + [
-            (t or run_type(HistoryRow(0, "", "", "", "", 0, None, n, 0.0), node_types), n, e) for t, n, e in r.earlier]
-        if any(t is None for t, _, _ in parts):
+        seconds = seconds_by_type(r, node_types)
+        if seconds is None:
             skipped["GPU type unknown"] += 1
             continue
-        seconds: dict[str, float] = {}
-        for t, _, e in parts:
-            seconds[str(t)] = seconds.get(str(t), 0.0) + e
         main, total = equivalent_seconds(seconds)
         if r.earlier:
             skipped["requeued: runs joined"] += 1

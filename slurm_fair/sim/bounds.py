@@ -25,16 +25,32 @@ if TYPE_CHECKING:  # the engine imports this module
 MAX_ROUNDS = 1_000_000
 
 
-def best_speed(job: TraceJob, table: ThroughputTable, frame: Problem) -> float:
-    """``max_k T_jk`` over the types of ``frame`` (the cluster without jobs) whose nodes can
-    hold the job's gang; 0 when none can (the engine does not simulate such a job)."""
-    shape = job.shape
-    probe = Job(job.id, job.tenant, job.gpus, {}, gpus_per_node=shape.per_node, max_nodes=shape.max_nodes)
-    return max((table.lookup(job.job_type, job.gpus, k) for k in frame.types if frame.holds(probe, k)), default=0.0)
+class Fits:
+    """The types of ``frame`` (the cluster without jobs) whose nodes can hold a job's gang
+    (:meth:`Problem.holds`, the one home of that rule), memoised by the gang's shape: a history
+    of 100,000 jobs has a handful of shapes, and asking the nodes per job cost minutes."""
+
+    def __init__(self, frame: Problem) -> None:
+        self.frame = frame
+        self._memo: dict[tuple[int, int | None, int | None], list[str]] = {}
+
+    def types(self, job: TraceJob) -> list[str]:
+        shape = job.shape
+        key = (job.gpus, shape.per_node, shape.max_nodes)
+        if key not in self._memo:
+            probe = Job(job.id, job.tenant, job.gpus, {}, gpus_per_node=shape.per_node, max_nodes=shape.max_nodes)
+            self._memo[key] = [k for k in sorted(self.frame.gpu_types) if self.frame.holds(probe, k)]
+        return self._memo[key]
+
+
+def best_speed(job: TraceJob, table: ThroughputTable, fits: Fits) -> float:
+    """``max_k T_jk`` over the types whose nodes can hold the job's gang; 0 when none can (the
+    engine does not simulate such a job)."""
+    return max((table.lookup(job.job_type, job.gpus, k) for k in fits.types(job)), default=0.0)
 
 
 def check_length(workload: Workload, cluster: ClusterSpec, table: ThroughputTable, config: "SimConfig",
-                 frame: Problem) -> None:
+                 fits: Fits) -> None:
     """Raise when the run needs more than :data:`MAX_ROUNDS` rounds.
 
     The lower bound of its busy time: every job is in the system at least from its arrival for
@@ -44,7 +60,7 @@ def check_length(workload: Workload, cluster: ClusterSpec, table: ThroughputTabl
     spans: list[tuple[float, float, TraceJob]] = []
     gpu_seconds = 0.0
     for job in workload.jobs:
-        best = best_speed(job, table, frame)
+        best = best_speed(job, table, fits)
         if best > 0:
             spans.append((job.arrival_s, job.arrival_s + job.total_steps / best, job))
             gpu_seconds += job.total_steps / best * job.gpus

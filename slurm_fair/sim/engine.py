@@ -39,7 +39,12 @@ separate data shards and average parameters, paying ``fork_sync`` (default 10 %)
 
 Caching: a policy registered with ``dynamic=False`` is solved again only when the set of active
 jobs changes (its inputs are otherwise the same); a dynamic one every ``resolve_every`` rounds
-(default 1, i.e. every round) and whenever the set changes.
+(default 1, i.e. every round) and whenever the set changes. With ``stale_s`` > 0 (bounded
+staleness, for long histories where the set changes almost every round) a policy's last
+solution stands while jobs come and go, until ``stale_s`` seconds passed since it was solved or
+``stale_changes`` of the active jobs are new or gone: the jobs that left free their shares, new
+jobs take leftover GPUs on their fastest type until the next solve; a dynamic policy is then
+solved every ``stale_s`` seconds (or ``resolve_every`` rounds when that is longer).
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ from ..hysteresis import Moves, min_run_s
 from ..model import Allocation, Job, NodeCapacity, Problem
 from ..policies import FORK_SYNC, PolicyInfo, PolicyOptions
 from ..estimates.gavel import ThroughputTable
-from .bounds import MAX_ROUNDS, check_length, too_long
+from .bounds import MAX_ROUNDS, Fits, check_length, too_long
 from .cluster import ClusterSpec
 from .fairness_check import FairnessChecker
 from .knowledge import Knowledge, KnowledgeSpec
@@ -78,12 +83,27 @@ _Solved = tuple[Problem, Allocation, Problem, tuple[bool | None, bool | None]]
 
 
 @dataclass
+class _Cache:
+    """The last solve (its active jobs, when, rounds since) and its reuse on changed jobs."""
+
+    key: frozenset[str] = frozenset()
+    solved: "_Solved | None" = None
+    solved_at: float = 0.0
+    rounds_since: int = 0
+    known: int = 0
+    #: the last solution restricted to the active jobs of a round it was reused in
+    reused: "tuple[frozenset[str], _Solved] | None" = None
+
+
+@dataclass
 class _SolveCounts:
     """How many times the policy ran, for how long, and how often it fell back."""
 
     solves: int = 0
     seconds: float = 0.0
     fallbacks: int = 0
+    #: rounds whose active jobs changed but the last solution was reused (bounded staleness)
+    reused: int = 0
 
 
 @dataclass(frozen=True)
@@ -117,6 +137,11 @@ class SimConfig:
     knowledge: KnowledgeSpec = field(default_factory=KnowledgeSpec)
     #: seed of ``tagged=F``'s draw of the tagged jobs
     knowledge_seed: int = 0
+    #: bounded staleness: a static policy's last solution is reused while jobs arrive and leave,
+    #: for up to this many simulated seconds since its solve (0: solve at every change)
+    stale_s: float = 0.0
+    #: ... and while fewer than this fraction of the active jobs arrived or left since
+    stale_changes: float = 0.25
 
 
 @dataclass
@@ -136,6 +161,8 @@ class SimResult:
     unschedulable: list[str]
     throughput_fallbacks: int
     work_done: dict[str, float] = field(default_factory=dict)
+    #: rounds that reused a solution although the jobs changed (:attr:`SimConfig.stale_s`)
+    reused_solutions: int = 0
 
 
 def job_throughputs(table: ThroughputTable, job: TraceJob, types: list[str]) -> dict[str, float]:
@@ -175,15 +202,14 @@ class Simulator:
                                    self.config.knowledge_seed)
         #: per job, the types whose nodes hold its gang (what a controller knows without a tag)
         self.fits: dict[str, list[str]] = {}
-        check_length(workload, cluster, table, self.config, self.frame)
+        self.fitting = Fits(self.frame)
+        check_length(workload, cluster, table, self.config, self.fitting)
 
     # ---------------------------------------------------------------- setup
 
     def _make_state(self, job: TraceJob) -> JobState:
         """A job's state; ``T_jk`` is 0 on the types whose nodes cannot hold its gang."""
-        shape = job.shape
-        probe = Job(job.id, job.tenant, job.gpus, {}, gpus_per_node=shape.per_node, max_nodes=shape.max_nodes)
-        fits = [k for k in self.types if self.frame.holds(probe, k)]
+        fits = self.fitting.types(job)
         self.fits[job.id] = fits
         thr = {k: (t if k in fits else 0.0) for k, t in job_throughputs(self.table, job, self.types).items()}
         uncons: dict[str, float] = {}
@@ -260,11 +286,8 @@ class Simulator:
         active: list[JobState] = []
         samples: list[RoundSample] = []
         options = self._policy_options()
-        cache_key: frozenset[str] | None = None
-        cached: _Solved | None = None
-        rounds_since_solve = 0
-        known = self.knowledge.version
         counts = _SolveCounts()
+        cache = _Cache(known=self.knowledge.version)
         ran_last: set[str] = set()
         t = self.workload.jobs[0].arrival_s if self.workload.jobs else 0.0
 
@@ -290,20 +313,7 @@ class Simulator:
             if cfg.horizon_s is not None and t >= cfg.horizon_s:
                 break
 
-            key = frozenset(s.trace.id for s in active)
-            stale = cached is None or key != cache_key
-            if self.policy.uses_history(options) and rounds_since_solve >= cfg.resolve_every:
-                stale = True
-            stale = stale or known != self.knowledge.version  # a failed run changed the belief
-            known = self.knowledge.version
-            if stale:
-                cached = self._solve(active, t, options, counts)
-                cache_key = key
-                rounds_since_solve = 0
-            assert cached is not None
-            problem, allocation, placed_problem, verdict = cached
-            rounds_since_solve += 1
-
+            problem, allocation, placed_problem, verdict = self._answer(cache, active, t, options, counts)
             forks = allocation.forks
             received = self._received(active, forks, states)
             placement = self._place(placed_problem, allocation, active, forks, received, t)
@@ -341,6 +351,7 @@ class Simulator:
             unschedulable=unschedulable,
             throughput_fallbacks=throughput_fallbacks,
             work_done={s.trace.id: s.work_done for s in states.values()},
+            reused_solutions=counts.reused,
         )
 
     def _policy_options(self) -> PolicyOptions:
@@ -350,6 +361,55 @@ class Simulator:
             solver=cfg.solver, time_limit_s=cfg.time_limit_s, keep_lp_dir=cfg.keep_lp_dir,
             round_s=cfg.round_s, fork_sync=cfg.fork_sync, state=self.state, params=dict(cfg.policy_params),
         )
+
+    def _answer(self, cache: "_Cache", active: list[JobState], t: float, options: PolicyOptions,
+                counts: _SolveCounts) -> _Solved:
+        """This round's answer: solved again when due (module docstring, *caching*), else the
+        last one, restricted to this round's jobs when they changed within the staleness bound."""
+        cfg = self.config
+        # a dynamic policy is solved every resolve_every rounds; with bounded staleness at most
+        # every stale_s seconds
+        every = max(cfg.resolve_every, math.ceil(cfg.stale_s / cfg.round_s - _TOLERANCE_S))
+        key = frozenset(s.trace.id for s in active)
+        stale = cache.solved is None or key != cache.key
+        due = self.policy.uses_history(options) and cache.rounds_since >= every
+        due = due or cache.known != self.knowledge.version  # a failed run changed the belief
+        cache.known = self.knowledge.version
+        cache.rounds_since += 1
+        if stale and not due and cache.solved is not None and \
+                self._may_reuse(cache.solved, key, cache.key, t - cache.solved_at):
+            if cache.reused is None or cache.reused[0] != key:
+                cache.reused = (key, self._reuse(cache.solved, active, t))
+            counts.reused += 1
+            return cache.reused[1]
+        if stale or due:
+            cache.solved = self._solve(active, t, options, counts)
+            cache.key, cache.solved_at, cache.reused, cache.rounds_since = key, t, None, 1
+        assert cache.solved is not None
+        return cache.solved
+
+    def _may_reuse(self, cached: _Solved, key: frozenset[str], solved_key: frozenset[str], age_s: float) -> bool:
+        """Whether the last solution may stand although the active jobs changed (bounded
+        staleness, :attr:`SimConfig.stale_s`; a dynamic policy is also due every ``stale_s``
+        seconds whatever the jobs do), no copies (HadarE's forks name their
+        parents), solved less than ``stale_s`` ago, and fewer than ``stale_changes`` of the
+        active jobs arrived or left since."""
+        cfg = self.config
+        if cfg.stale_s <= 0 or age_s >= cfg.stale_s - _TOLERANCE_S or cached[1].forks:
+            return False
+        return len(key ^ solved_key) <= cfg.stale_changes * max(len(key), 1)
+
+    def _reuse(self, cached: _Solved, active: list[JobState], t: float) -> _Solved:
+        """The last allocation on this round's jobs: the shares of jobs that left are free, a
+        job that arrived since has none and takes leftover GPUs on its fastest type (the
+        rounding step's work conservation) until the next solve. Fairness is checked on solved
+        rounds only (a reused round's verdicts are None)."""
+        problem = self._problem(active, t)
+        ids = {j.id for j in problem.jobs}
+        old = cached[1]
+        allocation = replace(old, x={j: v for j, v in old.x.items() if j in ids},
+                             nodes={j: v for j, v in old.nodes.items() if j in ids}, solve_seconds=0.0)
+        return problem, allocation, problem, (None, None)
 
     def _solve(self, active: list[JobState], t: float, options: PolicyOptions, counts: _SolveCounts) -> _Solved:
         """The policy on the round's problem, its placed problem (HadarE's copies as jobs) and,

@@ -17,6 +17,7 @@ and in ``docs/simulator.md``.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
@@ -263,27 +264,71 @@ def samples_from_records(records: Sequence[JobRecord], capacity: Mapping[str, in
     if not starts or not ends:
         return []
     t0, t1 = min(r.arrival_s for r in records), max(ends)
+    # one sweep over the rounds: the runs and the jobs in the system at each midpoint are kept
+    # as events come, so a round costs what is running and waiting then, not the whole history
+    runs = sorted(((a, b, k, i) for i, r in enumerate(records) for a, b, k in _runs_of(r)), key=lambda x: x[0])
+    norm: dict[tuple[int, str], float] = {}
+    stays = sorted(range(len(records)), key=lambda i: records[i].arrival_s)
+    running: dict[tuple[int, int], tuple[float, str, int]] = {}
+    run_ends: list[tuple[float, int, int]] = []
+    present: dict[int, float] = {}
+    stay_ends: list[tuple[float, int]] = []
+    next_run = next_stay = 0
     samples: list[RoundSample] = []
     n_rounds = max(1, math.ceil((t1 - t0) / round_s))
-    for i in range(n_rounds):
-        mid = t0 + (i + 0.5) * round_s
+    for n in range(n_rounds):
+        mid = t0 + (n + 0.5) * round_s
+        while next_run < len(runs) and runs[next_run][0] <= mid:
+            a, b, k, i = runs[next_run]
+            running[(i, next_run)] = (b, k, i)
+            heapq.heappush(run_ends, (b, i, next_run))
+            next_run += 1
+        while run_ends and run_ends[0][0] <= mid:
+            _, i, j = heapq.heappop(run_ends)
+            running.pop((i, j), None)
+        while next_stay < len(stays) and records[stays[next_stay]].arrival_s <= mid:
+            i = stays[next_stay]
+            end = records[i].end_s
+            present[i] = math.inf if end is None else end
+            heapq.heappush(stay_ends, (present[i], i))
+            next_stay += 1
+        while stay_ends and stay_ends[0][0] <= mid:
+            present.pop(heapq.heappop(stay_ends)[1], None)
         busy: dict[str, int] = {}
         eff = 0.0
         tenants: dict[str, int] = {}
-        wanted: set[str] = set()
-        for r in records:
-            k = r.running_at(mid)
-            if not k:
-                if r.arrival_s <= mid and (r.end_s is None or r.end_s > mid):
-                    wanted |= {t for t, v in r.throughput.items() if v > 0} if r.throughput else set(capacity)
+        on: set[int] = set()
+        for _, k, i in running.values():
+            if i in on:  # runs of one job do not overlap; a record's first run at mid counts
                 continue
+            on.add(i)
+            r = records[i]
             busy[k] = busy.get(k, 0) + r.gpus
             tenants[r.tenant] = tenants.get(r.tenant, 0) + r.gpus
-            eff += normalised(r, k)
+            if (i, k) not in norm:
+                norm[(i, k)] = normalised(r, k)
+            eff += norm[(i, k)]
+        wanted: set[str] = set()
+        for i in present:
+            if i not in on:
+                r = records[i]
+                wanted |= {t for t, v in r.throughput.items() if v > 0} if r.throughput else set(capacity)
+                if len(wanted) == len(capacity):
+                    break
         frag = sum(max(0, c - busy.get(k, 0)) for k, c in capacity.items() if k in wanted)
-        samples.append(RoundSample(t0 + i * round_s, round_s, capacity, busy, effective_throughput=eff,
+        samples.append(RoundSample(t0 + n * round_s, round_s, capacity, busy, effective_throughput=eff,
                                    fragmented_gpus=frag, tenant_gpus=tenants))
     return samples
+
+
+def _runs_of(r: JobRecord) -> list[tuple[float, float, str]]:
+    """The intervals a record ran, ``[start, end)`` on a type (end inf while it has not ended),
+    as :meth:`JobRecord.running_at` reads them."""
+    if r.runs:
+        return [(a, b, k) for a, b, k in r.runs]
+    if r.start_s is None or not r.gpu_type:
+        return []
+    return [(r.start_s, math.inf if r.end_s is None else r.end_s, r.gpu_type)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -291,12 +336,13 @@ def samples_from_records(records: Sequence[JobRecord], capacity: Mapping[str, in
 # --------------------------------------------------------------------------------------------
 
 
-def tenant_breakdown(records: Sequence[JobRecord], capacity: Mapping[str, int]) -> dict[str, dict[str, object]]:
+def tenant_breakdown(records: Sequence[JobRecord], capacity: Mapping[str, int],
+                     rhos: Mapping[str, float] | None = None) -> dict[str, dict[str, object]]:
     """Per tenant: jobs, finished, mean JCT, mean rho, average wait and mean/max latency ratio
     (:func:`wait_lr_stats`), share of all GPU-seconds used on each type, and utility (GPU-seconds
     weighted by the job's normalised throughput on that type, divided by the tenant's
     GPU-seconds: 1.0 means every GPU-second was on the job's best type)."""
-    rhos = ftf_rhos(records, capacity)
+    rhos = ftf_rhos(records, capacity) if rhos is None else rhos
     used_by_type: dict[str, float] = {}
     per: dict[str, dict[str, float]] = {}
     for r in records:
@@ -305,8 +351,11 @@ def tenant_breakdown(records: Sequence[JobRecord], capacity: Mapping[str, int]) 
             per.setdefault(r.tenant, {})
             per[r.tenant][k] = per[r.tenant].get(k, 0.0) + s
     out: dict[str, dict[str, object]] = {}
-    for tenant in sorted({r.tenant for r in records}):
-        mine = [r for r in records if r.tenant == tenant]
+    by_tenant: dict[str, list[JobRecord]] = {}
+    for r in records:
+        by_tenant.setdefault(r.tenant, []).append(r)
+    for tenant in sorted(by_tenant):
+        mine = by_tenant[tenant]
         jcts = [r.jct_s for r in mine if r.jct_s is not None]
         my_rhos = [rhos[r.job_id] for r in mine if r.job_id in rhos]
         seconds = per.get(tenant, {})
@@ -330,7 +379,8 @@ def tenant_breakdown(records: Sequence[JobRecord], capacity: Mapping[str, int]) 
 
 def summarize(records: Sequence[JobRecord], samples: Sequence[RoundSample], capacity: Mapping[str, int]) -> dict[str, object]:
     """Every metric of the issue in one dict (JSON-ready; None where undefined)."""
-    rhos = list(ftf_rhos(records, capacity).values())
+    by_job = ftf_rhos(records, capacity)
+    rhos = list(by_job.values())
     slowdowns = [x for x in (job_slowdown(r) for r in records) if x is not None]
     out: dict[str, object] = {}
     out.update(jct_stats(records))
@@ -343,5 +393,5 @@ def summarize(records: Sequence[JobRecord], samples: Sequence[RoundSample], capa
     out["max_slowdown"] = max(slowdowns) if slowdowns else None
     out["jobs_completed"] = sum(1 for r in records if r.finished)
     out["jobs"] = len(records)
-    out["tenants"] = tenant_breakdown(records, capacity)
+    out["tenants"] = tenant_breakdown(records, capacity, by_job)
     return out

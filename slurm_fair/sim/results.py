@@ -9,14 +9,19 @@ JSON shape (the contract of ``slurm-fair simulate --json``)::
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
 
+from rich.console import Group
 from rich.table import Table
 
 from .cluster import ClusterSpec
 from .engine import SimConfig, SimResult
-from .metrics import summarize
+from .metrics import samples_from_records, summarize
 from .workload import Workload
+
+if TYPE_CHECKING:
+    from .accounting import Replay
 
 #: metrics shown in the table, with their headers and formats
 COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -48,6 +53,7 @@ def policy_metrics(result: SimResult) -> dict[str, Any]:
     out.update(
         wall_seconds=result.wall_seconds,
         solves=result.solves,
+        reused_solutions=result.reused_solutions,
         solve_seconds=result.solve_seconds,
         restarts=result.restarts,
         fallback_allocations=result.fallback_allocations,
@@ -58,19 +64,62 @@ def policy_metrics(result: SimResult) -> dict[str, Any]:
     return out
 
 
-def document(results: Mapping[str, SimResult], workload: Workload, cluster: ClusterSpec, config: SimConfig,
-             throughputs: str) -> dict[str, Any]:
-    """The ``--json`` document."""
-    first = next(iter(results.values()), None)
+@dataclass(frozen=True)
+class Summary:
+    """What the document needs of one run, in plain data: a run made in another process
+    (``simulate --jobs N``) sends this back instead of its records."""
+
+    metrics: dict[str, Any]
+    unschedulable: list[str]
+    throughput_fallbacks: int
+    #: each finished job's JCT (for the jobs that would gain most: :mod:`.whatif`)
+    jcts: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+def summary(result: "SimResult | Summary") -> Summary:
+    """A run's :class:`Summary` (computed once: :func:`policy_metrics`)."""
+    if isinstance(result, Summary):
+        return result
+    return Summary(policy_metrics(result), list(result.unschedulable), result.throughput_fallbacks, jcts_of(result))
+
+
+def jcts_of(result: "SimResult | Summary") -> dict[str, float]:
+    """Each finished job's JCT of a run."""
+    if isinstance(result, Summary):
+        return result.jcts
+    return {r.job_id: r.jct_s for r in result.records if r.jct_s is not None}
+
+
+def history_metrics(replay: "Replay", round_s: float = 360.0) -> dict[str, Any]:
+    """The history as it happened, scored by the metrics a run is scored by (:func:`summarize`
+    over the accounting's records; rounds sampled from them), with what was replayed and how."""
+    records = list(replay.history)
+    capacity = dict(replay.cluster.capacity)
+    out = summarize(records, samples_from_records(records, capacity, round_s), capacity)
+    tenants = out.pop("tenants")
+    out.update(replay.describe())
+    out["tenants"] = tenants
+    return out
+
+
+def document(results: Mapping[str, "SimResult | Summary"], workload: Workload, cluster: ClusterSpec, config: SimConfig,
+             throughputs: str, replay: "Replay | None" = None) -> dict[str, Any]:
+    """The ``--json`` document; with a replayed history, ``"history"`` holds its figures as it
+    happened (the same metrics, :func:`history_metrics`)."""
+    runs = {name: summary(r) for name, r in results.items()}
+    first = next(iter(runs.values()), None)
     work = workload.describe()
     work["unschedulable"] = list(first.unschedulable) if first else []
     work["throughputs"] = throughputs
-    return {
-        "policies": {name: policy_metrics(r) for name, r in results.items()},
+    doc = {
+        "policies": {name: r.metrics for name, r in runs.items()},
         "workload": work,
         "cluster": cluster.describe(),
         "config": {**dataclasses.asdict(config), "knowledge": str(config.knowledge)},
     }
+    if replay is not None:
+        doc["history"] = history_metrics(replay, config.round_s)
+    return doc
 
 
 def format_metric(value: Any, fmt: str) -> str:
@@ -87,10 +136,44 @@ def format_metric(value: Any, fmt: str) -> str:
 def comparison_table(doc: Mapping[str, Any]) -> Table:
     """A rich table: one row per metric of :data:`COLUMNS`, one column per policy (stays
     readable in a narrow terminal for the usual handful of policies)."""
-    table = Table(title="simulated policies (times in hours)")
+    columns = _columns(doc)
+    table = Table(title="simulated policies (times in hours)" + (", beside the history as it ran" if "history" in doc else ""))
     table.add_column("metric", style="bold")
-    for name in doc["policies"]:
+    for name in columns:
         table.add_column(name, justify="right")
     for key, header, fmt in COLUMNS:
-        table.add_row(header, *[format_metric(m.get(key), fmt) for m in doc["policies"].values()])
+        table.add_row(header, *[format_metric(m.get(key), fmt) for m in columns.values()])
     return table
+
+
+def _columns(doc: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The history (when replayed) first, then every policy."""
+    history = {HISTORY: doc["history"]} if "history" in doc else {}
+    return {**history, **doc["policies"]}
+
+
+#: the column of the history as it ran
+HISTORY = "history (Slurm)"
+
+
+def tenant_table(doc: Mapping[str, Any]) -> Table:
+    """Per tenant, average JCT and wait: the history beside each policy, and each policy's
+    relative error against the history (what an admin checks before trusting a what-if)."""
+    columns = _columns(doc)
+    table = Table(title="per tenant: average JCT / average wait (hours)")
+    table.add_column("tenant", style="bold")
+    for name in columns:
+        table.add_column(name, justify="right")
+    tenants = sorted({t for m in columns.values() for t in m.get("tenants", {})})
+    for t in tenants:
+        cells = []
+        for m in columns.values():
+            row = m.get("tenants", {}).get(t, {})
+            cells.append(f"{format_metric(row.get('avg_jct_s'), 'h')} / {format_metric(row.get('avg_wait_s'), 'h')}")
+        table.add_row(t, *cells)
+    return table
+
+
+def with_tenants(table: Table, doc: Mapping[str, Any]) -> Group:
+    """The comparison table, then the per-tenant table."""
+    return Group(table, tenant_table(doc))

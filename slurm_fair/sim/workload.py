@@ -15,6 +15,7 @@ node fits only where a node has 8 GPUs). Without it a job takes its GPUs in any 
 from __future__ import annotations
 
 import csv
+from collections import Counter
 import difflib
 import io
 import math
@@ -80,7 +81,8 @@ class Workload:
         return {
             "sources": list(self.sources),
             "jobs": len(self.jobs),
-            "tenants": {t: {"weight": self.weight(t), "jobs": sum(1 for j in self.jobs if j.tenant == t)} for t in self.tenants},
+            "tenants": {t: {"weight": self.weight(t), "jobs": n}
+                        for t, n in sorted(Counter(j.tenant for j in self.jobs).items())},
             "gpus_requested": sorted({j.gpus for j in self.jobs}),
             "last_arrival_s": max((j.arrival_s for j in self.jobs), default=0.0),
         }

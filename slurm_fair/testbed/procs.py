@@ -9,6 +9,7 @@ in its environment). ``down`` signals nothing else.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -94,6 +95,28 @@ def owned_process(spec: DaemonSpec) -> psutil.Process | None:
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return None
     return None
+
+
+def bindable(port: int, host: str = "127.0.0.1") -> bool:
+    """True when nothing holds ``host:port`` now (a bind succeeds)."""
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(n_slurmd: int, low: int = 30000, high: int = 60000) -> dict[str, int]:
+    """Ports for a private testbed (``[ports]`` of a description): three single ports and a run
+    of ``n_slurmd`` consecutive ones, all free right now, at a random place in ``[low, high)`` so
+    that testbeds made at the same time rarely collide."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(low, high - 3 - n_slurmd, 10)
+        if all(bindable(p) for p in range(base, base + 3 + n_slurmd)):
+            return {"slurmctld": base, "slurmdbd": base + 1, "mariadb": base + 2, "slurmd_base": base + 3}
+    raise TestbedError(f"no {3 + n_slurmd} consecutive free ports found in {low}-{high}")
 
 
 def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:

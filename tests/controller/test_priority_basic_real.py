@@ -5,8 +5,6 @@ sprio, so cycles, revert and the failsafe all stopped at "cannot read Slurm".)""
 
 from __future__ import annotations
 
-import random
-import socket
 import time
 from pathlib import Path
 
@@ -18,29 +16,13 @@ from slurm_fair.controller.failsafe import failsafe
 from slurm_fair.controller.revert import revert
 from slurm_fair.slurm import make_port
 from slurm_fair.testbed import Testbed, validate
+from slurm_fair.testbed.procs import free_ports
 
 pytestmark = pytest.mark.slurm
 
 
-def free_ports(n_slurmd: int) -> dict[str, int]:
-    """Three single ports and a run of ``n_slurmd`` consecutive ones, all free right now (as
-    tests/testbed/test_private.py, which this package cannot import)."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(30000, 60000, 10)
-        ports = list(range(base, base + 3 + n_slurmd))
-        if all(_bindable(p) for p in ports):
-            return {"slurmctld": base, "slurmdbd": base + 1, "mariadb": base + 2, "slurmd_base": base + 3}
-    raise RuntimeError("no free port range found")
 
 
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 @pytest.fixture

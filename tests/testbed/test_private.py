@@ -6,8 +6,6 @@ The shared testbed in .testbed/ is never taken down here: other tests use it con
 
 from __future__ import annotations
 
-import random
-import socket
 import time
 from pathlib import Path
 
@@ -16,29 +14,13 @@ import pytest
 
 from slurm_fair.testbed import Testbed, validate
 from slurm_fair.testbed.jobs import submit_job, wait_job_state
-from slurm_fair.testbed.procs import owned_process, port_open
+from slurm_fair.testbed.procs import free_ports, owned_process, port_open
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
-def free_ports(n_slurmd: int) -> dict[str, int]:
-    """Three single ports and a run of ``n_slurmd`` consecutive ones, all free right now."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(30000, 60000, 10)
-        ports = list(range(base, base + 3 + n_slurmd))
-        if all(_bindable(p) for p in ports):
-            return {"slurmctld": base, "slurmdbd": base + 1, "mariadb": base + 2, "slurmd_base": base + 3}
-    raise RuntimeError("no free port range found")
 
 
 @pytest.fixture

@@ -30,10 +30,10 @@ from slurm_fair.controller.failsafe import failsafe
 from slurm_fair.controller.revert import revert
 from slurm_fair.slurm import make_port
 from slurm_fair.testbed import Testbed, validate
+from slurm_fair.testbed.procs import free_ports
 from slurm_fair.testbed.rootfs import version as slurm_version_of
 from slurm_fair.toml_schema import read_toml
 
-from .test_private import free_ports
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

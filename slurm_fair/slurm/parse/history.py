@@ -7,24 +7,32 @@ job steps, pending or cancelled jobs, jobs without GPUs are *not usable* (counte
 a row that cannot be read (wrong number of fields, an unreadable time) is *junk*: skipped with
 its line number, or an error with ``strict``. A missing header column is an error naming the
 file. A job name holding the delimiter is put back together (the only free-text column).
+
+The :data:`TIMING` columns (``Submit|Start|End|Timelimit|NNodes``) are read when the header has
+them: ``simulate --sacct-file`` replays the history (:mod:`slurm_fair.sim.accounting`) from the
+same rows, so the rows of other end states are kept too (:attr:`History.ended`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from functools import lru_cache
 from dataclasses import dataclass, field, replace
 
 from ...errors import Finding, InputError
-from .fields import expand_hostlist, parse_elapsed
+from .fields import expand_hostlist, parse_elapsed, parse_int, parse_minutes, parse_time
 from .gres import gpus_in_tres_map, parse_tres_map
 
 #: the columns a history must have (and one of :data:`ELAPSED`)
 REQUIRED = ("JobID", "User", "JobName", "AllocTRES", "NodeList", "State")
 #: the run time, either as text or in seconds
 ELAPSED = ("Elapsed", "ElapsedRaw")
+#: columns read when present: when each job was submitted, started and ended, its time limit and
+#: nodes (``simulate --sacct-file`` replays the history with them; ``speeds learn`` needs none)
+TIMING = ("Submit", "Start", "End", "Timelimit", "NNodes")
 #: what ``--from-slurm`` asks sacct for (ElapsedRaw: seconds, no parsing)
 HISTORY_FIELDS = ("JobID", "User", "Account", "JobName", "Partition", "AllocTRES", "NodeList", "Elapsed",
-                  "State", "ElapsedRaw")
+                  "State", "ElapsedRaw") + TIMING
 #: states whose elapsed time measures the work (sacct(1): everything else did not complete)
 MEASURING = "COMPLETED"
 #: end states that may blame the GPU type (kept as :attr:`History.failed` for the learner)
@@ -47,8 +55,16 @@ class HistoryRow:
     #: earlier runs of a job requeued or preempted before it completed (``sacct -D``):
     #: (GPU type or None, nodes, elapsed seconds) each; its work is spread over all of them
     earlier: tuple[tuple[str | None, tuple[str, ...], float], ...] = ()
-    #: COMPLETED, or one of :data:`FAILING` (then the row is in :attr:`History.failed`)
+    #: COMPLETED, or one of :data:`FAILING` (then the row is in :attr:`History.failed`), or any
+    #: other end state or RUNNING (then in :attr:`History.ended`)
     state: str = MEASURING
+    #: the :data:`TIMING` columns when the history has them (seconds since the epoch, the time
+    #: limit in seconds; None: column absent, Unknown or UNLIMITED; ``nnodes`` 0: absent)
+    submit_s: float | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+    time_limit_s: float | None = None
+    nnodes: int = 0
 
 
 @dataclass
@@ -63,6 +79,15 @@ class History:
     #: GPU runs that ended FAILED or OUT_OF_MEMORY (still counted in ``skipped``): they say
     #: nothing about speed, but may say a group cannot run on a type
     failed: list[HistoryRow] = field(default_factory=list)
+    #: rows of every other state (TIMEOUT, CANCELLED, NODE_FAIL, RUNNING, PENDING, ...; still
+    #: counted in ``skipped``), GPUs or not: a replay of the history simulates those that ran
+    ended: list[HistoryRow] = field(default_factory=list)
+    #: rows of :attr:`ended` that could not be read (the learner never needs them)
+    ended_junk: list[Finding] = field(default_factory=list)
+    #: the earliest submit time of each job's runs (a requeue resets Slurm's SubmitTime)
+    first_submit: dict[str, float] = field(default_factory=dict)
+    #: whether the history has the :data:`TIMING` columns Submit, Start and End
+    timed: bool = False
 
 
 #: delimiters tried when the header has no ``|`` (``sacct --delimiter=...``)
@@ -133,20 +158,41 @@ def _row(lineno: int, f: list[str], index: dict[str, int], history: History) -> 
             _, gpu_type = gpus_in_tres_map(parse_tres_map(f[index["AllocTRES"]]))
             history.partial.setdefault(job_id, []).append(
                 (gpu_type, expand_hostlist(f[index["NodeList"]]), _elapsed(f, index)))
-        if state in FAILING:
+            submit = _timing(f, index, "Submit") if "Submit" in index else None
+            if submit is not None:
+                history.first_submit[job_id] = min(submit, history.first_submit.get(job_id, submit))
+        elif state in FAILING:
             try:
                 _run(lineno, f, index, history, state)
             except Exception:  # noqa: BLE001
                 pass  # a failed run's unreadable cell: it was counted by its state already
+        else:
+            try:
+                _run(lineno, f, index, history, state)
+            except Exception as exc:  # noqa: BLE001  (counted by its state; a replay names it)
+                history.ended_junk.append(Finding(f"line {lineno}", f"unreadable row ({str(exc)[:120]})"))
         return
     _run(lineno, f, index, history, state)
 
 
+#: a history names the same node lists over and over: each expanded once (ClusterShell's parse
+#: was most of the time of reading 100,000 rows)
+_hosts = lru_cache(maxsize=65536)(expand_hostlist)
+
+
+def _timing(f: list[str], index: dict[str, int], column: str) -> float | None:
+    """A :data:`TIMING` time column as seconds since the epoch (None: Unknown, None, ...)."""
+    when = parse_time(f[index[column]])
+    return when.timestamp() if when is not None else None
+
+
 def _run(lineno: int, f: list[str], index: dict[str, int], history: History, state: str) -> None:
-    """A completed or failed row: a GPU run (appended to ``rows`` or ``failed``), else counted."""
+    """A completed or failed row: a GPU run (appended to ``rows`` or ``failed``), else counted;
+    a row of another state goes to ``ended`` whatever it holds (the replay sorts it out)."""
     job_id = f[index["JobID"]].strip()
     gpus, gpu_type = gpus_in_tres_map(parse_tres_map(f[index["AllocTRES"]]))
-    if gpus <= 0:
+    ended = state != MEASURING and state not in FAILING
+    if gpus <= 0 and not ended:
         if state == MEASURING:
             history.skipped["no GPU"] += 1
         return
@@ -157,11 +203,16 @@ def _run(lineno: int, f: list[str], index: dict[str, int], history: History, sta
     user = f[index["User"]].strip()
     if not user:
         raise ValueError("empty User")
-    nodes = expand_hostlist(f[index["NodeList"]])
+    nodes = _hosts(f[index["NodeList"]])
     account = f[index["Account"]].strip() if "Account" in index else ""
+    times = {c: _timing(f, index, c) for c in ("Submit", "Start", "End") if c in index}
+    limit = parse_minutes(f[index["Timelimit"]]) if "Timelimit" in index else None
     row = HistoryRow(lineno, job_id, user, account, f[index["JobName"]],
-                     gpus, gpu_type, nodes, seconds, state=state)
-    (history.rows if state == MEASURING else history.failed).append(row)
+                     gpus, gpu_type, nodes, seconds, state=state,
+                     submit_s=times.get("Submit"), start_s=times.get("Start"), end_s=times.get("End"),
+                     time_limit_s=limit * 60.0 if limit is not None else None,
+                     nnodes=parse_int(f[index["NNodes"]]) if "NNodes" in index else 0)
+    (history.rows if state == MEASURING else history.ended if ended else history.failed).append(row)
 
 
 def _records(lines: list[str], start: int, delimiter: str, width: int) -> list[tuple[int, str]]:
@@ -192,7 +243,7 @@ def parse_history(text: str, source: str, delimiter: str = "|", strict: bool = F
         raise InputError(source, [Finding("line 1", "empty: expected sacct -P -X output with its header")])
     delimiter = _delimiter(lines[first], delimiter)
     index = _header(lines[first], delimiter, source)
-    history = History()
+    history = History(timed=all(c in index for c in ("Submit", "Start", "End")))
     for lineno, line in _records(lines, first + 1, delimiter, len(index)):
         f = _fields(line, delimiter, index)
         try:
@@ -214,7 +265,7 @@ def _drop_partial(history: History) -> None:
     failed row (it ran on those types before it failed)."""
     if not history.partial:
         return
-    for name in ("rows", "failed"):
+    for name in ("rows", "failed", "ended"):
         out = []
         for r in getattr(history, name):
             earlier = history.partial.get(r.job_id)

@@ -1,0 +1,125 @@
+"""How far a replay of a site's history can be trusted: generated histories with known truth.
+
+For each seed, ``make_site_history.generate`` writes a history made by a heterogeneity-agnostic
+Slurm (FIFO + backfill, nodes in name order) with true per-group speeds it keeps. Then:
+
+1. the history is replayed as ``simulate --sacct-file`` does (:func:`build_replay`: speeds learned
+   from its completed runs, else the priors) and ``agnostic`` is simulated on it: its average
+   JCT and wait, overall and per tenant, against the history's own (the error an admin sees
+   in the table's "history (Slurm)" column);
+2. ``oef`` is simulated on the same replay (``--stale-s`` applies to oef only: agnostic is solved
+   at every change, its answer with staleness is not agnostic's): its gain over agnostic (``1 - JCT_oef / JCT_agn``)
+   with the learned speeds, against the gain on the same jobs with the **true** speeds and true
+   work (the truth the generator kept), which is what a policy that knew them would show.
+
+    .venv/bin/python benchmarks/bench_replay_truth.py --seeds 11 12 13 --jobs 4000 --days 6 --gpus 128
+
+Prints one table (rich). Both policies see their workload's speeds (oracle knowledge of *that*
+table): with the learned table, the learned speeds are the policy's knowledge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from make_site_history import generate  # noqa: E402
+
+from slurm_fair import policies  # noqa: E402
+from slurm_fair.estimates.gavel import ThroughputTable  # noqa: E402
+from slurm_fair.sim.accounting import Replay, build_replay  # noqa: E402
+from slurm_fair.sim.engine import SimConfig, simulate  # noqa: E402
+from slurm_fair.sim.metrics import summarize  # noqa: E402
+from slurm_fair.slurm.parse.history import parse_history  # noqa: E402
+from slurm_fair.solver import fastest_available  # noqa: E402
+
+
+def true_replay(replay: Replay, truth: dict) -> Replay:
+    """The same jobs with the generator's true speeds, and true work (time run on each type
+    times the true speed there)."""
+    data: dict[str, dict[tuple[str, int], float]] = {k: {} for k in replay.cluster.capacity}
+    records = {r.job_id: r for r in replay.history}
+    jobs = []
+    for j in replay.workload.jobs:
+        meta = replay.jobs[j.id]
+        true = truth["groups"][f"{meta.user}|{meta.job_name}|{j.gpus}"]
+        for k in data:
+            data[k][(j.job_type, j.gpus)] = true[k]
+        seconds = records[j.id].gpu_seconds
+        jobs.append(dataclasses.replace(j, total_steps=sum(s / j.gpus * true[k] for k, s in seconds.items())))
+    return dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, jobs=tuple(jobs)),
+                               table=ThroughputTable(data, source="true speeds"))
+
+
+def run(replay: Replay, policy: str, config: SimConfig) -> dict:
+    res = simulate(replay.workload, replay.cluster, replay.table, policies.get(policy), config)
+    return summarize(res.records, [], dict(replay.cluster.capacity))
+
+
+def tenant_error(sim: dict, hist: dict, key: str) -> float:
+    """The largest relative error of a tenant's mean ``key`` (tenants with 20+ finished jobs)."""
+    errs = []
+    for t, h in hist["tenants"].items():
+        s = sim["tenants"].get(t, {})
+        if h.get(key) and s.get(key) is not None and h["jobs_completed"] >= 20:
+            errs.append(abs(s[key] / h[key] - 1))
+    return max(errs) if errs else float("nan")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[11, 12, 13])
+    ap.add_argument("--jobs", type=int, default=4000)
+    ap.add_argument("--days", type=float, default=6)
+    ap.add_argument("--gpus", type=int, default=128)
+    ap.add_argument("--accounts", type=int, default=8)
+    ap.add_argument("--load", type=float, default=0.8)
+    ap.add_argument("--stale-s", type=float, default=0.0)
+    ap.add_argument("--round-s", type=float, default=360.0)
+    ap.add_argument("--requeue-hold-s", type=float, default=0.0, help="Slurm's hold (121 s by default)")
+    ap.add_argument("--fill-between-rounds", action="store_true")
+    ap.add_argument("--skip-truth", action="store_true", help="Only the agnostic replay against the history.")
+    a = ap.parse_args()
+    config = SimConfig(solver=fastest_available(), check_fairness=False, stale_s=a.stale_s, round_s=a.round_s,
+                       requeue_hold_s=a.requeue_hold_s, fill_between_rounds=a.fill_between_rounds)
+    console = Console(width=220)
+    table = Table(title=f"replay against the truth ({a.jobs} jobs, {a.days:g} days, {a.gpus} GPUs, {a.accounts} accounts, "
+                        f"load {a.load:g}; stale_s {a.stale_s:g}, round {a.round_s:g} s, hold {a.requeue_hold_s:g} s"
+                        f"{', filling' if a.fill_between_rounds else ''})")
+    for c in ("seed", "hist JCT h", "agn JCT h", "JCT err", "hist wait h", "agn wait h", "worst tenant JCT err",
+              "oef gain (learned)", "oef gain (true)", "gain ratio", "wall s"):
+        table.add_column(c, justify="right")
+    for seed in a.seeds:
+        t0 = time.perf_counter()
+        site = generate(seed, a.jobs, a.days, a.gpus, 4, a.accounts, a.load)
+        history = parse_history("\n".join(site.lines) + "\n", f"seed {seed}")
+        replay = build_replay(history, f"seed {seed}")
+        hist = summarize(list(replay.history), [], dict(replay.cluster.capacity))
+        exact = dataclasses.replace(config, stale_s=0.0)  # staleness changes agnostic's answer (docs/simulator.md)
+        agn = run(replay, "agnostic", exact)
+        gain = gain_t = float("nan")
+        if not a.skip_truth:
+            oef = run(replay, "oef", config)
+            truth = true_replay(replay, site.truth)
+            agn_t, oef_t = run(truth, "agnostic", exact), run(truth, "oef", config)
+            gain = 1 - oef["avg_jct_s"] / agn["avg_jct_s"]
+            gain_t = 1 - oef_t["avg_jct_s"] / agn_t["avg_jct_s"]
+        table.add_row(str(seed), f"{hist['avg_jct_s'] / 3600:.2f}", f"{agn['avg_jct_s'] / 3600:.2f}",
+                      f"{agn['avg_jct_s'] / hist['avg_jct_s'] - 1:+.1%}", f"{hist['avg_wait_s'] / 3600:.2f}",
+                      f"{agn['avg_wait_s'] / 3600:.2f}", f"{tenant_error(agn, hist, 'avg_jct_s'):.1%}",
+                      f"{gain:.1%}", f"{gain_t:.1%}", f"{gain / gain_t:.2f}" if gain_t else "-",
+                      f"{time.perf_counter() - t0:.0f}")
+        console.print(f"seed {seed} done", style="dim")
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""The generated site history (``benchmarks/make_site_history.py``) is what the replay reads:
+every row parses, every job that ran is replayed or counted, and the truth covers every group."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from slurm_fair.sim.accounting import build_replay
+from slurm_fair.slurm.parse.history import parse_history
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+from make_site_history import generate  # noqa: E402
+from bench_replay_truth import true_replay  # noqa: E402
+
+
+def test_a_generated_history_replays_whole():
+    site = generate(3, n_jobs=400, days=1, gpus=64, n_types=4, accounts=4)
+    history = parse_history("\n".join(site.lines) + "\n", "site", strict=True)
+    assert history.junk == [] and history.ended_junk == []
+    replay = build_replay(history, "site")
+    ran = sum(replay.ended.values())
+    never = sum(v for k, v in replay.left_out.items() if k.startswith("never ran"))
+    assert ran + never == 400 - sum(1 for line in site.lines if "|PENDING|" in line)
+    assert replay.counts["array tasks"] > 0 and replay.counts["requeued (runs joined)"] >= 0
+    truth = true_replay(replay, site.truth)
+    # a job that completed in one run did, at its true speed, the work the generator gave it
+    requeued = {line.split("|")[0] for line in site.lines if "|REQUEUED|" in line}
+    checked = 0
+    for job in truth.workload.jobs:
+        meta = replay.jobs[job.id]
+        if meta.state == "COMPLETED" and meta.slurm_id not in requeued:
+            assert abs(job.total_steps - site.truth["work"][meta.slurm_id]) <= 1.0  # elapsed is whole seconds
+            checked += 1
+    assert checked > 100
