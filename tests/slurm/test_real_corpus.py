@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from slurm_fair.slurm.parse.gres import gpu_request_of, gpus_by_type, gpus_in_tr
 from slurm_fair.slurm.parse.history import parse_history
 from slurm_fair.slurm.parse.nodes import parse_nodes
 from slurm_fair.slurm.parse.partitions import parse_partitions
+from slurm_fair.toml_schema import tomllib
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 PROVENANCE = tomllib.loads((REAL / "PROVENANCE.toml").read_text())["file"]
