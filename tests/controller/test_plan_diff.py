@@ -304,3 +304,19 @@ def test_site_factors_only_push_down_and_put_unplaced_competitors_behind(rows):
         for j, p in plans.items():
             if not p.placed and p.planned_type == k:
                 assert own[j] + out[j] < min(placed)
+
+
+def test_a_site_factor_slurm_does_not_show_keeps_its_push_and_writes_nothing():
+    """sprio did not answer this cycle (site factors unknown): the push recorded stays planned and
+    nothing is written; a job without a push gets none. Before, the empty plan field gave every
+    push back, and the next cycle that read sprio pushed them again."""
+    snap = snapshot(cluster(v100=4), [job("1", "a", priority=1000), job("2", "a", priority=2000, site_factor=None),
+                                      job("3", "a", priority=3000, site_factor=None)])
+    owned = {("2", "site_factor"): Owned("2", "site_factor", "a", "0", written="-2048")}
+    plan = plan_for(snap, {}, {"1": "v100"}, owned=owned)
+    assert plan.jobs["2"].site_factor == -2048 and plan.jobs["3"].site_factor is None
+    ours = reconcile(owned, {j.job_id: j for j in snap.jobs}, 0.0).ours
+    assert not [a for a in diff(plan, snap, owned, ours) if a.kind == "set_site_factor"]
+    # order = "none" still gives the push back
+    plan = plan_for(snap, {}, {"1": "v100"}, owned=owned, s=steering(snap, order="none"))
+    assert [(a.job, a.after) for a in diff(plan, snap, owned, ours) if a.kind == "set_site_factor"] == [("2", 0)]

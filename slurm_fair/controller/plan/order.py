@@ -83,9 +83,16 @@ def site_factors(
     out: dict[str, int] = {}
     for j, jp in plans.items():
         sj = jobs.get(j)
-        if sj is None or not sj.pending or prio.get(j) is None or (j, "site_factor") in released:
+        if sj is None or not sj.pending or (j, "site_factor") in released:
             continue
         row = owned.get((j, "site_factor"))
+        if prio.get(j) is None:
+            # Slurm did not show the factor (sprio did not answer): an unknown value is no reason
+            # to give a push back, which would lift it and set it again when sprio answers; the
+            # push recorded stays planned (revert and the failsafe give it back from the row)
+            if row is not None and row.written is not None:
+                out[j] = int(row.written)
+            continue
         base = own_factor(sj, row) or 0
         want = base
         if j not in (head or {}):
