@@ -147,7 +147,8 @@ class SlurmCli:
         fs = self._separator()
         excluded = parse_excluded(
             self.runner.run(["squeue", "-a", "-r", "--noheader", "-t", "PENDING", "-o", f"%i{fs}%x"]), fs)
-        return [with_pending_extras(j, excluded, self._site_factors()) for j in jobs]
+        site = self._site_factors()  # once per read: sprio lists every eligible pending job
+        return [with_pending_extras(j, excluded, site) for j in jobs]
 
     def _site_factors(self) -> dict[str, int]:
         """Pending jobs' site factors (``sprio``); {} when sprio does not answer: under
