@@ -40,7 +40,7 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from ..errors import JobGone, SlurmCommandError, SlurmError, SlurmUnavailable
 from .cli import SlurmCli
@@ -175,27 +175,35 @@ class PyslurmPort:
     # --- read ---------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """Jobs, then nodes, then partitions through pyslurm (three RPCs); meanwhile, beside
-        them, the site factors (sprio) and accounts and QOS (sacctmgr)."""
+        them, the site factors (sprio) and accounts and QOS (sacctmgr): processes that wait on
+        slurmctld and slurmdbd while this one reads, so the snapshot costs about its longest
+        read, not their sum. Each job is built once, its site factor in it."""
         taken = datetime.now()
         with ThreadPoolExecutor(3, thread_name_prefix="slurm-fair-read") as pool:
             site = pool.submit(self._site_factors)
             accounts, qos = pool.submit(self.accounts), pool.submit(self.qos)
-            jobs = self._jobs(("PENDING", "RUNNING"))
-            nodes = self.nodes()
+            records = self._records()
             partitions = self.partitions()
+            nodes = self._nodes(partitions)
+            jobs = self._convert(records, ("PENDING", "RUNNING"), site.result())
             return Snapshot(
                 taken_at=taken,
                 nodes=tuple(nodes),
-                jobs=tuple(self._with_site(jobs, site.result())),
+                jobs=tuple(jobs),
                 accounts=tuple(accounts.result()),
                 qos=tuple(qos.result()),
                 cluster=self.cluster,
                 partitions=tuple(partitions),
             )
 
-    def _jobs(self, states: Sequence[str]) -> list[SlurmJob]:
-        records = self._call("job", lambda: self.ps.job().get())
-        return list(jobs_from(records, states, self._user, self._exact_reason))
+    def _records(self) -> Mapping[Any, Mapping[str, Any]]:
+        """Every job record of slurmctld (pyslurm's legacy read: the only one carrying the GPU
+        request strings, ``tres_per_job``/``_node``/``_task`` and ``tres_alloc_str``)."""
+        return self._call("job", lambda: self.ps.job().get())
+
+    def _convert(self, records: Mapping[Any, Mapping[str, Any]], states: Sequence[str],
+                 site: Mapping[str, int] | None) -> list[SlurmJob]:
+        return list(jobs_from(records, states, self._user, self._exact_reason, site))
 
     def _exact_reason(self, job_id: str) -> str:
         """The reason of one job as Slurm holds it (pyslurm's legacy read turns the spaces of
@@ -212,19 +220,15 @@ class PyslurmPort:
         ``priority/basic``)."""
         return self.cli._site_factors()
 
-    @staticmethod
-    def _with_site(jobs: Sequence[SlurmJob], site: Mapping[str, int]) -> Iterator[SlurmJob]:
-        from dataclasses import replace
-
-        for j in jobs:
-            yield replace(j, site_factor=site.get(j.job_id)) if j.pending else j
-
     def nodes(self) -> list[Node]:
         """pyslurm's legacy node read (raw gres strings, ``mixed`` computed as sinfo does) with
         the complete state string of its newer one (every flag: drain, not_responding...)."""
+        return self._nodes(self.partitions())
+
+    def _nodes(self, partitions: Sequence[Partition]) -> list[Node]:
         legacy = self._call("node", lambda: self.ps.node().get())
         complete = {name: str(n.state or "") for name, n in self._call("node", self.ps.Nodes.load).items()}
-        tiers = {p.name: p.priority_tier for p in self.partitions()}
+        tiers = {p.name: p.priority_tier for p in partitions}
         return [node_record(raw, complete.get(name, ""), tiers) for name, raw in legacy.items()]
 
     def partitions(self) -> list[Partition]:
@@ -232,10 +236,11 @@ class PyslurmPort:
         return [partition_record({a: getattr(p, a) for a in _PARTITION_ATTRS}) for p in loaded.values()]
 
     def jobs(self, states: Sequence[str] = ("PENDING", "RUNNING")) -> list[SlurmJob]:
-        jobs = self._jobs(states)
-        if not any(j.pending for j in jobs):
-            return jobs
-        return list(self._with_site(jobs, self._site_factors()))
+        wanted = {s.upper() for s in states}
+        with ThreadPoolExecutor(1, thread_name_prefix="slurm-fair-read") as pool:
+            site = pool.submit(self._site_factors) if not wanted or "PENDING" in wanted else None
+            records = self._records()
+            return self._convert(records, states, site.result() if site is not None else None)
 
     def accounts(self) -> list[Account]:
         return self.cli.accounts()

@@ -41,6 +41,7 @@ NO_VAL = 0xFFFFFFFE
 INFINITE = 0xFFFFFFFF
 #: the bit of pn_min_memory saying "per CPU" (slurm.h MEM_PER_CPU)
 MEM_PER_CPU = 0x8000000000000000
+_NO_VALUES = frozenset((NO_VAL, INFINITE, NO_VAL16))
 
 Raw = Mapping[str, Any]
 
@@ -64,19 +65,27 @@ def _joined(value: Any) -> str:
 
 
 def _int(value: Any, default: int = 0) -> int:
+    if value.__class__ is int:  # the usual case, first: pyslurm gives C integers as ints
+        return default if value in _NO_VALUES else value
     if value is None or isinstance(value, str):
         try:
             return int(value) if value is not None and value.strip().lower() not in NONE else default
         except ValueError:
             return default
     v = int(value)
-    return default if v in (NO_VAL, INFINITE, NO_VAL16) else v
+    return default if v in _NO_VALUES else v
+
+
+@lru_cache(maxsize=65536)
+def _local(epoch: int) -> datetime:
+    """An epoch -> local time; cached, as a queue's jobs share their submit seconds."""
+    return datetime.fromtimestamp(epoch)
 
 
 def _time(epoch: Any) -> datetime | None:
     """An epoch (0: not set) -> local time, as squeue prints it (``SLURM_TIME_FORMAT=standard``)."""
     v = _int(epoch)
-    return datetime.fromtimestamp(v) if v > 0 else None
+    return _local(v) if v > 0 else None
 
 
 def array_tasks(text: str) -> list[int]:
@@ -153,12 +162,16 @@ _request = lru_cache(maxsize=4096)(gpu_request)
 
 
 def job_records(raw: Raw, user_of: Callable[[int], str],
-                reason_of: Callable[[str], str] | None = None) -> list[SlurmJob]:
+                reason_of: Callable[[str], str] | None = None,
+                site: Mapping[str, int] | None = None) -> list[SlurmJob]:
     """One pyslurm job record (its legacy ``job().get()`` dict) -> the job(s) squeue lists.
 
     ``user_of`` names a uid as squeue does; ``reason_of`` gives the exact reason of a job whose
-    legacy record had its spaces turned into ``_`` (pyslurm does so with ``state_desc``).
-    Written for speed (a snapshot converts every queued job): the fields in one lookup."""
+    legacy record had its spaces turned into ``_`` (pyslurm does so with ``state_desc``);
+    ``site`` holds the site factors of pending jobs (sprio's; None: none read, every job's
+    ``site_factor`` None). Written for speed (a snapshot converts every queued job): the fields
+    in one lookup, typed values taken as they are (no string round trip), a field parsed only
+    when it is set, and each job built once (no copy to add its site factor)."""
     try:
         values = _fetch(raw)
     except KeyError:  # another pyslurm's record without some field: None, as Slurm's NULL
@@ -169,7 +182,8 @@ def job_records(raw: Raw, user_of: Callable[[int], str],
     st = state_name(_str(state))
     pending = st == "PENDING"
     nodes = node_count(raw, pending)
-    request = _request(_str(per_job), _str(per_node), _str(per_task), nodes, _int(num_tasks, 1) or 1)
+    request = _request(_str(per_job), _str(per_node), _str(per_task), nodes, _int(num_tasks, 1) or 1) \
+        if per_job or per_node or per_task else None
     running_type = None
     if request is not None and st in ("RUNNING", "COMPLETING", "SUSPENDED"):
         _, running_type = gpus_in_tres_map(parse_tres_map(_str(alloc)))
@@ -178,7 +192,7 @@ def job_records(raw: Raw, user_of: Callable[[int], str],
     reason = _str(reason)
     if reason_of is not None and "_" in reason:
         reason = reason_of(ids[0] if len(ids) == 1 else str(raw["job_id"]))
-    base = dict(
+    fields = dict(
         name=_str(name),
         user=user_of(_int(uid)),
         account=_str(account),
@@ -207,17 +221,21 @@ def job_records(raw: Raw, user_of: Callable[[int], str],
         dependency=_str(dependency),
         features=_joined(features),
     )
-    return [SlurmJob(job_id=i, **base) for i in ids]  # type: ignore[arg-type]
+    if not pending or not site:
+        return [SlurmJob(job_id=i, **fields) for i in ids]  # type: ignore[arg-type]
+    return [SlurmJob(job_id=i, site_factor=site.get(i), **fields) for i in ids]  # type: ignore[arg-type]
 
 
 def jobs_from(records: Mapping[Any, Raw], states: Sequence[str], user_of: Callable[[int], str],
-              reason_of: Callable[[str], str] | None = None) -> Iterator[SlurmJob]:
-    """Every job of the legacy read in one of ``states`` (all with none), as squeue lists them."""
+              reason_of: Callable[[str], str] | None = None,
+              site: Mapping[str, int] | None = None) -> Iterator[SlurmJob]:
+    """Every job of the legacy read in one of ``states`` (all with none), as squeue lists them,
+    pending ones with their site factor from ``site`` (:func:`job_records`)."""
     wanted = {s.upper() for s in states}
     for raw in records.values():
-        if wanted and state_name(_text(raw.get("job_state"))) not in wanted:
+        if wanted and state_name(_str(raw.get("job_state"))) not in wanted:
             continue
-        yield from job_records(raw, user_of, reason_of)
+        yield from job_records(raw, user_of, reason_of, site)
 
 
 def node_state(legacy: str, complete: str) -> str:

@@ -40,8 +40,8 @@ def test_recorded_jobs_convert_to_exactly_the_command_lines_jobs():
     raw = RECORDED["pyslurm"]
     users = raw["users"]
     records = {r["job_id"]: r for r in raw["jobs"]}
-    converted = jobs_from(records, ("PENDING", "RUNNING"), lambda uid: users[str(uid)])
-    jobs = as_plain(list(PyslurmPort._with_site(list(converted), raw["site_factors"])))
+    jobs = as_plain(list(jobs_from(records, ("PENDING", "RUNNING"), lambda uid: users[str(uid)],
+                                   site=raw["site_factors"])))
     cli = RECORDED["cli"]["jobs"]
     assert len(cli) >= 45 and {j["state"] for j in cli} == {"PENDING", "RUNNING"}
     assert _by(jobs, "job_id") == _by(cli, "job_id")
