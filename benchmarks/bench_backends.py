@@ -9,7 +9,8 @@ in a partition made DOWN for the run so they stay pending and ``sprio`` lists th
 waiting jobs of a full cluster), then times, one run per arm, arms alternating (the command
 line first at the first size, pyslurm first at the next):
 
-* ``snapshot()`` (every controller cycle's read) and the Problem the controller builds from it
+* ``snapshot()`` (every controller cycle's read), ``--rounds`` times per arm, arms alternating in
+  each round (the median and every run printed), and the Problem the controller builds from it
   (``snapshot --json``'s): the two Problems must be equal (the age of each job aside);
 * ``update_jobs(all, SiteFactor=...)``: the controller's order, written to every pending job;
 * ``set_nice`` on 200 jobs one at a time (a per-job write).
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -65,6 +67,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", default="1000,10000", help="queue sizes, ascending (pending jobs)")
     ap.add_argument("--single-writes", type=int, default=200, help="jobs written one at a time (set_nice)")
+    ap.add_argument("--rounds", type=int, default=5, help="snapshots per arm and size, arms alternating (median)")
     args = ap.parse_args()
     sizes = sorted(int(x) for x in args.jobs.split(","))
     env = dict(os.environ)
@@ -94,11 +97,18 @@ def main() -> int:
                 time.sleep(1)
             order = ["cli", "pyslurm"] if n % 2 == 0 else ["pyslurm", "cli"]
             docs = {}
+            # the snapshot alone, --rounds times per arm, arms alternating (the median is reported:
+            # the machine's load moves between single reads)
+            snap_runs: dict[str, list[float]] = {arm: [] for arm in order}
+            for r in range(args.rounds):
+                for arm in (order if r % 2 == 0 else order[::-1]):
+                    t = time.perf_counter()
+                    ports[arm].snapshot()
+                    snap_runs[arm].append(time.perf_counter() - t)
             for k, arm in enumerate(order):
                 port = ports[arm]
-                t = time.perf_counter()
                 snap = port.snapshot()
-                snap_s = time.perf_counter() - t
+                snap_s = statistics.median(snap_runs[arm])
                 t = time.perf_counter()
                 docs[arm] = problem(port, config)
                 problem_s = time.perf_counter() - t
@@ -111,7 +121,7 @@ def main() -> int:
                     port.set_nice(job_id, 10 * n + k + 1)
                 single_s = time.perf_counter() - t
                 rows.append((size, arm, len(snap.jobs), snap_s, problem_s, len(pending), batch_s, len(failed),
-                             min(len(pending), args.single_writes), single_s, submit_s))
+                             min(len(pending), args.single_writes), single_s, submit_s, snap_runs[arm]))
             same = docs["cli"] == docs["pyslurm"]
             rows.append((size, "same Problem", same))
         print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
@@ -125,13 +135,15 @@ def main() -> int:
             if r[1] == "same Problem":
                 print(f"{r[0]:>7} same Problem from both backends: {'yes' if r[2] else 'NO'}")
                 continue
-            size, arm, njobs, snap_s, problem_s, npend, batch_s, nfail, nsingle, single_s, _ = r
+            size, arm, njobs, snap_s, problem_s, npend, batch_s, nfail, nsingle, single_s, _, runs = r
             snaps[(size, arm)] = snap_s
             print(f"{size:>7} {arm:>8} {njobs:>6} {snap_s:>10.3f} {problem_s:>9.3f} {npend:>13} {batch_s:>7.2f} "
-                  f"{nfail:>6} {nsingle:>10} {single_s:>7.2f}")
+                  f"{nfail:>6} {nsingle:>10} {single_s:>7.2f}   snapshots: {' '.join(f'{x:.3f}' for x in runs)}")
         print()
         for size in sizes:
-            print(f"snapshot at {size} pending: cli / pyslurm = {snaps[(size, 'cli')] / snaps[(size, 'pyslurm')]:.1f}x")
+            print(f"snapshot at {size} pending: cli / pyslurm = {snaps[(size, 'cli')] / snaps[(size, 'pyslurm')]:.1f}x "
+                  f"(medians)")
+        print(f"load average (1, 5, 15 min) at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     finally:
         for i in range(0, len(ids), 1000):
             subprocess.run(["scancel", *ids[i:i + 1000]], env=env, check=False)

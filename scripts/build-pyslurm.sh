@@ -11,7 +11,8 @@
 #     $PYSLURM_VENDOR_DIR (default ../shared/vendor/pyslurm next to the checkout) whose version
 #     matches that Slurm's major.minor;
 #   - the wheel is cached in ${SLURM_FAIR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/slurm-fair}/pyslurm/
-#     under a key of pyslurm version + Slurm version + Python tag, built in a throw-away build
+#     under a key of pyslurm version + Slurm version + Python tag + the sources' sha256, built on
+#     every core in a throw-away build
 #     environment (Cython>=0.29.37,<3, Cython 3 on Python 3.13; setuptools<70; about 4.5 min on one
 #     core) only when the key
 #     is missing, under a lock so two runs never build it twice;
@@ -81,7 +82,14 @@ esac
 
 pytag="$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
 cache="${SLURM_FAIR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/slurm-fair}/pyslurm"
-key="pyslurm-${pyslurm_version}-slurm-${slurm_version}-${pytag}"
+# the sources' own hash is in the key: a changed tarball or checkout is built again, never mistaken
+# for the cached one (a checkout: every file but .git's, by path and content)
+if [ -d "$SOURCE" ]; then
+  srchash="$(cd "$SOURCE" && find . -type f -not -path './.git/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum)"
+else
+  srchash="$(sha256sum < "$SOURCE")"
+fi
+key="pyslurm-${pyslurm_version}-slurm-${slurm_version}-${pytag}-src-${srchash:0:12}"
 mkdir -p "$cache"
 
 find_wheel() { ls -1 "${cache}/${key}/"pyslurm-*.whl 2>/dev/null | head -n 1 || true; }
@@ -115,7 +123,11 @@ if [ -z "$wheel" ]; then
     cython='Cython>=0.29.37,<3'
   fi
   "$work/env/bin/python" -m pip install -q "$cython" 'setuptools<70' wheel
-  (cd "$work/src" && "$work/env/bin/python" -m pip wheel -q --no-build-isolation --no-deps -w "$work/out" . )
+  # on every core: Cython's translation (PYSLURM_BUILD_JOBS: 24.11's setup.py reads it, 22.5's does not)
+  # and the C compiler (setuptools' build_ext "parallel", from the build copy's setup.cfg)
+  jobs="$(nproc 2>/dev/null || echo 1)"
+  printf '\n[build_ext]\nparallel = %s\n' "$jobs" >> "$work/src/setup.cfg"
+  (cd "$work/src" && PYSLURM_BUILD_JOBS="$jobs" "$work/env/bin/python" -m pip wheel -q --no-build-isolation --no-deps -w "$work/out" . )
   mkdir -p "${cache}/${key}.tmp" && mv "$work/out/"pyslurm-*.whl "${cache}/${key}.tmp/"
   rm -rf "${cache:?}/${key}" && mv "${cache}/${key}.tmp" "${cache}/${key}"
   wheel="$(find_wheel)"

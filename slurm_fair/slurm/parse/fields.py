@@ -97,9 +97,11 @@ def fold_hostlist(nodes: Sequence[str]) -> str:
     return str(NodeSet.fromlist(list(nodes))) if nodes else ""
 
 
+@lru_cache(maxsize=8192)
 def expand_hostlist(text: str) -> tuple[str, ...]:
     """``a100-[1-2],v100-1`` -> node names (ClusterShell NodeSet; empty/None -> (); sacct's
-    ``None assigned`` for a job that never ran -> ())."""
+    ``None assigned`` for a job that never ran -> ()). Cached: a queue's jobs name the same few
+    node lists over and over, and a snapshot expands every one of them (an immutable tuple)."""
     t = text.strip()
     if t.lower() in NONE or t.startswith("(") or t.lower() == "none assigned":
         return ()
