@@ -8,6 +8,7 @@ the conversion must give exactly the command line's jobs, nodes and partitions.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -362,12 +363,45 @@ def test_build_script_refuses_a_pyslurm_of_another_slurm_and_reports_the_cache(t
     out = _script(tmp_path, "--check", SLURM_INCLUDE_DIR=str(inc), SLURM_LIB_DIR=str(tmp_path / "lib"),
                   PYSLURM_VENDOR_DIR=str(vendor))
     assert out.returncode == 1  # not built yet: --check builds nothing
-    key = tmp_path / "cache" / "pyslurm" / "pyslurm-24.11.0-slurm-24.11.5-cp{}{}".format(*os.sys.version_info[:2])
+    sources = hashlib.sha256(b"").hexdigest()[:12]  # the key holds the sources' own hash
+    key = tmp_path / "cache" / "pyslurm" / "pyslurm-24.11.0-slurm-24.11.5-cp{}{}-src-{}".format(
+        *os.sys.version_info[:2], sources)
     key.mkdir(parents=True)
     (key / "pyslurm-24.11.0-cp-linux_x86_64.whl").write_text("")
     out = _script(tmp_path, "--check", "--python", os.sys.executable, SLURM_INCLUDE_DIR=str(inc),
                   SLURM_LIB_DIR=str(tmp_path / "lib"), PYSLURM_VENDOR_DIR=str(vendor))
     assert out.returncode == 0 and out.stdout.strip().endswith(".whl")
+    (vendor / "pyslurm-24.11.0.tar.gz").write_text("changed")  # other sources: not the cached wheel
+    out = _script(tmp_path, "--check", "--python", os.sys.executable, SLURM_INCLUDE_DIR=str(inc),
+                  SLURM_LIB_DIR=str(tmp_path / "lib"), PYSLURM_VENDOR_DIR=str(vendor))
+    assert out.returncode == 1
+
+
+def _junit(path: Path, cases: dict[str, str]) -> Path:
+    """A pytest-style JUnit report: test name -> "passed", "skipped" or "failure"."""
+    body = "".join(
+        f'<testcase classname="tests.slurm.test_contract" name="{n}">'
+        + ("" if r == "passed" else f'<{r} message="x"/>') + "</testcase>" for n, r in cases.items())
+    path.write_text(f'<testsuites><testsuite name="pytest">{body}</testsuite></testsuites>')
+    return path
+
+
+def test_the_rootfs_arm_counts_what_ran_and_fails_on_a_skip_or_nothing(tmp_path):
+    """scripts/junit_counts.py (the 24.11 pyslurm arm's last step): a skipped or missing pyslurm
+    test fails the arm even though pytest itself exits 0 on skips."""
+    def run(*reports):
+        return subprocess.run([os.sys.executable, str(REPO / "scripts" / "junit_counts.py"), "--version", "24.11",
+                               *reports], capture_output=True, text=True, timeout=60)
+
+    good = _junit(tmp_path / "good.xml", {"a[slurmsite-pyslurm]": "passed", "b[slurmsite-pyslurm]": "passed"})
+    out = run(f"contract={good}")
+    assert out.returncode == 0 and "contract: 2 passed, 0 failed, 0 skipped" in out.stdout
+    skipped = _junit(tmp_path / "skip.xml", {"a": "passed", "b": "skipped"})
+    assert run(f"contract={good}", f"chaos={skipped}").returncode == 1
+    assert run(f"contract={_junit(tmp_path / 'none.xml', {})}").returncode == 1
+    assert run(f"contract={good}:test_pilot_real").returncode == 1  # no test of that module ran
+    failed = _junit(tmp_path / "fail.xml", {"a": "failure"})
+    assert "1 failed" in run(f"contract={failed}").stdout
 
 
 # --- which backend: shown by snapshot, run --json and the metrics -------------------------------
