@@ -10,11 +10,15 @@ port wraps) because pyslurm 22.5 cannot do it the way the controller needs:
 
 * **reads from slurmctld** (jobs, nodes, partitions, one job's outlook): pyslurm, one RPC each,
   turned into the model by :mod:`.pyslurm_records` through the same parsers as the command
-  line. The jobs' *site factor* is not in pyslurm's job record: ``sprio`` (one call, run beside
-  the RPCs), as is :meth:`job_priority_factors` (pyslurm has no priority-factors call);
-* **slurmdbd** (accounts, QOS, accounting, ``speeds learn``'s history): the commands. pyslurm
-  22.5's database API has no QOS limits or priority and no account's default QOS, and it keys
-  accounting by job id, so a requeued job's earlier runs (``sacct -D``) would be lost;
+  line, each job built once. The jobs come from the legacy ``job().get()``, in pyslurm 22.5.3
+  and 24.11.0 alike the only read carrying the GPU request strings. The jobs' *site factor* is
+  in neither of pyslurm's job records: ``sprio`` (one call, started before the job read and run
+  beside it), as is :meth:`job_priority_factors` (neither release exposes libslurm's
+  ``slurm_load_job_prio``);
+* **slurmdbd** (accounts, QOS, accounting, ``speeds learn``'s history): the commands, beside the
+  job read. pyslurm's database API (22.5.3 and 24.11.0) has no account's default QOS and no QOS
+  limits in names (the legacy ``qos()`` gives TRES ids), and it keys accounting by job id, so a
+  requeued job's earlier runs (``sacct -D``) would be lost;
 * **writes to pending jobs**: priority, nice, site factor, hold, release, requeue, partition,
   QOS, node lists and features through pyslurm (``slurm_update_job``, one RPC per job; the same
   change on more than :data:`FEW_JOBS` jobs through scontrol's job list, faster); a field
