@@ -111,3 +111,26 @@ def test_time_format_forced_whatever_the_shell_says(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_TIME_FORMAT", "relative")
     make_cmd(tmp_path, "squeue", 'echo "$SLURM_TIME_FORMAT $LC_ALL"')
     assert Runner(bin_dir=tmp_path).run(["squeue"]) == "standard C\n"
+
+
+@pytest.mark.parametrize("recording", ["testbed-22.05", "testbed-24.11"])
+def test_a_job_read_asks_sprio_once_whatever_the_number_of_pending_jobs(recording, tmp_path, monkeypatch):
+    """The site factors of every pending job come from one sprio call per read (it lists them
+    all): a call per job made a 10,000-job snapshot take half an hour."""
+    from slurm_fair.slurm.cli import SlurmCli
+    from slurm_fair.slurm.fake import recordings_dir
+
+    repo = Path(__file__).resolve().parents[2]
+    for cmd in ("sinfo", "squeue", "sprio", "sacctmgr", "scontrol"):
+        (tmp_path / cmd).symlink_to(repo / "scripts" / "recorded-slurm")
+    monkeypatch.setenv("SLURM_FAIR_RECORDING", str(recordings_dir() / recording))
+    cli = SlurmCli(bin_dir=str(tmp_path), timeout_s=10, retries=0)
+    calls: list[str] = []
+    run = cli.runner.run
+    monkeypatch.setattr(cli.runner, "run", lambda argv, *a, **k: calls.append(argv[0]) or run(argv, *a, **k))
+    jobs = cli.jobs()
+    assert sum(j.pending for j in jobs) >= 2
+    assert calls.count("sprio") == 1
+    calls.clear()
+    cli.snapshot()
+    assert calls.count("sprio") == 1
