@@ -39,7 +39,7 @@ KEEP_BONUS = 1.25
 #: the finish-time ratio's weight against the latency ratio (``<policy>.rho_weight``'s default)
 RHO_WEIGHT = 1.5
 #: a tenant's jobs get at least ``1 - INSIDE_EPS`` of its bundle's best use (``<policy>.inside_eps``)
-INSIDE_EPS = 0.02
+INSIDE_EPS = 0.01
 #: a waiting job past this latency ratio takes its turn first (``<policy>.turn_after_lr``; chosen
 #: on the Philly trace of bench_starvation against 2, docs/results.md: twice the bound of the
 #: simulator's gang reservation, which then finds the turned gang its nodes)
