@@ -31,6 +31,7 @@ from slurm_fair import fairness, policies
 from slurm_fair.estimates import gavel as tt
 from slurm_fair.model import Job, Problem
 from slurm_fair.policies import PolicyOptions
+from slurm_fair.policies._inside import INSIDE_EPS
 from slurm_fair.solver import fastest_available
 
 TYPES = ("v100", "p100", "k80")
@@ -88,13 +89,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, action="append", default=None, help="repeatable; default 0-3")
     parser.add_argument("--count", type=int, default=8, help="problems per seed")
     parser.add_argument("--eps", type=float, action="append", default=None,
-                        help="oef.inside_eps arms (repeatable; default 0.02 and 1)")
+                        help="oef.inside_eps arms (repeatable; default: its default and 1)")
     args = parser.parse_args()
     console = Console(width=170)
     solver = fastest_available()
     console.print(f"machine: {platform.machine()}, Python {platform.python_version()}, solver {solver}")
     table = tt.load()
-    arms = args.eps or [0.02, 1.0]
+    arms = args.eps or [INSIDE_EPS, 1.0]
     rows: dict[float, list[dict]] = {e: [] for e in arms}
     for seed in args.seed or [0, 1, 2, 3]:
         rng = random.Random(f"inside-{seed}")

@@ -554,6 +554,38 @@ def age_s(work: float, throughput: Mapping[str, float], capacity: Mapping[str, i
     return sum(c / total * work / float(throughput[k]) for k, c in usable.items())
 
 
+def known_remaining(job: Job) -> float | None:
+    """The work a policy may believe ``job`` has left, in its throughput's units: the one home of
+    "a job's size as a site knows it" (docs/oef.md, "Only what a site knows"). Its
+    ``remaining_work`` where the caller knows it (a tagged job, the simulator with ``--knowledge
+    oracle``), else what its time limit leaves (``extra['time_limit_s']`` less the time it ran,
+    at its fastest believed rate), as the controller reads Slurm's ``TimeLimit``; None when
+    neither is given. Every policy and the simulator's gang reservation read sizes through this,
+    never the simulator's true remaining work (``tests/sim/test_knowledge_sizes.py``)."""
+    if job.remaining_work is not None:
+        return float(job.remaining_work)
+    limit = job.extra.get("time_limit_s")
+    if isinstance(limit, (int, float)) and limit > 0 and job.best_throughput > 0:
+        return max(0.0, float(limit) - float(job.attained_s)) * job.best_throughput
+    return None
+
+
+def known_remaining_s(job: Job) -> float | None:
+    """:func:`known_remaining` in seconds at the job's best (believed) rate; None when unknown."""
+    rem = known_remaining(job)
+    best = job.best_throughput
+    return max(0.0, rem) / best if rem is not None and best > 0 else None
+
+
+def known_age(job: Job, capacity: Mapping[str, int]) -> float | None:
+    """Hops' age of ``job`` as a site knows it: the time it ran plus :func:`age_s` of its
+    :func:`known_remaining` work; None when its size is unknown."""
+    rem = known_remaining(job)
+    if rem is None:
+        return None
+    return float(job.attained_s) + age_s(rem, job.throughput, capacity)
+
+
 def latency_ratio(wait_s: float, age: float) -> float:
     """Hops' latency ratio ``LR = W / A`` (Eqs. 6, 8): time spent waiting over the age
     (:func:`age_s`). 0 for a job that never waited; inf for a job that waited with no age."""

@@ -41,16 +41,16 @@ KEY = "fft"
 
 def remaining_time(job: Job) -> float:
     """The job's remaining time at full speed (0 when its remaining work is unknown)."""
-    best = job.best_throughput
-    return job.remaining_work / best if job.remaining_work is not None and best > 0 else 0.0
+    return fairness.known_remaining_s(job) or 0.0
 
 
 def _progress(job: Job, last: dict[str, Any]) -> float:
     """Full-speed seconds of progress since the last observation."""
     best = job.best_throughput
     before = last.get("remaining")
-    if before is not None and job.remaining_work is not None and best > 0:
-        return max(0.0, (float(before) - job.remaining_work) / best)
+    now = fairness.known_remaining(job)
+    if before is not None and now is not None and best > 0:
+        return max(0.0, (float(before) - now) / best)
     ran = max(0.0, job.attained_s - float(last.get("attained", 0.0)))
     return ran * (job.normalised(job.prev_type) if job.prev_type else 0.0)
 
@@ -84,7 +84,7 @@ def update_ledger(problem: Problem, state: MutableMapping[str, Any], round_s: fl
             fair, got, deficit = float(last["rate"]) * dt, _progress(j, last), float(last["deficit"])
         waited = max(0.0, age - j.attained_s) if age is not None else 0.0
         deficit = max(0.0, deficit + (1.0 + waited / horizon) * (fair - got))
-        book[j.id] = {"age": age, "attained": float(j.attained_s), "remaining": j.remaining_work,
+        book[j.id] = {"age": age, "attained": float(j.attained_s), "remaining": fairness.known_remaining(j),
                       "rate": rate, "deficit": deficit}
         comp[j.id] = deficit / (remaining_time(j) + horizon)
     active = {j.id for j in problem.jobs}

@@ -39,7 +39,7 @@ KEEP_BONUS = 1.25
 #: the finish-time ratio's weight against the latency ratio (``<policy>.rho_weight``'s default)
 RHO_WEIGHT = 1.5
 #: a tenant's jobs get at least ``1 - INSIDE_EPS`` of its bundle's best use (``<policy>.inside_eps``)
-INSIDE_EPS = 0.02
+INSIDE_EPS = 0.01
 #: a waiting job past this latency ratio takes its turn first (``<policy>.turn_after_lr``; chosen
 #: on the Philly trace of bench_starvation against 2, docs/results.md: twice the bound of the
 #: simulator's gang reservation, which then finds the turned gang its nodes)
@@ -47,17 +47,10 @@ TURN_AFTER_LR = 4.0
 
 
 def remaining(job: Job) -> float | None:
-    """The work the policy believes ``job`` has left, in its throughput's units: its
-    ``remaining_work`` where the caller knows it (the simulator with ``--knowledge oracle``),
-    else what its time limit leaves (``extra['time_limit_s']`` less the time it ran, on its
-    fastest type): all a site knows of a job's size (docs/oef.md, "Only what a site knows");
-    None when neither is given."""
-    if job.remaining_work is not None:
-        return float(job.remaining_work)
-    limit = job.extra.get("time_limit_s")
-    if isinstance(limit, (int, float)) and limit > 0 and job.best_throughput > 0:
-        return max(0.0, float(limit) - float(job.attained_s)) * job.best_throughput
-    return None
+    """The work the policy believes ``job`` has left: :func:`slurm_fair.fairness.known_remaining`
+    (its ``remaining_work`` where known, else what its time limit leaves), all a site knows of
+    a job's size (docs/oef.md, "Only what a site knows")."""
+    return fairness.known_remaining(job)
 
 
 def age(problem: Problem, job: Job) -> float:

@@ -13,8 +13,9 @@ Exact formulations (also in ``docs/policies/``):
   a GPU); the allocation is then judged with the true throughputs.
 * ``gavel-ftf``: ``min R`` s.t. ``rho_j(x) <= R`` by bisection, then ``max E`` at that ``R``;
   ``rho_j(x) = (age_j + rem_j / thr_j(x)) / (age_j + rem_j / thr^iso_j)`` with
-  ``thr^iso`` from :func:`slurm_fair.fairness.isolated_throughputs`; missing ``age_s`` is 0, a
-  missing ``remaining_work`` makes the job count with age 0 (``rho = thr^iso / thr``).
+  ``thr^iso`` from :func:`slurm_fair.fairness.isolated_throughputs`; missing ``age_s`` is 0, ``rem_j``
+  the size a site knows (:func:`slurm_fair.fairness.known_remaining`: its time limit when its
+  size is hidden); a job with neither counts with age 0 (``rho = thr^iso / thr``).
 * ``fifo``: oldest first (``age_s`` descending, id), each job all the time on its fastest type
   with enough free GPUs, or not at all this cycle (FIFO with backfill).
 """
@@ -94,7 +95,7 @@ def _ftf_classes(problem: Problem) -> tuple[list[JobGroup], dict[int, tuple[floa
     groups: dict[tuple[Any, ...], list[Job]] = {}
     for j in problem.jobs:
         n = normalised_vector(j, types)
-        rem = j.remaining_work
+        rem = fairness.known_remaining(j)  # its time limit when its size is hidden
         age = float(j.age_s or 0.0) if rem is not None else 0.0
         iso_n = iso[j.id] / j.best_throughput if j.best_throughput > 0 else 0.0
         rem_n = (float(rem) / j.best_throughput) if rem is not None and j.best_throughput > 0 else 1.0

@@ -32,6 +32,7 @@ from typing import Mapping
 
 from ..errors import SolverError
 from ..jobgroups import JobGroup
+from .. import fairness
 from ..model import Allocation, Job, Problem
 from . import PolicyOptions, register
 from ._fft_ledger import update_ledger
@@ -66,8 +67,8 @@ def remaining_terms(problem: Problem) -> dict[str, float]:
 
     A job whose remaining work is unknown counts as the median (1/2); when no job's is known
     every term is 0 (no preference at all)."""
-    t = {j.id: j.remaining_work / j.best_throughput for j in problem.jobs
-         if j.remaining_work is not None and j.best_throughput > 0}
+    known = {j.id: fairness.known_remaining_s(j) for j in problem.jobs}  # time limits when sizes are hidden
+    t = {jid: s for jid, s in known.items() if s is not None}
     if not t:
         return {j.id: 0.0 for j in problem.jobs}
     med = statistics.median(t.values())

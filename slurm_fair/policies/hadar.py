@@ -52,6 +52,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, MutableMapping
 
+from .. import fairness
 from ..model import Allocation, Job, Problem
 from . import Param, PolicyOptions, register
 from ..statuses import AllocationStatus
@@ -99,11 +100,10 @@ class Knobs:
 
 
 def remaining_s(job: Job) -> float | None:
-    """Seconds the job still needs at its best speed (None: remaining work or speed unknown)."""
-    best = max(job.throughput.values(), default=0.0)
-    if job.remaining_work is None or best <= 0:
-        return None
-    return max(0.0, float(job.remaining_work)) / best
+    """Seconds the job still needs at its best speed, as a site knows it
+    (:func:`slurm_fair.fairness.known_remaining_s`: its time limit when its size is hidden;
+    None: neither known)."""
+    return fairness.known_remaining_s(job)
 
 
 def densities(problem: Problem, knobs: Knobs | None = None, round_s: float = 360.0) -> dict[tuple[str, str], float]:

@@ -61,9 +61,8 @@ def age(job: Job, capacity: Mapping[str, int], round_s: float) -> float:
     """``A`` (Eq. 9) refreshed as the job runs: the time it has run plus the predicted run time
     of its remaining work (:func:`slurm_fair.fairness.age_s`); one round when the remaining work
     is unknown. For a job that never ran it is exactly Eq. 9 on its whole work."""
-    if job.remaining_work is None:
-        return job.attained_s + round_s
-    return job.attained_s + fairness.age_s(float(job.remaining_work), job.throughput, capacity)
+    known = fairness.known_age(job, capacity)  # its time limit when its size is hidden
+    return job.attained_s + round_s if known is None else known
 
 
 def priority(job: Job, capacity: Mapping[str, int], round_s: float) -> float:

@@ -242,26 +242,29 @@ class Simulator:
             self.knowledge.finished(s.trace.id, self._group(s.trace),
                                     {k: g / max(1, s.trace.gpus) for k, g in s.gpu_seconds.items()})
 
-    def _problem(self, active: list[JobState], now: float) -> Problem:
-        sizes = {s.trace.id: self.knowledge.sizes(s.trace.id, s.remaining, s.trace.total_steps / max(s.best, 1e-12))
-                 for s in active}
-        jobs = tuple(
-            Job(
-                id=s.trace.id,
-                tenant=s.trace.tenant,
-                gpus=s.trace.gpus,
-                throughput=self._believed(s),
-                remaining_work=sizes[s.trace.id][0],
-                age_s=now - s.trace.arrival_s,
-                attained_s=s.attained_s,
-                prev_type=s.seat.spot[0] if s.seat.spot else None,
-                extra={"job_type": s.trace.job_type, **sizes[s.trace.id][1]},
-                gpus_per_node=s.shape.per_node,
-                max_nodes=s.shape.max_nodes,
-                spread_throughput=s.unconsolidated,
-            )
-            for s in active
+    def _seen(self, s: JobState, now: float) -> Job:
+        """Job ``s`` as the policy and the gang reservation see it at ``now``: its believed
+        speeds and its size as :meth:`Knowledge.sizes` shows it (the true remaining work only
+        for a job the knowledge knows; else a time limit), the one place the engine hands a
+        job's state to a decision (issue 39: "only what a site knows")."""
+        size, extra = self.knowledge.sizes(s.trace.id, s.remaining, s.trace.total_steps / max(s.best, 1e-12))
+        return Job(
+            id=s.trace.id,
+            tenant=s.trace.tenant,
+            gpus=s.trace.gpus,
+            throughput=self._believed(s),
+            remaining_work=size,
+            age_s=now - s.trace.arrival_s,
+            attained_s=s.attained_s,
+            prev_type=s.seat.spot[0] if s.seat.spot else None,
+            extra={"job_type": s.trace.job_type, **extra},
+            gpus_per_node=s.shape.per_node,
+            max_nodes=s.shape.max_nodes,
+            spread_throughput=s.unconsolidated,
         )
+
+    def _problem(self, active: list[JobState], now: float) -> Problem:
+        jobs = tuple(self._seen(s, now) for s in active)
         tenants = {s.trace.tenant: self.workload.weight(s.trace.tenant) for s in active}
         return Problem(dict(self.cluster.capacity), tenants, jobs, self.nodes)
 
@@ -458,7 +461,7 @@ class Simulator:
         sticky = self.config.requeue_hold_s > 0
         moves = Moves(frozenset(prev), self._restart_cost_s) if sticky else None
         return rounding.place(problem, allocation, received, prev, prev_nodes, fixed, sticky=sticky,
-                              overdue=inround.overdue(active, now, self.config, self.cluster.capacity),
+                              overdue=inround.overdue(active, now, self.config, self.cluster.capacity, self._seen),
                               moves=moves)
 
     @property

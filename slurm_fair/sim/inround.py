@@ -5,11 +5,11 @@ re-plan of a policy that re-plans when GPUs free up (Hops, ``PolicyInfo.replans`
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from .. import fairness
 from ..gangs import choose_nodes
-from ..model import NodeCapacity, Problem
+from ..model import Job, NodeCapacity, Problem
 from ..policies import PolicyOptions
 from .holdings import FreeGpus
 from .playout import JobState, Replan
@@ -18,11 +18,15 @@ if TYPE_CHECKING:  # the engine imports this module
     from .engine import SimConfig, Simulator
 
 
-def overdue(active: list[JobState], now: float, config: "SimConfig", capacity: Mapping[str, int]) -> dict[str, float]:
+def overdue(active: list[JobState], now: float, config: "SimConfig", capacity: Mapping[str, int],
+            seen: Callable[[JobState, float], Job]) -> dict[str, float]:
     """Waiting gangs (more than one GPU, holding none) whose latency ratio so far passes
     ``reserve_after_lr`` and that waited at least a round (:func:`..fairness.overdue_ratio`),
     with that ratio. A single GPU is never kept from a job by fragmentation: who runs among
-    those is the policy's order alone."""
+    those is the policy's order alone. The age is taken from the job as ``seen`` shows it
+    (:func:`..fairness.known_age`: its believed speeds and, when its size is hidden, its time
+    limit), as the controller's reservation takes it from Slurm (issue 39), never from the
+    simulator's true remaining work; a job with no known size is never overdue."""
     if config.reserve_after_lr is None:
         return {}
     out: dict[str, float] = {}
@@ -30,7 +34,7 @@ def overdue(active: list[JobState], now: float, config: "SimConfig", capacity: M
         if s.seat.spot is not None or s.trace.gpus <= 1:
             continue
         waited = fairness.wait_s(now - s.trace.arrival_s, s.attained_s)
-        age = s.attained_s + fairness.age_s(s.remaining, s.throughput, capacity)
+        age = fairness.known_age(seen(s, now), capacity)
         ratio = fairness.overdue_ratio(waited, age, config.round_s, config.reserve_after_lr)
         if ratio is not None:
             out[s.trace.id] = ratio

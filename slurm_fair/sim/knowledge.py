@@ -21,9 +21,10 @@ A believed ``T_jk`` is the believed relative speed times the job's true best thr
 policy's arithmetic stays in the trace's units in every mode. Job sizes are hidden from the jobs
 the policy does not know (issue 39): such a job shows no ``remaining_work``, only a time limit
 (``extra['time_limit_s']``, :meth:`Knowledge.time_limit`) as its user would write it, a seeded
-over-estimate of its run time alone on its fastest type, rounded up to the quarter hour; the
-policies that read it (:func:`slurm_fair.policies._inside.remaining`) take their remaining-time
-arithmetic from it, as the controller does from Slurm's ``TimeLimit``.
+over-estimate of its run time alone on its fastest type, rounded up to the quarter hour; every
+decision reads sizes through :func:`slurm_fair.fairness.known_remaining` (every policy, and the
+engine's gang reservation on the engine's one view of a job, ``Simulator._seen``), so each takes
+its remaining-time arithmetic from it, as the controller does from Slurm's ``TimeLimit``.
 
 A finished job is one observation of its group: the time it ran, on the type it ran on most,
 with the minutes it spent on other types converted by the current belief (a job time-shared

@@ -24,7 +24,7 @@ from .strategies import problems
 
 OPTS = PolicyOptions(solver="highs")
 #: ``oef.inside_eps``'s default, written here (issue 39)
-EPS = 0.02
+EPS = 0.01
 
 
 def _bundles(problem: Problem, x) -> dict[tuple[str, str], float]:
