@@ -7,11 +7,12 @@
    jobs of Philly's sizes and durations over 90 days (history, truth and inventory files);
 2. **the engine with bounded staleness and parallel runs**: the command an admin runs,
    ``slurm-fair simulate --sacct-file H --inventory I --policy oef --policy agnostic --jobs 2
-   --stale-s S`` in a subprocess: wall time, peak memory of the process tree (the parent and
-   its workers, RSS summed, sampled every 0.5 s with psutil), the load average around it;
+   --stale-s S`` in a subprocess: wall time, CPU time and peak memory of the process tree (the
+   parent and its workers, sampled every 0.5 s with psutil: RSS summed, each process's CPU as
+   last seen), the load average around it;
 3. **today's engine** (``--stale-s 0``: solve at every change of the active jobs; one process
    per policy, both at once): each stopped after ``--baseline-bound-s`` when not done, with how
-   far it was (share of the jobs finished, simulated days, solves).
+   far it was (share of the jobs finished, simulated days, solves) and its CPU seconds.
 
 Prints one table (rich). The machine is shared: the load average is printed with the figures.
 """
@@ -38,30 +39,36 @@ from make_site_history import generate, inventory_text  # noqa: E402
 BIN = Path(sys.executable).parent / "slurm-fair"
 
 
-def tree_rss(proc: psutil.Process) -> int:
-    """Bytes resident in ``proc`` and its children."""
+def tree_rss(proc: psutil.Process, cpu: dict[int, float] | None = None) -> int:
+    """Bytes resident in ``proc`` and its children; with ``cpu``, each process's CPU seconds
+    (user + system) so far are recorded in it by pid."""
     total = 0
     for p in [proc, *proc.children(recursive=True)]:
         try:
             total += p.memory_info().rss
+            if cpu is not None:
+                t = p.cpu_times()
+                cpu[p.pid] = t.user + t.system
         except psutil.Error:
             pass
     return total
 
 
-def measured(argv: list[str]) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS of the tree, exit code) of a command."""
+def measured(argv: list[str]) -> tuple[float, int, int, dict[int, float]]:
+    """(wall seconds, peak RSS of the tree, exit code, CPU seconds by pid) of a command (a
+    worker's CPU as last sampled, at most 0.5 s before it ended)."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     ps = psutil.Process(proc.pid)
     peak = 0
+    cpu: dict[int, float] = {}
     while proc.poll() is None:
-        peak = max(peak, tree_rss(ps))
+        peak = max(peak, tree_rss(ps, cpu))
         time.sleep(0.5)
     err = proc.stderr.read().decode() if proc.stderr else ""
     if proc.returncode:
         print(err[-2000:], file=sys.stderr)
-    return time.perf_counter() - start, peak, proc.returncode
+    return time.perf_counter() - start, peak, proc.returncode, cpu
 
 
 def _baseline(history: str, inventory: str, policy: str, round_s: float, done: "multiprocessing.Value",
@@ -91,6 +98,15 @@ def _baseline(history: str, inventory: str, policy: str, round_s: float, done: "
     done.value = 1.0
 
 
+def cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) of a live process, 0 when it is gone."""
+    try:
+        t = psutil.Process(pid).cpu_times()
+        return t.user + t.system
+    except (psutil.Error, ValueError):
+        return 0.0
+
+
 def baselines(history: Path, inventory: Path, names: list[str], round_s: float, bound_s: float) -> dict[str, dict]:
     """Each policy on today's engine in its own process, all at once, stopped at ``bound_s``."""
     ctx = multiprocessing.get_context("fork")
@@ -101,17 +117,19 @@ def baselines(history: Path, inventory: Path, names: list[str], round_s: float, 
         runs[name] = (p, vals, time.perf_counter())
         p.start()
     out: dict[str, dict] = {}
+    cpu_seen: dict[str, float] = {}
     while len(out) < len(runs):
         time.sleep(1)
         for name, (p, (done, sim_t, solves), started) in runs.items():
             if name in out:
                 continue
             wall = time.perf_counter() - started
+            cpu_seen[name] = cpu_s(p.pid) or cpu_seen.get(name, 0.0)
             if not p.is_alive() or wall > bound_s:
                 if p.is_alive():
                     p.terminate()
                 p.join()
-                out[name] = {"wall_s": wall, "finished": not done.value < 1.0, "jobs_done": done.value,
+                out[name] = {"wall_s": wall, "cpu_s": cpu_seen[name], "finished": not done.value < 1.0, "jobs_done": done.value,
                              "simulated_days": sim_t.value / 86400, "solves": solves.value}
     return out
 
@@ -145,28 +163,30 @@ def main() -> None:
             "--policy", "agnostic", "--jobs", "2", "--stale-s", f"{a.stale_s:g}", "--stale-changes",
             f"{a.stale_changes:g}", "--round-s", f"{a.round_s:g}",
             "--json", "-o", str(out), "--quiet"]
-    wall, peak, code = measured(argv)
+    wall, peak, code, cpu = measured(argv)
+    console.print(f"CPU s by process (parent first): {[round(v) for v in cpu.values()]}")
     load1 = os.getloadavg()
     table = Table(title=f"{a.jobs} jobs, {a.days:g} days, {sum(site.truth['cluster'].values())} GPUs, {a.accounts} "
                         f"accounts; round {a.round_s:g} s")
-    for c in ("engine", "policy", "wall s", "peak memory GiB", "solves", "reused", "done", "avg JCT h", "load avg"):
+    for c in ("engine", "policy", "wall s", "CPU s", "peak memory GiB", "solves", "reused", "done", "avg JCT h", "load avg"):
         table.add_column(c, justify="right")
     if code == 0:
         doc = json.loads(out.read_text())
         for name, m in doc["policies"].items():
             table.add_row(f"--stale-s {a.stale_s:g} --stale-changes {a.stale_changes:g} --jobs 2", name,
-                          f"{wall:.0f} (both)", f"{peak / 2**30:.2f}",
+                          f"{wall:.0f} (both)", f"{sum(cpu.values()):.0f} (all)", f"{peak / 2**30:.2f}",
                           str(m["solves"]), str(m["reused_solutions"]), str(m["jobs_completed"]),
                           f"{m['avg_jct_s'] / 3600:.2f}", f"{load0[0]:.1f} -> {load1[0]:.1f}")
         h = doc["history"]
-        table.add_row("history", "Slurm", "", "", "", "", str(h["jobs_completed"]), f"{h['avg_jct_s'] / 3600:.2f}", "")
+        table.add_row("history", "Slurm", "", "", "", "", "", str(h["jobs_completed"]), f"{h['avg_jct_s'] / 3600:.2f}", "")
     else:
-        table.add_row("--stale-s", "failed", f"{wall:.0f}", f"{peak / 2**30:.2f}", "", "", "", "", "")
+        table.add_row("--stale-s", "failed", f"{wall:.0f}", "", f"{peak / 2**30:.2f}", "", "", "", "", "")
     if not a.no_baseline:
         load0 = os.getloadavg()
         for name, r in baselines(history, inventory, ["oef", "agnostic"], a.round_s, a.baseline_bound_s).items():
             state = "done" if r["finished"] else f"stopped at {r['jobs_done']:.1%} of jobs, day {r['simulated_days']:.1f}"
-            table.add_row("today (--stale-s 0, one process each)", name, f"{r['wall_s']:.0f}", "", str(r["solves"]), "",
+            table.add_row("today (--stale-s 0, one process each)", name, f"{r['wall_s']:.0f}", f"{r['cpu_s']:.0f}", "",
+                          str(r["solves"]), "",
                           state, "", f"{load0[0]:.1f} -> {os.getloadavg()[0]:.1f}")
     console.print(table)
 

@@ -65,7 +65,7 @@ from .cluster import ClusterSpec
 from .fairness_check import FairnessChecker
 from .knowledge import Knowledge, KnowledgeSpec
 from .metrics import JobRecord, RoundSample
-from . import inround
+from . import inround, resplit
 from .playout import JobState, Placed, RoundPlay, Seat, finish_time, progress_in
 from .workload import TraceJob, Workload
 from ..statuses import AllocationStatus
@@ -142,6 +142,9 @@ class SimConfig:
     stale_s: float = 0.0
     #: ... and while fewer than this fraction of the active jobs arrived or left since
     stale_changes: float = 0.25
+    #: between solves, a two-level policy's bundles stay and the inside level is shared again
+    #: for the tenants whose jobs changed (:mod:`.resplit`); False: new jobs take leftovers only
+    stale_resplit: bool = True
 
 
 @dataclass
@@ -382,7 +385,8 @@ class Simulator:
         if stale and not due and cache.solved is not None and \
                 self._may_reuse(cache.solved, key, cache.key, t - cache.solved_at):
             if cache.reused is None or cache.reused[0] != key:
-                cache.reused = (key, self._reuse(cache.solved, active, t))
+                previous = cache.reused[1] if cache.reused is not None else cache.solved
+                cache.reused = (key, self._reuse(cache.solved, previous, active, t, options))
             counts.reused += 1
             return cache.reused[1]
         if stale or due:
@@ -402,16 +406,24 @@ class Simulator:
             return False
         return len(key ^ solved_key) <= cfg.stale_changes * max(len(key), 1)
 
-    def _reuse(self, cached: _Solved, active: list[JobState], t: float) -> _Solved:
+    def _reuse(self, cached: _Solved, previous: _Solved, active: list[JobState], t: float,
+               options: PolicyOptions) -> _Solved:
         """The last allocation on this round's jobs: the shares of jobs that left are free, a
         job that arrived since has none and takes leftover GPUs on its fastest type (the
-        rounding step's work conservation) until the next solve. Fairness is checked on solved
-        rounds only (a reused round's verdicts are None)."""
+        rounding step's work conservation) until the next solve. A policy in two levels keeps
+        its tenant-level bundles instead and shares them again among the jobs of the tenants
+        whose jobs changed since the ``previous`` round (:mod:`.resplit`,
+        :attr:`SimConfig.stale_resplit`). Fairness is checked on solved rounds only (a reused
+        round's verdicts are None)."""
         problem = self._problem(active, t)
         ids = {j.id for j in problem.jobs}
         old = cached[1]
-        allocation = replace(old, x={j: v for j, v in old.x.items() if j in ids},
-                             nodes={j: v for j, v in old.nodes.items() if j in ids}, solve_seconds=0.0)
+        x: Mapping[str, Mapping[str, float]] = {j: v for j, v in old.x.items() if j in ids}
+        if self.config.stale_resplit and old.tenant_x is not None and \
+                resplit.two_level_policy(self.policy, options):
+            x = resplit.resplit(problem, resplit.bundles_of(cached[0], old.tenant_x), previous[1].x,
+                                resplit.changed_tenants(previous[0], problem), self.policy.name, options)
+        allocation = replace(old, x=x, nodes={j: v for j, v in old.nodes.items() if j in ids}, solve_seconds=0.0)
         return problem, allocation, problem, (None, None)
 
     def _solve(self, active: list[JobState], t: float, options: PolicyOptions, counts: _SolveCounts) -> _Solved:
