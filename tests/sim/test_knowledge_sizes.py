@@ -49,7 +49,10 @@ def decisions(policy: str, workload_jobs: list[TraceJob], monkeypatch: pytest.Mo
 
     monkeypatch.setattr(rounding, "place", place)
     sim = Simulator(make_workload(workload_jobs), parse_cluster("v100=4,k80=4", 4), TABLE, policies.get(policy),
-                    SimConfig(check_fairness=False, knowledge=parse_knowledge("untagged"), horizon_s=5 * 3600.0))
+                    SimConfig(check_fairness=False, knowledge=parse_knowledge("untagged"), horizon_s=5 * 3600.0,
+                              # oef's improvement stages stop after oef.improve_s of wall time: unbounded
+                              # here, the decisions depend on the input only, however loaded the machine
+                              policy_params={"oef.improve_s": 86400.0} if policy == "oef" else {}))
     res = sim.run()
     ends = [r.end_s for r in res.records if r.end_s is not None]
     return seen, min(ends, default=float("inf"))
