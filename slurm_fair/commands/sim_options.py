@@ -17,6 +17,7 @@ import click
 from ..inputs import FiniteFloat, Integer
 from ..model import MAX_GPUS
 from ..sim.accounting import HistorySource
+from ..sim.slurmlike import PRIORITIES
 from ..sim.engine import SimConfig
 from ..sim.scenario import ClusterSource, WorkloadSource, parse_speeds
 from ..sim.synthetic import MIXES
@@ -105,14 +106,22 @@ history_options = _group([
     click.option("--tenant-by", type=click.Choice(("account", "user")), default="account", show_default=True,
                  help="With a history: who a tenant is."),
     strict_option,
+    click.option("--agnostic-as", type=click.Choice(("slurm", "policy")), default="slurm", show_default=True,
+                 help="With a history: run `agnostic` as the site's own Slurm would (priority, backfill by time "
+                      "limits, nodes in name order, no preemption), or as slurm-fair's agnostic policy."),
+    click.option("--slurm-priority", type=click.Choice(PRIORITIES), default="fifo", show_default=True,
+                 help="With a history and --agnostic-as slurm: the site's PriorityType (fifo: priority/basic; "
+                      "fairshare: priority/multifactor with fair share and age)."),
 ], "history", lambda v: _history_source(**v))
 
 
 def _history_source(sacct_file: str | None, from_slurm: bool, days: float | None, inventory: str | None,
-                    node_type: tuple[str, ...], tenant_by: str, strict: bool) -> HistorySource:
+                    node_type: tuple[str, ...], tenant_by: str, strict: bool, agnostic_as: str,
+                    slurm_priority: str) -> HistorySource:
     from .speeds import parse_node_types
 
-    return HistorySource(sacct_file, from_slurm, days, inventory, parse_node_types(node_type), tenant_by, strict)
+    return HistorySource(sacct_file, from_slurm, days, inventory, parse_node_types(node_type), tenant_by, strict,
+                         agnostic_as, slurm_priority)
 
 
 engine_options = _group([

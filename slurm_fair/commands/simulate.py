@@ -9,7 +9,7 @@ JSON with ``--json``), ``--plot`` and ``--save-workload`` write files of their o
 from __future__ import annotations
 
 from functools import partial
-from typing import Mapping
+from typing import Callable, Mapping
 import dataclasses
 
 import click
@@ -24,6 +24,7 @@ from ..errors import UserError
 from ..inputs import Integer
 from ..sim.accounting import HistorySource, Replay, build_replay
 from ..sim.cluster import ClusterSpec
+from ..sim.slurmlike import Node, SlurmModel, simulate_slurm
 from .options import config_option, json_option, output_option, policies_option, quiet_option, throughputs_option
 from .output import check_distinct, check_file_output, check_plot, table_or_json
 from .sim_options import cluster_options, engine_options, history_options, workload_options
@@ -87,12 +88,19 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
         raise UserError("--plot draws every job's record: give it with --jobs 1 (the runs of --jobs N send back "
                         "their figures only)")
     results: Mapping[str, SimResult | sim_results.Summary]
+    slurm = _slurm_baseline(replay, history)
+    si = bool(what_if_out)
     if parallel > 1 and len(infos) > 1:
-        results = parallel_runs(scene, [i.name for i in infos], engine, parallel, console, quiet)
+        results = parallel_runs(scene, [i.name for i in infos], engine, parallel, console, quiet, slurm, si)
     else:
-        results = _run(scene, infos, engine, console, quiet)
+        results = _run(scene, infos, engine, console, quiet, slurm)
     doc = sim_results.document(results, scene.workload, scene.cluster, engine, scene.table.source,
                                replay=replay)
+    if replay is not None:
+        doc["agnostic_as"] = (f"the site's Slurm as modelled ({slurm[1].priority} priority, backfill by time limits, "
+                              "nodes in name order)" if slurm else "slurm-fair's agnostic policy")
+    if si and replay is not None:
+        _add_si(doc, results, replay, scene)
     if plot_out:
         from ..sim.plot import path_format, picture
 
@@ -126,8 +134,10 @@ def replay_history(history: HistorySource, workload: scenario.WorkloadSource, cl
                         "no --cluster or --throughputs")
     node_types: dict[str, str] = {}
     built = None
+    nodes = None
     if history.inventory:
         built, node_types = inventory_cluster(history.inventory)
+        nodes = inventory_nodes(history.inventory)
     node_types.update(history.node_types)
     if history.sacct_file:
         parsed = parse_history(read_text(history.sacct_file, "sacct history"), history.sacct_file,
@@ -142,11 +152,24 @@ def replay_history(history: HistorySource, workload: scenario.WorkloadSource, cl
 
         raise InputError(name, parsed.ended_junk)
     report_junk(parsed, name, parsed.ended_junk)
-    replay = build_replay(parsed, name, node_types, built, history.tenant_by)
+    replay = build_replay(parsed, name, node_types, built, history.tenant_by, nodes)
     if workload.weights:
         check_weights(workload.weights, replay.workload.tenants, name)
         replay = dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, weights=dict(workload.weights)))
     return replay
+
+
+def _add_si(doc: dict, results: Mapping[str, SimResult | sim_results.Summary], replay: Replay,
+            scene: scenario.Scenario) -> None:
+    """Each tenant's sharing-incentive ratio, ``report``'s (:mod:`slurm_fair.report.simulated`), in
+    the history's and each run's per-tenant figures (a run of another process brought its own)."""
+    from ..report.simulated import add_si
+
+    capacity, weights = dict(scene.cluster.capacity), dict(scene.workload.weights)
+    add_si(doc["history"], replay.history, capacity, weights)
+    for name, r in results.items():
+        if isinstance(r, SimResult):
+            add_si(doc["policies"][name], r.records, capacity, weights)
 
 
 def _what_if(doc: dict, results: Mapping[str, SimResult | sim_results.Summary], replay: Replay, path: str) -> str:
@@ -158,6 +181,14 @@ def _what_if(doc: dict, results: Mapping[str, SimResult | sim_results.Summary], 
     history = {r.job_id: r.jct_s for r in replay.history if r.jct_s is not None}
     doc_w = whatif.what_if(doc, jcts, history, replay.jobs)
     return whatif.render_html(doc_w) if path.lower().endswith((".html", ".htm")) else json_text(doc_w)
+
+
+def inventory_nodes(path: str) -> list[Node]:
+    """The GPU nodes of an inventory file in Slurm's order (by name: slurm.conf's node order
+    when no weight differs), for the modelled Slurm."""
+    from ..deploy.inventory import load
+
+    return sorted((Node(n.name, n.gpu_type, n.gpus) for n in load(path).nodes if n.gpus > 0), key=lambda n: n.name)
 
 
 def inventory_cluster(path: str) -> tuple[ClusterSpec, dict[str, str]]:
@@ -177,16 +208,35 @@ def inventory_cluster(path: str) -> tuple[ClusterSpec, dict[str, str]]:
             {n.name: n.gpu_type for n in inv.nodes})
 
 
+def _slurm_baseline(replay: Replay | None, history: HistorySource) -> "tuple[Replay, SlurmModel] | None":
+    """With a history and ``--agnostic-as slurm``: the replay and the Slurm that runs
+    ``agnostic`` (docs/simulator.md, "The agnostic arm is the site's Slurm")."""
+    if replay is None or history.agnostic_as != "slurm":
+        return None
+    return replay, SlurmModel(priority=history.slurm_priority)
+
+
+def run_policy(scene: scenario.Scenario, info: policies.PolicyInfo, engine: SimConfig,
+               slurm: "tuple[Replay, SlurmModel] | None" = None,
+               progress: Callable[[float], None] | None = None) -> SimResult:
+    """One policy over the scenario; ``agnostic`` over a history is the modelled Slurm
+    (:func:`slurm_fair.sim.slurmlike.simulate_slurm`) when ``slurm`` is given."""
+    if slurm is not None and info.name == "agnostic":
+        replay, model = slurm
+        return simulate_slurm(scene.workload, replay.nodes, scene.table, replay.limits, scene.cluster.capacity, model,
+                              replay.prior_rel, engine.round_s)
+    return simulate(scene.workload, scene.cluster, scene.table, info, engine, progress)
+
+
 def _run(scene: scenario.Scenario, infos: list[policies.PolicyInfo], engine: SimConfig, console: Console,
-         quiet: bool) -> dict[str, SimResult]:
+         quiet: bool, slurm: "tuple[Replay, SlurmModel] | None" = None) -> dict[str, SimResult]:
     """Each policy over the scenario, with a progress bar per policy on stderr."""
     results = {}
     with Progress(TextColumn("{task.description:>14}"), BarColumn(), TextColumn("{task.percentage:>5.1f}% jobs done"),
                   TimeElapsedColumn(), console=console, disable=quiet, transient=False) as progress:
         for info in infos:
             task = progress.add_task(info.name, total=1.0)
-            results[info.name] = simulate(scene.workload, scene.cluster, scene.table, info, engine,
-                                          partial(_advance, progress, task))
+            results[info.name] = run_policy(scene, info, engine, slurm, partial(_advance, progress, task))
             progress.update(task, completed=1.0)
     return results
 
@@ -197,26 +247,33 @@ def _advance(progress: Progress, task: TaskID, fraction: float) -> None:
 
 
 #: the scenario a forked worker runs (set before the pool forks, so it is not pickled)
-_SCENE: tuple[scenario.Scenario, SimConfig] | None = None
+_SCENE: "tuple[scenario.Scenario, SimConfig, tuple[Replay, SlurmModel] | None, bool] | None" = None
 
 
 def _one(name: str) -> sim_results.Summary:
     """One policy over the inherited scenario, in a worker process: its figures only (the
-    records stay in the worker)."""
+    records stay in the worker; the tenants' SI ratios, which need them, are computed here)."""
     assert _SCENE is not None
-    scene, engine = _SCENE
-    return sim_results.summary(simulate(scene.workload, scene.cluster, scene.table, policies.get(name), engine))
+    scene, engine, slurm, si = _SCENE
+    result = run_policy(scene, policies.get(name), engine, slurm)
+    out = sim_results.summary(result)
+    if si:
+        from ..report.simulated import add_si
+
+        add_si(out.metrics, result.records, dict(scene.cluster.capacity), dict(scene.workload.weights))
+    return out
 
 
 def parallel_runs(scene: scenario.Scenario, names: list[str], engine: SimConfig, processes: int, console: Console,
-                  quiet: bool) -> dict[str, sim_results.Summary]:
+                  quiet: bool, slurm: "tuple[Replay, SlurmModel] | None" = None,
+                  si: bool = False) -> dict[str, sim_results.Summary]:
     """Each policy in its own process (at most ``processes`` at once, forked: the scenario is
     shared, not copied through a pipe); the summaries in the order asked."""
     global _SCENE
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    _SCENE = (scene, engine)
+    _SCENE = (scene, engine, slurm, si)
     try:
         with ProcessPoolExecutor(min(processes, len(names)), mp_context=multiprocessing.get_context("fork")) as pool:
             futures = {pool.submit(_one, name): name for name in names}

@@ -43,6 +43,7 @@ from ..estimates.learn import ANY_USER, Model, learn
 from ..estimates.priors import prior_speeds
 from .cluster import ClusterSpec
 from .metrics import JobRecord
+from .slurmlike import Node
 from .workload import TraceJob, Workload, make_workload
 
 #: :class:`slurm_fair.slurm.parse.history.History` and its rows, the parsed accounting (the
@@ -90,6 +91,17 @@ class Replay:
     origin_s: float = 0.0
     notes: tuple[str, ...] = ()
     counts: Mapping[str, int] = field(default_factory=dict)
+    #: the cluster's nodes in Slurm's order (weight, then name), for the modelled Slurm
+    #: (:mod:`.slurmlike`)
+    nodes: tuple[Node, ...] = ()
+    #: the type priors' relative speeds: where the learner says a group fails on a type (speed
+    #: 0) its work there was counted at these, and Slurm, which knows nothing of it, runs it so
+    prior_rel: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def limits(self) -> dict[str, float | None]:
+        """Each simulated job's time limit (s; None: not in the history)."""
+        return {j.id: self.jobs[j.id].time_limit_s for j in self.workload.jobs}
 
     def describe(self) -> dict[str, object]:
         """JSON-friendly (goes under ``"history"`` in the results)."""
@@ -103,8 +115,9 @@ def _tenant(row: HistoryRow, tenant_by: str) -> str:
     return row.account or f"(no account: {row.user})"
 
 
-def _cluster_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, str]) -> ClusterSpec:
-    """Per node, the most GPUs it held at once; per type, the nodes at the largest size seen."""
+def _cluster_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, str]) -> tuple[ClusterSpec, list[Node]]:
+    """Per node, the most GPUs it held at once; per type, the nodes at the largest size seen
+    (and those nodes by name, Slurm's order when no weight says otherwise)."""
     events: dict[str, list[tuple[float, int]]] = defaultdict(list)
     for r in rows:
         if not r.nodes or r.start_s is None:
@@ -133,8 +146,10 @@ def _cluster_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, s
     if not capacity:
         raise UserError("the history names no node of a known GPU type: give --inventory FILE or --node-type HOSTLIST=TYPE")
     # whole nodes of the largest size: a site's nodes of one type are usually alike
-    return ClusterSpec({k: largest[k] * math.ceil(c / largest[k]) for k, c in capacity.items()},
-                       node_gpus=dict(largest))
+    nodes = [Node(n, node_types[n], largest[node_types[n]]) for n in sorted(held)
+             if held[n] > 0 and node_types.get(n) in largest]
+    return (ClusterSpec({k: largest[k] * math.ceil(c / largest[k]) for k, c in capacity.items()},
+                        node_gpus=dict(largest)), nodes)
 
 
 def _source(model: Model, group: tuple[str, str, int]) -> tuple[str, Mapping[str, float] | None]:
@@ -190,9 +205,11 @@ class _Built:
 
 
 def build_replay(history: History, source: str, node_types: Mapping[str, str] | None = None,
-                 cluster: ClusterSpec | None = None, tenant_by: str = "account") -> Replay:
+                 cluster: ClusterSpec | None = None, tenant_by: str = "account",
+                 nodes: Iterable[Node] | None = None) -> Replay:
     """The history's jobs, cluster and speeds (see the module docstring); a UserError naming
-    ``source`` when it cannot be replayed (no timing columns, nothing that ran)."""
+    ``source`` when it cannot be replayed (no timing columns, nothing that ran). ``nodes``: the
+    inventory's, in Slurm's order (given with ``cluster``)."""
     if tenant_by not in TENANT_LEVELS:
         raise UserError(f"--tenant-by {tenant_by!r}: expected one of {', '.join(TENANT_LEVELS)}")
     if not history.timed:
@@ -201,8 +218,13 @@ def build_replay(history: History, source: str, node_types: Mapping[str, str] | 
                         "Timelimit,NNodes)")
     types_of = {**nodes_seen_typed([*history.rows, *history.failed, *history.ended]), **(node_types or {})}
     ran, left_out = _ran(history)
+    node_list = list(nodes or ())
     if cluster is None:
-        cluster = _cluster_from_history(ran, types_of)
+        cluster, seen = _cluster_from_history(ran, types_of)
+        node_list = node_list or seen
+    if not node_list:  # a cluster without node names: nodes of each type, types in name order
+        node_list = ([Node(n.name, n.gpu_type, n.gpus) for n in cluster.nodes()] if cluster.has_nodes
+                     else [Node(k, k, c) for k, c in sorted(cluster.capacity.items())])
     model = _model(history, types_of, cluster)
     priors = prior_speeds(sorted(cluster.capacity)).speed
     prior_rel = {k: v / max(priors.values()) for k, v in priors.items()}
@@ -223,7 +245,7 @@ def build_replay(history: History, source: str, node_types: Mapping[str, str] | 
     table = ThroughputTable(built.data, source=f"speeds of {source}: learned from its completed runs, else the type priors")
     return Replay(make_workload(built.jobs, {}, [f"history({source})"]), cluster, table, tuple(built.records),
                   built.meta, dict(built.ended), dict(left_out), dict(built.sources), origin, tuple(model.warnings),
-                  dict(built.counts))
+                  dict(built.counts), tuple(node_list), prior_rel)
 
 
 def _add(built: _Built, r: HistoryRow, seconds: Mapping[str, float], arrival: float, origin: float, model: Model,
@@ -267,6 +289,9 @@ class HistorySource:
     node_types: Mapping[str, str] = field(default_factory=dict)
     tenant_by: str = "account"
     strict: bool = False
+    #: ``agnostic`` in a replay: ``slurm`` (:mod:`.slurmlike`, the site's scheduler) or ``policy``
+    agnostic_as: str = "slurm"
+    slurm_priority: str = "fifo"
 
     @property
     def given(self) -> bool:
