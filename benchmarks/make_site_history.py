@@ -115,6 +115,7 @@ def generate(seed: int = 1, n_jobs: int = 100_000, days: float = 90, gpus: int =
     speeds: dict[tuple[str, str, int], dict[str, float]] = {}
     horizon = days * 86400
     raw: list[tuple[str, str, str, int, float]] = []
+    base: dict[tuple[str, str, int], float] = {}
     for _ in range(n_jobs):
         g = counts[min(bisect.bisect_left(cum, rng.random() * cum[-1]), len(counts) - 1)]
         q = summary[str(g)]["duration_quantiles_s"]
@@ -122,7 +123,11 @@ def generate(seed: int = 1, n_jobs: int = 100_000, days: float = 90, gpus: int =
         i = min(int(u), len(q) - 2)
         d = math.exp(math.log(q[i]) + (math.log(q[i + 1]) - math.log(q[i])) * (u - i))
         user, account = rng.choice(users)
-        raw.append((user, account, rng.choice(names[user]), g, min(d, 7 * 86400)))
+        name = rng.choice(names[user])
+        # a recurring job: the group's runs do about the same work (+-10 % below), as the
+        # learner (speeds learn) assumes; the groups' durations follow Philly's
+        d = base.setdefault((user, name, g), min(d, 7 * 86400))
+        raw.append((user, account, name, g, d))
     mean_speed = sum(capacity[k] * prior[k] / top for k in types) / sum(capacity.values())
     offered = sum(g * d for *_, g, d in raw)
     scale = load * sum(capacity.values()) * horizon * mean_speed / offered

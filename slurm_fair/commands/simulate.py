@@ -9,6 +9,7 @@ JSON with ``--json``), ``--plot`` and ``--save-workload`` write files of their o
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 from typing import Callable, Mapping
 import dataclasses
 
@@ -25,7 +26,8 @@ from ..inputs import Integer
 from ..sim.accounting import HistorySource, Replay, build_replay
 from ..sim.cluster import ClusterSpec
 from ..sim.slurmlike import Node, SlurmModel, simulate_slurm
-from .options import config_option, json_option, output_option, policies_option, quiet_option, throughputs_option
+from .options import (config_option, json_option, output_option, policies_option, quiet_option, throughputs_option,
+                      what_if_option)
 from .output import check_distinct, check_file_output, check_plot, table_or_json
 from .sim_options import cluster_options, engine_options, history_options, workload_options
 
@@ -45,16 +47,26 @@ from .sim_options import cluster_options, engine_options, history_options, workl
               help="Also write the simulated workload as a trace CSV.")
 @click.option("--jobs", "parallel", type=Integer(1, 64), default=1, show_default=True, metavar="N",
               help="Run the policies in N processes at once (the results merge into one report; no --plot).")
-@click.option("--what-if", "what_if_out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              callback=check_file_output,
-              help="With a history: also write the what-if per tenant (history beside each policy) and the jobs "
-                   "that would have gained most, as HTML (.html) or JSON (any other name).")
+@what_if_option
+@click.option("--array-script", type=click.Path(dir_okay=False), default=None, metavar="FILE", callback=check_file_output,
+              help="Run nothing: write an sbatch script whose array tasks each run one policy (and --array-seed) "
+                   "with these options, and its manifest; merge the parts with `slurm-fair simulate-merge DIR`.")
+@click.option("--array-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="With --array-script: where the manifest, parts/ and logs/ go (default: FILE with .sweep).")
+@click.option("--array-seed", "array_seeds", type=Integer(0, 2**64 - 1), multiple=True, metavar="S",
+              help="With --array-script: also one task per seed (--seed S of each task).")
+@click.option("--sbatch-option", "sbatch_options", multiple=True, metavar="OPT",
+              help="With --array-script: an #SBATCH line of the script (sbatch options, e.g. -A ACCOUNT or -t 2:00:00).")
+@click.option("--array-part", type=click.Path(dir_okay=False), default=None, metavar="FILE", callback=check_file_output,
+              help="What an array task writes: this one policy's figures and JCTs (and the history's) as a part "
+                   "for simulate-merge.")
 @quiet_option
 @config_option
 def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, history: HistorySource,
             cluster: scenario.ClusterSource, throughputs: str | None, engine: SimConfig, as_json: bool,
             output: str | None, plot_out: str | None, save_workload: str | None, what_if_out: str | None,
-            parallel: int, quiet: bool, config_path: str | None) -> None:
+            parallel: int, quiet: bool, config_path: str | None, array_script: str | None, array_dir: str | None,
+            array_seeds: tuple[int, ...], sbatch_options: tuple[str, ...], array_part: str | None) -> None:
     """Simulate policies on a trace and compare JCT, fairness and efficiency.
 
     Repeat --policy to compare several. Jobs come from --trace files, --synthetic N, or the site's
@@ -80,6 +92,14 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
             raise UserError("give --cluster SPEC (or replay a history: --sacct-file FILE, --from-slurm)")
         scene = scenario.build(workload, cluster, throughputs)
     engine = dataclasses.replace(engine, knowledge_seed=workload.seed)
+    if array_script:
+        _write_sweep(array_script, array_dir, [i.name for i in infos], array_seeds, sbatch_options,
+                     bool(output or as_json or plot_out or what_if_out or save_workload or array_part), console_quiet=quiet)
+        return
+    if array_dir or array_seeds or sbatch_options:
+        raise UserError("--array-dir, --array-seed and --sbatch-option go with --array-script FILE")
+    if array_part and len(infos) != 1:
+        raise UserError("--array-part is one array task's output: give exactly one --policy")
     also: dict[str, tuple[str, str | bytes]] = {}
     if save_workload:
         also["--save-workload"] = (save_workload, csv_text(scene.workload))
@@ -89,7 +109,7 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
                         "their figures only)")
     results: Mapping[str, SimResult | sim_results.Summary]
     slurm = _slurm_baseline(replay, history)
-    si = bool(what_if_out)
+    si = bool(what_if_out or array_part)
     if parallel > 1 and len(infos) > 1:
         results = parallel_runs(scene, [i.name for i in infos], engine, parallel, console, quiet, slurm, si)
     else:
@@ -108,6 +128,8 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
     # every file at once, all or nothing (a full disk leaves the old ones as they were)
     if what_if_out and replay is not None:
         also["--what-if"] = (what_if_out, _what_if(doc, results, replay, what_if_out))
+    if array_part:
+        also["--array-part"] = (array_part, _part(doc, results, replay, workload.seed))
     shown = sim_results.comparison_table(doc)
     table_or_json(sim_results.with_tenants(shown, doc) if replay else shown, doc, as_json, output, also)
     for note in _notes(results):
@@ -170,6 +192,33 @@ def _add_si(doc: dict, results: Mapping[str, SimResult | sim_results.Summary], r
     for name, r in results.items():
         if isinstance(r, SimResult):
             add_si(doc["policies"][name], r.records, capacity, weights)
+
+
+def _write_sweep(script: str, directory: str | None, names: list[str], seeds: tuple[int, ...],
+                 sbatch: tuple[str, ...], outputs: bool, console_quiet: bool) -> None:
+    """``--array-script``: the sbatch script and manifest (:mod:`.sweep`), nothing run."""
+    from .sweep import inherited_argv, write_array
+
+    if outputs:
+        raise UserError("--array-script runs nothing: its tasks write the parts; give --json, --output, --plot, "
+                        "--what-if and --save-workload to simulate-merge (or the task's own run)")
+    manifest = write_array(script, directory, inherited_argv(click.get_current_context()), names, list(seeds), sbatch)
+    where = str(Path(manifest["script"]).with_suffix(".sweep")) if directory is None else directory
+    if not console_quiet:
+        click.echo(f"{len(manifest['tasks'])} array task(s): sbatch {manifest['script']}\n"
+                   f"then: slurm-fair simulate-merge {where}")
+
+
+def _part(doc: dict, results: Mapping[str, SimResult | sim_results.Summary], replay: Replay | None,
+          seed: int) -> str:
+    """``--array-part``: one task's part of a sweep (:func:`.sweep.part_document`)."""
+    from .output import json_text
+    from .sweep import part_document
+
+    name, result = next(iter(results.items()))
+    history = {r.job_id: r.jct_s for r in replay.history if r.jct_s is not None} if replay else None
+    return json_text(part_document(name, seed, doc, sim_results.jcts_of(result), history,
+                                   replay.jobs if replay else None))
 
 
 def _what_if(doc: dict, results: Mapping[str, SimResult | sim_results.Summary], replay: Replay, path: str) -> str:

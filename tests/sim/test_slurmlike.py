@@ -19,8 +19,10 @@ def _table(jobs: list[TraceJob], speeds: dict[str, float] = SPEEDS) -> Throughpu
     return ThroughputTable({k: {(j.job_type, j.gpus): v for j in jobs} for k, v in speeds.items()}, source="test")
 
 
-def run(jobs: list[TraceJob], limits: dict[str, float | None], nodes=NODES, model=SlurmModel(), weights=None):
-    records, _ = replay_slurm(make_workload(jobs, weights or {}, ["test"]), nodes, _table(jobs), limits, model)
+def run(jobs: list[TraceJob], limits: dict[str, float | None], nodes=NODES, model: SlurmModel | None = None,
+        weights=None):
+    records, _ = replay_slurm(make_workload(jobs, weights or {}, ["test"]), nodes, _table(jobs), limits,
+                              model or SlurmModel())
     return {r.job_id: r for r in records}
 
 
