@@ -261,8 +261,17 @@ def _slurm_baseline(replay: Replay | None, history: HistorySource) -> "tuple[Rep
     """With a history and ``--agnostic-as slurm``: the replay and the Slurm that runs
     ``agnostic`` (docs/simulator.md, "The agnostic arm is the site's Slurm")."""
     if replay is None or history.agnostic_as != "slurm":
+        if history.node_weights or history.slurm_priority != "fifo":
+            raise UserError("--node-weight and --slurm-priority describe the Slurm that runs agnostic in a replay "
+                            "(--agnostic-as slurm)")
         return None
-    return replay, SlurmModel(priority=history.slurm_priority)
+    unknown = sorted(set(history.node_weights) - {n.name for n in replay.nodes})
+    if unknown:
+        raise UserError(f"--node-weight: no node {', '.join(unknown[:5])} in the replayed cluster")
+    order = {n.name: i for i, n in enumerate(replay.nodes)}
+    nodes = sorted(replay.nodes, key=lambda n: (history.node_weights.get(n.name, 1.0), order[n.name]))
+    return (dataclasses.replace(replay, nodes=tuple(nodes)),
+            SlurmModel(priority=history.slurm_priority, bf_interval_s=history.slurm_bf_interval_s))
 
 
 def run_policy(scene: scenario.Scenario, info: policies.PolicyInfo, engine: SimConfig,

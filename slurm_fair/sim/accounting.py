@@ -292,6 +292,9 @@ class HistorySource:
     #: ``agnostic`` in a replay: ``slurm`` (:mod:`.slurmlike`, the site's scheduler) or ``policy``
     agnostic_as: str = "slurm"
     slurm_priority: str = "fifo"
+    slurm_bf_interval_s: float = 30.0
+    #: slurm.conf's node Weight (``--node-weight``; default equal: name order)
+    node_weights: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def given(self) -> bool:
