@@ -52,12 +52,12 @@ def test_agnostic_replay_of_a_real_slurm_alone_run(testbed):
     since = datetime.now() - timedelta(seconds=2)
     rng = random.Random(42)
     ids = []
-    for wave in range(3):  # three bursts 15 s apart: a queue builds up in each
-        for i in range(8):
+    for wave in range(3):  # three bursts 10 s apart, each more than the 24 GPUs can start at once
+        for i in range(10):
             account = accounts[(wave + i) % len(accounts)]
             gpus = rng.choice([1, 1, 2, 4, 4, 8])
-            ids.append(_submit(env, account, gpus, rng.randint(6, 24), f"fid-{gpus}"))
-        time.sleep(15)
+            ids.append(_submit(env, account, gpus, rng.randint(10, 40), f"fid-{gpus}"))
+        time.sleep(10)
     deadline = time.monotonic() + 240
     history = None
     while time.monotonic() < deadline:
@@ -79,8 +79,12 @@ def test_agnostic_replay_of_a_real_slurm_alone_run(testbed):
     capacity = dict(replay.cluster.capacity)
     hist = summarize(list(replay.history), [], capacity)
     agn = summarize(run.records, [], capacity)
+    print(f"history JCT {hist['avg_jct_s']:.1f} s wait {hist['avg_wait_s']:.1f} s; agnostic replay JCT "
+          f"{agn['avg_jct_s']:.1f} s wait {agn['avg_wait_s']:.1f} s; per tenant (history/replay): " + ", ".join(
+              f"{t} JCT {h['avg_jct_s']:.1f}/{agn['tenants'][t]['avg_jct_s']:.1f} wait {h['avg_wait_s']:.1f}/"
+              f"{agn['tenants'][t]['avg_wait_s']:.1f}" for t, h in sorted(hist["tenants"].items())))
     assert hist["jobs_completed"] == agn["jobs_completed"] == len(ids)
-    assert hist["avg_wait_s"] > 5, "no queue built up: the test checks nothing"
+    assert hist["avg_wait_s"] > 10, "no queue built up: the test checks nothing"
     # what Slurm did, within a few seconds a job (start latency, sacct's 1 s resolution)
     assert abs(agn["avg_jct_s"] / hist["avg_jct_s"] - 1) < 0.25, (agn["avg_jct_s"], hist["avg_jct_s"])
     assert abs(agn["avg_wait_s"] - hist["avg_wait_s"]) < 0.5 * hist["avg_wait_s"] + 5, (agn["avg_wait_s"],
@@ -88,7 +92,3 @@ def test_agnostic_replay_of_a_real_slurm_alone_run(testbed):
     for t, h in hist["tenants"].items():
         a = agn["tenants"][t]
         assert abs(a["avg_jct_s"] / h["avg_jct_s"] - 1) < 0.4, (t, a["avg_jct_s"], h["avg_jct_s"])
-    print(f"history JCT {hist['avg_jct_s']:.1f} s wait {hist['avg_wait_s']:.1f} s; agnostic replay JCT "
-          f"{agn['avg_jct_s']:.1f} s wait {agn['avg_wait_s']:.1f} s; per tenant (JCT h / replay): " + ", ".join(
-              f"{t} {h['avg_jct_s']:.1f}/{agn['tenants'][t]['avg_jct_s']:.1f} wait {h['avg_wait_s']:.1f}/"
-              f"{agn['tenants'][t]['avg_wait_s']:.1f}" for t, h in sorted(hist["tenants"].items())))
