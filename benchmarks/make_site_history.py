@@ -273,7 +273,7 @@ def _schedule(site: Site, jobs: list[Job], horizon: float, rng: random.Random) -
             start(job, nodes)
     for _, _, job, nodes, start_s, _ in ends:  # still running when the history was taken
         site.lines.append(_row(job, "RUNNING", job.submit, start_s, None, _hostlist(nodes), now - start_s, job.gpus,
-                               min((kind[n] for n in nodes), key=lambda k: job.speed[k])))
+                               min((kind[n] for n in nodes), key=lambda k: job.speed[k]), kind))
     for job in pending:
         site.lines.append(_row(job, "PENDING", job.submit, None, None, "None assigned", 0.0, 0))
     for job in arrivals[i:]:
@@ -292,7 +292,7 @@ def _finish(site: Site, job: Job, nodes: list[str], start: float, run: float, ki
     end = start + run
     hosts = _hostlist(nodes)
     if job.fate == "REQUEUE":
-        site.lines.append(_row(job, "REQUEUED", job.submit, start, end, hosts, run, job.gpus, k))
+        site.lines.append(_row(job, "REQUEUED", job.submit, start, end, hosts, run, job.gpus, k, kind))
         job.work -= run * job.speed[k]
         job.fate, job.submit = "COMPLETED", end  # Slurm resets SubmitTime on a requeue
         job.earlier.append(k)
@@ -300,17 +300,23 @@ def _finish(site: Site, job: Job, nodes: list[str], start: float, run: float, ki
         return
     timeout = job.fate == "COMPLETED" and run >= job.limit - 1e-6 and job.work / job.speed[k] > job.limit
     state = "TIMEOUT" if timeout else {"CANCELLED": "CANCELLED by 1001"}.get(job.fate, job.fate)
-    site.lines.append(_row(job, state, job.submit, start, end, hosts, run, job.gpus, k))
+    site.lines.append(_row(job, state, job.submit, start, end, hosts, run, job.gpus, k, kind))
     if len(site.lines) % 2 == 0:
         site.lines.append(f"{job.jid}.batch|{job.raw}.batch|||batch||cpu=4,gres/gpu={job.gpus}|{hosts}|1|"
                           f"{_ts(job.submit)}|{_ts(start)}|{_ts(end)}|{_dur(run)}||{state}|0:0")
 
 
 def _row(job: Job, state: str, submit: float, start: float | None, end: float | None, hosts: str, run: float,
-         gpus: int, k: str | None = None) -> str:
+         gpus: int, k: str | None = None, kinds: dict[str, str] | None = None) -> str:
     typed = gpus and k and int(job.raw) % 5 != 0  # a fifth of the runs untyped: only NodeList tells
     tres = f"billing={gpus},cpu={4 * max(1, gpus)}" + (f",gres/gpu={gpus}" if gpus else "")
-    tres += (f",gres/gpu:{k}={gpus}" if typed else "") + f",mem=64G,node={job.nnodes if gpus else 0}"
+    if typed:  # sacct's typed counts: a gang over nodes of two types shows both
+        per_type: dict[str, int] = {}
+        for n in hosts.split(","):
+            t = (kinds or {}).get(n, k)
+            per_type[t] = per_type.get(t, 0) + gpus // max(1, job.nnodes)
+        tres += "".join(f",gres/gpu:{t}={c}" for t, c in sorted(per_type.items()))
+    tres += f",mem=64G,node={job.nnodes if gpus else 0}"
     if not gpus:
         tres = ""
     return "|".join((job.jid, job.raw, job.user, job.account, job.name, "gpu", tres, hosts, str(job.nnodes),

@@ -233,7 +233,11 @@ def build_replay(history: History, source: str, node_types: Mapping[str, str] | 
     origin = min((a for a in arrivals.values() if a is not None), default=0.0)
     for r in ran:
         seconds = seconds_by_type(r, types_of)
-        if seconds is None:
+        spans = _spanned(r, types_of) if seconds is None else None
+        if spans is not None and not set(spans) - set(cluster.capacity):
+            _add(built, r, {}, float(arrivals[r.job_id] or 0.0) - origin, origin, model, prior_rel, source, tenant_by,
+                 "", spans)
+        elif seconds is None:
             left_out["GPU type unknown"] += 1
         elif set(seconds) - set(cluster.capacity):
             left_out["GPU type not in the inventory"] += 1
@@ -248,14 +252,32 @@ def build_replay(history: History, source: str, node_types: Mapping[str, str] | 
                   dict(built.counts), tuple(node_list), prior_rel)
 
 
+def _spanned(r: HistoryRow, types_of: Mapping[str, str]) -> dict[str, float] | None:
+    """The share of a gang's nodes of each type, for a gang over nodes of several known types
+    in one run (``--gres=gpu:G`` names no type; sacct's AllocTRES shows both); else None."""
+    if r.earlier or not r.nodes or any(n not in types_of for n in r.nodes):
+        return None
+    counts = Counter(types_of[n] for n in r.nodes)
+    return {k: c / len(r.nodes) for k, c in counts.items()} if len(counts) > 1 else None
+
+
 def _add(built: _Built, r: HistoryRow, seconds: Mapping[str, float], arrival: float, origin: float, model: Model,
-         prior_rel: Mapping[str, float], source: str, tenant_by: str, last_type: str) -> None:
-    """One job of the history: its trace job, its speeds in the table, its record as it ran."""
+         prior_rel: Mapping[str, float], source: str, tenant_by: str, last_type: str,
+         spans: Mapping[str, float] | None = None) -> None:
+    """One job of the history: its trace job, its speeds in the table, its record as it ran
+    (``spans``: a gang over several types, which ran at the pace of its slowest)."""
     how, speed = _source(model, (r.user, r.job_name, r.gpus))
     rel = dict(speed) if speed is not None else dict(prior_rel)
     # a type the learner marks failing keeps 0 (never placed there); the work done on it
     # before the job failed there is counted at the prior's ratio
-    work = sum(e * (rel[k] if rel[k] > 0 else prior_rel[k]) for k, e in seconds.items())
+    pace = {k: (rel[k] if rel[k] > 0 else prior_rel[k]) for k in rel}
+    gpu_seconds = {k: e * r.gpus for k, e in seconds.items()}
+    if spans:
+        last_type = min(spans, key=lambda k: (pace[k], k))
+        seconds = {last_type: r.elapsed_s}
+        gpu_seconds = {k: r.elapsed_s * r.gpus * f for k, f in spans.items()}
+        built.counts["gangs over several types (at their slowest)"] += 1
+    work = sum(e * pace[k] for k, e in seconds.items())
     tenant = _tenant(r, tenant_by)
     job_type = f"{r.user}|{r.job_name}"
     for k in built.data:
@@ -269,8 +291,7 @@ def _add(built: _Built, r: HistoryRow, seconds: Mapping[str, float], arrival: fl
     built.records.append(JobRecord(
         job_id=jid, tenant=tenant, arrival_s=arrival, start_s=float(r.start_s or 0.0) - origin,
         end_s=None if running else float(r.end_s or 0.0) - origin, gpu_type=last_type, gpus=r.gpus,
-        work=work, throughput=rel, gpu_seconds={k: s * r.gpus for k, s in seconds.items()},
-        run_s=sum(seconds.values())))
+        work=work, throughput=rel, gpu_seconds=gpu_seconds, run_s=sum(seconds.values())))
     built.ended["RUNNING (work so far)" if running else r.state] += 1
     built.sources[how] += 1
     built.counts["array tasks"] += "_" in r.job_id

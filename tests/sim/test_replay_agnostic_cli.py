@@ -51,3 +51,23 @@ def test_node_weights_change_where_jobs_go(history_file, tmp_path):
 def test_mistakes_exit_2(history_file, extra, message, capsys):
     assert main(["simulate", "--sacct-file", str(history_file), "--policy", "agnostic", "--quiet", *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_gang_over_two_types_is_replayed_at_its_slowest():
+    from test_accounting import HEADER, ROWS
+
+    from slurm_fair.sim.accounting import build_replay
+    from slurm_fair.slurm.parse.history import parse_history
+
+    # 2 GPUs on a100-01 and 2 on v100-01, untyped (sacct would list both types): 1 h
+    row = ("110|dan|physics|wide|gpu|billing=4,cpu=8,gres/gpu=4,mem=8G,node=2|a100-01,v100-01|2|"
+           "2026-01-05T02:00:00|2026-01-05T02:00:00|2026-01-05T03:00:00|01:00:00|02:00:00|COMPLETED")
+    replay = build_replay(parse_history("\n".join([HEADER, *ROWS, row]) + "\n", "h.txt"), "h.txt")
+    job = next(j for j in replay.workload.jobs if j.id == "physics/110")
+    rec = next(r for r in replay.history if r.job_id == "physics/110")
+    speed = {k: replay.table.lookup(job.job_type, job.gpus, k) for k in ("a100", "v100")}
+    slowest = min(speed, key=lambda k: speed[k])
+    assert rec.gpu_type == slowest and job.nodes == 2
+    assert job.total_steps == 3600 * speed[slowest]  # placed as it ran, it takes the hour it took
+    assert dict(rec.gpu_seconds) == {"a100": 2 * 3600.0, "v100": 2 * 3600.0}
+    assert replay.counts["gangs over several types (at their slowest)"] == 1
