@@ -28,6 +28,7 @@ from slurm_fair.sim.metrics import summarize
 from slurm_fair.sim.scenario import Scenario
 from slurm_fair.slurm.cli import SlurmCli
 from slurm_fair.slurm.parse.history import parse_history
+from slurm_fair.testbed.replay.submit import reset_slurm
 
 pytestmark = pytest.mark.slurm
 
@@ -49,6 +50,7 @@ def test_agnostic_replay_of_a_real_slurm_alone_run(testbed):
     env = {**os.environ, **testbed.env}
     port = SlurmCli(env=testbed.env, timeout_s=30, retries=2)
     accounts = sorted(a.name for a in port.accounts() if a.name != "root")[:3]
+    reset_slurm(testbed, accounts)  # no fair-share usage of earlier runs: a replay starts with none
     since = datetime.now() - timedelta(seconds=2)
     rng = random.Random(42)
     ids = []
