@@ -1,10 +1,11 @@
 """How far a replay of a site's history can be trusted: generated histories with known truth.
 
 For each seed, ``make_site_history.generate`` writes a history made by a heterogeneity-agnostic
-Slurm (FIFO + backfill, nodes in name order) with true per-group speeds it keeps. Then:
+Slurm (FIFO, backfill with reservations by time limits, nodes in name order) with true per-group speeds it keeps. Then:
 
 1. the history is replayed as ``simulate --sacct-file`` does (:func:`build_replay`: speeds learned
-   from its completed runs, else the priors) and ``agnostic`` is simulated on it: its average
+   from its completed runs, else the priors) and ``agnostic`` is simulated on it (as
+   ``simulate`` runs it: the modelled site's Slurm, :mod:`slurm_fair.sim.slurmlike`): its average
    JCT and wait, overall and per tenant, against the history's own (the error an admin sees
    in the table's "history (Slurm)" column);
 2. ``oef`` is simulated on the same replay (``--stale-s`` applies to oef only: agnostic is solved
@@ -38,6 +39,7 @@ from slurm_fair.estimates.gavel import ThroughputTable  # noqa: E402
 from slurm_fair.sim.accounting import Replay, build_replay  # noqa: E402
 from slurm_fair.sim.engine import SimConfig, simulate  # noqa: E402
 from slurm_fair.sim.metrics import summarize  # noqa: E402
+from slurm_fair.sim.slurmlike import SlurmModel, simulate_slurm  # noqa: E402
 from slurm_fair.slurm.parse.history import parse_history  # noqa: E402
 from slurm_fair.solver import fastest_available  # noqa: E402
 
@@ -59,8 +61,14 @@ def true_replay(replay: Replay, truth: dict) -> Replay:
                                table=ThroughputTable(data, source="true speeds"))
 
 
-def run(replay: Replay, policy: str, config: SimConfig) -> dict:
-    res = simulate(replay.workload, replay.cluster, replay.table, policies.get(policy), config)
+def run(replay: Replay, policy: str, config: SimConfig, slurm: SlurmModel | None = None) -> dict:
+    """``simulate``'s run of one policy: ``agnostic`` is the modelled Slurm when ``slurm`` is
+    given (``--agnostic-as slurm``, the command's default)."""
+    if policy == "agnostic" and slurm is not None:
+        res = simulate_slurm(replay.workload, replay.nodes, replay.table, replay.limits, replay.cluster.capacity, slurm,
+                             replay.prior_rel, config.round_s)
+    else:
+        res = simulate(replay.workload, replay.cluster, replay.table, policies.get(policy), config)
     return summarize(res.records, [], dict(replay.cluster.capacity))
 
 
@@ -87,29 +95,34 @@ def main() -> None:
     ap.add_argument("--requeue-hold-s", type=float, default=0.0, help="Slurm's hold (121 s by default)")
     ap.add_argument("--fill-between-rounds", action="store_true")
     ap.add_argument("--skip-truth", action="store_true", help="Only the agnostic replay against the history.")
+    ap.add_argument("--agnostic-as", choices=("slurm", "policy"), default="slurm",
+                    help="agnostic as the modelled Slurm (simulate's default) or slurm-fair's agnostic policy")
+    ap.add_argument("--per-node", type=int, default=8, help="GPUs per node of the generated site")
     a = ap.parse_args()
+    slurm = SlurmModel() if a.agnostic_as == "slurm" else None
     config = SimConfig(solver=fastest_available(), check_fairness=False, stale_s=a.stale_s, round_s=a.round_s,
                        requeue_hold_s=a.requeue_hold_s, fill_between_rounds=a.fill_between_rounds)
     console = Console(width=220)
-    table = Table(title=f"replay against the truth ({a.jobs} jobs, {a.days:g} days, {a.gpus} GPUs, {a.accounts} accounts, "
-                        f"load {a.load:g}; stale_s {a.stale_s:g}, round {a.round_s:g} s, hold {a.requeue_hold_s:g} s"
+    table = Table(title=f"replay against the truth ({a.jobs} jobs, {a.days:g} days, {a.gpus} GPUs in {a.per_node}-GPU "
+                        f"nodes, {a.accounts} accounts, load {a.load:g}, agnostic as {a.agnostic_as}; "
+                        f"stale_s {a.stale_s:g}, round {a.round_s:g} s, hold {a.requeue_hold_s:g} s"
                         f"{', filling' if a.fill_between_rounds else ''})")
     for c in ("seed", "hist JCT h", "agn JCT h", "JCT err", "hist wait h", "agn wait h", "worst tenant JCT err",
               "oef gain (learned)", "oef gain (true)", "gain ratio", "wall s"):
         table.add_column(c, justify="right")
     for seed in a.seeds:
         t0 = time.perf_counter()
-        site = generate(seed, a.jobs, a.days, a.gpus, 4, a.accounts, a.load)
+        site = generate(seed, a.jobs, a.days, a.gpus, 4, a.accounts, a.load, a.per_node)
         history = parse_history("\n".join(site.lines) + "\n", f"seed {seed}")
         replay = build_replay(history, f"seed {seed}")
         hist = summarize(list(replay.history), [], dict(replay.cluster.capacity))
         exact = dataclasses.replace(config, stale_s=0.0)  # staleness changes agnostic's answer (docs/simulator.md)
-        agn = run(replay, "agnostic", exact)
+        agn = run(replay, "agnostic", exact, slurm)
         gain = gain_t = float("nan")
         if not a.skip_truth:
             oef = run(replay, "oef", config)
             truth = true_replay(replay, site.truth)
-            agn_t, oef_t = run(truth, "agnostic", exact), run(truth, "oef", config)
+            agn_t, oef_t = run(truth, "agnostic", exact, slurm), run(truth, "oef", config)
             gain = 1 - oef["avg_jct_s"] / agn["avg_jct_s"]
             gain_t = 1 - oef_t["avg_jct_s"] / agn_t["avg_jct_s"]
         table.add_row(str(seed), f"{hist['avg_jct_s'] / 3600:.2f}", f"{agn['avg_jct_s'] / 3600:.2f}",

@@ -9,9 +9,10 @@ What a 2026 site's ``sacct -P -X -D`` shows after its Slurm ran a Philly-like wo
   philly`` draws from), durations capped at a week then **scaled** so the offered load is
   ``--load`` of the cluster's GPU-time at its capacity-weighted mean speed (Philly's own load
   would need several times the GPUs); run-to-run work differs by +-10 %;
-* a heterogeneity-agnostic Slurm: jobs in submit order (FIFO priority), each started on the
-  first nodes in name order with enough free GPUs (``--gres=gpu:G`` per node, ``-N`` nodes), a
-  job that does not fit yet does not block the next ones (backfill without reservations);
+* a stock, heterogeneity-agnostic Slurm (``_schedule``): ``priority/basic`` (submit order), the
+  main scheduler stopping at the first job that does not fit, ``sched/backfill`` with
+  reservations planned by time limits every 30 s, each job on the first nodes in name order with
+  enough free GPUs (``--gres=gpu:G`` per node, ``-N`` nodes, no type asked);
 * what a real history holds besides: array tasks (``123_4``), jobs requeued once after a node
   failure (a REQUEUED run, then the rest; SubmitTime reset), jobs cancelled while pending or
   after running a while, failures, time-outs at the job's limit, CPU-only jobs, job steps, and
@@ -114,6 +115,7 @@ def generate(seed: int = 1, n_jobs: int = 100_000, days: float = 90, gpus: int =
     speeds: dict[tuple[str, str, int], dict[str, float]] = {}
     horizon = days * 86400
     raw: list[tuple[str, str, str, int, float]] = []
+    base: dict[tuple[str, str, int], float] = {}
     for _ in range(n_jobs):
         g = counts[min(bisect.bisect_left(cum, rng.random() * cum[-1]), len(counts) - 1)]
         q = summary[str(g)]["duration_quantiles_s"]
@@ -121,7 +123,11 @@ def generate(seed: int = 1, n_jobs: int = 100_000, days: float = 90, gpus: int =
         i = min(int(u), len(q) - 2)
         d = math.exp(math.log(q[i]) + (math.log(q[i + 1]) - math.log(q[i])) * (u - i))
         user, account = rng.choice(users)
-        raw.append((user, account, rng.choice(names[user]), g, min(d, 7 * 86400)))
+        name = rng.choice(names[user])
+        # a recurring job: the group's runs do about the same work (+-10 % below), as the
+        # learner (speeds learn) assumes; the groups' durations follow Philly's
+        d = base.setdefault((user, name, g), min(d, 7 * 86400))
+        raw.append((user, account, name, g, d))
     mean_speed = sum(capacity[k] * prior[k] / top for k in types) / sum(capacity.values())
     offered = sum(g * d for *_, g, d in raw)
     scale = load * sum(capacity.values()) * horizon * mean_speed / offered
@@ -165,28 +171,88 @@ def generate(seed: int = 1, n_jobs: int = 100_000, days: float = 90, gpus: int =
     return site
 
 
+#: Slurm's backfill period (``bf_interval``), window (``bf_window``) and depth (``bf_max_job_test``)
+BF_INTERVAL, BF_WINDOW, BF_DEPTH = 30.0, 86400.0, 500
+
+
 def _schedule(site: Site, jobs: list[Job], horizon: float, rng: random.Random) -> None:
-    """FIFO with backfill on typeless GPUs, nodes in name order; writes every row."""
+    """A stock Slurm (``priority/basic``, ``sched/backfill``, ``select/cons_tres``) on typeless
+    GPUs, nodes in name order; writes every row.
+
+    The main scheduler runs on every submit and end: pending jobs in priority (submit) order,
+    each started on the first nodes with enough free GPUs; the first that does not fit ends the
+    pass. Every ``BF_INTERVAL`` seconds after a change, backfill plans with time limits: in
+    priority order, a job starts if it fits now without delaying an earlier job's reservation,
+    else it reserves the earliest time it fits (within ``BF_WINDOW``). A multi-node job spanning
+    types runs at its slowest."""
     free = {n: g for n, _, g in site.nodes}
     order = [n for n, _, _ in site.nodes]
+    size = {n: g for n, _, g in site.nodes}
     kind = {n: k for n, k, _ in site.nodes}
     pending: list[Job] = []
     ends: list[tuple[float, int, Job, list[str], float, float]] = []
+    planned: dict[int, tuple[list[str], int, float]] = {}  # running job -> (nodes, GPUs each, start + limit)
     arrivals = sorted(jobs, key=lambda j: j.submit)
     i = 0
     seq = 0
     now = 0.0
+    changed: float | None = None
+
+    def start(job: Job, nodes: list[str]) -> None:
+        nonlocal seq
+        per = job.gpus // job.nnodes
+        for n in nodes:
+            free[n] -= per
+        rate = min(job.speed[kind[n]] for n in nodes)
+        run = job.work / rate
+        if job.fate in ("CANCELLED", "FAILED", "REQUEUE"):
+            run *= job.fate_at
+        run = min(run, job.limit)
+        seq += 1
+        heapq.heappush(ends, (now + run, seq, job, nodes, now, run))
+        planned[id(job)] = (nodes, per, now + job.limit)
+        pending.remove(job)
+
+    def first_fit(job: Job) -> list[str] | None:
+        per = job.gpus // job.nnodes
+        nodes = [n for n in order if free[n] >= per][:job.nnodes]
+        return nodes if len(nodes) == job.nnodes else None
+
+    def backfill() -> None:
+        busy: dict[str, list[tuple[float, float, int]]] = {n: [] for n in order}
+        for nodes, per, until in planned.values():
+            for n in nodes:
+                busy[n].append((now, max(until, now + 1), per))
+        for job in list(pending[:BF_DEPTH]):
+            per = job.gpus // job.nnodes
+            points = sorted({now, *(b for lst in busy.values() for _, b, _ in lst if b <= now + BF_WINDOW)})
+            for t in points:
+                nodes = [n for n in order if size[n] - _peak(busy[n], t, t + job.limit) >= per][:job.nnodes]
+                if len(nodes) < job.nnodes:
+                    continue
+                if t == now:
+                    start(job, nodes)
+                for n in nodes:
+                    busy[n].append((t, t + job.limit, per))
+                break
+
     while True:
         t_arr = arrivals[i].submit if i < len(arrivals) else math.inf
         t_end = ends[0][0] if ends else math.inf
-        now = min(t_arr, t_end)
+        t_bf = (math.floor(changed / BF_INTERVAL) + 1) * BF_INTERVAL if changed is not None and pending else math.inf
+        now = min(t_arr, t_end, t_bf)
         if now >= horizon:
             break
+        if t_bf < min(t_arr, t_end):
+            backfill()
+            changed = None
+            continue
         if t_end <= t_arr:
-            _, _, job, nodes, start, run = heapq.heappop(ends)
+            _, _, job, nodes, _start, run = heapq.heappop(ends)
+            planned.pop(id(job))
             for n in nodes:
                 free[n] += job.gpus // len(nodes)
-            _finish(site, job, nodes, start, run, kind, pending)
+            _finish(site, job, nodes, _start, run, kind, pending)
         else:
             job = arrivals[i]
             i += 1
@@ -194,51 +260,39 @@ def _schedule(site: Site, jobs: list[Job], horizon: float, rng: random.Random) -
                 wait = rng.uniform(60, 6 * 3600)
                 site.lines.append(_row(job, "CANCELLED by 0", job.submit, None, job.submit + wait, "None assigned", 0.0, 0))
                 continue
+            if job.gpus // job.nnodes > max(size.values()):
+                site.lines.append(_row(job, "PENDING", job.submit, None, None, "None assigned", 0.0, 0))
+                continue  # a gang no node holds: Slurm leaves it pending (BadConstraints)
             pending.append(job)
-        started = []
-        total = sum(free.values())
-        for job in pending[:200]:
-            if total < job.gpus:
-                continue
-            per = job.gpus // job.nnodes
-            nodes = []
-            for n in order:
-                if free[n] >= per:
-                    nodes.append(n)
-                    if len(nodes) == job.nnodes:
-                        break
-            if len(nodes) < job.nnodes:
-                continue
-            for n in nodes:
-                free[n] -= per
-            total -= job.gpus
-            k = kind[nodes[0]]
-            run = job.work / job.speed[k]
-            if job.fate in ("CANCELLED", "FAILED", "REQUEUE"):
-                run *= job.fate_at
-            run = min(run, job.limit)
-            seq += 1
-            heapq.heappush(ends, (now + run, seq, job, nodes, now, run))
-            started.append(job)
-        if started:
-            gone = set(map(id, started))
-            pending = [j for j in pending if id(j) not in gone]
-    for _, _, job, nodes, start, _ in ends:  # still running when the history was taken
-        site.lines.append(_row(job, "RUNNING", job.submit, start, None, _hostlist(nodes), now - start, job.gpus,
-                               kind[nodes[0]]))
+        if changed is None:  # backfill every BF_INTERVAL, whatever comes meanwhile
+            changed = now
+        for job in list(pending):  # the main scheduler: priority order, stop at the first that waits
+            nodes = first_fit(job)
+            if nodes is None:
+                break
+            start(job, nodes)
+    for _, _, job, nodes, start_s, _ in ends:  # still running when the history was taken
+        site.lines.append(_row(job, "RUNNING", job.submit, start_s, None, _hostlist(nodes), now - start_s, job.gpus,
+                               min((kind[n] for n in nodes), key=lambda k: job.speed[k]), kind))
     for job in pending:
         site.lines.append(_row(job, "PENDING", job.submit, None, None, "None assigned", 0.0, 0))
     for job in arrivals[i:]:
         job.fate = "not submitted"
 
 
+def _peak(held: list[tuple[float, float, int]], a: float, b: float) -> int:
+    """GPUs held at once on a node at most during ``[a, b)``."""
+    cuts = [a, *(s for s, _, _ in held if a < s < b)]
+    return max(sum(g for s, e, g in held if s <= c < e) for c in cuts)
+
+
 def _finish(site: Site, job: Job, nodes: list[str], start: float, run: float, kind: dict[str, str],
             pending: list[Job]) -> None:
-    k = kind[nodes[0]]
+    k = min((kind[n] for n in nodes), key=lambda t: job.speed[t])  # a gang runs at its slowest
     end = start + run
     hosts = _hostlist(nodes)
     if job.fate == "REQUEUE":
-        site.lines.append(_row(job, "REQUEUED", job.submit, start, end, hosts, run, job.gpus, k))
+        site.lines.append(_row(job, "REQUEUED", job.submit, start, end, hosts, run, job.gpus, k, kind))
         job.work -= run * job.speed[k]
         job.fate, job.submit = "COMPLETED", end  # Slurm resets SubmitTime on a requeue
         job.earlier.append(k)
@@ -246,17 +300,23 @@ def _finish(site: Site, job: Job, nodes: list[str], start: float, run: float, ki
         return
     timeout = job.fate == "COMPLETED" and run >= job.limit - 1e-6 and job.work / job.speed[k] > job.limit
     state = "TIMEOUT" if timeout else {"CANCELLED": "CANCELLED by 1001"}.get(job.fate, job.fate)
-    site.lines.append(_row(job, state, job.submit, start, end, hosts, run, job.gpus, k))
+    site.lines.append(_row(job, state, job.submit, start, end, hosts, run, job.gpus, k, kind))
     if len(site.lines) % 2 == 0:
         site.lines.append(f"{job.jid}.batch|{job.raw}.batch|||batch||cpu=4,gres/gpu={job.gpus}|{hosts}|1|"
                           f"{_ts(job.submit)}|{_ts(start)}|{_ts(end)}|{_dur(run)}||{state}|0:0")
 
 
 def _row(job: Job, state: str, submit: float, start: float | None, end: float | None, hosts: str, run: float,
-         gpus: int, k: str | None = None) -> str:
+         gpus: int, k: str | None = None, kinds: dict[str, str] | None = None) -> str:
     typed = gpus and k and int(job.raw) % 5 != 0  # a fifth of the runs untyped: only NodeList tells
     tres = f"billing={gpus},cpu={4 * max(1, gpus)}" + (f",gres/gpu={gpus}" if gpus else "")
-    tres += (f",gres/gpu:{k}={gpus}" if typed else "") + f",mem=64G,node={job.nnodes if gpus else 0}"
+    if typed:  # sacct's typed counts: a gang over nodes of two types shows both
+        per_type: dict[str, int] = {}
+        for n in hosts.split(","):
+            t = (kinds or {}).get(n, k)
+            per_type[t] = per_type.get(t, 0) + gpus // max(1, job.nnodes)
+        tres += "".join(f",gres/gpu:{t}={c}" for t, c in sorted(per_type.items()))
+    tres += f",mem=64G,node={job.nnodes if gpus else 0}"
     if not gpus:
         tres = ""
     return "|".join((job.jid, job.raw, job.user, job.account, job.name, "gpu", tres, hosts, str(job.nnodes),

@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "solve": "solve",
     "policies": "policies",
     "simulate": "simulate",
+    "simulate-merge": "sweep",
     "run": "run",
     "report": "report",
     "metrics": "metrics",

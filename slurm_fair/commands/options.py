@@ -20,7 +20,7 @@ from .. import atomic, names
 from ..inputs import FiniteFloat, fullmatch
 from ..solver import SOLVER_CHOICES
 from ..testbed.rootfs import VERSIONS
-from .output import check_output, is_stdout
+from .output import check_file_output, check_output, is_stdout
 
 config_option = click.option(
     "--config",
@@ -199,11 +199,17 @@ node_type_option = click.option(
     help="Nodes of one GPU type, e.g. gpu[01-04]=a100 (repeatable), for runs without typed gres.",
 )
 strict_option = click.option("--strict", is_flag=True, help="An unreadable history row is an error (exit 2), not skipped.")
+#: the what-if of a replayed history (``simulate``, ``simulate-merge``)
+what_if_option = click.option(
+    "--what-if", "what_if_out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+    callback=check_file_output,
+    help="With a history: also write the what-if per tenant (history beside each policy) and the jobs "
+         "that would have gained most, as HTML (.html) or JSON (any other name).")
 
 SHARED = (config_option, json_option, output_option, solver_option, policy_option, trace_option,
           throughputs_option, round_option, quiet_option, dry_run_option, shadow_option, since_option,
           inventory_option, from_slurm_option, policy_params_option, sacct_file_option, node_type_option,
-          strict_option)
+          strict_option, what_if_option)
 TESTBED = (testbed_dir_option, testbed_config_option, slurm_option)
 
 

@@ -16,7 +16,9 @@ import click
 
 from ..inputs import FiniteFloat, Integer
 from ..model import MAX_GPUS
+from ..errors import UserError
 from ..sim.accounting import HistorySource
+from ..sim.slurmlike import PRIORITIES
 from ..sim.engine import SimConfig
 from ..sim.scenario import ClusterSource, WorkloadSource, parse_speeds
 from ..sim.synthetic import MIXES
@@ -105,14 +107,34 @@ history_options = _group([
     click.option("--tenant-by", type=click.Choice(("account", "user")), default="account", show_default=True,
                  help="With a history: who a tenant is."),
     strict_option,
+    click.option("--agnostic-as", type=click.Choice(("slurm", "policy")), default="slurm", show_default=True,
+                 help="With a history: run `agnostic` as the site's own Slurm would (priority, backfill by time "
+                      "limits, nodes in name order, no preemption), or as slurm-fair's agnostic policy."),
+    click.option("--slurm-priority", type=click.Choice(PRIORITIES), default="fifo", show_default=True,
+                 help="With a history and --agnostic-as slurm: the site's PriorityType (fifo: priority/basic; "
+                      "fairshare: priority/multifactor with fair share and age; shares: --weight)."),
+    click.option("--slurm-bf-interval", type=FiniteFloat(0, 86400, lo_open=True), default=30.0, show_default=True,
+                 metavar="S", help="With --agnostic-as slurm: the site's backfill interval (bf_interval, seconds)."),
+    click.option("--node-weight", "node_weights", multiple=True, metavar="HOSTLIST=W",
+                 help="With --agnostic-as slurm: the nodes' Weight in slurm.conf (Slurm fills the lowest first; "
+                      "default: all equal, nodes in name order)."),
 ], "history", lambda v: _history_source(**v))
 
 
 def _history_source(sacct_file: str | None, from_slurm: bool, days: float | None, inventory: str | None,
-                    node_type: tuple[str, ...], tenant_by: str, strict: bool) -> HistorySource:
+                    node_type: tuple[str, ...], tenant_by: str, strict: bool, agnostic_as: str,
+                    slurm_priority: str, slurm_bf_interval: float, node_weights: tuple[str, ...]) -> HistorySource:
     from .speeds import parse_node_types
 
-    return HistorySource(sacct_file, from_slurm, days, inventory, parse_node_types(node_type), tenant_by, strict)
+    weights: dict[str, float] = {}
+    for item in node_weights:
+        for node, w in parse_node_types((item,), "--node-weight", "HOSTLIST=W, e.g. v100-[1-2]=1").items():
+            try:
+                weights[node] = float(w)
+            except ValueError:
+                raise UserError(f"--node-weight {item[:80]!r}: the weight {w!r} is not a number") from None
+    return HistorySource(sacct_file, from_slurm, days, inventory, parse_node_types(node_type), tenant_by, strict,
+                         agnostic_as, slurm_priority, slurm_bf_interval, weights)
 
 
 engine_options = _group([

@@ -9,7 +9,8 @@ JSON with ``--json``), ``--plot`` and ``--save-workload`` write files of their o
 from __future__ import annotations
 
 from functools import partial
-from typing import Mapping
+from pathlib import Path
+from typing import Callable, Mapping
 import dataclasses
 
 import click
@@ -24,7 +25,9 @@ from ..errors import UserError
 from ..inputs import Integer
 from ..sim.accounting import HistorySource, Replay, build_replay
 from ..sim.cluster import ClusterSpec
-from .options import config_option, json_option, output_option, policies_option, quiet_option, throughputs_option
+from ..sim.slurmlike import Node, SlurmModel, simulate_slurm
+from .options import (config_option, json_option, output_option, policies_option, quiet_option, throughputs_option,
+                      what_if_option)
 from .output import check_distinct, check_file_output, check_plot, table_or_json
 from .sim_options import cluster_options, engine_options, history_options, workload_options
 
@@ -44,16 +47,26 @@ from .sim_options import cluster_options, engine_options, history_options, workl
               help="Also write the simulated workload as a trace CSV.")
 @click.option("--jobs", "parallel", type=Integer(1, 64), default=1, show_default=True, metavar="N",
               help="Run the policies in N processes at once (the results merge into one report; no --plot).")
-@click.option("--what-if", "what_if_out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              callback=check_file_output,
-              help="With a history: also write the what-if per tenant (history beside each policy) and the jobs "
-                   "that would have gained most, as HTML (.html) or JSON (any other name).")
+@what_if_option
+@click.option("--array-script", type=click.Path(dir_okay=False), default=None, metavar="FILE", callback=check_file_output,
+              help="Run nothing: write an sbatch script whose array tasks each run one policy (and --array-seed) "
+                   "with these options, and its manifest; merge the parts with `slurm-fair simulate-merge DIR`.")
+@click.option("--array-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="With --array-script: where the manifest, parts/ and logs/ go (default: FILE with .sweep).")
+@click.option("--array-seed", "array_seeds", type=Integer(0, 2**64 - 1), multiple=True, metavar="S",
+              help="With --array-script: also one task per seed (--seed S of each task).")
+@click.option("--sbatch-option", "sbatch_options", multiple=True, metavar="OPT",
+              help="With --array-script: an #SBATCH line of the script (sbatch options, e.g. -A ACCOUNT or -t 2:00:00).")
+@click.option("--array-part", type=click.Path(dir_okay=False), default=None, metavar="FILE", callback=check_file_output,
+              help="What an array task writes: this one policy's figures and JCTs (and the history's) as a part "
+                   "for simulate-merge.")
 @quiet_option
 @config_option
 def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, history: HistorySource,
             cluster: scenario.ClusterSource, throughputs: str | None, engine: SimConfig, as_json: bool,
             output: str | None, plot_out: str | None, save_workload: str | None, what_if_out: str | None,
-            parallel: int, quiet: bool, config_path: str | None) -> None:
+            parallel: int, quiet: bool, config_path: str | None, array_script: str | None, array_dir: str | None,
+            array_seeds: tuple[int, ...], sbatch_options: tuple[str, ...], array_part: str | None) -> None:
     """Simulate policies on a trace and compare JCT, fairness and efficiency.
 
     Repeat --policy to compare several. Jobs come from --trace files, --synthetic N, or the site's
@@ -79,6 +92,14 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
             raise UserError("give --cluster SPEC (or replay a history: --sacct-file FILE, --from-slurm)")
         scene = scenario.build(workload, cluster, throughputs)
     engine = dataclasses.replace(engine, knowledge_seed=workload.seed)
+    if array_script:
+        _write_sweep(array_script, array_dir, [i.name for i in infos], array_seeds, sbatch_options,
+                     bool(output or as_json or plot_out or what_if_out or save_workload or array_part), console_quiet=quiet)
+        return
+    if array_dir or array_seeds or sbatch_options:
+        raise UserError("--array-dir, --array-seed and --sbatch-option go with --array-script FILE")
+    if array_part and len(infos) != 1:
+        raise UserError("--array-part is one array task's output: give exactly one --policy")
     also: dict[str, tuple[str, str | bytes]] = {}
     if save_workload:
         also["--save-workload"] = (save_workload, csv_text(scene.workload))
@@ -87,12 +108,19 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
         raise UserError("--plot draws every job's record: give it with --jobs 1 (the runs of --jobs N send back "
                         "their figures only)")
     results: Mapping[str, SimResult | sim_results.Summary]
+    slurm = _slurm_baseline(replay, history)
+    si = bool(what_if_out or array_part)
     if parallel > 1 and len(infos) > 1:
-        results = parallel_runs(scene, [i.name for i in infos], engine, parallel, console, quiet)
+        results = parallel_runs(scene, [i.name for i in infos], engine, parallel, console, quiet, slurm, si)
     else:
-        results = _run(scene, infos, engine, console, quiet)
+        results = _run(scene, infos, engine, console, quiet, slurm)
     doc = sim_results.document(results, scene.workload, scene.cluster, engine, scene.table.source,
                                replay=replay)
+    if replay is not None:
+        doc["agnostic_as"] = (f"the site's Slurm as modelled ({slurm[1].priority} priority, backfill by time limits, "
+                              "nodes in name order)" if slurm else "slurm-fair's agnostic policy")
+    if si and replay is not None:
+        _add_si(doc, results, replay, scene)
     if plot_out:
         from ..sim.plot import path_format, picture
 
@@ -100,6 +128,8 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
     # every file at once, all or nothing (a full disk leaves the old ones as they were)
     if what_if_out and replay is not None:
         also["--what-if"] = (what_if_out, _what_if(doc, results, replay, what_if_out))
+    if array_part:
+        also["--array-part"] = (array_part, _part(doc, results, replay, workload.seed))
     shown = sim_results.comparison_table(doc)
     table_or_json(sim_results.with_tenants(shown, doc) if replay else shown, doc, as_json, output, also)
     for note in _notes(results):
@@ -126,8 +156,10 @@ def replay_history(history: HistorySource, workload: scenario.WorkloadSource, cl
                         "no --cluster or --throughputs")
     node_types: dict[str, str] = {}
     built = None
+    nodes = None
     if history.inventory:
         built, node_types = inventory_cluster(history.inventory)
+        nodes = inventory_nodes(history.inventory)
     node_types.update(history.node_types)
     if history.sacct_file:
         parsed = parse_history(read_text(history.sacct_file, "sacct history"), history.sacct_file,
@@ -142,11 +174,51 @@ def replay_history(history: HistorySource, workload: scenario.WorkloadSource, cl
 
         raise InputError(name, parsed.ended_junk)
     report_junk(parsed, name, parsed.ended_junk)
-    replay = build_replay(parsed, name, node_types, built, history.tenant_by)
+    replay = build_replay(parsed, name, node_types, built, history.tenant_by, nodes)
     if workload.weights:
         check_weights(workload.weights, replay.workload.tenants, name)
         replay = dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, weights=dict(workload.weights)))
     return replay
+
+
+def _add_si(doc: dict, results: Mapping[str, SimResult | sim_results.Summary], replay: Replay,
+            scene: scenario.Scenario) -> None:
+    """Each tenant's sharing-incentive ratio, ``report``'s (:mod:`slurm_fair.report.simulated`), in
+    the history's and each run's per-tenant figures (a run of another process brought its own)."""
+    from ..report.simulated import add_si
+
+    capacity, weights = dict(scene.cluster.capacity), dict(scene.workload.weights)
+    add_si(doc["history"], replay.history, capacity, weights)
+    for name, r in results.items():
+        if isinstance(r, SimResult):
+            add_si(doc["policies"][name], r.records, capacity, weights)
+
+
+def _write_sweep(script: str, directory: str | None, names: list[str], seeds: tuple[int, ...],
+                 sbatch: tuple[str, ...], outputs: bool, console_quiet: bool) -> None:
+    """``--array-script``: the sbatch script and manifest (:mod:`.sweep`), nothing run."""
+    from .sweep import inherited_argv, write_array
+
+    if outputs:
+        raise UserError("--array-script runs nothing: its tasks write the parts; give --json, --output, --plot, "
+                        "--what-if and --save-workload to simulate-merge (or the task's own run)")
+    manifest = write_array(script, directory, inherited_argv(click.get_current_context()), names, list(seeds), sbatch)
+    where = str(Path(manifest["script"]).with_suffix(".sweep")) if directory is None else directory
+    if not console_quiet:
+        click.echo(f"{len(manifest['tasks'])} array task(s): sbatch {manifest['script']}\n"
+                   f"then: slurm-fair simulate-merge {where}")
+
+
+def _part(doc: dict, results: Mapping[str, SimResult | sim_results.Summary], replay: Replay | None,
+          seed: int) -> str:
+    """``--array-part``: one task's part of a sweep (:func:`.sweep.part_document`)."""
+    from .output import json_text
+    from .sweep import part_document
+
+    name, result = next(iter(results.items()))
+    history = {r.job_id: r.jct_s for r in replay.history if r.jct_s is not None} if replay else None
+    return json_text(part_document(name, seed, doc, sim_results.jcts_of(result), history,
+                                   replay.jobs if replay else None))
 
 
 def _what_if(doc: dict, results: Mapping[str, SimResult | sim_results.Summary], replay: Replay, path: str) -> str:
@@ -158,6 +230,14 @@ def _what_if(doc: dict, results: Mapping[str, SimResult | sim_results.Summary], 
     history = {r.job_id: r.jct_s for r in replay.history if r.jct_s is not None}
     doc_w = whatif.what_if(doc, jcts, history, replay.jobs)
     return whatif.render_html(doc_w) if path.lower().endswith((".html", ".htm")) else json_text(doc_w)
+
+
+def inventory_nodes(path: str) -> list[Node]:
+    """The GPU nodes of an inventory file in Slurm's order (by name: slurm.conf's node order
+    when no weight differs), for the modelled Slurm."""
+    from ..deploy.inventory import load
+
+    return sorted((Node(n.name, n.gpu_type, n.gpus) for n in load(path).nodes if n.gpus > 0), key=lambda n: n.name)
 
 
 def inventory_cluster(path: str) -> tuple[ClusterSpec, dict[str, str]]:
@@ -177,16 +257,44 @@ def inventory_cluster(path: str) -> tuple[ClusterSpec, dict[str, str]]:
             {n.name: n.gpu_type for n in inv.nodes})
 
 
+def _slurm_baseline(replay: Replay | None, history: HistorySource) -> "tuple[Replay, SlurmModel] | None":
+    """With a history and ``--agnostic-as slurm``: the replay and the Slurm that runs
+    ``agnostic`` (docs/simulator.md, "The agnostic arm is the site's Slurm")."""
+    if replay is None or history.agnostic_as != "slurm":
+        if history.node_weights or history.slurm_priority != "fifo":
+            raise UserError("--node-weight and --slurm-priority describe the Slurm that runs agnostic in a replay "
+                            "(--agnostic-as slurm)")
+        return None
+    unknown = sorted(set(history.node_weights) - {n.name for n in replay.nodes})
+    if unknown:
+        raise UserError(f"--node-weight: no node {', '.join(unknown[:5])} in the replayed cluster")
+    order = {n.name: i for i, n in enumerate(replay.nodes)}
+    nodes = sorted(replay.nodes, key=lambda n: (history.node_weights.get(n.name, 1.0), order[n.name]))
+    return (dataclasses.replace(replay, nodes=tuple(nodes)),
+            SlurmModel(priority=history.slurm_priority, bf_interval_s=history.slurm_bf_interval_s))
+
+
+def run_policy(scene: scenario.Scenario, info: policies.PolicyInfo, engine: SimConfig,
+               slurm: "tuple[Replay, SlurmModel] | None" = None,
+               progress: Callable[[float], None] | None = None) -> SimResult:
+    """One policy over the scenario; ``agnostic`` over a history is the modelled Slurm
+    (:func:`slurm_fair.sim.slurmlike.simulate_slurm`) when ``slurm`` is given."""
+    if slurm is not None and info.name == "agnostic":
+        replay, model = slurm
+        return simulate_slurm(scene.workload, replay.nodes, scene.table, replay.limits, scene.cluster.capacity, model,
+                              replay.prior_rel, engine.round_s)
+    return simulate(scene.workload, scene.cluster, scene.table, info, engine, progress)
+
+
 def _run(scene: scenario.Scenario, infos: list[policies.PolicyInfo], engine: SimConfig, console: Console,
-         quiet: bool) -> dict[str, SimResult]:
+         quiet: bool, slurm: "tuple[Replay, SlurmModel] | None" = None) -> dict[str, SimResult]:
     """Each policy over the scenario, with a progress bar per policy on stderr."""
     results = {}
     with Progress(TextColumn("{task.description:>14}"), BarColumn(), TextColumn("{task.percentage:>5.1f}% jobs done"),
                   TimeElapsedColumn(), console=console, disable=quiet, transient=False) as progress:
         for info in infos:
             task = progress.add_task(info.name, total=1.0)
-            results[info.name] = simulate(scene.workload, scene.cluster, scene.table, info, engine,
-                                          partial(_advance, progress, task))
+            results[info.name] = run_policy(scene, info, engine, slurm, partial(_advance, progress, task))
             progress.update(task, completed=1.0)
     return results
 
@@ -197,26 +305,33 @@ def _advance(progress: Progress, task: TaskID, fraction: float) -> None:
 
 
 #: the scenario a forked worker runs (set before the pool forks, so it is not pickled)
-_SCENE: tuple[scenario.Scenario, SimConfig] | None = None
+_SCENE: "tuple[scenario.Scenario, SimConfig, tuple[Replay, SlurmModel] | None, bool] | None" = None
 
 
 def _one(name: str) -> sim_results.Summary:
     """One policy over the inherited scenario, in a worker process: its figures only (the
-    records stay in the worker)."""
+    records stay in the worker; the tenants' SI ratios, which need them, are computed here)."""
     assert _SCENE is not None
-    scene, engine = _SCENE
-    return sim_results.summary(simulate(scene.workload, scene.cluster, scene.table, policies.get(name), engine))
+    scene, engine, slurm, si = _SCENE
+    result = run_policy(scene, policies.get(name), engine, slurm)
+    out = sim_results.summary(result)
+    if si:
+        from ..report.simulated import add_si
+
+        add_si(out.metrics, result.records, dict(scene.cluster.capacity), dict(scene.workload.weights))
+    return out
 
 
 def parallel_runs(scene: scenario.Scenario, names: list[str], engine: SimConfig, processes: int, console: Console,
-                  quiet: bool) -> dict[str, sim_results.Summary]:
+                  quiet: bool, slurm: "tuple[Replay, SlurmModel] | None" = None,
+                  si: bool = False) -> dict[str, sim_results.Summary]:
     """Each policy in its own process (at most ``processes`` at once, forked: the scenario is
     shared, not copied through a pipe); the summaries in the order asked."""
     global _SCENE
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    _SCENE = (scene, engine)
+    _SCENE = (scene, engine, slurm, si)
     try:
         with ProcessPoolExecutor(min(processes, len(names)), mp_context=multiprocessing.get_context("fork")) as pool:
             futures = {pool.submit(_one, name): name for name in names}

@@ -34,7 +34,8 @@ DEFAULT_SINCE = "90d"
 SHOWN_JUNK = 5
 
 
-def parse_node_types(items: tuple[str, ...]) -> dict[str, str]:
+def parse_node_types(items: tuple[str, ...], option: str = "--node-type",
+                     expected: str = "HOSTLIST=TYPE, e.g. gpu[01-04]=a100") -> dict[str, str]:
     """``("gpu[01-04]=a100",)`` -> ``{"gpu01": "a100", ...}``; a UserError naming a bad item."""
     out: dict[str, str] = {}
     for item in items:
@@ -44,7 +45,7 @@ def parse_node_types(items: tuple[str, ...]) -> dict[str, str]:
         except Exception:
             nodes = ()
         if not nodes:
-            raise UserError(f"--node-type {item[:80]!r}: expected HOSTLIST=TYPE, e.g. gpu[01-04]=a100")
+            raise UserError(f"{option} {item[:80]!r}: expected {expected}")
         out.update({n: gpu_type.strip() for n in nodes})
     return out
 

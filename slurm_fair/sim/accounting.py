@@ -43,6 +43,7 @@ from ..estimates.learn import ANY_USER, Model, learn
 from ..estimates.priors import prior_speeds
 from .cluster import ClusterSpec
 from .metrics import JobRecord
+from .slurmlike import Node
 from .workload import TraceJob, Workload, make_workload
 
 #: :class:`slurm_fair.slurm.parse.history.History` and its rows, the parsed accounting (the
@@ -90,6 +91,17 @@ class Replay:
     origin_s: float = 0.0
     notes: tuple[str, ...] = ()
     counts: Mapping[str, int] = field(default_factory=dict)
+    #: the cluster's nodes in Slurm's order (weight, then name), for the modelled Slurm
+    #: (:mod:`.slurmlike`)
+    nodes: tuple[Node, ...] = ()
+    #: the type priors' relative speeds: where the learner says a group fails on a type (speed
+    #: 0) its work there was counted at these, and Slurm, which knows nothing of it, runs it so
+    prior_rel: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def limits(self) -> dict[str, float | None]:
+        """Each simulated job's time limit (s; None: not in the history)."""
+        return {j.id: self.jobs[j.id].time_limit_s for j in self.workload.jobs}
 
     def describe(self) -> dict[str, object]:
         """JSON-friendly (goes under ``"history"`` in the results)."""
@@ -103,8 +115,9 @@ def _tenant(row: HistoryRow, tenant_by: str) -> str:
     return row.account or f"(no account: {row.user})"
 
 
-def _cluster_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, str]) -> ClusterSpec:
-    """Per node, the most GPUs it held at once; per type, the nodes at the largest size seen."""
+def _cluster_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, str]) -> tuple[ClusterSpec, list[Node]]:
+    """Per node, the most GPUs it held at once; per type, the nodes at the largest size seen
+    (and those nodes by name, Slurm's order when no weight says otherwise)."""
     events: dict[str, list[tuple[float, int]]] = defaultdict(list)
     for r in rows:
         if not r.nodes or r.start_s is None:
@@ -133,8 +146,10 @@ def _cluster_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, s
     if not capacity:
         raise UserError("the history names no node of a known GPU type: give --inventory FILE or --node-type HOSTLIST=TYPE")
     # whole nodes of the largest size: a site's nodes of one type are usually alike
-    return ClusterSpec({k: largest[k] * math.ceil(c / largest[k]) for k, c in capacity.items()},
-                       node_gpus=dict(largest))
+    nodes = [Node(n, node_types[n], largest[node_types[n]]) for n in sorted(held)
+             if held[n] > 0 and node_types.get(n) in largest]
+    return (ClusterSpec({k: largest[k] * math.ceil(c / largest[k]) for k, c in capacity.items()},
+                        node_gpus=dict(largest)), nodes)
 
 
 def _source(model: Model, group: tuple[str, str, int]) -> tuple[str, Mapping[str, float] | None]:
@@ -190,9 +205,11 @@ class _Built:
 
 
 def build_replay(history: History, source: str, node_types: Mapping[str, str] | None = None,
-                 cluster: ClusterSpec | None = None, tenant_by: str = "account") -> Replay:
+                 cluster: ClusterSpec | None = None, tenant_by: str = "account",
+                 nodes: Iterable[Node] | None = None) -> Replay:
     """The history's jobs, cluster and speeds (see the module docstring); a UserError naming
-    ``source`` when it cannot be replayed (no timing columns, nothing that ran)."""
+    ``source`` when it cannot be replayed (no timing columns, nothing that ran). ``nodes``: the
+    inventory's, in Slurm's order (given with ``cluster``)."""
     if tenant_by not in TENANT_LEVELS:
         raise UserError(f"--tenant-by {tenant_by!r}: expected one of {', '.join(TENANT_LEVELS)}")
     if not history.timed:
@@ -201,8 +218,13 @@ def build_replay(history: History, source: str, node_types: Mapping[str, str] | 
                         "Timelimit,NNodes)")
     types_of = {**nodes_seen_typed([*history.rows, *history.failed, *history.ended]), **(node_types or {})}
     ran, left_out = _ran(history)
+    node_list = list(nodes or ())
     if cluster is None:
-        cluster = _cluster_from_history(ran, types_of)
+        cluster, seen = _cluster_from_history(ran, types_of)
+        node_list = node_list or seen
+    if not node_list:  # a cluster without node names: nodes of each type, types in name order
+        node_list = ([Node(n.name, n.gpu_type, n.gpus) for n in cluster.nodes()] if cluster.has_nodes
+                     else [Node(k, k, c) for k, c in sorted(cluster.capacity.items())])
     model = _model(history, types_of, cluster)
     priors = prior_speeds(sorted(cluster.capacity)).speed
     prior_rel = {k: v / max(priors.values()) for k, v in priors.items()}
@@ -211,7 +233,11 @@ def build_replay(history: History, source: str, node_types: Mapping[str, str] | 
     origin = min((a for a in arrivals.values() if a is not None), default=0.0)
     for r in ran:
         seconds = seconds_by_type(r, types_of)
-        if seconds is None:
+        spans = _spanned(r, types_of) if seconds is None else None
+        if spans is not None and not set(spans) - set(cluster.capacity):
+            _add(built, r, {}, float(arrivals[r.job_id] or 0.0) - origin, origin, model, prior_rel, source, tenant_by,
+                 "", spans)
+        elif seconds is None:
             left_out["GPU type unknown"] += 1
         elif set(seconds) - set(cluster.capacity):
             left_out["GPU type not in the inventory"] += 1
@@ -223,17 +249,35 @@ def build_replay(history: History, source: str, node_types: Mapping[str, str] | 
     table = ThroughputTable(built.data, source=f"speeds of {source}: learned from its completed runs, else the type priors")
     return Replay(make_workload(built.jobs, {}, [f"history({source})"]), cluster, table, tuple(built.records),
                   built.meta, dict(built.ended), dict(left_out), dict(built.sources), origin, tuple(model.warnings),
-                  dict(built.counts))
+                  dict(built.counts), tuple(node_list), prior_rel)
+
+
+def _spanned(r: HistoryRow, types_of: Mapping[str, str]) -> dict[str, float] | None:
+    """The share of a gang's nodes of each type, for a gang over nodes of several known types
+    in one run (``--gres=gpu:G`` names no type; sacct's AllocTRES shows both); else None."""
+    if r.earlier or not r.nodes or any(n not in types_of for n in r.nodes):
+        return None
+    counts = Counter(types_of[n] for n in r.nodes)
+    return {k: c / len(r.nodes) for k, c in counts.items()} if len(counts) > 1 else None
 
 
 def _add(built: _Built, r: HistoryRow, seconds: Mapping[str, float], arrival: float, origin: float, model: Model,
-         prior_rel: Mapping[str, float], source: str, tenant_by: str, last_type: str) -> None:
-    """One job of the history: its trace job, its speeds in the table, its record as it ran."""
+         prior_rel: Mapping[str, float], source: str, tenant_by: str, last_type: str,
+         spans: Mapping[str, float] | None = None) -> None:
+    """One job of the history: its trace job, its speeds in the table, its record as it ran
+    (``spans``: a gang over several types, which ran at the pace of its slowest)."""
     how, speed = _source(model, (r.user, r.job_name, r.gpus))
     rel = dict(speed) if speed is not None else dict(prior_rel)
     # a type the learner marks failing keeps 0 (never placed there); the work done on it
     # before the job failed there is counted at the prior's ratio
-    work = sum(e * (rel[k] if rel[k] > 0 else prior_rel[k]) for k, e in seconds.items())
+    pace = {k: (rel[k] if rel[k] > 0 else prior_rel[k]) for k in rel}
+    gpu_seconds = {k: e * r.gpus for k, e in seconds.items()}
+    if spans:
+        last_type = min(spans, key=lambda k: (pace[k], k))
+        seconds = {last_type: r.elapsed_s}
+        gpu_seconds = {k: r.elapsed_s * r.gpus * f for k, f in spans.items()}
+        built.counts["gangs over several types (at their slowest)"] += 1
+    work = sum(e * pace[k] for k, e in seconds.items())
     tenant = _tenant(r, tenant_by)
     job_type = f"{r.user}|{r.job_name}"
     for k in built.data:
@@ -247,8 +291,7 @@ def _add(built: _Built, r: HistoryRow, seconds: Mapping[str, float], arrival: fl
     built.records.append(JobRecord(
         job_id=jid, tenant=tenant, arrival_s=arrival, start_s=float(r.start_s or 0.0) - origin,
         end_s=None if running else float(r.end_s or 0.0) - origin, gpu_type=last_type, gpus=r.gpus,
-        work=work, throughput=rel, gpu_seconds={k: s * r.gpus for k, s in seconds.items()},
-        run_s=sum(seconds.values())))
+        work=work, throughput=rel, gpu_seconds=gpu_seconds, run_s=sum(seconds.values())))
     built.ended["RUNNING (work so far)" if running else r.state] += 1
     built.sources[how] += 1
     built.counts["array tasks"] += "_" in r.job_id
@@ -267,6 +310,12 @@ class HistorySource:
     node_types: Mapping[str, str] = field(default_factory=dict)
     tenant_by: str = "account"
     strict: bool = False
+    #: ``agnostic`` in a replay: ``slurm`` (:mod:`.slurmlike`, the site's scheduler) or ``policy``
+    agnostic_as: str = "slurm"
+    slurm_priority: str = "fifo"
+    slurm_bf_interval_s: float = 30.0
+    #: slurm.conf's node Weight (``--node-weight``; default equal: name order)
+    node_weights: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def given(self) -> bool:

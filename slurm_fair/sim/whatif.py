@@ -6,9 +6,9 @@ Every figure is read from the results document (:mod:`.results`), whose per-tena
 ``metrics.tenant_breakdown``'s (the definitions ``report`` and ``testbed replay`` score with):
 average JCT and wait, finish-time fairness (mean ``rho``, ``fairness.rhos_at_arrival``), GPU-hours
 by type, and utility (GPU-hours weighted by ``n_jk``: 1.0 is every hour on the job's best type).
-Not here yet: the report's windowed sharing-incentive ratio ``U_u / V_u`` (``report/
-window_fairness.py`` values the equal share slice by slice over Slurm's records; the simulator's
-SI checks are per solved round, counted in ``si_violation_rounds``).
+and the report's windowed sharing-incentive ratio ``U_u / V_u`` (``si_ratio``: the run's records
+as the accounting Slurm would have kept, scored by ``report/window_fairness.py`` itself,
+:mod:`slurm_fair.report.simulated`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ def what_if(doc: Mapping[str, Any], jcts: Mapping[str, Mapping[str, float]], his
             tenants.setdefault(t, {})[name] = {
                 "avg_jct_s": row.get("avg_jct_s"), "avg_wait_s": row.get("avg_wait_s"),
                 "ftf_rho_mean": row.get("ftf_rho_mean"), "utility": row.get("utility"),
+                "si_ratio": row.get("si_ratio"),
                 "gpu_hours": {k: s / 3600 for k, s in row.get("gpu_seconds", {}).items()},
                 "jobs_completed": row.get("jobs_completed"),
             }
@@ -47,8 +48,9 @@ def what_if(doc: Mapping[str, Any], jcts: Mapping[str, Mapping[str, float]], his
     return {"columns": list(columns), "tenants": dict(sorted(tenants.items())), "gains": gains,
             "types": sorted(doc["cluster"]["capacity"]), "history": {k: doc["history"][k] for k in
                                                                      ("ended", "left_out", "speed_sources", "counts")},
-            "not_computed": ["si_ratio: the report's windowed sharing-incentive ratio is not derived for simulated "
-                             "runs yet (SI is checked per solved round: si_violation_rounds)"]}
+            "agnostic": doc.get("agnostic_as"),
+            "not_computed": [f"si_ratio of {name}: no tenant had a valued equal share" for name, m in columns.items()
+                             if not any(r.get("si_ratio") is not None for r in m.get("tenants", {}).values())]}
 
 
 def render_html(doc: Mapping[str, Any]) -> str:

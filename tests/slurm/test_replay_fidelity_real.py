@@ -1,0 +1,96 @@
+"""The agnostic replay of a real Slurm-alone history on the testbed, against what Slurm did
+(issue 42).
+
+A burst of short jobs from three accounts (1 to 8 GPUs, `sleep`, so a job takes the same time on
+every type and the learner finds its group's speeds flat) queues on the testbed's 24 GPUs; its
+accounting is read back through the adapter and replayed with ``agnostic`` as the site's Slurm
+(the testbed's slurm.conf: fair-share priority with physics' share 2, ``bf_interval=2``, node
+``Weight`` v100 1, p100 2, k80 3). The replay's average JCT and wait, overall and per tenant,
+must be near the history's (bounds below; the measured error is in docs/simulator.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import subprocess
+import time
+from datetime import datetime, timedelta
+
+import pytest
+
+from slurm_fair import policies
+from slurm_fair.commands.simulate import _slurm_baseline, run_policy
+from slurm_fair.sim.accounting import HistorySource, build_replay
+from slurm_fair.sim.engine import SimConfig
+from slurm_fair.sim.metrics import summarize
+from slurm_fair.sim.scenario import Scenario
+from slurm_fair.slurm.cli import SlurmCli
+from slurm_fair.slurm.parse.history import parse_history
+from slurm_fair.testbed.replay.submit import reset_slurm
+
+pytestmark = pytest.mark.slurm
+
+#: the testbed's slurm.conf (conf/testbed.toml, testbed/templates): what the replay is told
+TESTBED_SLURM = HistorySource(sacct_file="-", tenant_by="account", agnostic_as="slurm", slurm_priority="fairshare",
+                              slurm_bf_interval_s=2.0,
+                              node_weights={"v100-1": 1, "v100-2": 1, "p100-1": 2, "p100-2": 2, "k80-1": 3})
+
+
+def _submit(env, account: str, gpus: int, seconds: int, name: str) -> str:
+    argv = ["sbatch", "--parsable", "-o", "/dev/null", "-A", account, "-J", name, f"--gres=gpu:{gpus}", "-t", "2",
+            "-N", "1", "--wrap", f"sleep {seconds}"]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().split(";")[0]
+
+
+def test_agnostic_replay_of_a_real_slurm_alone_run(testbed):
+    env = {**os.environ, **testbed.env}
+    port = SlurmCli(env=testbed.env, timeout_s=30, retries=2)
+    accounts = sorted(a.name for a in port.accounts() if a.name != "root")[:3]
+    reset_slurm(testbed, accounts)  # no fair-share usage of earlier runs: a replay starts with none
+    since = datetime.now() - timedelta(seconds=2)
+    rng = random.Random(42)
+    ids = []
+    for wave in range(3):  # three bursts 10 s apart, each more than the 24 GPUs can start at once
+        for i in range(10):
+            account = accounts[(wave + i) % len(accounts)]
+            gpus = rng.choice([1, 1, 2, 4, 4, 8])
+            ids.append(_submit(env, account, gpus, rng.randint(10, 40), f"fid-{gpus}"))
+        time.sleep(10)
+    deadline = time.monotonic() + 240
+    history = None
+    while time.monotonic() < deadline:
+        text, fs = port.sacct_history(since)
+        history = parse_history(text, "sacct", fs)
+        done = {r.job_id for r in history.rows}
+        if set(ids) <= done:
+            break
+        time.sleep(3)
+    assert history is not None and set(ids) <= {r.job_id for r in history.rows}, "the burst did not finish in time"
+    node_types = {n.name: next(iter(n.gpus_total)) for n in port.nodes() if n.gpus_total}
+    replay = build_replay(history, "sacct", node_types)
+    weights = {"physics": 2.0} if "physics" in accounts else {}
+    replay = dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, weights=weights))
+    slurm = _slurm_baseline(replay, TESTBED_SLURM)
+    assert slurm is not None
+    scene = Scenario(replay.workload, replay.cluster, replay.table)
+    run = run_policy(scene, policies.get("agnostic"), SimConfig(check_fairness=False), slurm)
+    capacity = dict(replay.cluster.capacity)
+    hist = summarize(list(replay.history), [], capacity)
+    agn = summarize(run.records, [], capacity)
+    print(f"history JCT {hist['avg_jct_s']:.1f} s wait {hist['avg_wait_s']:.1f} s; agnostic replay JCT "
+          f"{agn['avg_jct_s']:.1f} s wait {agn['avg_wait_s']:.1f} s; per tenant (history/replay): " + ", ".join(
+              f"{t} JCT {h['avg_jct_s']:.1f}/{agn['tenants'][t]['avg_jct_s']:.1f} wait {h['avg_wait_s']:.1f}/"
+              f"{agn['tenants'][t]['avg_wait_s']:.1f}" for t, h in sorted(hist["tenants"].items())))
+    assert hist["jobs_completed"] == agn["jobs_completed"] == len(ids)
+    assert hist["avg_wait_s"] > 10, "no queue built up: the test checks nothing"
+    # what Slurm did, within a few seconds a job (start latency, sacct's 1 s resolution)
+    assert abs(agn["avg_jct_s"] / hist["avg_jct_s"] - 1) < 0.25, (agn["avg_jct_s"], hist["avg_jct_s"])
+    assert abs(agn["avg_wait_s"] - hist["avg_wait_s"]) < 0.5 * hist["avg_wait_s"] + 5, (agn["avg_wait_s"],
+                                                                                       hist["avg_wait_s"])
+    for t, h in hist["tenants"].items():
+        a = agn["tenants"][t]
+        assert abs(a["avg_jct_s"] / h["avg_jct_s"] - 1) < 0.4, (t, a["avg_jct_s"], h["avg_jct_s"])
