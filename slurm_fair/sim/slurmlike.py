@@ -148,7 +148,8 @@ class _Scheduler:
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> None:
-        arrivals = [j for j in self.w.jobs if self._fits(j)]
+        # in time order, whatever the workload's order (a trace need not be sorted)
+        arrivals = sorted((j for j in self.w.jobs if self._fits(j)), key=lambda j: (j.arrival_s, j.id))
         ends: list[tuple[float, int, str]] = []
         i, seq = 0, 0
         dirty_since: float | None = None
@@ -173,7 +174,9 @@ class _Scheduler:
                 self.pending.append(arrivals[i])
                 i += 1
             seq = self._main(now, ends, seq)
-            if dirty_since is None:  # backfill runs every interval, whatever comes meanwhile
+            if not self.pending:  # nothing waits: the next backfill tick that matters is after now
+                dirty_since = None
+            elif dirty_since is None:  # backfill runs every interval, whatever comes meanwhile
                 dirty_since = now
 
     def _priority_order(self, now: float) -> list[TraceJob]:

@@ -116,3 +116,13 @@ def test_never_more_than_a_node_holds_and_never_preempted(case, priority):
                 for k, s in rec.gpu_seconds.items():
                     held[k] = held.get(k, 0.0) + s / (rec.end_s - rec.start_s)
         assert all(held[k] <= cap[k] + 1e-6 for k in held)
+
+
+def test_no_job_starts_before_it_arrives_after_the_queue_emptied():
+    """A backfill tick that passed while nothing waited is not run later in the past: the 1-GPU
+    job arriving at 31 behind a blocked gang once started at 30 (found by the test above)."""
+    jobs = [job("j0", 8, 10, 31, "u", 2), job("j1", 1, 10, 0, "u"), job("j2", 1, 10, 22, "u"),
+            job("j3", 1, 10, 31, "u"), job("j4", 4, 10, 22, "u")]
+    r = run(jobs, {j.id: None for j in jobs}, model=SlurmModel(priority="fifo"))
+    assert all(r[j.id].start_s >= j.arrival_s for j in jobs)
+    assert r["j3"].start_s == 32.0  # behind j0 (fifo) until j2 and j4 end, then both start
