@@ -57,6 +57,7 @@ from ...model import Allocation, Problem
 from ...slurm.model import Snapshot, SlurmJob
 from .. import requeue as rq
 from ..problem import untouched
+from ..standing import Standing, displaceable
 from ..state.fields import Owned
 from .jobs import JobContext, job_plans, sent_to, steerable
 from .order import site_factors
@@ -93,6 +94,8 @@ class PlanInputs:
     #: overdue gangs -> the type this round serves them on or keeps GPUs for
     #: (:mod:`..reserve`): sent there, first in line, every competitor there pushed below
     head: Mapping[str, str] = field(default_factory=dict)
+    #: each tenant against its share now (:mod:`..standing`): who has the displacement right
+    standing: Standing = field(default_factory=Standing)
 
 
 def make_plan(
@@ -134,8 +137,26 @@ def make_plan(
     # boundaries only a job that never ran (admission: a new job does not wait for the round)
     startable = [t for t in takers if t.job.reason not in rq.NOT_STARTABLE
                  and (inputs.round_boundary or pjobs[t.job.job_id].attained_s <= 0)]
-    requeue_for = rq.make_room(free, startable, victims, _hosts(settings))
-    rq.make_room(free, [t for t in takers if t not in startable], {}, _hosts(settings))  # not idle for moves
+    seated: set[str] = set()
+    requeue_for = rq.make_room(free, startable, victims, _hosts(settings), seated)
+    # the displacement right (controller/standing.py): a waiting job of a tenant below its share
+    # may have jobs of tenants above theirs requeued, before their min_run and at any cycle
+    right = [t for t in takers if t.job.job_id not in seated and t.job.reason not in rq.NOT_STARTABLE
+             and inputs.standing.tenant_below(pjobs[t.job.job_id].tenant)]
+    if right:
+        spare = displaceable(snapshot, problem, inputs.standing, fixed)
+        others: dict[str, list[SlurmJob]] = {}
+        for sj in spare.values():
+            if sj.job_id not in requeue_for:
+                others.setdefault(sj.gpu_type_running or "", []).append(sj)
+        for k in others:
+            others[k].sort(key=lambda sj: (round(deficit.get(sj.job_id, 0.0), 9),
+                                           -(sj.start_time.timestamp() if sj.start_time else now), sj.job_id))
+        budget = rq.Budget(dict(inputs.standing.surplus),
+                           {j: (pjobs[j].tenant, inputs.standing.value.get(j, 0.0)) for j in spare})
+        requeue_for.update(rq.make_room(free, right, others, _hosts(settings), seated, budget))
+    rq.make_room(free, [t for t in takers if t not in startable and t.job.job_id not in seated], {},
+                 _hosts(settings))  # not idle for moves
     movers = sorted((sj for sj in eligible if sj.job_id not in requeue_for and sj.job_id not in inputs.choices),
                     key=lambda sj: (-pjobs[sj.job_id].attained_s, sj.job_id))
     reach = {sj.job_id: frozenset(k for k in capacity if k != sj.gpu_type_running
