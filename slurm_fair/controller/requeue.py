@@ -96,7 +96,7 @@ def make_room(
     are the eligible running jobs on ``k`` that the plan does not keep there, in the order they
     should be given up (furthest ahead of their allocation first). ``seated`` (when given)
     receives the takers that got their GPUs. ``budget``: how much of each tenant's value may be
-    requeued (the displacement right, :mod:`.standing`); a victim it does not cover is skipped.
+    requeued for other tenants' jobs (:mod:`.standing`); a victim it does not cover is skipped.
     """
     chosen: dict[str, list[str]] = {}
     for t in takers:
@@ -105,15 +105,15 @@ def make_room(
             if seated is not None:
                 seated.add(sj.job_id)
             continue
-        left = [v for v in victims.get(k, ()) if v.job_id not in chosen and (budget is None or budget.covers([v]))]
+        left = [v for v in victims.get(k, ()) if v.job_id not in chosen and (budget is None or budget.covers(sj, [v]))]
         pick = _fewest(sj, k, pool, left, hosts)
-        if pick is None or (budget is not None and not budget.covers(pick)):
+        if pick is None or (budget is not None and not budget.covers(sj, pick)):
             continue
         for v in pick:
             chosen[v.job_id] = [sj.job_id]
             pool.give(k, v.gpus_on_nodes())
         if budget is not None:
-            budget.spend(pick)
+            budget.spend(sj, pick)
         pool.take(sj.shape, k, _on(sj, hosts))  # it fits: _fewest checked it
         if seated is not None:
             seated.add(sj.job_id)
@@ -122,23 +122,30 @@ def make_room(
 
 @dataclass
 class Budget:
-    """What each tenant may lose to the displacement right this cycle: its surplus over its
-    equal share's value (:mod:`.standing`), spent as its jobs are requeued."""
+    """What each tenant may lose to other tenants' jobs this cycle: its surplus over its equal
+    share's value (:mod:`.standing`), spent as its jobs are requeued for another tenant's job. A
+    tenant's jobs may always make room for its own, and an overdue gang (``exempt``: the wait
+    bound) for anyone's."""
 
     surplus: dict[str, float]
-    #: job -> (its tenant, its value n on the type it runs on)
-    worth: Mapping[str, tuple[str, float]]
+    #: running job -> its value to its tenant now (``n`` on the type it runs on)
+    worth: Mapping[str, float]
+    exempt: frozenset[str] = frozenset()
 
-    def covers(self, jobs: Sequence[SlurmJob]) -> bool:
+    def _need(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> dict[str, float]:
         need: dict[str, float] = {}
+        if taker.job_id in self.exempt:
+            return need
         for v in jobs:
-            u, n = self.worth.get(v.job_id, ("", math.inf))
-            need[u] = need.get(u, 0.0) + n
-        return all(self.surplus.get(u, 0.0) >= n - 1e-9 for u, n in need.items())
+            if v.account != taker.account:
+                need[v.account] = need.get(v.account, 0.0) + self.worth.get(v.job_id, math.inf)
+        return need
 
-    def spend(self, jobs: Sequence[SlurmJob]) -> None:
-        for v in jobs:
-            u, n = self.worth[v.job_id]
+    def covers(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> bool:
+        return all(self.surplus.get(u, 0.0) >= n - 1e-9 for u, n in self._need(taker, jobs).items())
+
+    def spend(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> None:
+        for u, n in self._need(taker, jobs).items():
             self.surplus[u] = self.surplus.get(u, 0.0) - n
 
 

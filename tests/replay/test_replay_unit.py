@@ -167,3 +167,22 @@ def test_tenant_fairness_over_the_run_by_hand():
     assert got["b"]["si_ratio"] == pytest.approx(0.0)
     assert got["b"]["envy_of"] == "a" and got["b"]["envy_max"] == float("inf")
     assert got["a"]["envy_max"] is None or got["a"]["envy_max"] <= 1.0  # b holds nothing a would want
+
+
+def test_tenant_fairness_counts_only_the_types_whose_nodes_hold_the_gang():
+    """The report's rule (``gang_feasible``) in the replay's figures: an 8-GPU single-node job
+    that can only run on the one 8-GPU k80 node is owed nothing of the 4-GPU v100 nodes. By
+    hand: 2 x 4 v100 + 1 x 8 k80, tenant a alone runs its 8-GPU job on the k80 node for 1 h
+    (true speed there a quarter of v100's). Its equal share is the whole cluster; the job's best
+    use of it is the k80 node (the only one that holds it), where n = 1: SI ratio 1. Without
+    node sizes the v100s (n = 1, k80 n = 0.25) would be counted: 0.25."""
+    from datetime import timedelta
+
+    t0 = datetime(2026, 1, 1, 12, 0, 0)
+    t1 = t0 + timedelta(hours=1)
+    jobs = [plan.ReplayJob("j0", "a", "a", "Transformer", 8, 1.0, 0.0, {"v100": 4.0, "k80": 1.0}, slurm_id="0")]
+    accts = [AccountingRecord("0", "a", "u", "COMPLETED", "k80", 8, t0, t0, t1, 3600.0)]
+    cap = {"v100": 8, "k80": 8}
+    assert score.tenant_fairness(jobs, accts, cap, {"a": 1.0}, t0, t1)["a"]["si_ratio"] == pytest.approx(0.25)
+    got = score.tenant_fairness(jobs, accts, cap, {"a": 1.0}, t0, t1, {"v100": [4, 4], "k80": [8]})
+    assert got["a"]["si_ratio"] == pytest.approx(1.0)

@@ -138,23 +138,25 @@ def make_plan(
     startable = [t for t in takers if t.job.reason not in rq.NOT_STARTABLE
                  and (inputs.round_boundary or pjobs[t.job.job_id].attained_s <= 0)]
     seated: set[str] = set()
-    requeue_for = rq.make_room(free, startable, victims, _hosts(settings), seated)
-    # the displacement right (controller/standing.py): a waiting job of a tenant below its share
-    # may have jobs of tenants above theirs requeued, before their min_run and at any cycle
+    # a tenant's jobs are requeued for another tenant's only out of its surplus over its equal
+    # share's value (controller/standing.py), overdue gangs excepted (their wait bound)
+    st = inputs.standing
+    budget = rq.Budget(dict(st.surplus), st.value, frozenset(inputs.head)) if st.judged else None
+    requeue_for = rq.make_room(free, startable, victims, _hosts(settings), seated, budget)
+    # the displacement right: a waiting job of a tenant below its share may have jobs of tenants
+    # above theirs requeued, before their min_run and at any cycle
     right = [t for t in takers if t.job.job_id not in seated and t.job.reason not in rq.NOT_STARTABLE
-             and inputs.standing.tenant_below(pjobs[t.job.job_id].tenant)]
+             and st.tenant_below(pjobs[t.job.job_id].tenant)]
     if right:
-        spare = displaceable(snapshot, problem, inputs.standing, fixed)
         others: dict[str, list[SlurmJob]] = {}
-        for sj in spare.values():
+        for sj in displaceable(snapshot, problem, st, fixed).values():
             if sj.job_id not in requeue_for:
                 others.setdefault(sj.gpu_type_running or "", []).append(sj)
         for k in others:
             others[k].sort(key=lambda sj: (round(deficit.get(sj.job_id, 0.0), 9),
                                            -(sj.start_time.timestamp() if sj.start_time else now), sj.job_id))
-        budget = rq.Budget(dict(inputs.standing.surplus),
-                           {j: (pjobs[j].tenant, inputs.standing.value.get(j, 0.0)) for j in spare})
-        requeue_for.update(rq.make_room(free, right, others, _hosts(settings), seated, budget))
+        requeue_for.update(rq.make_room(free, right, others, _hosts(settings), seated,
+                                        budget or rq.Budget(dict(st.surplus), st.value)))
     rq.make_room(free, [t for t in takers if t not in startable and t.job.job_id not in seated], {},
                  _hosts(settings))  # not idle for moves
     movers = sorted((sj for sj in eligible if sj.job_id not in requeue_for and sj.job_id not in inputs.choices),
