@@ -96,7 +96,8 @@ def make_room(
     are the eligible running jobs on ``k`` that the plan does not keep there, in the order they
     should be given up (furthest ahead of their allocation first). ``seated`` (when given)
     receives the takers that got their GPUs. ``budget``: how much of each tenant's value may be
-    requeued for other tenants' jobs (:mod:`.standing`); a victim it does not cover is skipped.
+    requeued for other tenants' jobs (the displacement right, :mod:`.standing`); a victim it does
+    not cover is skipped.
     """
     chosen: dict[str, list[str]] = {}
     for t in takers:
@@ -122,20 +123,16 @@ def make_room(
 
 @dataclass
 class Budget:
-    """What each tenant may lose to other tenants' jobs this cycle: its surplus over its equal
-    share's value (:mod:`.standing`), spent as its jobs are requeued for another tenant's job. A
-    tenant's jobs may always make room for its own, and an overdue gang (``exempt``: the wait
-    bound) for anyone's."""
+    """What each tenant may lose to other tenants' jobs under the displacement right this
+    cycle: its surplus over its equal share's value (:mod:`.standing`), spent as its jobs are
+    requeued for another tenant's job."""
 
     surplus: dict[str, float]
     #: running job -> its value to its tenant now (``n`` on the type it runs on)
     worth: Mapping[str, float]
-    exempt: frozenset[str] = frozenset()
 
     def _need(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> dict[str, float]:
         need: dict[str, float] = {}
-        if taker.job_id in self.exempt:
-            return need
         for v in jobs:
             if v.account != taker.account:
                 need[v.account] = need.get(v.account, 0.0) + self.worth.get(v.job_id, math.inf)

@@ -47,8 +47,6 @@ class Standing:
     surplus: Mapping[str, float] = field(default_factory=dict)
     #: running job -> its value to its tenant now, ``n`` on the type it runs on
     value: Mapping[str, float] = field(default_factory=dict)
-    #: computed (False: the empty standing of a controller with ``displace`` off)
-    judged: bool = False
 
     def tenant_below(self, tenant: str) -> bool:
         return tenant in self.below
@@ -63,14 +61,19 @@ def standing(problem: Problem, running: Mapping[str, str], eps: float = BELOW_EP
     waiting = {j.tenant for j in problem.jobs if j.id not in running}
     below: set[str] = set()
     surplus: dict[str, float] = {}
-    for u in problem.active_tenants if waiting else ():  # nobody waits: nobody is requeued
-        owed = bundle_value(problem, u, equal_share(problem, u))
-        if u in waiting and held[u] < (1.0 - eps) * owed - 1e-9:
-            below.add(u)
-        elif held[u] > owed + 1e-9:
-            surplus[u] = held[u] - owed
+    owed: dict[str, float] = {}
+    for u in problem.active_tenants:  # the LPs only where a tenant waits: none below, no surplus needed
+        if u in waiting:
+            owed[u] = bundle_value(problem, u, equal_share(problem, u))
+            if held[u] < (1.0 - eps) * owed[u] - 1e-9:
+                below.add(u)
+    for u in problem.active_tenants if below else ():
+        if u not in below:
+            v = owed[u] if u in owed else bundle_value(problem, u, equal_share(problem, u))
+            if held[u] > v + 1e-9:
+                surplus[u] = held[u] - v
     value = {j: jobs[j].normalised(k) for j, (k,) in ((j, tuple(v)) for j, v in x.items())}
-    return Standing(frozenset(below), surplus, value, True)
+    return Standing(frozenset(below), surplus, value)
 
 
 def displaceable(snapshot: Snapshot, problem: Problem, st: Standing, fixed: frozenset[str]) -> dict[str, SlurmJob]:

@@ -54,6 +54,7 @@ from typing import Callable, Mapping
 
 from ...fairness import equal_share, tenant_bundles
 from ...model import Allocation, Problem
+from ...rounding import Pool
 from ...slurm.model import Snapshot, SlurmJob
 from .. import requeue as rq
 from ..problem import untouched
@@ -138,25 +139,11 @@ def make_plan(
     startable = [t for t in takers if t.job.reason not in rq.NOT_STARTABLE
                  and (inputs.round_boundary or pjobs[t.job.job_id].attained_s <= 0)]
     seated: set[str] = set()
-    # a tenant's jobs are requeued for another tenant's only out of its surplus over its equal
-    # share's value (controller/standing.py), overdue gangs excepted (their wait bound)
-    st = inputs.standing
-    budget = rq.Budget(dict(st.surplus), st.value, frozenset(inputs.head)) if st.judged else None
-    requeue_for = rq.make_room(free, startable, victims, _hosts(settings), seated, budget)
-    # the displacement right: a waiting job of a tenant below its share may have jobs of tenants
-    # above theirs requeued, before their min_run and at any cycle
+    requeue_for = rq.make_room(free, startable, victims, _hosts(settings), seated)
     right = [t for t in takers if t.job.job_id not in seated and t.job.reason not in rq.NOT_STARTABLE
-             and st.tenant_below(pjobs[t.job.job_id].tenant)]
+             and inputs.standing.tenant_below(pjobs[t.job.job_id].tenant)]
     if right:
-        others: dict[str, list[SlurmJob]] = {}
-        for sj in displaceable(snapshot, problem, st, fixed).values():
-            if sj.job_id not in requeue_for:
-                others.setdefault(sj.gpu_type_running or "", []).append(sj)
-        for k in others:
-            others[k].sort(key=lambda sj: (round(deficit.get(sj.job_id, 0.0), 9),
-                                           -(sj.start_time.timestamp() if sj.start_time else now), sj.job_id))
-        requeue_for.update(rq.make_room(free, right, others, _hosts(settings), seated,
-                                        budget or rq.Budget(dict(st.surplus), st.value)))
+        requeue_for.update(_displace(snapshot, problem, inputs, right, free, fixed, requeue_for, seated, settings))
     rq.make_room(free, [t for t in takers if t not in startable and t.job.job_id not in seated], {},
                  _hosts(settings))  # not idle for moves
     movers = sorted((sj for sj in eligible if sj.job_id not in requeue_for and sj.job_id not in inputs.choices),
@@ -180,6 +167,24 @@ def make_plan(
         unsteered, {j: tuple(t) for j, t in requeue_for.items()}, moves,
         {j: k for j, k in inputs.head.items() if j in jobs and jobs[j].planned_type == k},
     )
+
+
+def _displace(snapshot: Snapshot, problem: Problem, inputs: PlanInputs, right: list[rq.Taker], free: Pool,
+              fixed: frozenset[str], chosen: Mapping[str, list[str]], seated: set[str],
+              settings: PlanSettings) -> dict[str, list[str]]:
+    """The displacement right (:mod:`..standing`): waiting jobs of tenants below their share
+    (``right``) may have opted-in jobs of tenants above theirs requeued, before their min_run
+    and at any cycle, never more of one tenant than its surplus over its equal share's value;
+    those furthest ahead of their allocation first, then the newest started."""
+    st, now = inputs.standing, snapshot.taken_at.timestamp()
+    others: dict[str, list[SlurmJob]] = {}
+    for sj in displaceable(snapshot, problem, st, fixed).values():
+        if sj.job_id not in chosen:
+            others.setdefault(sj.gpu_type_running or "", []).append(sj)
+    for k in others:
+        others[k].sort(key=lambda sj: (round(inputs.deficit.get(sj.job_id, 0.0), 9),
+                                       -(sj.start_time.timestamp() if sj.start_time else now), sj.job_id))
+    return rq.make_room(free, right, others, _hosts(settings), seated, rq.Budget(dict(st.surplus), st.value))
 
 
 def _hosts(settings: PlanSettings) -> Callable[[SlurmJob, str], bool]:
