@@ -186,3 +186,20 @@ def test_tenant_fairness_counts_only_the_types_whose_nodes_hold_the_gang():
     assert score.tenant_fairness(jobs, accts, cap, {"a": 1.0}, t0, t1)["a"]["si_ratio"] == pytest.approx(0.25)
     got = score.tenant_fairness(jobs, accts, cap, {"a": 1.0}, t0, t1, {"v100": [4, 4], "k80": [8]})
     assert got["a"]["si_ratio"] == pytest.approx(1.0)
+
+
+def test_the_replay_table_shows_each_tenants_si_ratio_and_envy_beside_its_jct_and_rho():
+    from rich.console import Console
+
+    from slurm_fair.commands.replay import results_table
+
+    doc = {"metrics": {"avg_jct_s": 7200.0, "tenants": {
+        "physics": {"si_ratio": 0.9612, "envy_max": 0.84, "avg_jct_s": 3600.0, "ftf_rho_mean": 1.2},
+        "biology": {"si_ratio": None, "envy_max": float("inf"), "avg_jct_s": 1800.0, "ftf_rho_mean": 0.5}}}}
+    console = Console(width=120, record=True)
+    console.print(results_table({"oef": doc}, "t"))
+    text = console.export_text()
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in text.splitlines() if line.count("│") == 3}
+    assert rows["physics: SI ratio"] == "0.96" and rows["physics: envy max"] == "0.84"
+    assert rows["physics: avg JCT h"] == "1.00" and rows["physics: rho mean"] == "1.20"
+    assert rows["biology: SI ratio"] == "-" and rows["biology: envy max"] == "inf"
