@@ -97,6 +97,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "reserve_after_h": Key(NUM, 4.0, "a pending gang that waited this many hours (and a round) is put first too, "
                                "whatever its time limit: its turn within hours when limits are days (0: the "
                                "time limit alone)", C.number(0, 8760)),
+        "displace": Key((bool,), True, "a waiting job of a tenant below its equal share may have opted-in jobs of "
+                        "tenants above theirs requeued before min_run, at any cycle (docs/controller.md)"),
         "plan_file": Key((str,), "", "the plan file job_submit.lua reads (empty: state_dir/plan.json)",
                          C.path("file", empty_ok=True)),
     },

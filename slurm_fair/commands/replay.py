@@ -34,6 +34,15 @@ REPLAY_ROWS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+#: per-tenant rows (``metrics.tenants``): key, header, format
+TENANT_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("si_ratio", "SI ratio", ".2f"),
+    ("envy_max", "envy max", ".2f"),
+    ("avg_jct_s", "avg JCT h", "h"),
+    ("ftf_rho_mean", "rho mean", ".2f"),
+)
+
+
 class ReplayInterrupted(SlurmFairError):
     """A signal ended the run after its cleanup: one line saying what was cleaned up, and the
     shell's exit code for the signal (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
@@ -51,6 +60,12 @@ def results_table(docs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
         table.add_column(name, justify="right")
     for key, header, fmt in [c for c in COLUMNS if c[0] != "wall_seconds"] + list(REPLAY_ROWS):
         table.add_row(header, *[format_metric(d["metrics"].get(key), fmt) for d in docs.values()])
+    # each tenant's fairness over the run (the report's definitions), beside its JCT and rho
+    tenants = sorted({t for d in docs.values() for t in (d["metrics"].get("tenants") or {})})
+    for t in tenants:
+        for key, header, fmt in TENANT_ROWS:
+            table.add_row(f"{t}: {header}", *[format_metric((d["metrics"].get("tenants") or {}).get(t, {}).get(key), fmt)
+                                              for d in docs.values()])
     return table
 
 

@@ -40,6 +40,7 @@ from .problem import BuiltProblem, build_problem, untouched
 from .requeue import eligible as rq_eligible
 from .reserve import overdue
 from .scope import Pilot, Scope, read_pilot
+from .standing import Standing, displaceable, standing
 from .settings import Settings
 from .steer import partition_type, partition_types, type_partition_lists
 
@@ -172,20 +173,29 @@ def refused_now(snapshot: Snapshot, asked: Mapping[str, str],
 
 
 def staying(snapshot: Snapshot, built: BuiltProblem, min_run: float,
-            last_requeued: Mapping[str, float]) -> dict[str, str]:
+            last_requeued: Mapping[str, float], st: Standing | None = None) -> dict[str, str]:
     """Running jobs the controller will not stop this cycle -> their type: those not opted in
-    to time-sharing or not run ``min_run`` (:func:`.requeue.eligible`). The rounding step keeps
-    them on their nodes, so it never plans a pending job into GPUs that will not be freed."""
+    to time-sharing or not run ``min_run`` (:func:`.requeue.eligible`), except the jobs a tenant
+    below its share may displace (:mod:`.standing`). The rounding step keeps them on their
+    nodes, so it never plans a pending job into GPUs that will not be freed."""
     now = snapshot.taken_at.timestamp()
     in_problem = {j.id for j in built.problem.jobs}
     fixed = untouched(built.problem)  # counted in their tenant's share, never stopped or moved
+    spare = displaceable(snapshot, built.problem, st, fixed) if st is not None else {}
     out = {}
     for sj in snapshot.gpu_jobs():
-        if not sj.running or not sj.gpu_type_running or sj.job_id not in in_problem:
+        if not sj.running or not sj.gpu_type_running or sj.job_id not in in_problem or sj.job_id in spare:
             continue
         if sj.job_id in fixed or not rq_eligible(sj, now, min_run, last_requeued):
             out[sj.job_id] = sj.gpu_type_running
     return out
+
+
+def standing_now(snapshot: Snapshot, built: BuiltProblem) -> Standing:
+    """Each tenant against its equal share with the jobs running now (:mod:`.standing`)."""
+    jobs = {j.id for j in built.problem.jobs}
+    return standing(built.problem, {sj.job_id: sj.gpu_type_running for sj in snapshot.gpu_jobs()
+                                    if sj.running and sj.gpu_type_running and sj.job_id in jobs})
 
 
 def observe(pilot: Pilot, history: History, ds: DecideSettings) -> Observed:
@@ -238,8 +248,8 @@ def user_groups(user: str) -> frozenset[str] | None:
 
 
 def _allocate(built: BuiltProblem, history: History, snapshot: Snapshot, ds: DecideSettings,
-              allocate: AllocateFn, place: PlaceFn, timer: Timer, late: Mapping[str, float]
-              ) -> tuple[Allocation | None, rounding.Placement | None, dict[str, Any] | None, str]:
+              allocate: AllocateFn, place: PlaceFn, timer: Timer, late: Mapping[str, float],
+              st: Standing | None = None) -> tuple[Allocation | None, rounding.Placement | None, dict[str, Any] | None, str]:
     """Phase 4: the policy's allocation and this round's placement (None, with the reason,
     when the policy fails). ``late``: the overdue gangs (:mod:`.reserve`), served first; a
     running job is moved only when the move pays (:mod:`slurm_fair.hysteresis`)."""
@@ -258,7 +268,7 @@ def _allocate(built: BuiltProblem, history: History, snapshot: Snapshot, ds: Dec
             allocation = Allocation(policy=s.policy, x={}, status="empty")
         with timer.phase("rounding"):
             held = staying(snapshot, built, min_run_or(s.min_run_s, s.round_s, s.requeue_cost_s),
-                           history.last_requeues)
+                           history.last_requeues, st)
             moves = Moves(frozenset(built.prev_nodes), s.requeue_cost_s, s.move_up_gain)
             placement = place(built.problem, allocation, built.received, built.prev,
                               built.prev_nodes, held, sticky=True, overdue=late, moves=moves)
@@ -291,9 +301,10 @@ def decide(
     round_boundary = now - history.round_started_at >= s.round_s
     late = overdue(built.problem, {j.job_id: j for j in snapshot.jobs}, s.round_s, s.reserve_after_lr,
                    3600.0 * s.reserve_after_h)
+    st = standing_now(snapshot, built) if s.displace else Standing()
     with timer.phase("policy"):
         allocation, placement, policy_state, message = _allocate(built, history, snapshot, ds, allocate,
-                                                                 place, timer, late)
+                                                                 place, timer, late, st)
     plan: Plan | None = None
     with timer.phase("plan"):
         if allocation is not None and placement is not None:
@@ -303,7 +314,7 @@ def decide(
                 # a policy that names nodes (Hops) has its jobs pinned to the nodes placed
                 {j: tuple(placement.nodes[j]) for j in allocation.nodes if placement.nodes.get(j)},
                 pilot.asked.nodes, pilot.asked.choices, pilot.owned, pilot.released,
-                _head(placement, late),
+                _head(placement, late), st,
             )
             plan = make_plan(snapshot, built.problem, allocation, inputs, plan_settings(snapshot, whole, ds))
             for job_id, k in sorted(plan.unsteered.items()):

@@ -87,26 +87,63 @@ def make_room(
     takers: Sequence[Taker],
     victims: Mapping[str, Sequence[SlurmJob]],
     hosts: Callable[[SlurmJob, str], bool],
+    seated: set[str] | None = None,
+    budget: Budget | None = None,
 ) -> dict[str, list[str]]:
     """Jobs to requeue -> the takers they make room for (the rule of the module docstring).
 
     ``pool`` is updated in place (takers' GPUs taken, victims' GPUs given back); ``victims[k]``
     are the eligible running jobs on ``k`` that the plan does not keep there, in the order they
-    should be given up (furthest ahead of their allocation first).
+    should be given up (furthest ahead of their allocation first). ``seated`` (when given)
+    receives the takers that got their GPUs. ``budget``: how much of each tenant's value may be
+    requeued for other tenants' jobs (the displacement right, :mod:`.standing`); a victim it does
+    not cover is skipped.
     """
     chosen: dict[str, list[str]] = {}
     for t in takers:
         k, sj = t.gpu_type, t.job
         if pool.take(sj.shape, k, _on(sj, hosts)) is not None:
+            if seated is not None:
+                seated.add(sj.job_id)
             continue
-        pick = _fewest(sj, k, pool, [v for v in victims.get(k, ()) if v.job_id not in chosen], hosts)
-        if pick is None:
+        left = [v for v in victims.get(k, ()) if v.job_id not in chosen and (budget is None or budget.covers(sj, [v]))]
+        pick = _fewest(sj, k, pool, left, hosts)
+        if pick is None or (budget is not None and not budget.covers(sj, pick)):
             continue
         for v in pick:
             chosen[v.job_id] = [sj.job_id]
             pool.give(k, v.gpus_on_nodes())
+        if budget is not None:
+            budget.spend(sj, pick)
         pool.take(sj.shape, k, _on(sj, hosts))  # it fits: _fewest checked it
+        if seated is not None:
+            seated.add(sj.job_id)
     return chosen
+
+
+@dataclass
+class Budget:
+    """What each tenant may lose to other tenants' jobs under the displacement right this
+    cycle: its surplus over its equal share's value (:mod:`.standing`), spent as its jobs are
+    requeued for another tenant's job."""
+
+    surplus: dict[str, float]
+    #: running job -> its value to its tenant now (``n`` on the type it runs on)
+    worth: Mapping[str, float]
+
+    def _need(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> dict[str, float]:
+        need: dict[str, float] = {}
+        for v in jobs:
+            if v.account != taker.account:
+                need[v.account] = need.get(v.account, 0.0) + self.worth.get(v.job_id, math.inf)
+        return need
+
+    def covers(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> bool:
+        return all(self.surplus.get(u, 0.0) >= n - 1e-9 for u, n in self._need(taker, jobs).items())
+
+    def spend(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> None:
+        for u, n in self._need(taker, jobs).items():
+            self.surplus[u] = self.surplus.get(u, 0.0) - n
 
 
 def _fewest(sj: SlurmJob, k: str, pool: Pool, candidates: Sequence[SlurmJob],

@@ -50,6 +50,8 @@ class Settings:
     reserve_after_lr: float = 2.0
     #: ... or after this many hours, whichever comes first (0: the time limit alone)
     reserve_after_h: float = 4.0
+    #: a tenant below its share may displace jobs of tenants above theirs (:mod:`.standing`)
+    displace: bool = True
 
     @property
     def plan_path(self) -> Path:
@@ -71,5 +73,5 @@ class Settings:
             parse_params(c["policy_options"]) if policies else {},
             tuple(str(p) for p in c["manage_partitions"]), c["mode"], float(c["fail_open_after_s"]),
             float(c["keep_days"]), c["site_job_submit"], float(c["reserve_after_lr"]),
-            float(c["reserve_after_h"]),
+            float(c["reserve_after_h"]), bool(c["displace"]),
         )

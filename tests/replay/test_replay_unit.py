@@ -167,3 +167,39 @@ def test_tenant_fairness_over_the_run_by_hand():
     assert got["b"]["si_ratio"] == pytest.approx(0.0)
     assert got["b"]["envy_of"] == "a" and got["b"]["envy_max"] == float("inf")
     assert got["a"]["envy_max"] is None or got["a"]["envy_max"] <= 1.0  # b holds nothing a would want
+
+
+def test_tenant_fairness_counts_only_the_types_whose_nodes_hold_the_gang():
+    """The report's rule (``gang_feasible``) in the replay's figures: an 8-GPU single-node job
+    that can only run on the one 8-GPU k80 node is owed nothing of the 4-GPU v100 nodes. By
+    hand: 2 x 4 v100 + 1 x 8 k80, tenant a alone runs its 8-GPU job on the k80 node for 1 h
+    (true speed there a quarter of v100's). Its equal share is the whole cluster; the job's best
+    use of it is the k80 node (the only one that holds it), where n = 1: SI ratio 1. Without
+    node sizes the v100s (n = 1, k80 n = 0.25) would be counted: 0.25."""
+    from datetime import timedelta
+
+    t0 = datetime(2026, 1, 1, 12, 0, 0)
+    t1 = t0 + timedelta(hours=1)
+    jobs = [plan.ReplayJob("j0", "a", "a", "Transformer", 8, 1.0, 0.0, {"v100": 4.0, "k80": 1.0}, slurm_id="0")]
+    accts = [AccountingRecord("0", "a", "u", "COMPLETED", "k80", 8, t0, t0, t1, 3600.0)]
+    cap = {"v100": 8, "k80": 8}
+    assert score.tenant_fairness(jobs, accts, cap, {"a": 1.0}, t0, t1)["a"]["si_ratio"] == pytest.approx(0.25)
+    got = score.tenant_fairness(jobs, accts, cap, {"a": 1.0}, t0, t1, {"v100": [4, 4], "k80": [8]})
+    assert got["a"]["si_ratio"] == pytest.approx(1.0)
+
+
+def test_the_replay_table_shows_each_tenants_si_ratio_and_envy_beside_its_jct_and_rho():
+    from rich.console import Console
+
+    from slurm_fair.commands.replay import results_table
+
+    doc = {"metrics": {"avg_jct_s": 7200.0, "tenants": {
+        "physics": {"si_ratio": 0.9612, "envy_max": 0.84, "avg_jct_s": 3600.0, "ftf_rho_mean": 1.2},
+        "biology": {"si_ratio": None, "envy_max": float("inf"), "avg_jct_s": 1800.0, "ftf_rho_mean": 0.5}}}}
+    console = Console(width=120, record=True)
+    console.print(results_table({"oef": doc}, "t"))
+    text = console.export_text()
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in text.splitlines() if line.count("│") == 3}
+    assert rows["physics: SI ratio"] == "0.96" and rows["physics: envy max"] == "0.84"
+    assert rows["physics: avg JCT h"] == "1.00" and rows["physics: rho mean"] == "1.20"
+    assert rows["biology: SI ratio"] == "-" and rows["biology: envy max"] == "inf"

@@ -54,9 +54,11 @@ from typing import Callable, Mapping
 
 from ...fairness import equal_share, tenant_bundles
 from ...model import Allocation, Problem
+from ...rounding import Pool
 from ...slurm.model import Snapshot, SlurmJob
 from .. import requeue as rq
 from ..problem import untouched
+from ..standing import Standing, displaceable
 from ..state.fields import Owned
 from .jobs import JobContext, job_plans, sent_to, steerable
 from .order import site_factors
@@ -93,6 +95,8 @@ class PlanInputs:
     #: overdue gangs -> the type this round serves them on or keeps GPUs for
     #: (:mod:`..reserve`): sent there, first in line, every competitor there pushed below
     head: Mapping[str, str] = field(default_factory=dict)
+    #: each tenant against its share now (:mod:`..standing`): who has the displacement right
+    standing: Standing = field(default_factory=Standing)
 
 
 def make_plan(
@@ -134,8 +138,14 @@ def make_plan(
     # boundaries only a job that never ran (admission: a new job does not wait for the round)
     startable = [t for t in takers if t.job.reason not in rq.NOT_STARTABLE
                  and (inputs.round_boundary or pjobs[t.job.job_id].attained_s <= 0)]
-    requeue_for = rq.make_room(free, startable, victims, _hosts(settings))
-    rq.make_room(free, [t for t in takers if t not in startable], {}, _hosts(settings))  # not idle for moves
+    seated: set[str] = set()
+    requeue_for = rq.make_room(free, startable, victims, _hosts(settings), seated)
+    right = [t for t in takers if t.job.job_id not in seated and t.job.reason not in rq.NOT_STARTABLE
+             and inputs.standing.tenant_below(pjobs[t.job.job_id].tenant)]
+    if right:
+        requeue_for.update(_displace(snapshot, problem, inputs, right, free, fixed, requeue_for, seated, settings))
+    rq.make_room(free, [t for t in takers if t not in startable and t.job.job_id not in seated], {},
+                 _hosts(settings))  # not idle for moves
     movers = sorted((sj for sj in eligible if sj.job_id not in requeue_for and sj.job_id not in inputs.choices),
                     key=lambda sj: (-pjobs[sj.job_id].attained_s, sj.job_id))
     reach = {sj.job_id: frozenset(k for k in capacity if k != sj.gpu_type_running
@@ -157,6 +167,24 @@ def make_plan(
         unsteered, {j: tuple(t) for j, t in requeue_for.items()}, moves,
         {j: k for j, k in inputs.head.items() if j in jobs and jobs[j].planned_type == k},
     )
+
+
+def _displace(snapshot: Snapshot, problem: Problem, inputs: PlanInputs, right: list[rq.Taker], free: Pool,
+              fixed: frozenset[str], chosen: Mapping[str, list[str]], seated: set[str],
+              settings: PlanSettings) -> dict[str, list[str]]:
+    """The displacement right (:mod:`..standing`): waiting jobs of tenants below their share
+    (``right``) may have opted-in jobs of tenants above theirs requeued, before their min_run
+    and at any cycle, never more of one tenant than its surplus over its equal share's value;
+    those furthest ahead of their allocation first, then the newest started."""
+    st, now = inputs.standing, snapshot.taken_at.timestamp()
+    others: dict[str, list[SlurmJob]] = {}
+    for sj in displaceable(snapshot, problem, st, fixed).values():
+        if sj.job_id not in chosen:
+            others.setdefault(sj.gpu_type_running or "", []).append(sj)
+    for k in others:
+        others[k].sort(key=lambda sj: (round(inputs.deficit.get(sj.job_id, 0.0), 9),
+                                       -(sj.start_time.timestamp() if sj.start_time else now), sj.job_id))
+    return rq.make_room(free, right, others, _hosts(settings), seated, rq.Budget(dict(st.surplus), st.value))
 
 
 def _hosts(settings: PlanSettings) -> Callable[[SlurmJob, str], bool]:

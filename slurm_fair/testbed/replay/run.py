@@ -107,6 +107,13 @@ class Replay:
         check_fits(jobs, self.node_gpus)
         return jobs, mapping, weights
 
+    def node_sizes(self) -> dict[str, list[int]]:
+        """The GPUs of each node per type (what a gang can be held by; the report's rule)."""
+        out: dict[str, list[int]] = {}
+        for k, g in self.node_gpus.values():
+            out.setdefault(k, []).append(int(g))
+        return out
+
     def run(self) -> ReplayResult:
         """Run the replay; whatever way it ends, :meth:`_cleanup` has run once before this returns.
 
@@ -158,7 +165,7 @@ class Replay:
         cycles_info = self.controller.cycles() if spec.policy else None
         metrics["wall_seconds"] = end_wall - t0
         fair = tenant_fairness(jobs, every, self.capacity, {j.account: j.weight for j in jobs}, datetime.fromtimestamp(t0),
-                               datetime.fromtimestamp(max(end_wall, t0 + 1.0)))
+                               datetime.fromtimestamp(max(end_wall, t0 + 1.0)), self.node_sizes())
         for u, row in fair.items():
             metrics.setdefault("tenants", {}).setdefault(u, {}).update(row)
         known = [r["si_ratio"] for r in fair.values() if r["si_ratio"] is not None]

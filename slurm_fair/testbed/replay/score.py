@@ -165,20 +165,28 @@ def score(jobs: Sequence[ReplayJob], accts: Mapping[str, AccountingRecord], cks:
 
 
 def tenant_fairness(jobs: Sequence[ReplayJob], runs: Sequence[AccountingRecord], capacity: Mapping[str, int],
-                    weights: Mapping[str, float], since: datetime, until: datetime) -> dict[str, dict[str, Any]]:
+                    weights: Mapping[str, float], since: datetime, until: datetime,
+                    node_sizes: Mapping[str, list[int]] | None = None) -> dict[str, dict[str, Any]]:
     """Each tenant's sharing-incentive ratio and largest envy over the run, by the report's own
     definitions (:func:`slurm_fair.report.tables.build`, docs/reports.md: ``U_u / V_u`` of its
     weighted equal share summed over slices of the window, envy ``V_u(scaled y_v) / U_u``), on
     the run's sacct records (``runs``: every run of every job, as ``report`` reads them) with
     each job's true normalised speeds (the emulator's table), so ``report`` over the same window
-    and these figures agree. Keyed by Slurm account; ``envy_of`` names the tenant envied most."""
+    and these figures agree. ``node_sizes`` (GPUs of each node per type): as the report does
+    (:func:`slurm_fair.report.data.gang_feasible`), a type none of whose nodes could hold a job's
+    gang is worth nothing to it, and its speeds are relative to the best type that could (without
+    it, an 8-GPU job that can only run on the one 8-GPU node was owed the 4-GPU nodes' faster
+    GPUs and its tenant's ratio fell far below the report's). Keyed by Slurm account;
+    ``envy_of`` names the tenant envied most."""
     from ...model import normalised_throughput
-    from ...report.data import JobSpeed, ReportInputs
+    from ...report.data import JobSpeed, ReportInputs, gang_feasible
     from ...report.tables import build
     from ...report.window import Window
 
     speeds = {j.slurm_id: JobSpeed({k: normalised_throughput(j.tput, k) for k in j.tput}, "replay")
               for j in jobs if j.slurm_id}
+    if node_sizes:
+        speeds = gang_feasible(speeds, list(runs), node_sizes)
     inputs = ReportInputs(Window(since, until), tuple(runs), dict(capacity), dict(weights), speeds, now=until)
     rep = build(inputs)
     out: dict[str, dict[str, Any]] = {}

@@ -1,0 +1,94 @@
+"""Where each tenant stands against its share right now, and the displacement right (pure).
+
+The report measures sharing incentive moment by moment (docs/reports.md, "The equal share is a
+rate, not a budget"): at every moment a tenant with waiting jobs is owed what its weighted equal
+slice of every GPU type would give those jobs. The rounding step keeps a running job that has
+not yet run ``min_run`` (hysteresis: a requeue costs Slurm's hold and a restart), so when the
+allocation moves GPUs to a tenant that just got new jobs, those jobs wait up to a round behind
+gangs of a tenant far above its share. On the testbed that waiting was the whole of the weight-2
+tenant's shortfall in ``make demo`` (its 1-GPU jobs, sent to the P100s the allocation gave it,
+waited a round behind two 4-GPU gangs of a tenant holding three times its share).
+
+**The displacement right.** A tenant is *below* its share when it has a waiting job and what its
+running jobs give it now, ``U_u = sum_j n_j(type it runs on)``, is less than ``(1 - eps)`` of
+``V_u(equal share)`` (docs/fairness.md's best use of ``(w_u / W) C`` by its jobs in the problem,
+the value SI compares with). A running job that opted in to requeues is *displaceable* when its
+tenant is not below and stays at or above its own equal share's value without it (its
+*surplus*, what it holds beyond that value, covers the job's ``n``). For a waiting job of a
+tenant below its share, the controller may requeue displaceable jobs before their ``min_run``
+and between round boundaries (:func:`.requeue.make_room` with these victims), never more of one
+tenant than its surplus.
+
+Why this cannot thrash: the victim's tenant stays at or above its share, so it never gains the
+right against the taker's tenant in return, and a tenant below its share is never a victim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..estimates.tags import preemptible
+from ..fairness import bundle_value, equal_share, tenant_utilities
+from ..model import Problem
+from ..slurm.model import Snapshot, SlurmJob
+
+#: a tenant is below its share when it gets less than (1 - BELOW_EPS) of its equal share's value
+BELOW_EPS = 0.02
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Each tenant against its equal share now (module docstring)."""
+
+    #: tenants with a waiting job whose running jobs give less than (1 - eps) of their share's value
+    below: frozenset[str] = frozenset()
+    #: tenant -> how much its running jobs give beyond its equal share's value (> 0 only)
+    surplus: Mapping[str, float] = field(default_factory=dict)
+    #: running job -> its value to its tenant now, ``n`` on the type it runs on
+    value: Mapping[str, float] = field(default_factory=dict)
+
+    def tenant_below(self, tenant: str) -> bool:
+        return tenant in self.below
+
+
+def standing(problem: Problem, running: Mapping[str, str], eps: float = BELOW_EPS) -> Standing:
+    """The tenants below their share and everyone else's surplus, from ``running`` (job -> the
+    type it runs on now) and the problem's jobs (the jobs the tenant has now, waiting or not)."""
+    jobs = {j.id: j for j in problem.jobs}
+    x = {j: {k: 1.0} for j, k in running.items() if j in jobs and jobs[j].throughput.get(k, 0.0) > 0}
+    held = tenant_utilities(problem, x)
+    waiting = {j.tenant for j in problem.jobs if j.id not in running}
+    below: set[str] = set()
+    surplus: dict[str, float] = {}
+    owed: dict[str, float] = {}
+    for u in problem.active_tenants:  # the LPs only where a tenant waits: none below, no surplus needed
+        if u in waiting:
+            owed[u] = bundle_value(problem, u, equal_share(problem, u))
+            if held[u] < (1.0 - eps) * owed[u] - 1e-9:
+                below.add(u)
+    for u in problem.active_tenants if below else ():
+        if u not in below:
+            v = owed[u] if u in owed else bundle_value(problem, u, equal_share(problem, u))
+            if held[u] > v + 1e-9:
+                surplus[u] = held[u] - v
+    value = {j: jobs[j].normalised(k) for j, (k,) in ((j, tuple(v)) for j, v in x.items())}
+    return Standing(frozenset(below), surplus, value)
+
+
+def displaceable(snapshot: Snapshot, problem: Problem, st: Standing, fixed: frozenset[str]) -> dict[str, SlurmJob]:
+    """Running jobs a waiting job of a tenant below its share may have requeued, whatever their
+    ``min_run`` (module docstring): opted in, in the problem, not left to Slurm (``fixed``), of a
+    tenant whose surplus covers the job's value. Empty when no tenant is below its share."""
+    if not st.below:
+        return {}
+    tenant = {j.id: j.tenant for j in problem.jobs}
+    out = {}
+    for sj in snapshot.gpu_jobs():
+        if (not sj.running or not sj.gpu_type_running or sj.job_id not in tenant or sj.job_id in fixed
+                or not preemptible(sj)):
+            continue
+        u = tenant[sj.job_id]
+        if u not in st.below and st.surplus.get(u, 0.0) >= st.value.get(sj.job_id, 0.0) - 1e-9:
+            out[sj.job_id] = sj
+    return out

@@ -1,0 +1,188 @@
+"""The displacement right of a tenant below its share (:mod:`slurm_fair.controller.standing`).
+
+A waiting job of a tenant whose running jobs give it less than its equal share's value may have
+opted-in jobs of tenants above theirs requeued before their ``min_run`` and between round
+boundaries; never a job of a tenant that would fall below its own share's value, never a job
+that did not opt in. The values are checked against an independent LP (scipy's linprog on the
+textbook best-use LP), not against the module's own numbers.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+from hypo_profiles import scaled
+from scipy.optimize import linprog
+
+from slurm_fair.controller.plan import PlanInputs, make_plan
+from slurm_fair.controller.standing import Standing, standing
+from slurm_fair.model import Allocation, Job, Problem
+
+from .builders import T0, cluster, job, snapshot
+from .test_plan_diff import steering
+
+JUST = T0 - timedelta(seconds=5)  # started 5 s ago: far from any min_run
+PRE = {"requeue": True, "comment": "fair:preemptible"}
+
+
+def run(jid, account, on="k80", gpus=1, started=JUST, **kw):
+    return job(jid, account, gpus=gpus, state="RUNNING", running_on=on, started=started, **{**PRE, **kw})
+
+
+def problem(snap, weights=None, tput=None):
+    cap = snap.capacity()
+    jobs = []
+    for j in snap.gpu_jobs():
+        t = dict((tput or {}).get(j.job_id, {k: 1.0 for k in cap}))
+        jobs.append(Job(j.job_id, j.account, j.gpu_request.total, t))
+    return Problem(cap, dict(weights or {}), tuple(jobs))
+
+
+def lp_value(jobs: list[Job], bundle: dict[str, float]) -> float:
+    """max sum_j sum_k n_jk z_jk, sum_j g_j z_jk <= b_k, sum_k z_jk <= 1 (independent of the code)."""
+    types = sorted(bundle)
+    nv = len(jobs) * len(types)
+    if nv == 0:
+        return 0.0
+    c = np.zeros(nv)
+    a, b = [], []
+    for i, j in enumerate(jobs):
+        best = max(j.throughput.values())
+        for t, k in enumerate(types):
+            c[i * len(types) + t] = -(j.throughput.get(k, 0.0) / best if best > 0 else 0.0)
+        row = np.zeros(nv)
+        row[i * len(types):(i + 1) * len(types)] = 1.0
+        a.append(row), b.append(1.0)
+    for t, k in enumerate(types):
+        row = np.zeros(nv)
+        for i, j in enumerate(jobs):
+            row[i * len(types) + t] = j.gpus
+        a.append(row), b.append(bundle[k])
+    res = linprog(c, A_ub=np.array(a), b_ub=np.array(b), bounds=(0, None), method="highs")
+    return -res.fun
+
+
+def share_value(prob: Problem, u: str) -> float:
+    total = sum(prob.weight(v) for v in prob.active_tenants)
+    return lp_value(list(prob.jobs_of(u)), {k: prob.weight(u) / total * c for k, c in prob.gpu_types.items()})
+
+
+def held_value(prob: Problem, running: dict[str, str], u: str) -> float:
+    return sum(j.normalised(running[j.id]) for j in prob.jobs_of(u) if j.id in running)
+
+
+def plan(snap, prob, placed, st, boundary=False, s=None):
+    return make_plan(snap, prob, Allocation("test", {}),
+                     PlanInputs(placed, {}, round_boundary=boundary, standing=st), s or steering(snap))
+
+
+def running_of(snap):
+    return {j.job_id: j.gpu_type_running for j in snap.gpu_jobs() if j.running}
+
+
+# a holds the whole k80 node with four jobs that just started; b (same weight) waits with one
+FULL = [run("A1", "a"), run("A2", "a"), run("A3", "a"), run("A4", "a")]
+
+
+def test_a_tenant_below_its_share_displaces_a_young_job_of_a_tenant_above_it():
+    snap = snapshot(cluster(k80=4), FULL + [job("P", "b")])
+    prob = problem(snap)
+    st = standing(prob, running_of(snap))
+    assert st.below == {"b"}
+    # independent: b holds 0 of a share worth 1 (2 k80 for 1 job); a holds 4 of a share worth 2
+    assert share_value(prob, "b") == 1.0 and share_value(prob, "a") == 2.0
+    assert abs(st.surplus["a"] - 2.0) < 1e-6
+    placed = {"P": "k80", "A2": "k80", "A3": "k80", "A4": "k80"}
+    got = plan(snap, prob, placed, st)
+    assert len(got.requeue) == 1 and got.requeue_for[got.requeue[0]] == ("P",)
+    # without the right (or with it off): the young jobs keep running until min_run
+    assert plan(snap, prob, placed, Standing()).requeue == ()
+
+
+def test_never_below_the_victims_own_share():
+    # three tenants of weight 1 on 4 k80: each owed 4/3. a holds 3 (surplus 5/3: one job's worth),
+    # c holds 1; b waits with two jobs: only one of a's jobs is requeued, and none of c's
+    snap = snapshot(cluster(k80=4), [run("A1", "a"), run("A2", "a"), run("A3", "a"), run("C1", "c"),
+                                     job("P1", "b"), job("P2", "b")])
+    prob = problem(snap)
+    st_ = standing(prob, running_of(snap))
+    assert st_.below == {"b"} and set(st_.surplus) == {"a"}
+    got = plan(snap, prob, {"P1": "k80", "P2": "k80"}, st_)
+    assert len(got.requeue) == 1 and got.requeue[0].startswith("A")
+    after = {j: k for j, k in running_of(snap).items() if j not in got.requeue}
+    assert held_value(prob, after, "a") >= share_value(prob, "a") - 1e-9
+
+
+def test_jobs_that_did_not_opt_in_are_never_displaced():
+    snap = snapshot(cluster(k80=4), [run(f"A{i}", "a", requeue=False) for i in range(4)] + [job("P", "b")])
+    prob = problem(snap)
+    st = standing(prob, running_of(snap))
+    assert plan(snap, prob, {"P": "k80"}, st).requeue == ()
+
+
+def test_a_tenant_at_its_share_has_no_right():
+    # b runs 4 jobs on its share of 4 k80 (worth 4 to its 5 jobs): not below, so a's young
+    # jobs keep running although b's fifth job waits
+    snap = snapshot(cluster(k80=8), [run(f"A{i}", "a") for i in range(4)]
+                    + [run(f"B{i}", "b") for i in range(4)] + [job("P", "b")])
+    prob = problem(snap)
+    st_ = standing(prob, running_of(snap))
+    assert share_value(prob, "b") == 4.0 and st_.below == frozenset()
+    assert plan(snap, prob, {"P": "k80"}, st_).requeue == ()
+
+
+def test_the_value_counts_not_the_gpus():
+    # b holds one v100 job and one k80 job where k80 is worth a quarter: 1.25 of a share worth 2
+    # (its share: 2 v100 + 2 k80 for 3 jobs), so it is below although it holds 2 GPUs of 4
+    tput = {**{j: {"v100": 4.0, "k80": 1.0} for j in ("B1", "B2", "P")},
+            **{j: {"v100": 1.0} for j in ("A1", "A2", "A3")}}
+    snap = snapshot(cluster(k80=4, v100=4), [run("A1", "a", on="v100"), run("A2", "a", on="v100"),
+                                             run("A3", "a", on="v100"), run("B1", "b", on="v100"),
+                                             run("B2", "b", on="k80"), job("P", "b")])
+    prob = problem(snap, tput=tput)
+    st_ = standing(prob, running_of(snap))
+    assert abs(share_value(prob, "b") - 2.0 - 0.25) < 1e-6  # 2 v100 + one k80 for the third job
+    assert st_.below == {"b"}
+    got = plan(snap, prob, {"P": "v100"}, st_)
+    # a (v100 only) holds 3 v100 (value 3) of a share worth 2 (2 v100): surplus 1, one job
+    assert len(got.requeue) == 1 and got.requeue[0].startswith("A")
+
+
+@settings(max_examples=scaled(80), deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.booleans(), st.booleans(), st.sampled_from([1, 2])),
+                min_size=1, max_size=10),
+       st.dictionaries(st.sampled_from("abc"), st.sampled_from([1.0, 2.0, 3.0])),
+       st.booleans())
+def test_the_right_never_pushes_a_tenant_below_its_share_and_only_serves_tenants_below(spec, weights, boundary):
+    """Whatever the jobs: every requeued job belongs to a tenant that, without all its requeued
+    jobs, still holds at least its equal share's value (independent LP), and every taker it was
+    requeued for belongs to a tenant below its share (independent LP)."""
+    jobs, placed, node_free = [], {}, {"k80-1": 4, "k80-2": 4}
+    for i, (u, running, pre, gpus) in enumerate(spec):
+        jid = f"J{i}"
+        if running:
+            nd = next((n for n, f in node_free.items() if f >= gpus), None)
+            if nd is None:
+                continue
+            node_free[nd] -= gpus
+            jobs.append(job(jid, u, gpus=gpus, state="RUNNING", running_on="k80", started=JUST, on_node=nd,
+                            **(PRE if pre else {})))
+        else:
+            jobs.append(job(jid, u, gpus=gpus))
+            placed[jid] = "k80"
+    snap = snapshot(cluster(k80=8), jobs)
+    prob = problem(snap, weights)
+    runs = running_of(snap)
+    st_ = standing(prob, runs)
+    got = plan(snap, prob, placed, st_, boundary=boundary)
+    after = {j: k for j, k in runs.items() if j not in got.requeue}
+    tenant = {j.id: j.tenant for j in prob.jobs}
+    for v in {tenant[j] for j in got.requeue}:
+        assert held_value(prob, after, v) >= share_value(prob, v) - 1e-6
+    for j in got.requeue:
+        for taker in got.requeue_for[j]:
+            u = tenant[taker]
+            assert held_value(prob, runs, u) < share_value(prob, u) - 1e-9
+
