@@ -103,7 +103,7 @@ TYPE_OF = {"policy": "string", "solver": "string", "order": "string", "backend":
 
 def bad_values(key: str, spec: config.Key) -> st.SearchStrategy[Any]:
     """Values ``key`` must refuse: another kind, and the hostile values of its own kind."""
-    kind = TYPE_OF.get(key) or ("number" if float in spec.types else "string")
+    kind = TYPE_OF.get(key) or ("bool" if spec.types == (bool,) else "number" if float in spec.types else "string")
     if key == "pin_gres_type":  # true, false or "auto"
         return st.one_of(BAD_CHOICE, st.integers(), st.floats(), st.lists(st.booleans(), max_size=2))
     own: list[st.SearchStrategy[Any]] = [OTHER_KINDS[kind]]
