@@ -72,7 +72,7 @@ def standing(problem: Problem, running: Mapping[str, str], eps: float = BELOW_EP
             v = owed[u] if u in owed else bundle_value(problem, u, equal_share(problem, u))
             if held[u] > v + 1e-9:
                 surplus[u] = held[u] - v
-    value = {j: jobs[j].normalised(k) for j, (k,) in ((j, tuple(v)) for j, v in x.items())}
+    value = {j: jobs[j].normalised(running[j]) for j in x}
     return Standing(frozenset(below), surplus, value)
 
 
