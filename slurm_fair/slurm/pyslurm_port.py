@@ -35,6 +35,7 @@ error tree as the commands' (:func:`_slurm_error`).
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import importlib.metadata
 import logging
@@ -42,8 +43,15 @@ import os
 import pwd
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
+import pickle
+import subprocess
+import sys
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
 from datetime import datetime
+from functools import partial
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from ..errors import JobGone, SlurmCommandError, SlurmError, SlurmUnavailable
@@ -53,7 +61,8 @@ from .model import (
 )
 from .parse.history import History
 from .parse.squeue import state_name
-from .pyslurm_records import jobs_from, node_record, partition_record
+from . import pyslurm_side
+from .pyslurm_records import job_records, jobs_from, node_record, partition_record
 from .run import JOB_GONE, TRANSIENT
 from .write_rules import UPDATABLE_FIELDS, batch_items, check_job_id, check_value
 
@@ -75,6 +84,28 @@ _DESC_ATTR = {"Partition": "partitions", "QOS": "qos", "ReqNodeList": "required_
 #: (measured on the 22.05 testbed: SiteFactor on 10,000 jobs took 13.4 s as lists of 500, 29.7 s
 #: as one RPC per job; one job alone takes ~1 ms through pyslurm, ~10 ms through scontrol)
 FEW_JOBS = 8
+
+#: a legacy job read this slow (seconds: about 2,000 jobs) starts the side process (pyslurm_side)
+SIDE_AFTER_S = 0.1
+#: the longest wait for the side process's read before reading every job here instead
+SIDE_TIMEOUT_S = 120.0
+#: jobs the side read missed (submitted between the two reads) read one by one up to this many
+FEW_MISSING = 50
+#: the attributes of pyslurm's ``Jobs.load`` records a job is made of, and the legacy record's
+#: key each stands for (:func:`.pyslurm_records.job_records` reads legacy records); the rest
+#: come from the side process (:data:`.pyslurm_side.FIELDS`)
+_FAST = (("id", "job_id"), ("state", "job_state"), ("state_reason", "state_reason"), ("comment", "comment"),
+         ("required_nodes", "req_nodes"), ("excluded_nodes", "exc_nodes"), ("allocated_nodes", "nodes"),
+         ("name", "name"), ("user_id", "user_id"), ("account", "account"), ("partition", "partition"),
+         ("qos", "qos"), ("submit_time", "submit_time"), ("start_time", "start_time"), ("priority", "priority"),
+         ("nice", "nice"), ("is_requeueable", "requeue"), ("min_cpus_per_node", "pn_min_cpus"),
+         ("max_nodes", "max_nodes"), ("admin_comment", "admin_comment"), ("reservation", "resv_name"),
+         ("constraints", "features"), ("ntasks", "num_tasks"), ("array_id", "array_job_id"),
+         ("array_tasks_waiting", "array_task_str"), ("array_task_id", "array_task_id"),
+         ("heterogeneous_id", "het_job_id"), ("heterogeneous_offset", "het_job_offset"),
+         ("num_nodes", "num_nodes"), ("ntasks_per_node", "ntasks_per_node"), ("cpus", "num_cpus"))
+_FAST_ATTRS = tuple(a for a, _ in _FAST)
+_FAST_KEYS = tuple(k for _, k in _FAST)
 
 T = TypeVar("T")
 
@@ -123,6 +154,104 @@ def load_pyslurm(conf: str | None) -> Any:
         return module
 
 
+class _SideFailed(Exception):
+    """The side process died, timed out or could not start (its read is done here instead)."""
+
+
+class _Side:
+    """The side process (:mod:`.pyslurm_side`) and the thread that talks to it."""
+
+    def __init__(self, conf: str | None) -> None:
+        env = dict(os.environ)
+        if conf:
+            env["SLURM_CONF"] = conf
+        home = str(Path(pyslurm_side.__file__).resolve().parents[2])  # where slurm_fair imports from
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (home, env.get("PYTHONPATH"))))
+        self.proc = subprocess.Popen([sys.executable, "-m", "slurm_fair.slurm.pyslurm_side"], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.talk = ThreadPoolExecutor(1, thread_name_prefix="slurm-fair-side")
+        self.started: Future[Any] = self.talk.submit(self._receive)
+
+    def _receive(self) -> Any:
+        assert self.proc.stdout is not None
+        return pyslurm_side.receive(self.proc.stdout)
+
+    def _ask(self) -> Any:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"read\n")
+        self.proc.stdin.flush()
+        return self._receive()
+
+    def ready(self) -> bool | None:
+        """True when up, None while starting, False when it failed to start."""
+        if not self.started.done():
+            return None
+        if self.started.exception() is not None:
+            return False
+        ok, message = self.started.result()
+        if not ok:
+            log.warning("pyslurm's side process did not start: %s", message)
+        return bool(ok)
+
+    def read(self) -> Future[Any]:
+        """The side read, running (:func:`.pyslurm_side.legacy_fields`'s answer)."""
+        return self.talk.submit(self._ask)
+
+    def stop(self) -> None:
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        self.talk.shutdown(wait=False, cancel_futures=True)
+
+
+_side_lock = threading.Lock()
+_sides: dict[str | None, _Side] = {}
+
+
+def _side_process(conf: str | None, start: bool) -> _Side | None:
+    """The side process of the cluster of ``conf`` (:mod:`.pyslurm_side`) when it is up; with
+    ``start``, started when it is not (a process of its own: the legacy read holds the
+    interpreter lock while it converts, and libslurm is initialised once per process)."""
+    failed = None
+    with _side_lock:
+        side = _sides.get(conf)
+        if side is None and start:
+            side = _sides[conf] = _Side(conf)
+        state = side.ready() if side is not None else None
+        if side is not None and state is False:
+            failed = _sides.pop(conf)
+    if failed is not None:
+        failed.stop()
+    return side if state else None
+
+
+def _stop_side(conf: str | None) -> None:
+    with _side_lock:
+        side = _sides.pop(conf, None)
+    if side is not None:
+        side.proc.kill()
+        side.stop()
+
+
+@atexit.register
+def _stop_sides() -> None:
+    for conf in list(_sides):
+        _stop_side(conf)
+
+
+def _same_site(jobs: Sequence[SlurmJob], factors: Mapping[str, int] | None) -> bool:
+    """Whether built jobs carry the site factors sprio gives now (:func:`job_records`'s rule)."""
+    return all(j.site_factor == (factors.get(j.job_id) if factors and j.state == "PENDING" else None)
+               for j in jobs)
+
+
 def _slurm_error(exc: Exception, op: str, job_id: str | None = None) -> SlurmError:
     """A pyslurm error -> the error tree of :mod:`slurm_fair.errors`, by the same rules as a
     command's message (:mod:`.run`): the job gone, Slurm unreachable, or a refusal."""
@@ -150,6 +279,8 @@ class PyslurmPort:
         #: why this backend (``auto``'s reason); shown by snapshot, run --json and metrics
         self.backend_note = note or f"pyslurm {self.version}"
         self._users: dict[int, str] = {}
+        #: job id -> (what its jobs were built from, the jobs): :meth:`_read_split`'s conversions
+        self._job_cache: dict[int, tuple[Any, list[SlurmJob]]] = {}
 
     # --- the pyslurm calls ------------------------------------------------------------------
     def _call(self, op: str, fn: Callable[[], T], job_id: str | None = None) -> T:
@@ -186,10 +317,9 @@ class PyslurmPort:
         with ThreadPoolExecutor(3, thread_name_prefix="slurm-fair-read") as pool:
             site = pool.submit(self._site_factors)
             accounts, qos = pool.submit(self.accounts), pool.submit(self.qos)
-            records = self._records()
+            jobs = self._read_jobs(("PENDING", "RUNNING"), site)
             partitions = self.partitions()
             nodes = self._nodes(partitions)
-            jobs = self._convert(records, ("PENDING", "RUNNING"), site.result())
             return Snapshot(
                 taken_at=taken,
                 nodes=tuple(nodes),
@@ -208,6 +338,87 @@ class PyslurmPort:
     def _convert(self, records: Mapping[Any, Mapping[str, Any]], states: Sequence[str],
                  site: Mapping[str, int] | None) -> list[SlurmJob]:
         return list(jobs_from(records, states, self._user, self._exact_reason, site))
+
+    def _read_jobs(self, states: Sequence[str], site: Future[dict[str, int]] | None) -> list[SlurmJob]:
+        """Every job in ``states`` (all with none), site factors from ``site`` (sprio, running
+        beside). With the side process up (:mod:`.pyslurm_side`): its legacy read of the fields
+        only that read has, while this process reads the rest through ``Jobs.load``; else the
+        legacy read here, and the side process started when that read was slow (a big queue)."""
+        side = _side_process(self.conf, start=False)
+        if side is not None:
+            try:
+                return self._read_split(side, states, site)
+            except _SideFailed as exc:
+                log.warning("pyslurm's side process failed (%s); reading every job here", exc)
+                _stop_side(self.conf)
+        t = time.perf_counter()
+        records = self._records()
+        if time.perf_counter() - t >= SIDE_AFTER_S:
+            _side_process(self.conf, start=True)
+        return self._convert(records, states, site.result() if site is not None else None)
+
+    def _read_split(self, side: _Side, states: Sequence[str],
+                    site: Future[dict[str, int]] | None) -> list[SlurmJob]:
+        """Both reads at once (:meth:`_read_jobs`); each job converted once and kept while what
+        it is made of (both reads' fields and its site factor) stays the same."""
+        try:
+            extra_future = side.read()
+        except RuntimeError as exc:  # its thread shut down meanwhile
+            raise _SideFailed(str(exc) or type(exc).__name__) from None
+        loaded = self._call("job", self.ps.Jobs.load)
+        wanted = {s.upper() for s in states}
+        fast = []
+        for job in loaded.values():
+            values = tuple(getattr(job, a) for a in _FAST_ATTRS)
+            if wanted and state_name(str(values[1] or "")) not in wanted:
+                continue
+            fast.append(values)
+        try:
+            ok, extra = extra_future.result(timeout=SIDE_TIMEOUT_S)
+        except (EOFError, FutureTimeout, OSError, pickle.UnpicklingError) as exc:
+            raise _SideFailed(str(exc) or type(exc).__name__) from None
+        if not ok:
+            raise _slurm_error(RuntimeError(extra), "job")
+        missing = [v[0] for v in fast if v[0] not in extra]
+        if missing:  # submitted between the two reads: read alone (a few), else all here
+            extra.update(self._legacy_fields(missing))
+        factors = site.result() if site is not None else None
+        cache, self._job_cache = self._job_cache, {}
+        out: list[SlurmJob] = []
+        for values in fast:
+            job_id = values[0]
+            more = extra.get(job_id)
+            if more is None:  # gone meanwhile
+                continue
+            key = (values, more)
+            hit = cache.get(job_id)
+            if hit is not None and hit[0] == key and _same_site(hit[1], factors):
+                jobs = hit[1]
+            else:
+                raw = dict(zip(_FAST_KEYS, values))
+                raw.update(zip(pyslurm_side.FIELDS, more))
+                jobs = job_records(raw, self._user, None, factors)
+            self._job_cache[job_id] = (key, jobs)
+            out.extend(jobs)
+        return out
+
+    def _find_id(self, job_id: int) -> list[Mapping[str, Any]]:
+        return list(self.ps.job().find_id(job_id))
+
+    def _legacy_fields(self, job_ids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+        """The side fields of jobs the side read missed: one legacy read each (a few), or of
+        every job (more than :data:`FEW_MISSING`)."""
+        if len(job_ids) > FEW_MISSING:
+            records = self._records()
+        else:
+            records = {}
+            for job_id in job_ids:
+                try:
+                    found = self._call("job", partial(self._find_id, job_id), str(job_id))
+                except JobGone:
+                    continue
+                records.update({int(r["job_id"]): r for r in found if int(r["job_id"]) == job_id})
+        return {int(i): tuple(r.get(k) for k in pyslurm_side.FIELDS) for i, r in records.items()}
 
     def _exact_reason(self, job_id: str) -> str:
         """The reason of one job as Slurm holds it (pyslurm's legacy read turns the spaces of
@@ -243,8 +454,7 @@ class PyslurmPort:
         wanted = {s.upper() for s in states}
         with ThreadPoolExecutor(1, thread_name_prefix="slurm-fair-read") as pool:
             site = pool.submit(self._site_factors) if not wanted or "PENDING" in wanted else None
-            records = self._records()
-            return self._convert(records, states, site.result() if site is not None else None)
+            return self._read_jobs(states, site)
 
     def accounts(self) -> list[Account]:
         return self.cli.accounts()
