@@ -9,9 +9,13 @@ in a partition made DOWN for the run so they stay pending and ``sprio`` lists th
 waiting jobs of a full cluster), then times, one run per arm, arms alternating (the command
 line first at the first size, pyslurm first at the next):
 
-* ``snapshot()`` (every controller cycle's read), ``--rounds`` times per arm, arms alternating in
-  each round (the median and every run printed), and the Problem the controller builds from it
-  (``snapshot --json``'s): the two Problems must be equal (the age of each job aside);
+* ``snapshot()`` (every controller cycle's read): *cold*, the first read of a new port (pyslurm's
+  side process not running: its first read at a big queue starts it, docs/slurm-adapter.md),
+  then *warm*, ``--rounds`` times per arm once the side process is up, arms alternating in each
+  round (the median and every run printed), and the Problem the controller builds from it
+  (``snapshot --json``'s): the two Problems must be equal (the age of each job aside), also after
+  a user changes pending jobs' GPU requests in the warm state (``scontrol update`` of one job's
+  ``TresPerJob``, another's ``Gres`` and another's ``NumTasks``);
 * ``update_jobs(all, SiteFactor=...)``: the controller's order, written to every pending job;
 * ``set_nice`` on 200 jobs one at a time (a per-job write).
 
@@ -35,6 +39,7 @@ from slurm_fair.commands.snapshot import controller_problem
 from slurm_fair.config import validate
 from slurm_fair.problem_io import problem_to_dict
 from slurm_fair.slurm.cli import SlurmCli
+from slurm_fair.slurm import pyslurm_port
 from slurm_fair.slurm.pyslurm_port import PyslurmPort, installed_version
 
 SYNTAXES = ["--gres=gpu:1", "--gpus=2", "--gpus-per-node=v100:1", "--gres=gpu:k80:2"]
@@ -54,6 +59,25 @@ def submit(env: dict[str, str], tenants: list[str], part: str, start: int, count
 
     with ThreadPoolExecutor(4) as pool:
         return list(pool.map(one, range(start, start + count)))
+
+
+def user_changes(env: dict[str, str], cli: SlurmCli) -> bool:
+    """What a user may do to pending jobs between two cycles: a ``--gpus`` job asks for one more
+    GPU (``TresPerJob``), a ``--gres`` job for two (``Gres``), another job for three tasks.
+    True when each change took (read back through the command line)."""
+    jobs = [j for j in cli.jobs(("PENDING",)) if j.name == NAME and j.gpu_request is not None]
+    per_job = [j for j in jobs if j.gpu_request is not None and j.gpu_request.per == "job"
+               and j.gpu_request.raw == "gres:gpu:2"]
+    per_node = [j for j in jobs if j.gpu_request is not None and j.gpu_request.per == "node"
+                and j.gpu_request.raw == "gres:gpu:1"]
+    plan = [(js[0].job_id, change) for js, change in ((per_job, "TresPerJob=gres:gpu:3"), (per_node, "Gres=gpu:2"))
+            if js]
+    plan.append((jobs[-1].job_id, "NumTasks=3"))
+    for job_id, change in plan:
+        subprocess.run(["scontrol", "update", f"JobId={job_id}", change], env=env, check=True, capture_output=True,
+                       timeout=30)
+    seen = {j.job_id: j for j in cli.jobs(("PENDING",))}
+    return len(plan) == 3 and all(job_id in seen for job_id, _ in plan)
 
 
 def problem(port: Any, config: Any) -> dict[str, Any]:
@@ -78,7 +102,12 @@ def main() -> int:
         print("pyslurm is not installed: scripts/build-pyslurm.sh", file=sys.stderr)
         return 2
     conf = {"SLURM_CONF": env["SLURM_CONF"]}
-    ports = {"cli": SlurmCli(env=conf, timeout_s=300), "pyslurm": PyslurmPort(SlurmCli(env=conf, timeout_s=300))}
+
+    def new_ports() -> dict[str, Any]:
+        pyslurm_port._stop_side(env["SLURM_CONF"])
+        return {"cli": SlurmCli(env=conf, timeout_s=300), "pyslurm": PyslurmPort(SlurmCli(env=conf, timeout_s=300))}
+
+    ports = new_ports()
     cli = ports["cli"]
     tenants = sorted(a.name for a in cli.accounts())
     nodes = ",".join(sorted(n.name for n in cli.nodes()))
@@ -87,7 +116,7 @@ def main() -> int:
                    env=env, check=True, capture_output=True, timeout=30)
     config = validate({"controller": {"state_dir": "/nonexistent/slurm-fair-bench"}}, "defaults")
     ids: list[str] = []
-    rows = []
+    rows: list[Any] = []
     try:
         for n, size in enumerate(sizes):
             t0 = time.perf_counter()
@@ -97,6 +126,15 @@ def main() -> int:
                 time.sleep(1)
             order = ["cli", "pyslurm"] if n % 2 == 0 else ["pyslurm", "cli"]
             docs = {}
+            ports = new_ports()
+            cold: dict[str, float] = {}
+            for arm in order:
+                t = time.perf_counter()
+                ports[arm].snapshot()
+                cold[arm] = time.perf_counter() - t
+            waited = time.perf_counter()  # the side process starting (a controller's interval is longer)
+            while pyslurm_port._side_process(env["SLURM_CONF"], False) is None and time.perf_counter() - waited < 60:
+                time.sleep(0.2)
             # the snapshot alone, --rounds times per arm, arms alternating (the median is reported:
             # the machine's load moves between single reads)
             snap_runs: dict[str, list[float]] = {arm: [] for arm in order}
@@ -124,6 +162,10 @@ def main() -> int:
                              min(len(pending), args.single_writes), single_s, submit_s, snap_runs[arm]))
             same = docs["cli"] == docs["pyslurm"]
             rows.append((size, "same Problem", same))
+            changed = user_changes(env, ports["cli"])
+            after = {arm: problem(ports[arm], config) for arm in order}
+            rows.append((size, "same Problem after a user's change", after["cli"] == after["pyslurm"] and changed))
+            rows.append((size, "cold", cold))
         print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
         print(f"Slurm: {subprocess.run(['scontrol', '--version'], env=env, capture_output=True, text=True).stdout.strip()}; "
               f"pyslurm {installed_version()}")
@@ -131,9 +173,14 @@ def main() -> int:
         print(f"{'pending':>7} {'backend':>8} {'jobs':>6} {'snapshot s':>10} {'problem s':>9} "
               f"{'SiteFactor on':>13} {'s':>7} {'failed':>6} {'set_nice x':>10} {'s':>7}")
         snaps: dict[tuple[int, str], float] = {}
+        colds: dict[int, dict[str, float]] = {}
         for r in rows:
-            if r[1] == "same Problem":
-                print(f"{r[0]:>7} same Problem from both backends: {'yes' if r[2] else 'NO'}")
+            if r[1] == "cold":
+                print(f"{r[0]:>7} cold (first) snapshot: " + ", ".join(f"{a} {v:.3f} s" for a, v in r[2].items()))
+                colds[r[0]] = r[2]
+                continue
+            if r[1].startswith("same Problem"):
+                print(f"{r[0]:>7} {r[1]} from both backends: {'yes' if r[2] else 'NO'}")
                 continue
             size, arm, njobs, snap_s, problem_s, npend, batch_s, nfail, nsingle, single_s, _, runs = r
             snaps[(size, arm)] = snap_s
@@ -142,7 +189,7 @@ def main() -> int:
         print()
         for size in sizes:
             print(f"snapshot at {size} pending: cli / pyslurm = {snaps[(size, 'cli')] / snaps[(size, 'pyslurm')]:.1f}x "
-                  f"(medians)")
+                  f"warm (medians), {colds[size]['cli'] / colds[size]['pyslurm']:.1f}x cold (first)")
         print(f"load average (1, 5, 15 min) at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     finally:
         for i in range(0, len(ids), 1000):

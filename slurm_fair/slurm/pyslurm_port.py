@@ -52,6 +52,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from datetime import datetime
 from functools import partial
+from operator import attrgetter
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from ..errors import JobGone, SlurmCommandError, SlurmError, SlurmUnavailable
@@ -106,6 +107,7 @@ _FAST = (("id", "job_id"), ("state", "job_state"), ("state_reason", "state_reaso
          ("num_nodes", "num_nodes"), ("ntasks_per_node", "ntasks_per_node"), ("cpus", "num_cpus"))
 _FAST_ATTRS = tuple(a for a, _ in _FAST)
 _FAST_KEYS = tuple(k for _, k in _FAST)
+_fast_values = attrgetter(*_FAST_ATTRS)
 
 T = TypeVar("T")
 
@@ -246,10 +248,15 @@ def _stop_sides() -> None:
         _stop_side(conf)
 
 
-def _same_site(jobs: Sequence[SlurmJob], factors: Mapping[str, int] | None) -> bool:
-    """Whether built jobs carry the site factors sprio gives now (:func:`job_records`'s rule)."""
-    return all(j.site_factor == (factors.get(j.job_id) if factors and j.state == "PENDING" else None)
-               for j in jobs)
+def _same_site(jobs: Sequence[SlurmJob], factors: Mapping[str, int] | None, pending: bool) -> bool:
+    """Whether the jobs of one record carry the site factors sprio gives now (the rule of
+    :func:`job_records`: pending jobs only, none when none were read)."""
+    if not pending or not factors:
+        return all(j.site_factor is None for j in jobs)
+    for j in jobs:
+        if j.site_factor != factors.get(j.job_id):
+            return False
+    return True
 
 
 def _slurm_error(exc: Exception, op: str, job_id: str | None = None) -> SlurmError:
@@ -369,7 +376,7 @@ class PyslurmPort:
         wanted = {s.upper() for s in states}
         fast = []
         for job in loaded.values():
-            values = tuple(getattr(job, a) for a in _FAST_ATTRS)
+            values = _fast_values(job)
             if wanted and state_name(str(values[1] or "")) not in wanted:
                 continue
             fast.append(values)
@@ -391,8 +398,9 @@ class PyslurmPort:
             if more is None:  # gone meanwhile
                 continue
             key = (values, more)
+            pending = values[1] == "PENDING"
             hit = cache.get(job_id)
-            if hit is not None and hit[0] == key and _same_site(hit[1], factors):
+            if hit is not None and hit[0] == key and _same_site(hit[1], factors, pending):
                 jobs = hit[1]
             else:
                 raw = dict(zip(_FAST_KEYS, values))
