@@ -67,9 +67,9 @@ def user_changes(env: dict[str, str], cli: SlurmCli) -> bool:
     True when each change took (read back through the command line)."""
     jobs = [j for j in cli.jobs(("PENDING",)) if j.name == NAME and j.gpu_request is not None]
     per_job = [j for j in jobs if j.gpu_request is not None and j.gpu_request.per == "job"
-               and j.gpu_request.raw == "gres:gpu:2"]
+               and j.gpu_request.count == 2 and j.gpu_request.gpu_type is None]
     per_node = [j for j in jobs if j.gpu_request is not None and j.gpu_request.per == "node"
-                and j.gpu_request.raw == "gres:gpu:1"]
+                and j.gpu_request.count == 1 and j.gpu_request.gpu_type is None]
     plan = [(js[0].job_id, change) for js, change in ((per_job, "TresPerJob=gres:gpu:3"), (per_node, "Gres=gpu:2"))
             if js]
     plan.append((jobs[-1].job_id, "NumTasks=3"))
@@ -77,7 +77,9 @@ def user_changes(env: dict[str, str], cli: SlurmCli) -> bool:
         subprocess.run(["scontrol", "update", f"JobId={job_id}", change], env=env, check=True, capture_output=True,
                        timeout=30)
     seen = {j.job_id: j for j in cli.jobs(("PENDING",))}
-    return len(plan) == 3 and all(job_id in seen for job_id, _ in plan)
+    took = [(per_job, 3), (per_node, 2)]
+    return len(plan) == 3 and all(j.job_id in seen for js, _ in took for j in js[:1]) and all(
+        (seen[js[0].job_id].gpu_request or per_job[0].gpu_request).count == n for js, n in took)
 
 
 def problem(port: Any, config: Any) -> dict[str, Any]:

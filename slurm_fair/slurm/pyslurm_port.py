@@ -10,8 +10,12 @@ port wraps) because pyslurm 22.5 cannot do it the way the controller needs:
 
 * **reads from slurmctld** (jobs, nodes, partitions, one job's outlook): pyslurm, one RPC each,
   turned into the model by :mod:`.pyslurm_records` through the same parsers as the command
-  line, each job built once. The jobs come from the legacy ``job().get()``, in pyslurm 22.5.3
-  and 24.11.0 alike the only read carrying the GPU request strings. The jobs' *site factor* is
+  line, each job built once. The legacy ``job().get()`` is, in pyslurm 22.5.3 and 24.11.0 alike,
+  the only read carrying the GPU request strings, and nothing of the newer ``Jobs.load()``'s
+  record changes when a user changes them: at a small queue the jobs come from the legacy read
+  alone; at a big one (a legacy read of :data:`SIDE_AFTER_S` or more) from ``Jobs.load()`` here
+  and, beside it, the legacy read's few fields from a side process (:mod:`.pyslurm_side`), both
+  fresh each snapshot, each job's conversion kept while both reads give the same fields. The jobs' *site factor* is
   in neither of pyslurm's job records: ``sprio`` (one call, started before the job read and run
   beside it), as is :meth:`job_priority_factors` (neither release exposes libslurm's
   ``slurm_load_job_prio``);
@@ -277,8 +281,11 @@ class PyslurmPort:
 
     backend = "pyslurm"
 
-    def __init__(self, cli: SlurmCli, module: Any | None = None, conf: str | None = None, note: str = "") -> None:
+    def __init__(self, cli: SlurmCli, module: Any | None = None, conf: str | None = None, note: str = "",
+                 side_after_s: float = SIDE_AFTER_S) -> None:
         self.cli = cli
+        #: a legacy job read this slow starts the side process (0: the first read starts it)
+        self.side_after_s = side_after_s
         self.cluster = cli.cluster
         self.conf = conf if conf is not None else cli.runner.env.get("SLURM_CONF")
         self.ps = module if module is not None else load_pyslurm(self.conf)
@@ -360,7 +367,7 @@ class PyslurmPort:
                 _stop_side(self.conf)
         t = time.perf_counter()
         records = self._records()
-        if time.perf_counter() - t >= SIDE_AFTER_S:
+        if time.perf_counter() - t >= self.side_after_s:
             _side_process(self.conf, start=True)
         return self._convert(records, states, site.result() if site is not None else None)
 

@@ -118,13 +118,15 @@ def pyslurm_skip_reason(version: str | None) -> str:
 
 
 def make_real_port(env: dict[str, str], backend: str = "cli"):
-    """The port a real harness tests: Slurm's commands, or pyslurm over them."""
+    """The port a real harness tests: Slurm's commands, or pyslurm over them (its side process
+    started by the first job read, not only at a big queue, so that the reads after it go the
+    way a big queue's do: docs/slurm-adapter.md)."""
     cli = SlurmCli(env=env, timeout_s=30, retries=2)
     if backend == "cli":
         return cli
     from slurm_fair.slurm.pyslurm_port import PyslurmPort
 
-    return PyslurmPort(cli)
+    return PyslurmPort(cli, side_after_s=0.0)
 
 
 class RealHarness(Harness):

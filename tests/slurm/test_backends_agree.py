@@ -105,6 +105,29 @@ def _differences(a, b) -> list[str]:
     return out
 
 
+def _equal_soon(cli, ps) -> list[str]:
+    """The differences of both backends' snapshots, read again while a job starts or the age
+    factor ticks between two reads (empty: equal)."""
+    diffs: list[str] = []
+    for _ in range(5):
+        diffs = _differences(cli.snapshot(), ps.snapshot())
+        if not diffs:
+            break
+        time.sleep(1)
+    return diffs
+
+
+def _with_side(ps) -> None:
+    """pyslurm's side process up (a big queue starts it by itself)."""
+    from slurm_fair.slurm import pyslurm_port
+
+    pyslurm_port._side_process(ps.conf, start=True)
+    deadline = time.monotonic() + 60
+    while pyslurm_port._side_process(ps.conf, start=False) is None:
+        assert time.monotonic() < deadline, "pyslurm's side process did not start"
+        time.sleep(0.2)
+
+
 def test_cli_and_pyslurm_snapshots_are_equal_field_by_field_on_a_busy_cluster(testbed, slurm_version, tmp_path):
     why = pyslurm_skip_reason(slurm_version)
     if why:
@@ -151,6 +174,24 @@ def test_cli_and_pyslurm_snapshots_are_equal_field_by_field_on_a_busy_cluster(te
                 break
             time.sleep(1)
         assert p == q
+        # a big queue's way (the side process's legacy read beside Jobs.load), warm (each job's
+        # conversion kept), then after a user changes pending jobs' requests between two reads
+        _with_side(ps)
+        for _ in range(2):
+            assert _equal_soon(cli, ps) == []
+        pending = [j for j in cli.jobs(("PENDING",)) if j.job_id in ids and j.gpu_request is not None]
+        per_job = next(j for j in pending if j.gpu_request.per == "job" and j.gpu_request.count == 3)
+        per_node = next(j for j in pending if j.gpu_request.raw.endswith("gpu:1") and j.gpu_request.per == "node")
+        per_task = next(j for j in pending if j.gpu_request.per == "task")
+        prefix = per_job.gpu_request.raw.split("=", 1)[-1].split("gpu", 1)[0]  # gres: (22.05), gres/ (24.11)
+        for job, change in ((per_job, f"TresPerJob={prefix}gpu:2"), (per_node, "Gres=gpu:2"),
+                            (per_task, "NumTasks=2"), (per_node, "TimeLimit=45")):
+            subprocess.run(["scontrol", "update", f"JobId={job.job_id}", change], env=env, check=True,
+                           capture_output=True, timeout=30)
+        changed = {j.job_id: j for j in cli.jobs(("PENDING",))}
+        assert changed[per_job.job_id].gpu_request.count == 2 and changed[per_node.job_id].gpu_request.count == 2
+        assert _equal_soon(cli, ps) == []
+        assert {j.job_id: j.gpu_request for j in ps.jobs(("PENDING",))}[per_job.job_id].count == 2
     finally:
         for i in range(0, len(ids), 100):
             subprocess.run(["scancel", *ids[i:i + 100]], env=env, capture_output=True, timeout=60)
