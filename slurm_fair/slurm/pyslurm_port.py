@@ -282,9 +282,10 @@ class PyslurmPort:
     backend = "pyslurm"
 
     def __init__(self, cli: SlurmCli, module: Any | None = None, conf: str | None = None, note: str = "",
-                 side_after_s: float = SIDE_AFTER_S) -> None:
+                 side_after_s: float | None = None) -> None:
         self.cli = cli
-        #: a legacy job read this slow starts the side process (0: the first read starts it)
+        #: a legacy job read this slow starts the side process (0: the first read starts it;
+        #: None: :data:`SIDE_AFTER_S` at the time of the read)
         self.side_after_s = side_after_s
         self.cluster = cli.cluster
         self.conf = conf if conf is not None else cli.runner.env.get("SLURM_CONF")
@@ -367,7 +368,7 @@ class PyslurmPort:
                 _stop_side(self.conf)
         t = time.perf_counter()
         records = self._records()
-        if time.perf_counter() - t >= self.side_after_s:
+        if time.perf_counter() - t >= (SIDE_AFTER_S if self.side_after_s is None else self.side_after_s):
             _side_process(self.conf, start=True)
         return self._convert(records, states, site.result() if site is not None else None)
 

@@ -40,7 +40,7 @@ _BACKEND = {"name": "cli"}
 def backend(request, slurm_version, monkeypatch):
     """Each test through Slurm's commands, then through pyslurm (when pyslurm for this Slurm is
     here: its major.minor is Slurm's). A port that falls back to the commands fails the
-    pyslurm arm (it would test the commands twice)."""
+    pyslurm arm (it would test the commands twice), as does a failed side process."""
     from slurm_fair.slurm import pyslurm_port
     from slurm_fair.slurm.pyslurm_port import installed_version, major_minor
 
@@ -51,6 +51,9 @@ def backend(request, slurm_version, monkeypatch):
         if major_minor(have) != major_minor(slurm_version):
             pytest.skip(f"pyslurm {have} is not for Slurm {slurm_version}")
         monkeypatch.setattr(pyslurm_port.log, "warning", lambda msg, *a: pytest.fail(f"no pyslurm port: {msg}"))
+        # the side process from the first job read on (not only at a big queue), so that the
+        # later reads go a big queue's way (docs/slurm-adapter.md)
+        monkeypatch.setattr(pyslurm_port, "SIDE_AFTER_S", 0.0)
     _BACKEND["name"] = request.param
     yield request.param
     _BACKEND["name"] = "cli"
