@@ -192,7 +192,8 @@ class _Side:
         """True when up, None while starting, False when it failed to start."""
         if not self.started.done():
             return None
-        if self.started.exception() is not None:
+        if self.started.exception() is not None:  # it ended before saying so (libslurm exits
+            log.warning("pyslurm's side process did not start: %s", self.started.exception())  # on a bad conf)
             return False
         ok, message = self.started.result()
         if not ok:

@@ -192,6 +192,14 @@ def test_cli_and_pyslurm_snapshots_are_equal_field_by_field_on_a_busy_cluster(te
         assert changed[per_job.job_id].gpu_request.count == 2 and changed[per_node.job_id].gpu_request.count == 2
         assert _equal_soon(cli, ps) == []
         assert {j.job_id: j.gpu_request for j in ps.jobs(("PENDING",))}[per_job.job_id].count == 2
+        # the side process killed between two reads: the next read is made here, the same
+        from slurm_fair.slurm import pyslurm_port
+
+        side = pyslurm_port._sides[ps.conf]
+        side.proc.kill()
+        side.proc.wait(timeout=30)
+        assert _equal_soon(cli, ps) == []
+        assert ps.conf not in pyslurm_port._sides
     finally:
         for i in range(0, len(ids), 100):
             subprocess.run(["scancel", *ids[i:i + 100]], env=env, capture_output=True, timeout=60)

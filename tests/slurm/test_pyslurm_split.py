@@ -187,3 +187,19 @@ def test_side_messages_round_trip_and_a_cut_stream_is_an_end():
     assert pyslurm_side.receive(cut) == (True, {1: ("gres:gpu:2", None)})
     with pytest.raises(EOFError):
         pyslurm_side.receive(cut)
+
+
+def test_a_side_process_that_cannot_start_is_dropped_with_a_warning(caplog, tmp_path):
+    """A real side process for a slurm.conf libslurm refuses: it ends the process (or pyslurm is
+    missing); the port is told it is not there, and reads every job itself."""
+    import time
+
+    conf = str(tmp_path / "slurm.conf")
+    Path(conf).write_text("NotAKey=1\n")
+    assert pyslurm_port._side_process(conf, start=True) is None  # starting
+    deadline = time.monotonic() + 60
+    while conf in pyslurm_port._sides:
+        assert time.monotonic() < deadline, "the side process neither started nor ended"
+        assert pyslurm_port._side_process(conf, start=False) is None
+        time.sleep(0.1)
+    assert "side process did not start" in caplog.text
