@@ -13,7 +13,8 @@ port wraps) because pyslurm 22.5 cannot do it the way the controller needs:
   line, each job built once. The legacy ``job().get()`` is, in pyslurm 22.5.3 and 24.11.0 alike,
   the only read carrying the GPU request strings, and nothing of the newer ``Jobs.load()``'s
   record changes when a user changes them: at a small queue the jobs come from the legacy read
-  alone; at a big one (a legacy read of :data:`SIDE_AFTER_S` or more) from ``Jobs.load()`` here
+  alone; at a big one (a port's second legacy read of :data:`SIDE_AFTER_S` or more: a controller's
+  loop, not a one-off command) from ``Jobs.load()`` here
   and, beside it, the legacy read's few fields from a side process (:mod:`.pyslurm_side`), both
   fresh each snapshot, each job's conversion kept while both reads give the same fields. The jobs' *site factor* is
   in neither of pyslurm's job records: ``sprio`` (one call, started before the job read and run
@@ -92,6 +93,8 @@ FEW_JOBS = 8
 
 #: a legacy job read this slow (seconds: about 2,000 jobs) starts the side process (pyslurm_side)
 SIDE_AFTER_S = 0.1
+#: ... this many times by one port (2: a loop's second cycle, not a one-off command's only read)
+SIDE_AFTER_READS = 2
 #: the longest wait for the side process's read before reading every job here instead
 SIDE_TIMEOUT_S = 120.0
 #: jobs the side read missed (submitted between the two reads) read one by one up to this many
@@ -283,11 +286,12 @@ class PyslurmPort:
     backend = "pyslurm"
 
     def __init__(self, cli: SlurmCli, module: Any | None = None, conf: str | None = None, note: str = "",
-                 side_after_s: float | None = None) -> None:
+                 side_after_s: float | None = None, side_after_reads: int | None = None) -> None:
         self.cli = cli
-        #: a legacy job read this slow starts the side process (0: the first read starts it;
-        #: None: :data:`SIDE_AFTER_S` at the time of the read)
-        self.side_after_s = side_after_s
+        #: legacy job reads this slow, this many times, start the side process (None: the module's
+        #: :data:`SIDE_AFTER_S`, :data:`SIDE_AFTER_READS` at the time of the read)
+        self.side_after_s, self.side_after_reads = side_after_s, side_after_reads
+        self._slow_reads = 0
         self.cluster = cli.cluster
         self.conf = conf if conf is not None else cli.runner.env.get("SLURM_CONF")
         self.ps = module if module is not None else load_pyslurm(self.conf)
@@ -359,7 +363,8 @@ class PyslurmPort:
         """Every job in ``states`` (all with none), site factors from ``site`` (sprio, running
         beside). With the side process up (:mod:`.pyslurm_side`): its legacy read of the fields
         only that read has, while this process reads the rest through ``Jobs.load``; else the
-        legacy read here, and the side process started when that read was slow (a big queue)."""
+        legacy read here, and the side process started when this port's reads were slow (a big
+        queue) :data:`SIDE_AFTER_READS` times."""
         side = _side_process(self.conf, start=False)
         if side is not None:
             try:
@@ -370,7 +375,9 @@ class PyslurmPort:
         t = time.perf_counter()
         records = self._records()
         if time.perf_counter() - t >= (SIDE_AFTER_S if self.side_after_s is None else self.side_after_s):
-            _side_process(self.conf, start=True)
+            self._slow_reads += 1
+            if self._slow_reads >= (SIDE_AFTER_READS if self.side_after_reads is None else self.side_after_reads):
+                _side_process(self.conf, start=True)
         return self._convert(records, states, site.result() if site is not None else None)
 
     def _read_split(self, side: _Side, states: Sequence[str],

@@ -54,6 +54,7 @@ def backend(request, slurm_version, monkeypatch):
         # the side process from the first job read on (not only at a big queue), so that the
         # later reads go a big queue's way (docs/slurm-adapter.md)
         monkeypatch.setattr(pyslurm_port, "SIDE_AFTER_S", 0.0)
+        monkeypatch.setattr(pyslurm_port, "SIDE_AFTER_READS", 1)
     _BACKEND["name"] = request.param
     yield request.param
     _BACKEND["name"] = "cli"

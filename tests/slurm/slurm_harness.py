@@ -126,7 +126,7 @@ def make_real_port(env: dict[str, str], backend: str = "cli"):
         return cli
     from slurm_fair.slurm.pyslurm_port import PyslurmPort
 
-    return PyslurmPort(cli, side_after_s=0.0)
+    return PyslurmPort(cli, side_after_s=0.0, side_after_reads=1)
 
 
 class RealHarness(Harness):
