@@ -402,17 +402,21 @@ class PyslurmPort:
             raise _SideFailed(str(exc) or type(exc).__name__) from None
         if not ok:
             raise _slurm_error(RuntimeError(extra), "job")
-        missing = [v[0] for v in fast if v[0] not in extra]
-        if missing:  # submitted between the two reads: read alone (a few), else all here
-            extra.update(self._legacy_fields(missing))
+        # a job submitted between the two reads, or whose state changed between them (one read
+        # saw it pending, the other running): built from a legacy read of its own, one record
+        odd = {v[0] for v in fast if v[0] not in extra or extra[v[0]][-1] != v[1]}
+        alone = self._legacy_records(sorted(odd)) if odd else {}
         factors = site.result() if site is not None else None
         cache, self._job_cache = self._job_cache, {}
         out: list[SlurmJob] = []
         for values in fast:
             job_id = values[0]
-            more = extra.get(job_id)
-            if more is None:  # gone meanwhile
+            if job_id in odd:
+                record = alone.get(job_id)  # None: gone meanwhile
+                if record is not None and (not wanted or state_name(str(record.get("job_state") or "")) in wanted):
+                    out.extend(job_records(record, self._user, self._exact_reason, factors))
                 continue
+            more = extra[job_id]
             key = (values, more)
             pending = values[1] == "PENDING"
             hit = cache.get(job_id)
@@ -429,20 +433,20 @@ class PyslurmPort:
     def _find_id(self, job_id: int) -> list[Mapping[str, Any]]:
         return list(self.ps.job().find_id(job_id))
 
-    def _legacy_fields(self, job_ids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
-        """The side fields of jobs the side read missed: one legacy read each (a few), or of
-        every job (more than :data:`FEW_MISSING`)."""
+    def _legacy_records(self, job_ids: Sequence[int]) -> dict[int, Mapping[str, Any]]:
+        """The legacy records of jobs the side read missed or saw in another state: one legacy
+        read each (a few), or of every job (more than :data:`FEW_MISSING`); a job gone is left out."""
+        wanted = set(job_ids)
         if len(job_ids) > FEW_MISSING:
-            records = self._records()
-        else:
-            records = {}
-            for job_id in job_ids:
-                try:
-                    found = self._call("job", partial(self._find_id, job_id), str(job_id))
-                except JobGone:
-                    continue
-                records.update({int(r["job_id"]): r for r in found if int(r["job_id"]) == job_id})
-        return {int(i): tuple(r.get(k) for k in pyslurm_side.FIELDS) for i, r in records.items()}
+            return {int(i): r for i, r in self._records().items() if int(i) in wanted}
+        records: dict[int, Mapping[str, Any]] = {}
+        for job_id in job_ids:
+            try:
+                found = self._call("job", partial(self._find_id, job_id), str(job_id))
+            except JobGone:
+                continue
+            records.update({int(r["job_id"]): r for r in found if int(r["job_id"]) == job_id})
+        return records
 
     def _exact_reason(self, job_id: str) -> str:
         """The reason of one job as Slurm holds it (pyslurm's legacy read turns the spaces of

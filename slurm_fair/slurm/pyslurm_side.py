@@ -30,9 +30,10 @@ import struct
 import sys
 from typing import IO, Any
 
-#: the legacy record's fields the side process returns, per job id, in this order
+#: the legacy record's fields the side process returns, per job id, in this order; the state
+#: last (not a field the job is built from: it tells a job that changed state between the reads)
 FIELDS = ("tres_per_job", "tres_per_node", "tres_per_task", "tres_alloc_str", "dependency", "time_limit",
-          "cpus_per_task", "pn_min_memory")
+          "cpus_per_task", "pn_min_memory", "job_state")
 
 _module: list[Any] = []
 

@@ -203,3 +203,17 @@ def test_a_side_process_that_cannot_start_is_dropped_with_a_warning(caplog, tmp_
         assert pyslurm_port._side_process(conf, start=False) is None
         time.sleep(0.1)
     assert "side process did not start" in caplog.text
+
+
+def test_a_job_that_changed_state_between_the_reads_is_built_from_a_read_of_its_own():
+    """The side read saw a job pending, ``Jobs.load`` running (it started between them): its
+    running GPU type would be lost by mixing them, so it is read again alone, one record."""
+    records = _records()
+    port = _port(records)
+    running = next(i for i, r in records.items() if r["job_state"] == "RUNNING" and r.get("tres_alloc_str"))
+    seen_pending = {**records, running: {**records[running], "job_state": "PENDING", "tres_alloc_str": None}}
+    jobs = port._read_split(_Side(seen_pending), STATES, _site(RECORDED["pyslurm"]["site_factors"]))
+    assert port.ps.found == [running]
+    cli = {j["job_id"]: j for j in RECORDED["cli"]["jobs"]}
+    assert {j["job_id"]: j for j in as_plain(jobs)} == cli
+    assert cli[str(running)]["gpu_type_running"]
