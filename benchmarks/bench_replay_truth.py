@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 import time
 from pathlib import Path
@@ -59,6 +60,33 @@ def true_replay(replay: Replay, truth: dict) -> Replay:
         jobs.append(dataclasses.replace(j, total_steps=sum(s / j.gpus * true[k] for k, s in seconds.items())))
     return dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, jobs=tuple(jobs)),
                                table=ThroughputTable(data, source="true speeds"))
+
+
+def seen_replay(replay: Replay, truth: dict) -> Replay:
+    """The most a learner can get from the history: each group's true speeds on the types it
+    completed a run on, its learned ratios (anchored there) on the types it never did, and the
+    work those speeds give the time each job ran."""
+    records = {r.job_id: r for r in replay.history}
+    done: dict[tuple[str, int], set[str]] = {}
+    for j in replay.workload.jobs:
+        if replay.jobs[j.id].state == "COMPLETED":
+            done.setdefault((j.job_type, j.gpus), set()).update(records[j.id].gpu_seconds)
+    data: dict[str, dict[tuple[str, int], float]] = {k: {} for k in replay.cluster.capacity}
+    jobs = []
+    for j in replay.workload.jobs:
+        meta = replay.jobs[j.id]
+        true = truth["groups"][f"{meta.user}|{meta.job_name}|{j.gpus}"]
+        learned = {k: replay.table.data[k][(j.job_type, j.gpus)] for k in data}
+        seen = [k for k in done.get((j.job_type, j.gpus), ()) if learned[k] > 0]
+        scale = math.exp(sum(math.log(true[k] / learned[k]) for k in seen) / len(seen)) if seen else 1.0
+        speed = {k: true[k] if k in seen else learned[k] * scale for k in data}
+        for k in data:
+            data[k][(j.job_type, j.gpus)] = speed[k]
+        seconds = records[j.id].gpu_seconds
+        pace = {k: speed[k] if speed[k] > 0 else true[k] for k in data}
+        jobs.append(dataclasses.replace(j, total_steps=sum(s / j.gpus * pace[k] for k, s in seconds.items())))
+    return dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, jobs=tuple(jobs)),
+                               table=ThroughputTable(data, source="true speeds where each group ran, learned elsewhere"))
 
 
 def run(replay: Replay, policy: str, config: SimConfig, slurm: SlurmModel | None = None) -> dict:
@@ -98,6 +126,9 @@ def main() -> None:
     ap.add_argument("--agnostic-as", choices=("slurm", "policy"), default="slurm",
                     help="agnostic as the modelled Slurm (simulate's default) or slurm-fair's agnostic policy")
     ap.add_argument("--per-node", type=int, default=8, help="GPUs per node of the generated site")
+    ap.add_argument("--seen-truth", action="store_true",
+                    help="Also oef's gain with the true speeds on the types each group completed on (learned elsewhere): "
+                         "the most the history can tell")
     a = ap.parse_args()
     slurm = SlurmModel() if a.agnostic_as == "slurm" else None
     config = SimConfig(solver=fastest_available(), check_fairness=False, stale_s=a.stale_s, round_s=a.round_s,
@@ -108,7 +139,7 @@ def main() -> None:
                         f"stale_s {a.stale_s:g}, round {a.round_s:g} s, hold {a.requeue_hold_s:g} s"
                         f"{', filling' if a.fill_between_rounds else ''})")
     for c in ("seed", "hist JCT h", "agn JCT h", "JCT err", "hist wait h", "agn wait h", "worst tenant JCT err",
-              "oef gain (learned)", "oef gain (true)", "gain ratio", "wall s"):
+              "oef gain (learned)", "oef gain (true)", "gain ratio", "oef gain (true where ran)", "ratio", "wall s"):
         table.add_column(c, justify="right")
     for seed in a.seeds:
         t0 = time.perf_counter()
@@ -118,17 +149,21 @@ def main() -> None:
         hist = summarize(list(replay.history), [], dict(replay.cluster.capacity))
         exact = dataclasses.replace(config, stale_s=0.0)  # staleness changes agnostic's answer (docs/simulator.md)
         agn = run(replay, "agnostic", exact, slurm)
-        gain = gain_t = float("nan")
+        gain = gain_t = gain_s = float("nan")
         if not a.skip_truth:
             oef = run(replay, "oef", config)
             truth = true_replay(replay, site.truth)
             agn_t, oef_t = run(truth, "agnostic", exact, slurm), run(truth, "oef", config)
             gain = 1 - oef["avg_jct_s"] / agn["avg_jct_s"]
             gain_t = 1 - oef_t["avg_jct_s"] / agn_t["avg_jct_s"]
+            if a.seen_truth:
+                seen = seen_replay(replay, site.truth)
+                gain_s = 1 - run(seen, "oef", config)["avg_jct_s"] / run(seen, "agnostic", exact, slurm)["avg_jct_s"]
         table.add_row(str(seed), f"{hist['avg_jct_s'] / 3600:.2f}", f"{agn['avg_jct_s'] / 3600:.2f}",
                       f"{agn['avg_jct_s'] / hist['avg_jct_s'] - 1:+.1%}", f"{hist['avg_wait_s'] / 3600:.2f}",
                       f"{agn['avg_wait_s'] / 3600:.2f}", f"{tenant_error(agn, hist, 'avg_jct_s'):.1%}",
                       f"{gain:.1%}", f"{gain_t:.1%}", f"{gain / gain_t:.2f}" if gain_t else "-",
+                      f"{gain_s:.1%}", f"{gain_s / gain_t:.2f}" if gain_t else "-",
                       f"{time.perf_counter() - t0:.0f}")
         console.print(f"seed {seed} done", style="dim")
     console.print(table)

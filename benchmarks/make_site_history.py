@@ -100,13 +100,21 @@ def _layout(gpus: int, n_types: int, per_node: int) -> list[tuple[str, str, int]
 
 
 def generate(seed: int = 1, n_jobs: int = 100_000, days: float = 90, gpus: int = 1000, n_types: int = 4,
-             accounts: int = 50, load: float = 0.8, per_node: int = 8) -> Site:
+             accounts: int = 50, load: float = 0.8, per_node: int = 8, *,
+             families: dict[str, float] | None = None, type_factor: dict[str, float] | None = None) -> Site:
+    """``families``: the truth of each group drawn from one family's priors (``{family: share}``;
+    default every group ``generic``); ``type_factor``: this site's GPUs of a type at that factor of
+    their prior for every job (a power-capped or throttled type). Both change only the truth;
+    with neither the history is the one of earlier runs."""
     rng = random.Random(seed)
     site = Site(_layout(gpus, n_types, per_node))
     types = sorted({k for _, k, _ in site.nodes})
     capacity = {k: sum(g for _, t, g in site.nodes if t == k) for k in types}
-    prior = prior_speeds(types).speed
+    prior = {k: v * (type_factor or {}).get(k, 1.0) for k, v in prior_speeds(types).speed.items()}
     top = max(prior.values())
+    pick = random.Random(seed + 7919)  # the families' own stream: the history's draws stay as they were
+    family_prior = {f: {k: v * (type_factor or {}).get(k, 1.0) for k, v in prior_speeds(types, f).speed.items()}
+                    for f in (families or {})}
     summary = _summary()["gpus"]
     counts = sorted(int(g) for g in summary)
     cum = list(itertools.accumulate(summary[str(g)]["probability"] for g in counts))
@@ -137,7 +145,10 @@ def generate(seed: int = 1, n_jobs: int = 100_000, days: float = 90, gpus: int =
     for n, ((user, account, name, g, d), t) in enumerate(zip(raw, submits)):
         key = (user, name, g)
         if key not in speeds:
-            s = {k: prior[k] / top * math.exp(rng.gauss(0, 0.25)) for k in types}
+            base_speed = prior
+            if families:
+                base_speed = family_prior[pick.choices(list(families), weights=list(families.values()))[0]]
+            s = {k: base_speed[k] / max(base_speed.values()) * math.exp(rng.gauss(0, 0.25)) for k in types}
             best = max(s.values())
             speeds[key] = {k: v / best for k, v in s.items()}
         work = max(30.0, d * scale) * rng.uniform(0.9, 1.1)

@@ -10,6 +10,7 @@ gres come from Slurm (``--from-slurm``), an inventory file (``--inventory``, the
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from datetime import datetime
 from typing import Any, Sequence
@@ -86,6 +87,10 @@ def model_document(model: Model, skipped: Counter, usable: int) -> dict[str, Any
         "runs_used": usable, "skipped": dict(skipped), "sigma": round(model.sigma, 4),
         "slow_nodes": {n: round(e, 4) for n, e in sorted(model.node_excess.items())},
         "warnings": list(model.warnings),
+        # the site's level, learned across groups: how often each family's priors fit its groups,
+        # and how far each type runs from its prior here (log); groups seen on one type lean on them
+        "site": {"family_mix": {f: round(v, 4) for f, v in sorted(model.family_mix.items())},
+                 "type_offsets": {k: round(v, 4) for k, v in sorted(model.type_offsets.items())}},
     }
 
 
@@ -100,6 +105,13 @@ def model_table(model: Model, types: list[str]) -> Table:
         fails = ", ".join(f"{k} ({n})" for k, n in sorted(g.fails_on.items()))
         table.add_row(g.group[0], g.group[1], str(g.group[2]), *cells, str(sum(g.runs.values())), g.family, fails)
     return table
+
+
+def site_line(model: Model) -> str:
+    """The site's level in one line: the family mix and each type against its prior (x factor)."""
+    mix = ", ".join(f"{f} {v:.0%}" for f, v in sorted(model.family_mix.items(), key=lambda fv: -fv[1]))
+    offsets = ", ".join(f"{k} x{math.exp(v):.2f}" for k, v in sorted(model.type_offsets.items()))
+    return f"site: family mix {mix or '-'}; types against their priors {offsets or '-'}"
 
 
 def _cell(speed: float, source: str) -> str:
@@ -155,5 +167,6 @@ def learn_command(sacct_file: str | None, from_slurm: bool, since: str | None, i
     console = Console(width=200, record=bool(output))
     console.print(model_table(model, types))
     console.print(f"{len(runs)} runs used; left out: {dict(skipped)}; run spread sigma {model.sigma:.3f}")
+    console.print(site_line(model))
     if output:
         write_output(console.export_text(), output)

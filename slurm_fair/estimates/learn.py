@@ -137,6 +137,10 @@ class Model:
     warnings: tuple[str, ...] = ()
     #: per (``ANY_USER``, job name, GPUs): every user's runs of that name pooled
     pools: Mapping[GroupKey, Learned] = field(default_factory=dict)
+    #: the site's family mix (:func:`family_mix`): the weight of each family's priors
+    family_mix: Mapping[str, float] = field(default_factory=dict)
+    #: per type, how far the site's GPUs are from their prior (log; :func:`site_offsets`)
+    type_offsets: Mapping[str, float] = field(default_factory=dict)
 
     def belief(self, group: GroupKey) -> Learned | None:
         """What is believed of ``group``: its own learned speeds, else its name's pool."""
@@ -256,31 +260,179 @@ def fails_on(runs: Iterable[Run], failures: Iterable[Failure], types: Sequence[s
     return out
 
 
+def _evidence(d: Mapping[str, float], var: Mapping[str, float], p: Mapping[str, float],
+              spreads: Mapping[str, float] | None = None) -> float:
+    """How well family prior ``p`` explains the group's seen log speeds ``d``: the log marginal
+    likelihood of ``d_k = a + p_k + e_k``, ``e_k ~ N(0, var_k + tau_k^2)``, with the group's offset
+    ``a`` integrated out (flat). Unlike the weighted misfit alone it charges a family for its
+    width (the ``log w`` terms): a wide prior fits anything and says little, so it does not win
+    by being wide."""
+    w = {k: 1.0 / (var[k] + _tau(p, k, spreads) ** 2) for k in d}
+    _, misfit = _fit(d, var, p, spreads)
+    return -0.5 * misfit + 0.5 * sum(math.log(v) for v in w.values()) - 0.5 * math.log(sum(w.values()))
+
+
+def _candidates(seen: Sequence[str], log_priors: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """The families with a prior for every seen type."""
+    return [f for f, p in log_priors.items() if all(k in p for k in seen)]
+
+
+def family_weights(d: Mapping[str, float], var: Mapping[str, float], log_priors: Mapping[str, Mapping[str, float]],
+                   spreads: Mapping[str, Mapping[str, float]], mix: Mapping[str, float] | None) -> dict[str, float]:
+    """The posterior weight of each family for a group with seen log speeds ``d``: the site's
+    ``mix`` (:func:`family_mix`; None: the generic family alone) times :func:`_evidence`. With
+    fewer than two seen types the runs say nothing of the family: the weights are the mix."""
+    if not mix:
+        return {pr.GENERIC: 1.0} if pr.GENERIC in log_priors or not log_priors else {next(iter(log_priors)): 1.0}
+    cands = [f for f in _candidates(list(d), log_priors) if mix.get(f, 0.0) > 0]
+    if not cands:
+        return {pr.GENERIC: 1.0}
+    logw = {f: math.log(mix[f]) + (_evidence(d, var, log_priors[f], spreads.get(f)) if len(d) >= 2 else 0.0)
+            for f in cands}
+    top = max(logw.values())
+    w = {f: math.exp(v - top) for f, v in logw.items()}
+    total = sum(w.values())
+    return {f: v / total for f, v in sorted(w.items()) if v / total > 1e-6}
+
+
+#: pseudo-groups per family in :func:`family_mix` (a Dirichlet prior): a family no group fits
+#: keeps a little weight, and a site with few groups stays near an even mix
+MIX_PSEUDO = 1.0
+
+
+def family_mix(cells: Mapping[GroupKey, Mapping[str, list[float]]], log_priors: Mapping[str, Mapping[str, float]],
+               spreads: Mapping[str, Mapping[str, float]], sigma: float, rounds: int = 50) -> dict[str, float]:
+    """The site's mix of families, learned from every group that ran on two types or more
+    (empirical Bayes, EM over the groups' :func:`_evidence`): how often a group's speeds look
+    like each family's. A site of transformer trainers learns that, and a group seen on one type
+    is predicted with that mix instead of one family guessed from a single ratio."""
+    families = sorted(log_priors)
+    evid: list[dict[str, float]] = []
+    for by in cells.values():
+        seen = [k for k, v in by.items() if v]
+        if len(seen) < 2:
+            continue
+        d = {k: -statistics.median(by[k]) for k in seen}
+        var = {k: sigma ** 2 / len(by[k]) for k in seen}
+        cands = _candidates(seen, log_priors)
+        if len(cands) >= 2:
+            evid.append({f: _evidence(d, var, log_priors[f], spreads.get(f)) for f in cands})
+    mix = {f: 1.0 / len(families) for f in families}
+    for _ in range(rounds):
+        total = {f: MIX_PSEUDO for f in families}
+        for e in evid:
+            logw = {f: math.log(mix[f]) + v for f, v in e.items()}
+            top = max(logw.values())
+            w = {f: math.exp(v - top) for f, v in logw.items()}
+            s = sum(w.values())
+            for f, v in w.items():
+                total[f] += v / s
+        n = sum(total.values())
+        new = {f: v / n for f, v in total.items()}
+        done = max(abs(new[f] - mix[f]) for f in families) < 1e-6
+        mix = new
+        if done:
+            break
+    return mix
+
+
+#: pseudo-groups of no offset in :func:`site_offsets`: a type's offset needs many groups' runs
+OFFSET_PSEUDO = 5.0
+
+
+def site_offsets(cells: Mapping[GroupKey, Mapping[str, list[float]]], log_priors: Mapping[str, Mapping[str, float]],
+                 spreads: Mapping[str, Mapping[str, float]], sigma: float,
+                 mix: Mapping[str, float]) -> dict[str, float]:
+    """How far this site's GPUs of each type are from their prior (log, shared by every family):
+    a site's A100s may be power-capped PCIe cards, its L40S in a hot rack. Each group that ran
+    on two types or more says, per seen type, how far its runs are from its family's prior
+    anchored to its other types (its residual, weighted by its family weights); a type's offset
+    is the median residual shrunk toward 0 by :data:`OFFSET_PSEUDO` pseudo-groups, so a type
+    needs the runs of many groups to move and one group's quirk moves it little (a weighted
+    median over the groups, not a mean)."""
+    residuals: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for by in cells.values():
+        seen = [k for k, v in by.items() if v]
+        if len(seen) < 2:
+            continue
+        d = {k: -statistics.median(by[k]) for k in seen}
+        var = {k: sigma ** 2 / len(by[k]) for k in seen}
+        for family, w in family_weights(d, var, log_priors, spreads, mix).items():
+            p = log_priors[family]
+            if not all(k in p for k in seen):
+                continue
+            a, _ = _fit(d, var, p, spreads.get(family))
+            for k in seen:
+                residuals[k].append((d[k] - a - p[k], w))
+    out = {}
+    for k, res in sorted(residuals.items()):
+        n = sum(w for _, w in res)
+        out[k] = _weighted_median(res) * n / (n + OFFSET_PSEUDO)
+    return out
+
+
+def _weighted_median(values: Sequence[tuple[float, float]]) -> float:
+    """The median of ``(value, weight)`` pairs: robust to the odd group whose runs did unrelated
+    work (a job name such as ``bash``)."""
+    ordered = sorted(values)
+    half = sum(w for _, w in ordered) / 2
+    seen = 0.0
+    for v, w in ordered:
+        seen += w
+        if seen >= half:
+            return v
+    return ordered[-1][0]
+
+
+def _offset_priors(log_priors: Mapping[str, Mapping[str, float]],
+                   offsets: Mapping[str, float]) -> dict[str, dict[str, float]]:
+    """Every family's priors moved by the site's offsets."""
+    return {f: {k: v + offsets.get(k, 0.0) for k, v in p.items()} for f, p in log_priors.items()}
+
+
 def learn_group(group: GroupKey, cells: Mapping[str, list[float]], types: Sequence[str],
                 log_priors: Mapping[str, Mapping[str, float]], sigma: float,
                 fails: Mapping[str, int] | None = None,
-                spreads: Mapping[str, Mapping[str, float]] | None = None) -> Learned:
+                spreads: Mapping[str, Mapping[str, float]] | None = None,
+                mix: Mapping[str, float] | None = None) -> Learned:
     """One group's speeds over ``types`` (see the module docstring). ``spreads`` (``{family:
     {type: log spread}}``, :func:`.priors.log_spread_table`) widen the prior of a type whose
-    family scatters: the group leaves such a prior after fewer runs."""
+    family scatters: the group leaves such a prior after fewer runs. ``mix``: the site's family
+    mix (:func:`family_mix`); the group's log speeds are the average of each family's answer
+    weighted by :func:`family_weights` (None: the generic family's answer)."""
     spreads = spreads or {}
-    generic = log_priors.get(pr.GENERIC, {})
-    # a type with no prior: the conservative value of the priors (below the slowest known)
-    floor = math.log(pr.unknown_prior(math.exp(v) for v in generic.values()))
     seen = [k for k in types if cells.get(k)]
     runs = {k: len(cells[k]) for k in seen}
     var = {k: sigma ** 2 / runs[k] for k in seen}
     d0 = {k: -statistics.median(cells[k]) for k in seen}
-    best_family, best = pr.GENERIC, math.inf
-    candidates = [f for f, p in log_priors.items() if all(k in p for k in seen)] if len(seen) >= 2 else []
-    for family in candidates:
-        _, misfit = _fit(d0, var, log_priors[family], spreads.get(family))
-        if misfit < best - 1e-12:
-            best_family, best = family, misfit
-    fam = log_priors.get(best_family, generic)
+    weights = family_weights(d0, var, log_priors, spreads, mix)
+    u: dict[str, float] = {k: 0.0 for k in types}
+    sources: dict[str, str] = {}
+    for family, weight in weights.items():
+        u_f, sources = _given_family(cells, types, seen, var, d0, log_priors, family, spreads, sigma)
+        for k in types:
+            u[k] += weight * u_f[k]
+    best_family = max(weights, key=lambda f: (weights[f], f == pr.GENERIC))
+    fails = {k: n for k, n in (fails or {}).items() if k in u}
+    top = max((v for k, v in u.items() if k not in fails), default=0.0)
+    speed = {k: 0.0 if k in fails else math.exp(v - top) for k, v in u.items()}
+    sources.update({k: "fails" for k in fails})
+    return Learned(group, speed, runs, sources, best_family, fails)
+
+
+def _given_family(cells: Mapping[str, list[float]], types: Sequence[str], seen: Sequence[str],
+                  var: Mapping[str, float], d0: Mapping[str, float], log_priors: Mapping[str, Mapping[str, float]],
+                  family: str, spreads: Mapping[str, Mapping[str, float]],
+                  sigma: float) -> tuple[dict[str, float], dict[str, str]]:
+    """A group's log speeds (and each one's source) if its family is ``family``: the seen types
+    shrunk toward the family's prior anchored to them, the unseen ones at that prior."""
+    generic = log_priors.get(pr.GENERIC, {})
+    # a type with no prior: the conservative value of the priors (below the slowest known)
+    floor = math.log(pr.unknown_prior(math.exp(v) for v in generic.values()))
+    fam = log_priors.get(family, generic)
     p = {k: fam.get(k, generic.get(k, floor)) for k in types}
     known = {k: p[k] for k in types if k in generic}
-    spread = spreads.get(best_family, spreads.get(pr.GENERIC, {}))
+    spread = spreads.get(family, spreads.get(pr.GENERIC, {}))
     a0, _ = _fit(d0, var, p, spread) if seen else (0.0, 0.0)
     d = {k: -_cell_value(cells[k], -(a0 + p[k]), sigma) for k in seen}
     a, _ = _fit(d, var, p, spread) if seen else (0.0, 0.0)
@@ -294,11 +446,7 @@ def learn_group(group: GroupKey, cells: Mapping[str, list[float]], types: Sequen
         else:
             u[k] = p[k]
             sources[k] = "prior" if k in known else "assumed"
-    fails = {k: n for k, n in (fails or {}).items() if k in u}
-    top = max((v for k, v in u.items() if k not in fails), default=0.0)
-    speed = {k: 0.0 if k in fails else math.exp(v - top) for k, v in u.items()}
-    sources.update({k: "fails" for k in fails})
-    return Learned(group, speed, runs, sources, best_family, fails)
+    return u, sources
 
 
 def learn(runs: Iterable[Run], types: Sequence[str] | None = None, failures: Iterable[Failure] = ()) -> Model:
@@ -309,22 +457,30 @@ def learn(runs: Iterable[Run], types: Sequence[str] | None = None, failures: Ite
     excess = _node_excess(good)
     cells = _cells(good, excess)
     sigma = _sigma(cells)
-    logp = pr.log_prior_table(all_types)
     unknown = pr.prior_speeds(all_types).warnings()
     marked = fails_on(good, failures, all_types)
-    pools = _pools(cells, all_types, logp, sigma)
     spreads = pr.log_spread_table(all_types)
+    # the site's level, learned across groups: its types' offsets from the priors, then its
+    # family mix on the priors so moved; every group and pool is learned against these
+    raw = pr.log_prior_table(all_types)
+    offsets = site_offsets(cells, raw, spreads, sigma, family_mix(cells, raw, spreads, sigma))
+    logp = _offset_priors(raw, offsets)
+    mix = family_mix(cells, logp, spreads, sigma)
+    pools = _pools(cells, all_types, logp, sigma, mix)
     groups = {}
     for g in sorted(set(cells) | set(marked)):
         prior = _pool_prior(pools.get(pool_key(g)), logp)
-        # the type priors carry their spreads; a pool's learned speeds are trusted at TAU
+        # the type priors carry their spreads and the site's family mix; a pool's learned
+        # speeds are one prior, trusted at TAU
+        own = prior is logp
         groups[g] = learn_group(g, cells.get(g, {}), all_types, prior, sigma, marked.get(g),
-                                spreads if prior is logp else None)
-    return Model(groups, sigma, excess, tuple(unknown), pools)
+                                spreads if own else None, mix if own else None)
+    return Model(groups, sigma, excess, tuple(unknown), pools, mix, offsets)
 
 
 def _pools(cells: Mapping[GroupKey, Mapping[str, list[float]]], types: Sequence[str],
-           log_priors: Mapping[str, Mapping[str, float]], sigma: float) -> dict[GroupKey, Learned]:
+           log_priors: Mapping[str, Mapping[str, float]], sigma: float,
+           mix: Mapping[str, float] | None = None) -> dict[GroupKey, Learned]:
     """Every user's cells of a job name and GPU count, learned as one group with its own spread
     (never below the pooled ``sigma``): each user's cell counts once (its median), users run
     different amounts of work under one name, and the more they differ the less the pool moves
@@ -342,7 +498,7 @@ def _pools(cells: Mapping[GroupKey, Mapping[str, list[float]]], types: Sequence[
             spread = max(sigma, _sigma({key: by}, POOL_SIGMA))
             # users' different work under one name is the pool's noise: the priors' spreads are
             # not added (a pool stays cautious; its groups use them)
-            out[key] = learn_group(key, by, types, log_priors, spread)
+            out[key] = learn_group(key, by, types, log_priors, spread, mix=mix)
     return out
 
 

@@ -35,3 +35,26 @@ def test_a_generated_history_replays_whole():
             assert abs(job.total_steps - site.truth["work"][meta.slurm_id]) <= 1.0  # elapsed is whole seconds
             checked += 1
     assert checked > 100
+
+
+def test_truth_options_change_only_the_truth_and_move_it_as_asked():
+    """A family mix or a slower type changes the groups' true speeds, never the default history:
+    the L40S at 0.6x their prior sit 0.6x lower against the H100 (geometric mean over groups,
+    whose own factors have log spread 0.25)."""
+    import math
+    import statistics
+
+    from slurm_fair.estimates.priors import prior_speeds
+
+    plain = generate(5, n_jobs=600, days=1, gpus=64, n_types=4, accounts=4)
+    assert generate(5, n_jobs=600, days=1, gpus=64, n_types=4, accounts=4, families=None).lines == plain.lines
+    slow = generate(5, n_jobs=600, days=1, gpus=64, n_types=4, accounts=4, type_factor={"l40s": 0.6})
+    prior = prior_speeds(["h100", "l40s"]).speed
+    log_ratio = statistics.mean(math.log(s["l40s"] / s["h100"]) for s in slow.truth["groups"].values())
+    assert len(slow.truth["groups"]) > 50
+    bound = 3 * 0.25 * math.sqrt(2 / len(slow.truth["groups"])) + 0.02
+    assert abs(log_ratio - math.log(0.6 * prior["l40s"] / prior["h100"])) < bound
+    fp64 = generate(5, n_jobs=600, days=1, gpus=64, n_types=4, accounts=4, families={"fp64": 1.0})
+    fp = prior_speeds(["h100", "l40s"], "fp64").speed
+    log_ratio = statistics.mean(math.log(s["l40s"] / s["h100"]) for s in fp64.truth["groups"].values())
+    assert abs(log_ratio - math.log(fp["l40s"] / fp["h100"])) < 0.15

@@ -95,8 +95,13 @@ def test_speeds_learn_json_and_table(tmp_path):
     (g,) = doc["groups"]
     assert (g["user"], g["job_name"], g["gpus"], g["runs"]) == ("ann", "bert", 1, 5)
     assert g["speed"]["h100"] == 1.0 and g["speed"]["a100"] == pytest.approx(1050 / 2000, rel=0.05)
+    site = doc["site"]
+    assert sum(site["family_mix"].values()) == pytest.approx(1.0, abs=1e-3)
+    # one group's ratio (0.53) is the generic prior's: the site's types stay at their priors
+    assert set(site["type_offsets"]) == {"a100", "h100"} and all(abs(v) < 0.05 for v in site["type_offsets"].values())
     res = CliRunner().invoke(cli, ["speeds", "learn", "--sacct-file", str(f)])
     assert res.exit_code == 0 and "bert" in res.output and "learned speeds" in res.output
+    assert "site: family mix" in res.output
 
 
 @pytest.mark.parametrize("args, says", [
