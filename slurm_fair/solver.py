@@ -164,6 +164,14 @@ INF = float("inf")
 
 _BANNER_SHOWN = False
 
+#: threads of the in-process HiGHS models: 1 unless the process's HiGHS scheduler was started
+#: with more by someone else (then HiGHS refuses a run asking for another count, and the models
+#: go back to HiGHS' default). The small LPs are solved by HiGHS' serial dual simplex whatever
+#: this says (its threads serve the parallel simplex variants, IPM and MIP); asking for one
+#: skips the per-run thread bookkeeping: measured 106 -> 71 us per warm re-solve of a best-use
+#: LP, the same answers (docs/performance.md, "oef's solve at site scale").
+_SMALL_LP_THREADS = 1
+
 
 def _new_highs():
     """A ``highspy.Highs`` without its banner on standard output.
@@ -189,6 +197,18 @@ def _new_highs():
     finally:
         os.dup2(saved, 1)
         os.close(saved)
+
+
+def _threads_refused(h: Any) -> None:
+    """A run HiGHS refused before solving: when the model asked for its own thread count and
+    the process's scheduler runs another (started by another model with HiGHS' default), the
+    model and every later one use the default, and the run is done again."""
+    global _SMALL_LP_THREADS
+    asked = h.getOptionValue("threads")
+    if (asked[1] if isinstance(asked, tuple) else asked) != 0:  # highspy 1.16 returns (status, value)
+        _SMALL_LP_THREADS = 0
+        h.setOptionValue("threads", 0)
+        h.run()
 
 
 @dataclass
@@ -217,6 +237,12 @@ class SmallLP:
     time_limit_s: float | None = None
     #: where a failed model is written for diagnosis (None: not written)
     keep_lp_dir: str | None = None
+    #: HiGHS' simplex for the re-solves: None its default (dual), "primal" for a model whose
+    #: re-solves mostly change costs (the last basis stays primal feasible, so primal simplex
+    #: starts from it where dual simplex has to restore dual feasibility first: the CEEI's
+    #: Eisenberg-Gale LP took 634 dual iterations a re-solve, 110 primal ones). The first
+    #: solve of a model is HiGHS' default either way.
+    simplex: str | None = None
 
     def __post_init__(self) -> None:
         self._h: Any = None  # a highspy.Highs (untyped)
@@ -308,6 +334,8 @@ class SmallLP:
             h.setOptionValue("output_flag", False)
             h.setOptionValue("primal_feasibility_tolerance", 1e-9)
             h.setOptionValue("dual_feasibility_tolerance", 1e-9)
+            if _SMALL_LP_THREADS:
+                h.setOptionValue("threads", _SMALL_LP_THREADS)
             if self.time_limit_s is not None:
                 h.setOptionValue("time_limit", float(self.time_limit_s))
             n = len(self.cost)
@@ -338,7 +366,10 @@ class SmallLP:
             if status == highspy.HighsStatus.kError:
                 raise SolverError(f"solver highs rejected the rows of model {self.name!r}", None, "Error")
             self._h_rows = len(self.rows)
-        h.run()
+        if self.simplex == "primal" and h.getBasis().valid:
+            h.setOptionValue("simplex_strategy", 4)
+        if h.run() == highspy.HighsStatus.kError and h.getModelStatus() == highspy.HighsModelStatus.kNotset:
+            _threads_refused(h)
         status = h.getModelStatus()
         if status == highspy.HighsModelStatus.kInfeasible and not infeasible_ok:
             # HiGHS' presolve can call a feasible LP with nearly dependent rows infeasible (seen
@@ -355,7 +386,7 @@ class SmallLP:
         sol = h.getSolution()
         self.x = list(sol.col_value)
         self.duals = [-d for d in sol.row_dual]
-        self.objective = -h.getInfo().objective_function_value
+        self.objective = -h.getObjectiveValue()
 
     def _solve_pulp(self) -> None:
         model = pulp.LpProblem(self.name, pulp.LpMaximize)

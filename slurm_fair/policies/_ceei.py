@@ -60,8 +60,8 @@ def ceei(problem: Problem, classes: list[JobGroup], tol: float = 1e-10, max_iter
     types = [k for k in problem.types if k in caps]
     # the group LP with a column t_u per tenant (its log-utility), tangent rows added below
     model = GroupLP(classes, caps, "eisenberg_gale", backend=None if solver in (None, "auto", "highs") else solver)
-    lp = model.lp
-    cols = model.cols
+    lp, cols = model.lp, model.cols
+    lp.simplex = "primal"  # the iterations change costs (budgets): re-solves from a primal feasible basis
     tenant_of = {c.key: c.tenant for c in classes}
     owner = [tenant_of[ck] for ck, _ in cols]
     # tenants that can use some GPU: the others get nothing whatever the prices

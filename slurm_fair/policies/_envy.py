@@ -51,12 +51,16 @@ class EnvyBounds:
         w = np.array([float(weight[u]) for u in self.names], dtype=float)
         #: ``scale[u, v] = w_u / w_v``: u compares itself with v's bundle scaled to u's weight
         self.scale = w[:, None] / w[None, :]
-        self._p: list[np.ndarray] = []
-        self._q: list[np.ndarray] = []
+        # each tenant's pool: rows [0, size) of a buffer that doubles when full (a copy per
+        # added row made the pools quadratic in the exact LPs of a solve)
+        self._pbuf: list[np.ndarray] = []
+        self._qbuf: list[np.ndarray] = []
+        self._size: list[int] = []
         for i in range(len(self.names)):
             best_rate = (self.n[i] / self.g[i][:, None]).max(axis=0) if len(self.g[i]) else np.zeros(K)
-            self._p.append(np.zeros((0, K)))
-            self._q.append(np.zeros(0))
+            self._pbuf.append(np.zeros((16, K)))
+            self._qbuf.append(np.zeros(16))
+            self._size.append(0)
             self.add(i, np.zeros(K))
             self.add(i, best_rate)
         #: exact LPs solved (for the diagnostics in ``info``) and the seconds they took
@@ -75,9 +79,19 @@ class EnvyBounds:
         """Put the prices ``p`` (clipped at 0) in tenant ``i``'s pool; returns ``(p, Q_u(p))``."""
         p = np.maximum(0.0, np.asarray(p, dtype=float)).reshape(1, -1)
         q = self.q_of(i, p)
-        self._p[i] = np.vstack([self._p[i], p])
-        self._q[i] = np.concatenate([self._q[i], q])
+        n = self._size[i]
+        if n == len(self._qbuf[i]):
+            self._pbuf[i] = np.concatenate([self._pbuf[i], np.zeros_like(self._pbuf[i])])
+            self._qbuf[i] = np.concatenate([self._qbuf[i], np.zeros_like(self._qbuf[i])])
+        self._pbuf[i][n] = p[0]
+        self._qbuf[i][n] = q[0]
+        self._size[i] = n + 1
         return p[0], float(q[0])
+
+    def pool(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Tenant ``i``'s price vectors (one per row) and their ``Q_u(p)``, in the order added."""
+        n = self._size[i]
+        return self._pbuf[i][:n], self._qbuf[i][:n]
 
     def pooled(self, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For every ordered pair, the best pooled bound on ``V_u(s_uv Y_v)`` and its certificate.
@@ -90,11 +104,12 @@ class EnvyBounds:
         P = np.empty((T, T, K))
         Q = np.empty((T, T))
         for i in range(T):
-            vals = (self._p[i] @ Y.T) * self.scale[i][None, :] + self._q[i][:, None]
+            p, q = self.pool(i)
+            vals = (p @ Y.T) * self.scale[i][None, :] + q[:, None]
             best = vals.argmin(axis=0)
             bound[i] = vals[best, np.arange(T)]
-            P[i] = self._p[i][best]
-            Q[i] = self._q[i][best]
+            P[i] = p[best]
+            Q[i] = q[best]
         return bound, P, Q
 
     @staticmethod
