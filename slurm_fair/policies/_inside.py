@@ -44,6 +44,9 @@ INSIDE_EPS = 0.01
 #: on the Philly trace of bench_starvation against 2, docs/results.md: twice the bound of the
 #: simulator's gang reservation, which then finds the turned gang its nodes)
 TURN_AFTER_LR = 4.0
+#: a tenant's most overdue waiting job takes its turn once its latency ratio passes this
+#: (``<policy>.turn_first_lr``; 0 turns it off)
+TURN_FIRST_LR = 0.0
 
 
 def remaining(job: Job) -> float | None:
@@ -103,30 +106,42 @@ def isolated_jcts(problem: Problem, state: MutableMapping[str, Any]) -> dict[str
 
 
 def turns(problem: Problem, jobs: list[Job], bound: float | None, seen: Container[str] = (),
-          round_s: float = 0.0) -> set[str]:
+          round_s: float = 0.0, first_lr: float | None = None) -> set[str]:
     """The jobs of ``jobs`` whose turn has come: waiting (not running), seen waiting by an
     earlier decision of the policy (``seen``: a turn is a promise over rounds, made where the
     policy state persists, by the simulator and the controller; a one-shot ``solve`` gives
     none), and past the wait bound of :func:`slurm_fair.fairness.overdue_ratio` (waited a round
     and ``bound`` times the age :func:`age` predicts), the rule the rounding step's gang
     reservation uses. A job whose run time nobody can predict (no time limit, no work) has no
-    turn: :func:`share_bundle` orders it by aging inside the tenant's value like any other."""
-    if not bound:
-        return set()
+    turn: :func:`share_bundle` orders it by aging inside the tenant's value like any other.
+
+    With ``first_lr``, the most overdue of these waiting jobs (highest latency ratio so far,
+    :func:`slurm_fair.fairness.overdue_ratio` with ``first_lr`` as its bound) also has its turn,
+    whatever ``bound``: inside a tenant the worst-off job goes first, as Hops' latency-ratio
+    fairness orders its queue, instead of only once it is ``bound`` times late (a gang would
+    otherwise wait there behind a queue of smaller jobs, whose GPUs are worth more to the value
+    floor; docs/oef.md, "Turns")."""
     out = set()
+    worst: tuple[float, str] | None = None
     for j in jobs:
         if j.prev_type or j.id not in seen:
             continue
         waited = fairness.wait_s(float(j.age_s or 0.0), float(j.attained_s))
-        if fairness.overdue_ratio(waited, age(problem, j), round_s, bound) is not None:
+        a = age(problem, j)
+        if bound and fairness.overdue_ratio(waited, a, round_s, bound) is not None:
             out.add(j.id)
+        lr = fairness.overdue_ratio(waited, a, round_s, first_lr) if first_lr else None
+        if lr is not None and (worst is None or (lr, j.id) > worst):
+            worst = (lr, j.id)
+    if worst is not None:
+        out.add(worst[1])
     return out
 
 
 def share_bundle(problem: Problem, tenant: str, x: XMap, options: PolicyOptions, keep_bonus: float,
                  rho_weight: float, iso: Mapping[str, float], inside_eps: float = INSIDE_EPS,
                  turn_after_lr: float | None = None, seen: Container[str] = (),
-                 ) -> tuple[dict[str, dict[str, float]], bool, list[str]]:
+                 turn_first_lr: float | None = None) -> tuple[dict[str, dict[str, float]], bool, list[str]]:
     """Tenant ``tenant``'s jobs' shares of its bundle ``y_u`` in ``x`` (module docstring):
     first the jobs whose turn has come (:func:`turns`) take what they can of it, highest
     priority first; the others then share the rest ``y'`` by ``max sum_j p_j r_j`` (``p_j``
@@ -142,7 +157,7 @@ def share_bundle(problem: Problem, tenant: str, x: XMap, options: PolicyOptions,
     for jid, row in keep.items():
         for k, v in row.items():
             bundle[k] = bundle.get(k, 0.0) + gpus[jid] * v
-    turned = turns(problem, jobs, turn_after_lr, seen, options.round_s or 0.0)
+    turned = turns(problem, jobs, turn_after_lr, seen, options.round_s or 0.0, turn_first_lr)
     first = [j for j in jobs if j.id in turned]
     rest = [j for j in jobs if j.id not in turned]
     try:
@@ -209,7 +224,7 @@ def _within(x: dict[str, dict[str, float]], bundle: Mapping[str, float],
 
 def two_level(problem: Problem, x: XMap, options: PolicyOptions, keep_bonus: float, rho_weight: float,
               inside_eps: float = INSIDE_EPS, turn_after_lr: float | None = None,
-              ) -> tuple[dict[str, dict[str, float]], int, dict[str, list[str]]]:
+              turn_first_lr: float | None = None) -> tuple[dict[str, dict[str, float]], int, dict[str, list[str]]]:
     """Every tenant's bundle in ``x`` shared among its jobs by :func:`share_bundle`; the new
     rows, how many tenants' rows were re-shared, and the jobs whose turn came, by tenant."""
     out: dict[str, dict[str, float]] = {}
@@ -219,7 +234,7 @@ def two_level(problem: Problem, x: XMap, options: PolicyOptions, keep_bonus: flo
     iso = isolated_jcts(problem, options.state)
     for u in problem.active_tenants:
         rows, done, late = share_bundle(problem, u, x, options, keep_bonus, rho_weight, iso, inside_eps,
-                                        turn_after_lr, seen)
+                                        turn_after_lr, seen, turn_first_lr)
         out.update(rows)
         changed += done
         if late:
@@ -240,7 +255,9 @@ def params(default: float) -> dict[str, Param]:
             "inside_eps": Param(INSIDE_EPS, 0.0, 1.0, "a tenant's jobs together get at least (1 - this) of the best "
                                 "use of its bundle; the aging orders its jobs within that room (0: best use only)"),
             "turn_after_lr": Param(TURN_AFTER_LR, 0.0, 1e6, "a waiting job whose latency ratio passed this takes its "
-                                   "turn in its tenant's bundle before the value floor (0: never)")}
+                                   "turn in its tenant's bundle before the value floor (0: never)"),
+            "turn_first_lr": Param(TURN_FIRST_LR, 0.0, 1e6, "the waiting job of a tenant with the highest latency "
+                                   "ratio takes its turn once that ratio passes this (0: never)")}
 
 
 def tenant_key(problem: Problem) -> tuple[Any, ...]:
@@ -269,7 +286,8 @@ def split(name: str, problem: Problem, options: PolicyOptions,
     eps = options.param(name, "inside_eps")
     x, changed, turned = two_level(problem, top.x, options, options.param(name, "keep_bonus"),
                                    options.param(name, "rho_weight"), eps,
-                                   options.param(name, "turn_after_lr") or None)
+                                   options.param(name, "turn_after_lr") or None,
+                                   options.param(name, "turn_first_lr") or None)
     return dataclasses.replace(top, x=x, tenant_x=top.x, solve_seconds=time.perf_counter() - started,
                                info={**top.info, "inside": "latency-ratio aging within the value floor",
                                      "inside_eps": eps, "inside_tenants": changed, "inside_turns": turned})

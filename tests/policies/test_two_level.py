@@ -320,3 +320,24 @@ def test_a_time_limit_stands_for_the_size_nobody_knows() -> None:
     assert priority(p, limited, 1.25) == pytest.approx(priority(p, sized, 1.25))
     blind = Job("b", "a", 1, {"v100": 10.0, "k80": 1.0}, age_s=7200.0, attained_s=1800.0)
     assert remaining(blind) is None and priority(p, blind, 1.25) == pytest.approx(1 + 5400.0 / 1800.0)
+
+
+def test_the_most_overdue_job_of_a_tenant_takes_its_turn_past_turn_first_lr() -> None:
+    """``turn_first_lr`` (off by default): the gang of :func:`_gang_problem` that waited 1 h
+    (LR 1, below ``turn_after_lr`` 4) is its tenant's most overdue waiting job, so past 0.5 it
+    has its turn at the second decision; of two such gangs only the one with the higher ratio
+    does, and a one-shot decision still gives none."""
+    params = {"oef.turn_first_lr": 0.5}
+    a = _second_round("oef", _gang_problem(3600.0), params)
+    assert a.info["inside_turns"] == {"a": ["gang"]}
+    assert a.x["gang"].get("v100", 0.0) == pytest.approx(1.0)
+    assert not _second_round("oef", _gang_problem(3600.0), {"oef.turn_first_lr": 2.0}).info["inside_turns"]
+    assert not policies.allocate("oef", _gang_problem(3600.0), PolicyOptions(solver="highs", params=params)).info[
+        "inside_turns"]
+    two = Problem({"v100": 2}, {"a": 1.0}, (
+        Job("s1", "a", 1, {"v100": 1.0}, remaining_work=3600.0, age_s=0.0),
+        Job("g1", "a", 2, {"v100": 1.0}, remaining_work=3600.0, age_s=3600.0),
+        Job("g2", "a", 2, {"v100": 1.0}, remaining_work=3600.0, age_s=5400.0)))
+    b = _second_round("oef", two, params)
+    assert b.info["inside_turns"] == {"a": ["g2"]}
+    assert b.x["g2"].get("v100", 0.0) == pytest.approx(1.0)
