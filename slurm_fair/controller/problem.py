@@ -221,7 +221,7 @@ def _extra(sj: SlurmJob, run_ratios: runtime.Ratios) -> dict[str, Any]:
     out: dict[str, Any] = {"state": sj.state.upper()}
     if sj.time_limit_min:
         out["time_limit_s"] = 60.0 * sj.time_limit_min
-        ratios = runtime.sample(run_ratios, group_key(sj)) if run_ratios else ()
+        ratios = runtime.sample(run_ratios, group_key(sj), out["time_limit_s"]) if run_ratios else ()
         if ratios:
             out[runtime.EXTRA_KEY] = ratios
     return out

@@ -8,10 +8,13 @@ limit`` of each completed run. This module learns those ratios and predicts from
 
 * **Learning** (:func:`learn_ratios`): each completed run with a time limit is one ratio of its
   group (user + job name + GPUs, the speed learner's group: :mod:`.learn`), of its job name's
-  pool over users (:func:`.learn.pool_key`) and of the whole site (:data:`SITE`). Only *finished*
-  runs are ever observations; a running or pending job's own run time is never among them.
+  pool over users (:func:`.learn.pool_key`), of the site's runs that asked for about the same
+  time limit (:func:`band_key`: within a factor of about 1.4; users who ask for the shortest
+  limits run the shortest jobs, far below them) and of the whole site (:data:`SITE`). Only
+  *finished* runs are ever observations; a running or pending job's own run time never is.
 * **Choosing a sample** (:func:`sample`): the group's ratios when it has at least
-  :data:`MIN_RUNS`, else its pool's, else the site's, else none (the prediction is the limit).
+  :data:`MIN_RUNS`, else its pool's, else its limit band's, else the site's, else none (the
+  prediction is the limit).
 * **Predicting** (:func:`expected_run_s`): for a job with limit ``L`` that has run ``a``
   seconds, the median of ``r * L`` over the sample's ratios with ``r * L > a``: the median run
   time of the past runs that were still going at ``a``. So a fresh job is expected to use the
@@ -29,6 +32,7 @@ site knows. Everything here is pure and deterministic.
 from __future__ import annotations
 
 import bisect
+import math
 from typing import Iterable, Mapping, Sequence
 
 from .learn import ANY_USER, GroupKey, pool_key
@@ -54,24 +58,31 @@ def use_ratio(elapsed_s: float, limit_s: float | None) -> float | None:
     return min(1.0, float(elapsed_s) / float(limit_s))
 
 
+def band_key(limit_s: float) -> GroupKey:
+    """The key of the site's runs whose time limit is about ``limit_s`` (the same power of two
+    of seconds, rounded): a name no job has (it starts with ``*``) and 0 GPUs."""
+    return (ANY_USER, f"{ANY_USER}limit~{2 ** round(math.log2(max(limit_s, 1.0))):.0f}s", 0)
+
+
 def learn_ratios(runs: Iterable[tuple[GroupKey, float, float | None]]) -> dict[GroupKey, tuple[float, ...]]:
-    """Per group, pool and :data:`SITE`: the sorted use ratios of ``runs`` (group, elapsed
-    seconds, time limit seconds or None), in the order given (oldest first); the last
+    """Per group, pool, limit band and :data:`SITE`: the sorted use ratios of ``runs`` (group,
+    elapsed seconds, time limit seconds or None), in the order given (oldest first); the last
     :data:`MAX_RUNS` of each key are kept. Runs with no limit are skipped."""
     by: dict[GroupKey, list[float]] = {}
     for group, elapsed, limit in runs:
         r = use_ratio(elapsed, limit)
-        if r is None:
+        if r is None or limit is None:
             continue
-        for key in {group, pool_key(group), SITE}:
+        for key in {group, pool_key(group), band_key(limit), SITE}:
             by.setdefault(key, []).append(r)
     return {key: tuple(sorted(rs[-MAX_RUNS:])) for key, rs in by.items()}
 
 
-def sample(ratios: Ratios, group: GroupKey) -> tuple[float, ...]:
-    """The ratios a job of ``group`` is predicted from: its group's, else its pool's, else the
-    site's, each only with at least :data:`MIN_RUNS` runs; () when none has enough."""
-    for key in (group, pool_key(group), SITE):
+def sample(ratios: Ratios, group: GroupKey, limit_s: float) -> tuple[float, ...]:
+    """The ratios a job of ``group`` with time limit ``limit_s`` is predicted from: its group's,
+    else its pool's, else its limit band's, else the site's, each only with at least
+    :data:`MIN_RUNS` runs; () when none has enough."""
+    for key in (group, pool_key(group), band_key(limit_s), SITE):
         got = ratios.get(key, ())
         if len(got) >= MIN_RUNS:
             return got

@@ -117,8 +117,9 @@ class Knowledge:
         :func:`slurm_fair.estimates.runtime.sample`), never anything of its own true size."""
         if self.knows(job_id):
             return remaining, {}
-        seen: dict[str, object] = {"time_limit_s": self.time_limit(job_id, alone_s)}
-        ratios = sample(self.ratios, group) if group is not None else ()
+        limit = self.time_limit(job_id, alone_s)
+        seen: dict[str, object] = {"time_limit_s": limit}
+        ratios = sample(self.ratios, group, limit) if group is not None else ()
         if ratios:
             seen[EXTRA_KEY] = ratios
         return None, seen

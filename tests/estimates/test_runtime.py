@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 
 import pytest
@@ -63,10 +64,24 @@ def test_ratios_are_learned_per_group_pool_and_site_and_a_sample_needs_min_runs(
     assert got[G] == (0.1, 0.1, 0.1)
     assert got[(ANY_USER, "train", 1)] == (0.1, 0.1, 0.1, 0.5)
     assert got[runtime.SITE] == (0.1, 0.1, 0.1, 0.5, 1.0)  # no limit: skipped; past its limit: 1
-    assert runtime.sample(got, G) == (0.1, 0.1, 0.1)
-    assert runtime.sample(got, ("bob", "train", 1)) == (0.1, 0.1, 0.1, 0.5)  # its name's pool
-    assert runtime.sample(got, ("carol", "other", 2)) == (0.1, 0.1, 0.1, 0.5, 1.0)  # the site's
-    assert runtime.sample({}, G) == ()
+    assert runtime.sample(got, G, 1000.0) == (0.1, 0.1, 0.1)
+    assert runtime.sample(got, ("bob", "train", 1), 1000.0) == (0.1, 0.1, 0.1, 0.5)  # its name's pool
+    assert runtime.sample({}, G, 1000.0) == ()
+    # no run of the group's name: the site's runs with about the same limit, else all the site's
+    more = runtime.learn_ratios(runs + [(("dan", f"j{i}", 1), 9000.0, 10000.0) for i in range(3)])
+    assert runtime.sample(more, ("carol", "other", 2), 900.0) == (0.1, 0.1, 0.1, 0.5, 1.0)
+    assert runtime.sample(more, ("carol", "other", 2), 9500.0) == (0.9, 0.9, 0.9)
+    assert runtime.sample(more, ("carol", "other", 2), 90000.0) == (0.1, 0.1, 0.1, 0.5, 0.9, 0.9, 0.9, 1.0)
+
+
+@given(st.floats(1.0, 1e8), st.floats(1.0, 1e8))
+def test_limits_within_a_factor_of_1_4_share_a_band_and_a_factor_of_3_never_does(a, b):
+    lo, hi = sorted((a, b))
+    if hi <= lo * 2 ** 0.5 and round(math.log2(lo)) == round(math.log2(hi)):
+        assert runtime.band_key(lo) == runtime.band_key(hi)
+    if hi >= 3 * lo:
+        assert runtime.band_key(lo) != runtime.band_key(hi)
+    assert runtime.band_key(a)[2] == 0 and runtime.band_key(a)[1].startswith("*")
 
 
 @given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(["x", "y"]), seconds,
