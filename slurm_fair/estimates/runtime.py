@@ -43,6 +43,8 @@ SITE: GroupKey = (ANY_USER, ANY_USER, 0)
 MIN_RUNS = 3
 #: ratios kept per key: the most recent ones (a group's habits change; a sample stays small)
 MAX_RUNS = 200
+#: the quantile of the past runs still going that is predicted (0.5: their median)
+QUANTILE = 0.5
 #: the key under which a job's sample travels in its ``extra`` (a sorted tuple of ratios)
 EXTRA_KEY = "run_ratios"
 
@@ -102,6 +104,7 @@ def expected_run_s(limit_s: float, attained_s: float, ratios: Sequence[float] = 
     longer = ratios[bisect.bisect_right(ratios, ran / limit):]
     if not longer:
         return max(limit, ran)
-    n = len(longer)
-    mid = longer[n // 2] if n % 2 else 0.5 * (longer[n // 2 - 1] + longer[n // 2])
+    at = QUANTILE * (len(longer) - 1)  # linear interpolation between the two nearest ranks
+    lo = int(at)
+    mid = longer[lo] + (longer[min(lo + 1, len(longer) - 1)] - longer[lo]) * (at - lo)
     return min(max(mid * limit, ran), max(limit, ran))
