@@ -137,16 +137,14 @@ def build_problem(
     weights: Mapping[str, float],
     ptypes: Mapping[str, frozenset[str]] | None = None,
     retype_ok: bool = False,
-    asked: Asked | None = None,
-    run_ratios: runtime.Ratios | None = None,
+    asked: Asked | None = None, run_ratios: runtime.Ratios | None = None,
 ) -> BuiltProblem:
     """The cycle's :class:`Problem` (pure). ``snapshot`` is the pilot's view (its jobs, its
     nodes); ``history`` what the controller remembers with this snapshot already counted
     (:meth:`History.advanced`): the service each job received, first sightings and the types
     Slurm refused a job in; ``weights`` the configured ones (:func:`tenant_weights`); ``asked``
-    what each job asked for and what outsiders hold; ``run_ratios`` the finished runs' use
-    ratios per group (:mod:`.learned`), from which a job's size is predicted from its time
-    limit. A running job left out of the problem holds its GPUs like an outsider's."""
+    what each job asked for and what outsiders hold; ``run_ratios`` the use ratios of finished
+    runs (:mod:`.learned`). A running job left out of the problem holds its GPUs like an outsider's."""
     asked = asked or Asked()
     up = [n for n in snapshot.nodes if n.schedulable]
     left_out = {sj.job_id: why for sj in snapshot.gpu_jobs() if (why := _left_to_slurm(sj, asked, estimates))}
