@@ -9,8 +9,8 @@ limit`` of each completed run. This module learns those ratios and predicts from
 * **Learning** (:func:`learn_ratios`): each completed run with a time limit is one ratio of its
   group (user + job name + GPUs, the speed learner's group: :mod:`.learn`), of its job name's
   pool over users (:func:`.learn.pool_key`), of the site's runs that asked for about the same
-  time limit (:func:`band_key`: within a factor of about 1.4; users who ask for the shortest
-  limits run the shortest jobs, far below them) and of the whole site (:data:`SITE`). Only
+  time limit (:func:`band_key`: the same power of two of seconds, rounded, so within a factor
+  of 2; users who ask for the shortest limits run the shortest jobs, far below them) and of the whole site (:data:`SITE`). Only
   *finished* runs are ever observations; a running or pending job's own run time never is.
 * **Choosing a sample** (:func:`sample`): the group's ratios when it has at least
   :data:`MIN_RUNS`, else its pool's, else its limit band's, else the site's, else none (the

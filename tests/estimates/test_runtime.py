@@ -75,7 +75,7 @@ def test_ratios_are_learned_per_group_pool_and_site_and_a_sample_needs_min_runs(
 
 
 @given(st.floats(1.0, 1e8), st.floats(1.0, 1e8))
-def test_limits_within_a_factor_of_1_4_share_a_band_and_a_factor_of_3_never_does(a, b):
+def test_limits_of_one_rounded_power_of_two_share_a_band_and_a_factor_of_3_never_does(a, b):
     lo, hi = sorted((a, b))
     if hi <= lo * 2 ** 0.5 and round(math.log2(lo)) == round(math.log2(hi)):
         assert runtime.band_key(lo) == runtime.band_key(hi)
