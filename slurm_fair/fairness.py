@@ -21,6 +21,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 
 from .errors import SolverError
+from .estimates import runtime
 from .grouplp import GroupLP
 from .jobgroups import JobGroup, groups_of
 from .model import Job, Problem
@@ -558,15 +559,21 @@ def known_remaining(job: Job) -> float | None:
     """The work a policy may believe ``job`` has left, in its throughput's units: the one home of
     "a job's size as a site knows it" (docs/oef.md, "Only what a site knows"). Its
     ``remaining_work`` where the caller knows it (a tagged job, the simulator with ``--knowledge
-    oracle``), else what its time limit leaves (``extra['time_limit_s']`` less the time it ran,
-    at its fastest believed rate), as the controller reads Slurm's ``TimeLimit``; None when
-    neither is given. Every policy and the simulator's gang reservation read sizes through this,
-    never the simulator's true remaining work (``tests/sim/test_knowledge_sizes.py``)."""
+    oracle``), else the run time its time limit and its group's history predict
+    (:func:`slurm_fair.estimates.runtime.expected_run_s` of ``extra['time_limit_s']`` and the
+    finished runs' use ratios ``extra['run_ratios']``; the limit alone without them) less the
+    time it ran, at its fastest believed rate, as the controller reads Slurm's ``TimeLimit`` and
+    the accounting; None when neither is given. Every policy and the simulator's gang reservation
+    read sizes through this, never the simulator's true remaining work
+    (``tests/sim/test_knowledge_sizes.py``)."""
     if job.remaining_work is not None:
         return float(job.remaining_work)
     limit = job.extra.get("time_limit_s")
     if isinstance(limit, (int, float)) and limit > 0 and job.best_throughput > 0:
-        return max(0.0, float(limit) - float(job.attained_s)) * job.best_throughput
+        ratios = job.extra.get(runtime.EXTRA_KEY)
+        total = runtime.expected_run_s(float(limit), float(job.attained_s),
+                                       ratios if isinstance(ratios, tuple) else ())
+        return max(0.0, total - float(job.attained_s)) * job.best_throughput
     return None
 
 

@@ -185,7 +185,7 @@ def _cycle(
             ds = without_overwritten_pushes(ds, port, res.warnings)
             types = sorted(k for k, c in whole.capacity().items() if c > 0)
             table, learn_warnings = learned.refresh(port, config, s.state_dir, types, dry_run, started)
-            ds = replace(ds, learned=table.speeds)
+            ds = replace(ds, learned=table.speeds, run_ratios=table.ratios)
             res.warnings += learn_warnings
             history = read_history(store, s.policy) if store is not None else read_history_at(s.state_dir, s.policy)
         d = decide(whole, history, ds, allocate=allocate, place=place)

@@ -63,6 +63,9 @@ class DecideSettings:
     can_retype: bool = False
     #: learned speeds per group (user, job name, GPUs) -> {type: speed} (:mod:`.learned`)
     learned: Mapping[tuple[str, str, int], Mapping[str, float]] = field(default_factory=dict)
+    #: use ratios (elapsed / time limit) of the finished runs per group, pool and the site
+    #: (:mod:`.learned`, :mod:`slurm_fair.estimates.runtime`): a job's size from its time limit
+    run_ratios: Mapping[tuple[str, str, int], tuple[float, ...]] = field(default_factory=dict)
 
     @property
     def retype_ok(self) -> bool:
@@ -213,7 +216,7 @@ def observe(pilot: Pilot, history: History, ds: DecideSettings) -> Observed:
     refused = refused_now(snapshot, pilot.asked.partitions, ptypes)
     after = history.advanced(now, online, job_service, running, {j: k for j, (k, _) in refused.items()})
     est, warnings = estimate_all(snapshot, ds.table, ds.rules, values(after.online), ds.learned)
-    built = build_problem(snapshot, est, after, s.weights, ptypes, ds.retype_ok, pilot.asked)
+    built = build_problem(snapshot, est, after, s.weights, ptypes, ds.retype_ok, pilot.asked, ds.run_ratios)
     return Observed(est, tuple(warnings), online, tenant_service, job_service, running, refused, after, built)
 
 

@@ -7,7 +7,11 @@ learns every group's speeds with the one learner (:func:`slurm_fair.estimates.le
 FAILED / OUT_OF_MEMORY runs included: a type a group fails on gets speed 0
 (:func:`slurm_fair.estimates.learn.fails_on`), so no later decision sends it there. Each job
 name's pool over users (user ``*``) is kept too: the belief for a group that never completed.
-That history holds the jobs the controller itself placed, so what it learns while it runs (where
+The same read gives each group's **use ratios** (elapsed / time limit of its completed runs, and
+1.0 for a run that hit its limit: TIMEOUT), its pool's and the site's
+(:func:`slurm_fair.estimates.runtime.learn_ratios`): the history from which a job's run time is
+predicted from its time limit (:func:`slurm_fair.fairness.known_remaining`), kept in the table
+too. That history holds the jobs the controller itself placed, so what it learns while it runs (where
 each job ran, for how long, that it completed) needs no user cooperation and no tag.
 
 The table is ``learned-speeds.json`` in the state directory, written atomically; ``decide``
@@ -38,8 +42,9 @@ from typing import Any, Mapping
 
 from .. import atomic
 from ..errors import SlurmFairError
-from ..estimates.history import failures_from_history, runs_from_history
+from ..estimates.history import failures_from_history, runs_from_history, timed_runs
 from ..estimates.learn import ANY_USER, GroupKey, GroupSpeeds, fails_on, learn
+from ..estimates.runtime import learn_ratios
 from ..slurm.port import SlurmPort
 
 FILE = "learned-speeds.json"
@@ -69,6 +74,9 @@ class LearnedTable:
     #: failed refreshes in a row, and not before when the next is tried
     failed_refreshes: int = 0
     retry_at: float = 0.0
+    #: per group, pool and the site: the use ratios (elapsed / time limit) of the finished runs,
+    #: sorted (:mod:`slurm_fair.estimates.runtime`: what a hidden job's size is predicted from)
+    ratios: Mapping[GroupKey, tuple[float, ...]] = field(default_factory=dict)
 
     def to_doc(self) -> dict[str, Any]:
         return {"refreshed_at": self.refreshed_at, "failed_refreshes": self.failed_refreshes,
@@ -77,7 +85,9 @@ class LearnedTable:
                      "runs_per_type": dict(s.runs), "fails_on": dict(s.fails)}
                     for g, s in sorted(self.speeds.items())],
                 "marks": [{"user": g[0], "job_name": g[1], "gpus": g[2], "type": k, "fails": n, "since": t}
-                          for (g, k), (n, t) in sorted(self.marks.items())]}
+                          for (g, k), (n, t) in sorted(self.marks.items())],
+                "run_ratios": [{"user": g[0], "job_name": g[1], "gpus": g[2], "ratios": list(rs)}
+                               for g, rs in sorted(self.ratios.items())]}
 
     def due(self, now: float, refresh_h: float) -> bool:
         """Whether a refresh is due at ``now`` (the interval passed, and any back-off)."""
@@ -97,8 +107,11 @@ def load(state_dir: str | Path) -> LearnedTable:
         runs = {(g["user"], g["job_name"], int(g["gpus"])): int(g.get("runs", 0)) for g in doc["groups"]}
         marks = {((m["user"], m["job_name"], int(m["gpus"])), str(m["type"])): (int(m["fails"]), float(m["since"]))
                  for m in doc.get("marks", [])}
+        ratios = {(r["user"], r["job_name"], int(r["gpus"])): tuple(sorted(min(1.0, max(0.0, float(x)))
+                                                                             for x in r["ratios"]))
+                  for r in doc.get("run_ratios", [])}
         return LearnedTable(speeds, runs, float(doc["refreshed_at"]), marks, int(doc.get("failed_refreshes", 0)),
-                            float(doc.get("retry_at", 0.0)))
+                            float(doc.get("retry_at", 0.0)), ratios)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return LearnedTable()
 
@@ -120,11 +133,12 @@ def build(port: SlurmPort, types: list[str], days: float, now: float, before: Ma
     expired = {key for key, (_, since) in marks.items() if now - since >= FAIL_MARK_DAYS * 86400}
     failures = [f for f in failures if (f.group, f.gpu_type) not in expired]
     model = learn(runs, types, failures) if runs or failures else None
+    ratios = learn_ratios(timed_runs(history.rows + [r for r in history.ended if r.state == "TIMEOUT" and r.gpus > 0]))
     if model is None:
-        return LearnedTable(refreshed_at=now, marks=marks)
+        return LearnedTable(refreshed_at=now, marks=marks, ratios=ratios)
     every = {**model.pools, **model.groups}
     return LearnedTable({g: v.table_value() for g, v in every.items()},
-                        {g: sum(v.runs.values()) for g, v in every.items()}, now, marks)
+                        {g: sum(v.runs.values()) for g, v in every.items()}, now, marks, ratios=ratios)
 
 
 def aged_marks(marked: Mapping[GroupKey, Mapping[str, int]], before: Marks,

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Iterable, Mapping
 
-from ..estimates.estimate import Estimate
+from ..estimates import runtime
+from ..estimates.estimate import Estimate, group_key
 from ..estimates.tags import plugin_typed, preemptible
 from ..model import Job, NodeCapacity, Problem, type_holds
 from ..slurm.model import Node, Snapshot, SlurmJob
@@ -136,14 +137,14 @@ def build_problem(
     weights: Mapping[str, float],
     ptypes: Mapping[str, frozenset[str]] | None = None,
     retype_ok: bool = False,
-    asked: Asked | None = None,
+    asked: Asked | None = None, run_ratios: runtime.Ratios | None = None,
 ) -> BuiltProblem:
     """The cycle's :class:`Problem` (pure). ``snapshot`` is the pilot's view (its jobs, its
     nodes); ``history`` what the controller remembers with this snapshot already counted
     (:meth:`History.advanced`): the service each job received, first sightings and the types
     Slurm refused a job in; ``weights`` the configured ones (:func:`tenant_weights`); ``asked``
-    what each job asked for and what outsiders hold. A running job left out of the problem
-    holds its GPUs like an outsider's."""
+    what each job asked for and what outsiders hold; ``run_ratios`` the use ratios of finished
+    runs (:mod:`.learned`). A running job left out of the problem holds its GPUs like an outsider's."""
     asked = asked or Asked()
     up = [n for n in snapshot.nodes if n.schedulable]
     left_out = {sj.job_id: why for sj in snapshot.gpu_jobs() if (why := _left_to_slurm(sj, asked, estimates))}
@@ -202,7 +203,7 @@ def build_problem(
             prev_nodes[sj.job_id] = sj.gpus_on_nodes()
         jobs.append(replace(
             gang, throughput=tput, age_s=age, attained_s=sum(service.values()), prev_type=p,
-            extra=_extra(sj),
+            extra=_extra(sj, run_ratios or {}),
         ))
     shares = {a.name: a.shares for a in snapshot.accounts}
     tenants = tenant_weights({j.tenant for j in jobs}, weights, shares)
@@ -211,10 +212,17 @@ def build_problem(
     return BuiltProblem(problem, left_out, fixed, received, prev, prev_nodes)
 
 
-def _extra(sj: SlurmJob) -> dict[str, Any]:
-    """A job's ``extra``: its state, and its time limit, all a site knows of its size (docs/oef.md,
-    "Only what a site knows")."""
-    return {"state": sj.state.upper(), **({"time_limit_s": 60.0 * sj.time_limit_min} if sj.time_limit_min else {})}
+def _extra(sj: SlurmJob, run_ratios: runtime.Ratios) -> dict[str, Any]:
+    """A job's ``extra``: its state, its time limit and the use ratios of its group's finished
+    runs (:func:`slurm_fair.estimates.runtime.sample`), all a site knows of its size (docs/oef.md,
+    "Only what a site knows"; :func:`slurm_fair.fairness.known_remaining` reads them)."""
+    out: dict[str, Any] = {"state": sj.state.upper()}
+    if sj.time_limit_min:
+        out["time_limit_s"] = 60.0 * sj.time_limit_min
+        ratios = runtime.sample(run_ratios, group_key(sj), out["time_limit_s"]) if run_ratios else ()
+        if ratios:
+            out[runtime.EXTRA_KEY] = ratios
+    return out
 
 
 #: the ``extra`` key of a job the problem counts but the controller never touches (issue 39)

@@ -12,7 +12,8 @@ job's speed from here, so none of them can disagree about it. Modules:
 * :mod:`.online`: the online EWMA of reported throughputs (a pure fold; the store saves it);
 * :mod:`.estimate`: one job's estimate by the order of precedence below;
 * :mod:`.priors`, :mod:`.priors_table`: the sourced type priors and type-name normalisation;
-* :mod:`.learn`: the one learner of group speeds from run times; :mod:`.history`: sacct rows to runs.
+* :mod:`.learn`: the one learner of group speeds from run times; :mod:`.history`: sacct rows to runs;
+* :mod:`.runtime`: a job's run time from its time limit and its group's finished runs (use ratios).
 
 Order of precedence (the first that applies wins; documented in ``docs/controller.md``):
 

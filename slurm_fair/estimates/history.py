@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Iterable, Mapping
 
 from ..slurm.parse.history import HistoryRow
-from .learn import Failure, Run, equivalent_seconds
+from .learn import Failure, GroupKey, Run, equivalent_seconds
 
 
 def run_type(row: HistoryRow, node_types: Mapping[str, str]) -> str | None:
@@ -70,6 +70,15 @@ def runs_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, str])
             skipped["requeued: runs joined"] += 1
         runs.append(Run((r.user, r.job_name, r.gpus), main, total, r.nodes if main == k else (), r.job_id))
     return runs, skipped
+
+
+def timed_runs(rows: Iterable[HistoryRow]) -> list[tuple[GroupKey, float, float | None]]:
+    """The finished runs as the run-time estimate reads them (:func:`.runtime.learn_ratios`):
+    (group, seconds run over all its runs, time limit) of each row, oldest end first. A row with
+    no time limit (column absent, UNLIMITED) is kept with None (the estimate skips it)."""
+    ordered = sorted(rows, key=lambda r: (r.end_s if r.end_s is not None else 0.0, r.job_id))
+    return [((r.user, r.job_name, r.gpus), r.elapsed_s + sum(e for _, _, e in r.earlier), r.time_limit_s)
+            for r in ordered]
 
 
 def failures_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, str]) -> list[Failure]:

@@ -244,13 +244,21 @@ class Simulator:
         for s in done:
             self.knowledge.finished(s.trace.id, self._group(s.trace),
                                     {k: g / max(1, s.trace.gpus) for k, g in s.gpu_seconds.items()})
+            if not self.knowledge.knows(s.trace.id):
+                self.knowledge.ran(self._group(s.trace), s.attained_s,
+                                   self.knowledge.time_limit(s.trace.id, self._alone_s(s)))
+
+    @staticmethod
+    def _alone_s(s: JobState) -> float:
+        """The job's run time alone on its fastest type: what its user's time limit is written from."""
+        return s.trace.total_steps / max(s.best, 1e-12)
 
     def _seen(self, s: JobState, now: float) -> Job:
         """Job ``s`` as the policy and the gang reservation see it at ``now``: its believed
         speeds and its size as :meth:`Knowledge.sizes` shows it (the true remaining work only
         for a job the knowledge knows; else a time limit), the one place the engine hands a
         job's state to a decision (issue 39: "only what a site knows")."""
-        size, extra = self.knowledge.sizes(s.trace.id, s.remaining, s.trace.total_steps / max(s.best, 1e-12))
+        size, extra = self.knowledge.sizes(s.trace.id, s.remaining, self._alone_s(s), self._group(s.trace))
         return Job(
             id=s.trace.id,
             tenant=s.trace.tenant,

@@ -25,6 +25,10 @@ over-estimate of its run time alone on its fastest type, rounded up to the quart
 decision reads sizes through :func:`slurm_fair.fairness.known_remaining` (every policy, and the
 engine's gang reservation on the engine's one view of a job, ``Simulator._seen``), so each takes
 its remaining-time arithmetic from it, as the controller does from Slurm's ``TimeLimit``.
+A hidden job's limit is corrected by its group's history (:mod:`slurm_fair.estimates.runtime`):
+the use ratios (seconds run / time limit) of the jobs of its group, its job name's pool or the
+whole run that *finished*, as the controller reads them from the accounting
+(:meth:`Knowledge.ran`); a job's own run time counts only once it finished.
 
 A finished job is one observation of its group: the time it ran, on the type it ran on most,
 with the minutes it spent on other types converted by the current belief (a job time-shared
@@ -41,6 +45,7 @@ from typing import Mapping, Sequence
 from ..errors import UserError
 from ..estimates.learn import Failure, Learned, Model, Run, equivalent_seconds, learn
 from ..estimates.priors import prior_speeds
+from ..estimates.runtime import EXTRA_KEY, learn_ratios, sample
 from ..inputs import parse_number
 
 MODES = ("oracle", "untagged", "tagged")
@@ -90,6 +95,9 @@ class Knowledge:
         self.learned: dict[GroupKey, Learned] = {}
         self.model: Model | None = None
         self.version = 0
+        #: the finished jobs' (group, seconds run, time limit), oldest first, and their use ratios
+        self.ended: list[tuple[GroupKey, float, float | None]] = []
+        self.ratios: dict[GroupKey, tuple[float, ...]] = {}
 
     def knows(self, job_id: str) -> bool:
         return self.spec.mode == "oracle" or job_id in self.tagged
@@ -101,12 +109,27 @@ class Knowledge:
         factor = 1.2 + 3.8 * random.Random(f"limit-{self.seed}-{job_id}").random()
         return LIMIT_STEP_S * math.ceil(factor * max(alone_s, 1.0) / LIMIT_STEP_S)
 
-    def sizes(self, job_id: str, remaining: float, alone_s: float) -> tuple[float | None, dict[str, float]]:
+    def sizes(self, job_id: str, remaining: float, alone_s: float,
+              group: GroupKey | None = None) -> tuple[float | None, dict[str, object]]:
         """What the policy sees of a job's size: ``(remaining_work, extra)``; the truth when it
-        knows the job, else no remaining work and a time limit (:meth:`time_limit`)."""
+        knows the job, else no remaining work, a time limit (:meth:`time_limit`) and the use
+        ratios of the finished jobs of its ``group`` (its pool's, the site's:
+        :func:`slurm_fair.estimates.runtime.sample`), never anything of its own true size."""
         if self.knows(job_id):
             return remaining, {}
-        return None, {"time_limit_s": self.time_limit(job_id, alone_s)}
+        limit = self.time_limit(job_id, alone_s)
+        seen: dict[str, object] = {"time_limit_s": limit}
+        ratios = sample(self.ratios, group, limit) if group is not None else ()
+        if ratios:
+            seen[EXTRA_KEY] = ratios
+        return None, seen
+
+    def ran(self, group: GroupKey, seconds: float, limit_s: float | None) -> None:
+        """A job of ``group`` finished after running ``seconds`` (its elapsed time, as the
+        accounting records it) under time limit ``limit_s``: one use ratio of its group."""
+        self.ended.append((group, float(seconds), limit_s))
+        self.ratios = learn_ratios(self.ended)
+        self.version += 1
 
     def relative(self, group: GroupKey) -> Mapping[str, float]:
         """The believed relative speeds (fastest 1.0) of a group: learned (its own runs, else

@@ -175,11 +175,12 @@ class FakeSlurm:
         """The recorded accounting as ``sacct -X -P`` history text (no node names: typed gres)."""
         fs = "|"
         lines = [fs.join(("JobID", "User", "Account", "JobName", "Partition", "AllocTRES", "NodeList", "Elapsed",
-                          "State", "ElapsedRaw"))]
+                          "State", "ElapsedRaw", "Timelimit"))]
         for r in self.accounting(since):
             tres = f"gres/gpu={r.gpus}" + (f",gres/gpu:{r.gpu_type}={r.gpus}" if r.gpu_type else "")
             lines.append(fs.join((r.job_id, r.user, r.account, r.name.replace(fs, "_"), r.partition, tres, "None",
-                                  "", r.state, str(int(r.elapsed_s)))))
+                                  "", r.state, str(int(r.elapsed_s)),
+                                  str(r.time_limit_min) if r.time_limit_min else "UNLIMITED")))
         return "\n".join(lines) + "\n", fs
 
     def accounting_history(self, since: datetime) -> History:
@@ -487,7 +488,7 @@ class FakeSlurm:
                 submit_time=job.submit_time, start_time=job.start_time, end_time=end,
                 elapsed_s=max(0.0, (end - job.start_time).total_seconds()),
                 partition=job.partition, name=job.name, comment=job.comment,
-                nodes=max(1, len(job.nodes)),
+                nodes=max(1, len(job.nodes)), time_limit_min=job.time_limit_min,
             )
         )
 

@@ -306,6 +306,8 @@ class AccountingRecord:
     comment: str = ""
     #: nodes of the allocation (sacct NNodes): with ``gpus``, the gang's shape
     nodes: int = 1
+    #: the time limit in minutes (sacct Timelimit; None: unlimited or not read)
+    time_limit_min: int | None = None
 
     @property
     def shape(self) -> Shape:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+
+import pytest
 from datetime import timedelta
 
 from slurm_fair.controller import learned
@@ -86,3 +88,34 @@ def test_a_group_that_failed_on_a_type_is_never_sent_there_and_explain_says_why(
     (snap,) = [j for j in controller_problem(fake, config).jobs if j.id == nxt]
     assert snap.extra["runs"] == {"k80": 1, "v100": 2} and snap.extra["sources"]["k80"] == "fails"
     assert "k80" not in snap.throughput or snap.throughput["k80"] == 0
+
+
+def test_a_groups_finished_runs_shrink_what_a_pending_jobs_time_limit_says_of_its_size(tmp_path, fake):
+    """The accounting the learner reads also gives each group's use ratios (elapsed / time limit):
+    a pending job of a group whose runs used a quarter of their 4-hour limits is believed to need
+    about an hour, not four (fairness.known_remaining); another group keeps the site's ratios."""
+    from slurm_fair import fairness, policies
+    from slurm_fair.estimates import runtime
+
+    for minutes in (55, 60, 65):
+        j = fake.submit("alice", "--gres=gpu:1", hold=False, name="train", time_limit="4:00:00")
+        fake.start(j, "v100-1", "v100")
+        fake.now += timedelta(minutes=minutes)
+        fake.finish(j)
+    nxt = fake.submit("alice", "--gres=gpu:1", hold=False, name="train", time_limit="4:00:00")
+    seen = {}
+
+    def spy(policy, problem, options):  # noqa: ANN001, ANN202 - records the problem decided on
+        seen.update({j.id: j for j in problem.jobs})
+        return policies.allocate(policy, problem, options)
+
+    res = run_cycle(fake, make_config(tmp_path), clock=lambda: fake.now.timestamp(), allocate=spy)
+    assert res.exit_code == 0, res.message
+    doc = json.loads((tmp_path / "state" / learned.FILE).read_text())
+    (g,) = [r for r in doc["run_ratios"] if r["job_name"] == "train" and r["user"] != "*"]
+    assert g["ratios"] == pytest.approx([55 / 240, 60 / 240, 65 / 240], abs=1 / 240)  # sacct's whole minutes
+    job = seen[nxt]
+    assert job.extra[runtime.EXTRA_KEY] == tuple(g["ratios"])
+    assert fairness.known_remaining_s(job) == pytest.approx(3600.0, rel=0.05)
+    back = learned.load(tmp_path / "state").ratios
+    assert back[(g["user"], "train", 1)] == tuple(g["ratios"]) and back[runtime.SITE] == tuple(g["ratios"])

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from slurm_fair import policies, rounding
-from slurm_fair.estimates import gavel
+from slurm_fair.estimates import gavel, runtime
 from slurm_fair.sim.cluster import parse_cluster
 from slurm_fair.sim.engine import SimConfig, Simulator
 from slurm_fair.sim.knowledge import Knowledge, parse_knowledge
@@ -33,9 +33,12 @@ def jobs(scale: float, gang_scale: float) -> list[TraceJob]:
     return out
 
 
-def decisions(policy: str, workload_jobs: list[TraceJob], monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], float]:
+def decisions(policy: str, workload_jobs: list[TraceJob], monkeypatch: pytest.MonkeyPatch,
+              seen_ratios: list[int] | None = None, ignore: frozenset[str] = frozenset()) -> tuple[list[Any], float]:
     """Every round's decision of an untagged run (the allocation's rows and the gangs the engine
-    found overdue, rounded) and the time of its first completion (inf: none)."""
+    found overdue, rounded) and the time of its first completion (inf: none) among the jobs not
+    in ``ignore``; ``seen_ratios`` gets, per round, how many jobs the policy was shown their
+    group's history for (finished jobs' use ratios)."""
     # a time limit that does not depend on the true size: a site's only view of it
     monkeypatch.setattr(Knowledge, "time_limit", lambda self, job_id, alone_s: 900.0 * (2 + len(job_id) % 3))
     seen: list[Any] = []
@@ -45,6 +48,8 @@ def decisions(policy: str, workload_jobs: list[TraceJob], monkeypatch: pytest.Mo
         rows = {j: {k: round(v, 6) for k, v in sorted(row.items()) if v > 1e-9} for j, row in sorted(allocation.x.items())}
         over = {j: round(r, 6) for j, r in sorted((kwargs.get("overdue") or {}).items())}
         seen.append((rows, over))
+        if seen_ratios is not None:
+            seen_ratios.append(sum(1 for j in problem.jobs if j.extra.get(runtime.EXTRA_KEY)))
         return real_place(problem, allocation, *args, **kwargs)
 
     monkeypatch.setattr(rounding, "place", place)
@@ -54,7 +59,7 @@ def decisions(policy: str, workload_jobs: list[TraceJob], monkeypatch: pytest.Mo
                               # here, the decisions depend on the input only, however loaded the machine
                               policy_params={"oef.improve_s": 86400.0} if policy == "oef" else {}))
     res = sim.run()
-    ends = [r.end_s for r in res.records if r.end_s is not None]
+    ends = [r.end_s for r in res.records if r.end_s is not None and r.job_id not in ignore]
     return seen, min(ends, default=float("inf"))
 
 
@@ -96,3 +101,43 @@ def test_every_policy_reads_a_size_only_through_what_the_problem_shows() -> None
     assert fairness.known_remaining(dataclasses.replace(job, remaining_work=50.0)) == 50.0
     assert fairness.known_remaining(dataclasses.replace(job, extra={})) is None
     assert fairness.known_remaining_s(job) == pytest.approx(3000.0)
+
+
+#: short jobs, the same in both workloads, that finish early: the group history both runs share
+EARLY = [TraceJob(f"a/e{i}", "a", REC, 1, 3e3, 0.0) for i in range(4)]
+
+
+@pytest.mark.parametrize("policy", ["oef", "fft", "hops"])
+def test_finished_jobs_history_is_used_but_never_a_running_jobs_own_size(policy: str,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Group history (the use ratios of *finished* jobs) may change decisions, a running or
+    pending job's own true size never: with the same early jobs finishing in both runs, the
+    decisions stay equal, history in use, until the first of the jobs whose sizes differ ends."""
+    early = frozenset(j.id for j in EARLY)
+    shown: list[int] = []
+    small, end_small = decisions(policy, EARLY + jobs(1.0, 1.0), monkeypatch, shown, early)
+    large, end_large = decisions(policy, EARLY + jobs(3.0, 40.0), monkeypatch, ignore=early)
+    first = min(end_small, end_large)
+    before = [i for i in range(min(len(small), len(large))) if i * SimConfig().round_s < first]
+    with_history = [i for i in before if shown[i] > 0]
+    assert len(with_history) >= 3, (shown, first)
+    assert [small[i] for i in before] == [large[i] for i in before]
+
+
+def test_the_history_check_catches_a_sample_that_holds_the_jobs_own_run_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above can fail: a sample that counts the job's own true run time (as if it had
+    finished) makes the two runs part before any of their differing jobs ended."""
+    real = Knowledge.sizes
+
+    def leaky(self, job_id, remaining, alone_s, group=None):  # noqa: ANN001, ANN202 - a spy
+        size, extra = real(self, job_id, remaining, alone_s, group)
+        own = min(1.0, alone_s / self.time_limit(job_id, alone_s))
+        return size, {**extra, runtime.EXTRA_KEY: tuple(sorted((*extra.get(runtime.EXTRA_KEY, ()), own) * 3))}
+
+    monkeypatch.setattr(Knowledge, "sizes", leaky)
+    early = frozenset(j.id for j in EARLY)
+    small, end_small = decisions("oef", EARLY + jobs(1.0, 1.0), monkeypatch, ignore=early)
+    large, end_large = decisions("oef", EARLY + jobs(3.0, 40.0), monkeypatch, ignore=early)
+    first = min(end_small, end_large)
+    before = [i for i in range(min(len(small), len(large))) if i * SimConfig().round_s < first]
+    assert [small[i] for i in before] != [large[i] for i in before]

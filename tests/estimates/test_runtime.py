@@ -1,0 +1,113 @@
+"""A job's run time from its time limit and its group's finished runs (slurm_fair.estimates.runtime)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+from hypothesis import given, strategies as st
+
+from slurm_fair import fairness
+from slurm_fair.estimates import runtime
+from slurm_fair.estimates.learn import ANY_USER
+from slurm_fair.model import Job
+
+ratio = st.floats(0.0, 1.0, allow_nan=False)
+ratios = st.lists(ratio, max_size=40).map(lambda xs: tuple(sorted(xs)))
+seconds = st.floats(0.0, 1e7, allow_nan=False)
+limits = st.floats(1.0, 1e7, allow_nan=False)
+G = ("alice", "train", 1)
+
+
+@given(limits, seconds, ratios)
+def test_the_prediction_is_between_the_time_run_and_the_limit(limit, ran, rs):
+    got = runtime.expected_run_s(limit, ran, rs)
+    assert got >= ran
+    assert got <= max(limit, ran) * (1 + 1e-12)
+
+
+@given(limits, seconds, ratios)
+def test_the_prediction_is_a_median_of_the_past_runs_still_going_or_the_limit(limit, ran, rs):
+    """Checked against a plain computation: the past runs (scaled to this limit) longer than
+    what the job ran, their median; the limit when there are none."""
+    longer = [r * limit for r in rs if r * limit > ran]
+    want = min(max(statistics.median(longer), ran), max(limit, ran)) if longer else max(limit, ran)
+    assert runtime.expected_run_s(limit, ran, rs) == pytest.approx(want, rel=1e-9)
+
+
+@given(limits, st.floats(0.0, 1.0), ratios)
+def test_a_job_that_ran_longer_is_never_predicted_to_end_sooner(limit, frac, rs):
+    """The prediction never decreases with the time run: a job that outlived its group's
+    typical run is not taken for nearly done."""
+    a, b = frac * limit * 0.5, frac * limit
+    assert runtime.expected_run_s(limit, b, rs) >= runtime.expected_run_s(limit, a, rs) - 1e-6 * limit
+
+
+def test_without_history_the_limit_is_the_prediction_as_before():
+    assert runtime.expected_run_s(3600.0, 600.0, ()) == 3600.0
+    assert runtime.expected_run_s(3600.0, 4000.0, ()) == 4000.0
+
+
+def test_a_fresh_job_of_a_group_that_uses_a_quarter_of_its_limits_is_predicted_a_quarter():
+    rs = (0.2, 0.25, 0.3)
+    assert runtime.expected_run_s(4000.0, 0.0, rs) == pytest.approx(1000.0)
+    # past the group's typical run: the median of the longer ones, then the limit
+    assert runtime.expected_run_s(4000.0, 1050.0, rs) == pytest.approx(1200.0)
+    assert runtime.expected_run_s(4000.0, 1300.0, rs) == 4000.0
+
+
+def test_ratios_are_learned_per_group_pool_and_site_and_a_sample_needs_min_runs():
+    runs = [(G, 100.0, 1000.0)] * 3 + [(("bob", "train", 1), 500.0, 1000.0), (("bob", "eval", 1), 50.0, None),
+                                       (("bob", "eval", 1), 2000.0, 1000.0)]
+    got = runtime.learn_ratios(runs)
+    assert got[G] == (0.1, 0.1, 0.1)
+    assert got[(ANY_USER, "train", 1)] == (0.1, 0.1, 0.1, 0.5)
+    assert got[runtime.SITE] == (0.1, 0.1, 0.1, 0.5, 1.0)  # no limit: skipped; past its limit: 1
+    assert runtime.sample(got, G, 1000.0) == (0.1, 0.1, 0.1)
+    assert runtime.sample(got, ("bob", "train", 1), 1000.0) == (0.1, 0.1, 0.1, 0.5)  # its name's pool
+    assert runtime.sample({}, G, 1000.0) == ()
+    # no run of the group's name: the site's runs with about the same limit, else all the site's
+    more = runtime.learn_ratios(runs + [(("dan", f"j{i}", 1), 9000.0, 10000.0) for i in range(3)])
+    assert runtime.sample(more, ("carol", "other", 2), 900.0) == (0.1, 0.1, 0.1, 0.5, 1.0)
+    assert runtime.sample(more, ("carol", "other", 2), 9500.0) == (0.9, 0.9, 0.9)
+    assert runtime.sample(more, ("carol", "other", 2), 90000.0) == (0.1, 0.1, 0.1, 0.5, 0.9, 0.9, 0.9, 1.0)
+
+
+@given(st.floats(1.0, 1e8), st.floats(1.0, 1e8))
+def test_limits_of_one_rounded_power_of_two_share_a_band_and_a_factor_of_3_never_does(a, b):
+    lo, hi = sorted((a, b))
+    if hi <= lo * 2 ** 0.5 and round(math.log2(lo)) == round(math.log2(hi)):
+        assert runtime.band_key(lo) == runtime.band_key(hi)
+    if hi >= 3 * lo:
+        assert runtime.band_key(lo) != runtime.band_key(hi)
+    assert runtime.band_key(a)[2] == 0 and runtime.band_key(a)[1].startswith("*")
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(["x", "y"]), seconds,
+                          st.one_of(st.none(), limits)), max_size=30))
+def test_learned_ratios_are_sorted_within_0_and_1_and_at_most_max_runs(rows):
+    got = runtime.learn_ratios([((u, n, 1), e, lim) for u, n, e, lim in rows])
+    for rs in got.values():
+        assert list(rs) == sorted(rs) and all(0 <= r <= 1 for r in rs) and len(rs) <= runtime.MAX_RUNS
+    assert len(got.get(runtime.SITE, ())) == sum(1 for *_, lim in rows if lim is not None)
+
+
+@given(limits, seconds, ratios, st.floats(1e-3, 100.0))
+def test_known_remaining_reads_the_prediction_never_negative(limit, ran, rs, best):
+    """The one home of a size a site knows reads the prediction: what is left of it at the job's
+    best rate, never negative; a true remaining work given to the job wins (a tagged job)."""
+    job = Job(id="j", tenant="t", gpus=1, throughput={"v100": best}, attained_s=ran,
+              extra={"time_limit_s": limit, runtime.EXTRA_KEY: rs})
+    got = fairness.known_remaining(job)
+    assert got is not None and got >= 0
+    assert got == pytest.approx((runtime.expected_run_s(limit, ran, rs) - ran) * best, rel=1e-9, abs=1e-9)
+    assert got <= max(0.0, limit - ran) * best * (1 + 1e-9) + 1e-9
+
+
+def test_known_remaining_uses_the_groups_history_over_the_limit():
+    job = Job(id="j", tenant="t", gpus=1, throughput={"v100": 2.0}, attained_s=0.0,
+              extra={"time_limit_s": 4000.0, runtime.EXTRA_KEY: (0.2, 0.25, 0.3)})
+    assert fairness.known_remaining_s(job) == pytest.approx(1000.0)
+    assert fairness.known_remaining_s(Job(id="j", tenant="t", gpus=1, throughput={"v100": 2.0},
+                                          extra={"time_limit_s": 4000.0})) == pytest.approx(4000.0)
