@@ -11,7 +11,9 @@ started or was last requeued by us (hysteresis):
 runs on type ``k``, and that this cycle sends to ``k``, cannot start in the GPUs free on ``k``
 now, but can once some running jobs that the placement does not keep on ``k`` are stopped.
 The fewest such jobs are chosen, those furthest ahead of their allocation (lowest deficit
-priority) first. A pending job that would not fit even then frees nothing.
+priority) first. A pending job that would not fit even then frees nothing. A job of another
+tenant than the pending job's is chosen only while its tenant is above its equal share
+(:mod:`.standing`, a :class:`Budget` that may be overdrawn once).
 
 **move up** (any cycle): a job runs on a type much slower than another type whose GPUs are idle
 now and stay idle after this cycle's plan (nobody the plan starts needs them), its gang fits
@@ -130,6 +132,10 @@ class Budget:
     surplus: dict[str, float]
     #: running job -> its value to its tenant now (``n`` on the type it runs on)
     worth: Mapping[str, float]
+    #: rotation (make room at a round): a tenant with any surplus left may lose a job, even one
+    #: worth more than what is left (a gang cannot be split); the displacement right: only
+    #: within the surplus
+    overdraw: bool = False
 
     def _need(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> dict[str, float]:
         need: dict[str, float] = {}
@@ -139,6 +145,8 @@ class Budget:
         return need
 
     def covers(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> bool:
+        if self.overdraw:
+            return all(self.surplus.get(u, 0.0) > 1e-9 for u in self._need(taker, jobs))
         return all(self.surplus.get(u, 0.0) >= n - 1e-9 for u, n in self._need(taker, jobs).items())
 
     def spend(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> None:

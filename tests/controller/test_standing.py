@@ -17,7 +17,7 @@ from hypo_profiles import scaled
 from scipy.optimize import linprog
 
 from slurm_fair.controller.plan import PlanInputs, make_plan
-from slurm_fair.controller.standing import Standing, standing
+from slurm_fair.controller.standing import Standing, keeps, standing
 from slurm_fair.model import Allocation, Job, Problem
 
 from .builders import T0, cluster, job, snapshot
@@ -186,3 +186,61 @@ def test_the_right_never_pushes_a_tenant_below_its_share_and_only_serves_tenants
             u = tenant[taker]
             assert held_value(prob, runs, u) < share_value(prob, u) - 1e-9
 
+
+
+# --- no rotation away from a tenant not above its share -----------------------------------------
+
+LONG = T0 - timedelta(hours=2)  # ran past any min_run: a round's rotation may stop it
+
+
+def test_a_round_never_rotates_a_job_away_from_a_tenant_at_its_share_for_another_tenants_job():
+    # a and b (weight 1) each hold their share of 4 k80 (2 jobs, worth 2); the round places
+    # b's waiting job on A1's GPU: rotating A1 away would leave a below its share at once
+    snap = snapshot(cluster(k80=4), [run("A1", "a", started=LONG), run("A2", "a", started=LONG),
+                                     run("B1", "b", started=LONG), run("B2", "b", started=LONG), job("P", "b")])
+    prob = problem(snap)
+    st_ = standing(prob, running_of(snap))
+    assert share_value(prob, "a") == 2.0 and not st_.above("a") and st_.below == frozenset()
+    placed = {"P": "k80", "A2": "k80", "B1": "k80", "B2": "k80"}
+    assert plan(snap, prob, placed, st_, boundary=True).requeue == ()
+    # without the standing (displace off) the round rotates it, as before
+    assert plan(snap, prob, placed, Standing(), boundary=True).requeue == ("A1",)
+    # b's own job may still make room for P (same tenant: b's value is b's to share out)
+    assert plan(snap, prob, {"P": "k80", "A1": "k80", "A2": "k80", "B2": "k80"}, st_, boundary=True).requeue == ("B1",)
+
+
+def test_a_tenant_above_its_share_loses_one_job_to_rotation_even_a_gang_worth_more_than_its_surplus():
+    # a's 4-GPU gang holds the k80 node; a's share (2 of 4 GPUs) is worth half the gang to it, so
+    # its surplus (0.5) is less than the gang's value (1): the displacement right could not take
+    # it, the round's rotation may (a gang cannot be split), once
+    snap = snapshot(cluster(k80=4), [run("G", "a", gpus=4, started=LONG), job("P", "b", gpus=4)])
+    prob = problem(snap)
+    st_ = standing(prob, running_of(snap))
+    assert abs(share_value(prob, "a") - 0.5) < 1e-9 and abs(st_.surplus["a"] - 0.5) < 1e-6
+    assert plan(snap, prob, {"P": "k80"}, st_, boundary=True).requeue == ("G",)
+
+
+def test_the_rotation_spends_the_surplus_once():
+    # a holds 3 of 4 k80 (share worth 2: surplus 1); b's two waiting jobs are placed on a's GPUs:
+    # one of a's jobs is rotated away, not two
+    snap = snapshot(cluster(k80=4), [run("A1", "a", started=LONG), run("A2", "a", started=LONG),
+                                     run("A3", "a", started=LONG), run("B1", "b", started=LONG),
+                                     job("P1", "b"), job("P2", "b")])
+    prob = problem(snap)
+    st_ = standing(prob, running_of(snap))
+    got = plan(snap, prob, {"P1": "k80", "P2": "k80", "A3": "k80", "B1": "k80"}, st_, boundary=True)
+    assert len(got.requeue) == 1 and got.requeue[0] in ("A1", "A2")
+
+
+def test_keeps_only_tenants_not_above_their_share_with_nothing_of_their_own_waiting():
+    snap = snapshot(cluster(k80=4), [run("A1", "a", started=LONG), run("A2", "a", started=LONG),
+                                     run("A3", "a", started=LONG), run("B1", "b", started=LONG),
+                                     job("P", "b"), job("Q", "c")])
+    prob = problem(snap)
+    st_ = standing(prob, running_of(snap))
+    # shares of 4/3 GPUs: a holds 3 (above), b holds 1 and waits, c holds nothing and waits
+    assert st_.above("a") and not keeps(st_, "a")
+    assert not keeps(st_, "b") and not keeps(st_, "c")
+    snap2 = snapshot(cluster(k80=4), [run("A1", "a", started=LONG), run("B1", "b", started=LONG), job("P", "b")])
+    st2 = standing(problem(snap2), running_of(snap2))
+    assert keeps(st2, "a") and not keeps(st2, "b") and not keeps(Standing(), "a")
