@@ -258,3 +258,19 @@ def test_a_tenant_on_a_slow_types_gpus_beyond_its_share_of_them_is_above_its_sha
     assert held_value(prob, running_of(snap), "a") < share_value(prob, "a")
     got = plan(snap, prob, {"P": "k80", "A1": "k80", "A2": "k80", "A3": "k80"}, st_, boundary=True)
     assert got.requeue == ("A0",) and got.requeue_for["A0"] == ("P",)
+
+
+def test_the_rounding_keeps_the_running_jobs_of_a_tenant_at_its_share_with_nothing_waiting():
+    from slurm_fair.controller.decide import staying
+    from slurm_fair.controller.problem import BuiltProblem
+
+    # a holds its share (2 of 4 k80) with nothing waiting: both jobs stay whatever the round;
+    # b (3 jobs on 2 GPUs, one waiting) may rotate its own
+    snap = snapshot(cluster(k80=4), [run("A1", "a", started=LONG), run("A2", "a", started=LONG),
+                                     run("B1", "b", started=LONG), run("B2", "b", started=LONG), job("P", "b")])
+    prob = problem(snap)
+    built = BuiltProblem(prob, {}, {}, {}, {})
+    st_ = standing(prob, running_of(snap))
+    assert staying(snap, built, 60.0, {}, st_) == {"A1": "k80", "A2": "k80"}
+    assert staying(snap, built, 60.0, {}, Standing()) == {}
+    assert staying(snap, built, 60.0, {}) == {}
