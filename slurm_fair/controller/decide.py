@@ -188,7 +188,7 @@ def staying(snapshot: Snapshot, built: BuiltProblem, min_run: float,
         if not sj.running or not sj.gpu_type_running or sj.job_id not in in_problem or sj.job_id in spare:
             continue
         if sj.job_id in fixed or not rq_eligible(sj, now, min_run, last_requeued) or \
-                (st is not None and keeps(st, in_problem[sj.job_id], sj.gpu_type_running)):
+                (st is not None and keeps(st, in_problem[sj.job_id])):
             out[sj.job_id] = sj.gpu_type_running
     return out
 

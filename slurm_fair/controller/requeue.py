@@ -12,8 +12,9 @@ runs on type ``k``, and that this cycle sends to ``k``, cannot start in the GPUs
 now, but can once some running jobs that the placement does not keep on ``k`` are stopped.
 The fewest such jobs are chosen, those furthest ahead of their allocation (lowest deficit
 priority) first. A pending job that would not fit even then frees nothing. A job of another
-tenant than the pending job's is chosen only while its tenant is above its equal share, in
-value or on that type (:mod:`.standing`, a :class:`Budget` that may be overdrawn once).
+tenant than the pending job's is chosen only out of its tenant's surplus over its equal share's
+value (:mod:`.standing`, a :class:`Budget`; a gang larger than its tenant's share of the type
+while any surplus is left).
 
 **move up** (any cycle): a job runs on a type much slower than another type whose GPUs are idle
 now and stay idle after this cycle's plan (nobody the plan starts needs them), its gang fits
@@ -132,10 +133,11 @@ class Budget:
     surplus: dict[str, float]
     #: running job -> its value to its tenant now (``n`` on the type it runs on)
     worth: Mapping[str, float]
-    #: rotation (make room at a round): a tenant with any surplus left, or GPUs of the victim's
-    #: type beyond its share of them (``excess``), may lose a job, even one worth more than what
-    #: is left (a gang cannot be split); None (the displacement right): only within the surplus
-    excess: dict[tuple[str, str], float] | None = None
+    #: rotation (make room at a round): tenant -> its equal share, GPUs per type; a gang larger
+    #: than its tenant's share of the type may go while any surplus is left (a gang cannot be
+    #: split), every other job only within the surplus. None (the displacement right): every
+    #: job only within the surplus
+    share: Mapping[str, Mapping[str, float]] | None = None
 
     def _need(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> dict[str, float]:
         need: dict[str, float] = {}
@@ -144,22 +146,22 @@ class Budget:
                 need[v.account] = need.get(v.account, 0.0) + self.worth.get(v.job_id, math.inf)
         return need
 
+    def _oversize(self, v: SlurmJob) -> bool:
+        """A gang larger than its tenant's equal share of the type it runs on (rotation only)."""
+        if self.share is None:
+            return False
+        g = v.gpu_request.total if v.gpu_request else 0
+        return g > self.share.get(v.account, {}).get(v.gpu_type_running or "", 0.0) + 1e-9
+
     def covers(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> bool:
-        if self.excess is not None:
-            excess = self.excess
-            return all(self.surplus.get(v.account, 0.0) > 1e-9
-                       or excess.get((v.account, v.gpu_type_running or ""), 0.0) > 1e-9
-                       for v in jobs if v.account != taker.account)
-        return all(self.surplus.get(u, 0.0) >= n - 1e-9 for u, n in self._need(taker, jobs).items())
+        need = self._need(taker, jobs)
+        return all(self.surplus.get(u, 0.0) >= n - 1e-9
+                   or (self.surplus.get(u, 0.0) > 1e-9 and any(self._oversize(v) for v in jobs if v.account == u))
+                   for u, n in need.items())
 
     def spend(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> None:
         for u, n in self._need(taker, jobs).items():
             self.surplus[u] = self.surplus.get(u, 0.0) - n
-        if self.excess is not None:
-            for v in jobs:
-                if v.account != taker.account:
-                    key = (v.account, v.gpu_type_running or "")
-                    self.excess[key] = self.excess.get(key, 0.0) - float(v.gpu_request.total if v.gpu_request else 0)
 
 
 def _fewest(sj: SlurmJob, k: str, pool: Pool, candidates: Sequence[SlurmJob],

@@ -27,14 +27,14 @@ room) stops a running job so that another job of the round runs. When the two jo
 different tenants and the victim's tenant holds no more than its equal share's value, the
 rotation puts that tenant below its share at once, and the report counts it (a tenant whose jobs
 all fit in its share can never make it up: its share already runs all of them). So a job is
-rotated away for another tenant's job only while its tenant is above its share: its running jobs
-give it more than its share's value, or it holds more GPUs of the job's type than its equal
-share of that type (a tenant that sits on a slow type's GPUs beyond its share while its share of
-faster types would serve it better is above its share there). What it has beyond that is spent
-as its jobs go, and the last one may take it below (a gang cannot be split). A tenant above its
-share nowhere that has no waiting job of its own keeps its running jobs whole (:func:`keeps`:
-the rounding step keeps them where they are, so it does not plan another tenant's job into
-their GPUs). On the testbed, ``make demo``'s
+rotated away for another tenant's job only out of its tenant's surplus (its value beyond its
+share's), like the displacement right; except a gang larger than its tenant's equal share of
+the type, which that tenant can never hold within its share (a gang cannot be split): it may go
+while any surplus is left. A tenant not above its share with no waiting job of its own keeps
+its running jobs whole (:func:`keeps`: the rounding step keeps them where they are, so it does
+not plan another tenant's job into their GPUs). Counting GPUs of a type instead of value let a
+tenant holding one V100 beyond its share of V100s (and less than its share of P100s) lose that
+job to another tenant's, which put it below its share in ``make demo``. On the testbed, ``make demo``'s
 weight-2 tenant lost a 1-GPU job to another tenant's new job this way, then waited out Slurm's
 requeue hold while holding exactly its share.
 """
@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..estimates.tags import preemptible
-from ..fairness import bundle_value, equal_share, tenant_bundles, tenant_utilities
+from ..fairness import bundle_value, equal_share, tenant_utilities
 from ..model import Problem
 from ..slurm.model import Snapshot, SlurmJob
 
@@ -65,19 +65,17 @@ class Standing:
     value: Mapping[str, float] = field(default_factory=dict)
     #: tenants with a waiting job in the problem
     waiting: frozenset[str] = frozenset()
-    #: (tenant, type) -> GPUs of the type its running jobs hold beyond its equal share of it (> 0 only)
-    excess: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    #: tenant -> its equal share, GPUs per type
+    share: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     #: False for the empty standing of a controller with ``displace`` off: nobody is protected
     known: bool = False
 
     def tenant_below(self, tenant: str) -> bool:
         return tenant in self.below
 
-    def above(self, tenant: str, gpu_type: str | None = None) -> bool:
-        """Whether ``tenant``'s running jobs give it more than its equal share's value now, or
-        (with ``gpu_type``) hold more GPUs of that type than its equal share of it."""
-        return self.surplus.get(tenant, 0.0) > 1e-9 or \
-            (gpu_type is not None and self.excess.get((tenant, gpu_type), 0.0) > 1e-9)
+    def above(self, tenant: str) -> bool:
+        """Whether ``tenant``'s running jobs give it more than its equal share's value now."""
+        return self.surplus.get(tenant, 0.0) > 1e-9
 
 
 def standing(problem: Problem, running: Mapping[str, str], eps: float = BELOW_EPS) -> Standing:
@@ -86,30 +84,25 @@ def standing(problem: Problem, running: Mapping[str, str], eps: float = BELOW_EP
     jobs = {j.id: j for j in problem.jobs}
     x = {j: {k: 1.0} for j, k in running.items() if j in jobs and jobs[j].throughput.get(k, 0.0) > 0}
     held = tenant_utilities(problem, x)
-    bundles = tenant_bundles(problem, x)
     waiting = frozenset(j.tenant for j in problem.jobs if j.id not in running)
     below: set[str] = set()
     surplus: dict[str, float] = {}
-    excess: dict[tuple[str, str], float] = {}
+    shares: dict[str, dict[str, float]] = {}
     for u in problem.active_tenants:
-        share = equal_share(problem, u)
-        owed = bundle_value(problem, u, share)
+        shares[u] = equal_share(problem, u)
+        owed = bundle_value(problem, u, shares[u])
         if u in waiting and held[u] < (1.0 - eps) * owed - 1e-9:
             below.add(u)
         elif held[u] > owed + 1e-9:
             surplus[u] = held[u] - owed
-        for k, y in bundles[u].items():
-            if y > share.get(k, 0.0) + 1e-9:
-                excess[(u, k)] = y - share.get(k, 0.0)
     value = {j: jobs[j].normalised(running[j]) for j in x}
-    return Standing(frozenset(below), surplus, value, waiting, excess, True)
+    return Standing(frozenset(below), surplus, value, waiting, shares, True)
 
 
-def keeps(st: Standing, tenant: str, gpu_type: str) -> bool:
-    """A running job of ``tenant`` on ``gpu_type`` is kept where it is, whatever the round's
-    rotation (module docstring): its tenant is above its share neither in value nor on that type,
-    and has no waiting job of its own."""
-    return st.known and not st.above(tenant, gpu_type) and tenant not in st.waiting
+def keeps(st: Standing, tenant: str) -> bool:
+    """A running job of ``tenant`` is kept where it is, whatever the round's rotation (module
+    docstring): its tenant is not above its share and has no waiting job of its own."""
+    return st.known and not st.above(tenant) and tenant not in st.waiting
 
 
 def displaceable(snapshot: Snapshot, problem: Problem, st: Standing, fixed: frozenset[str]) -> dict[str, SlurmJob]:

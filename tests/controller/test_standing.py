@@ -232,32 +232,55 @@ def test_the_rotation_spends_the_surplus_once():
     assert len(got.requeue) == 1 and got.requeue[0] in ("A1", "A2")
 
 
-def test_keeps_only_tenants_above_their_share_nowhere_with_nothing_of_their_own_waiting():
+def test_keeps_only_tenants_not_above_their_share_with_nothing_of_their_own_waiting():
     snap = snapshot(cluster(k80=4), [run("A1", "a", started=LONG), run("A2", "a", started=LONG),
                                      run("A3", "a", started=LONG), run("B1", "b", started=LONG),
                                      job("P", "b"), job("Q", "c")])
     prob = problem(snap)
     st_ = standing(prob, running_of(snap))
     # shares of 4/3 GPUs: a holds 3 (above), b holds 1 and waits, c holds nothing and waits
-    assert st_.above("a") and not keeps(st_, "a", "k80")
-    assert not keeps(st_, "b", "k80") and not keeps(st_, "c", "k80")
+    assert st_.above("a") and not keeps(st_, "a")
+    assert not keeps(st_, "b") and not keeps(st_, "c")
     snap2 = snapshot(cluster(k80=4), [run("A1", "a", started=LONG), run("B1", "b", started=LONG), job("P", "b")])
     st2 = standing(problem(snap2), running_of(snap2))
-    assert keeps(st2, "a", "k80") and not keeps(st2, "b", "k80") and not keeps(Standing(), "a", "k80")
+    assert keeps(st2, "a") and not keeps(st2, "b") and not keeps(Standing(), "a")
 
 
-def test_a_tenant_on_a_slow_types_gpus_beyond_its_share_of_them_is_above_its_share_there():
-    # a's four jobs hold the whole k80 node although its share (half of each type) would serve
-    # them better on v100: in value it is below its share, but it holds 4 k80 of a share of 2,
-    # so b's k80-only job may have one rotated away (the jobs asked for k80 themselves)
-    tput = {**{f"A{i}": {"v100": 4.0, "k80": 1.0} for i in range(4)}, "P": {"k80": 1.0}}
+def test_value_not_gpus_decides_who_is_above_its_share():
+    # a's four jobs hold the whole k80 node. When they can run only there (their user asked for
+    # k80: the problem knows them on k80 alone) a holds twice its share's value and b's k80 job
+    # may have one rotated away; when a's share of v100s would serve them four times better, a
+    # is below its share in value although it holds 4 k80 of its 2: nothing of a's is rotated
+    only_k80 = {**{f"A{i}": {"k80": 1.0} for i in range(4)}, "P": {"k80": 1.0}}
     snap = snapshot(cluster(k80=4, v100=4), [run(f"A{i}", "a", started=LONG) for i in range(4)] + [job("P", "b")])
-    prob = problem(snap, tput=tput)
+    placed = {"P": "k80", "A1": "k80", "A2": "k80", "A3": "k80"}
+    prob = problem(snap, tput=only_k80)
     st_ = standing(prob, running_of(snap))
-    assert not st_.above("a") and st_.above("a", "k80") and not st_.above("a", "v100")
-    assert held_value(prob, running_of(snap), "a") < share_value(prob, "a")
-    got = plan(snap, prob, {"P": "k80", "A1": "k80", "A2": "k80", "A3": "k80"}, st_, boundary=True)
+    assert st_.above("a") and abs(st_.surplus["a"] - 2.0) < 1e-6 and share_value(prob, "a") == 2.0
+    got = plan(snap, prob, placed, st_, boundary=True)
     assert got.requeue == ("A0",) and got.requeue_for["A0"] == ("P",)
+    faster = {**{f"A{i}": {"v100": 4.0, "k80": 1.0} for i in range(4)}, "P": {"k80": 1.0}}
+    prob = problem(snap, tput=faster)
+    st_ = standing(prob, running_of(snap))
+    assert not st_.above("a") and held_value(prob, running_of(snap), "a") < share_value(prob, "a")
+    assert plan(snap, prob, placed, st_, boundary=True).requeue == ()
+
+
+def test_a_one_gpu_job_is_not_rotated_away_beyond_its_tenants_surplus():
+    # make demo: physics (weight 2) held one V100 beyond its share of V100s but few P100s, a
+    # surplus of less than one job's value; a job of another tenant took that V100 at a round
+    # and physics fell below its share. a (weight 2) here: 4 v100 jobs + 1 p100 job, its share
+    # 8/3 v100 + 8/3 p100 (worth 8/3 + 7/3 x 0.8 to its five jobs)
+    tput = {**{f"A{i}": {"v100": 1.0, "p100": 0.8} for i in range(5)}, "P": {"v100": 1.0}}
+    snap = snapshot(cluster(v100=4, p100=4), [run(f"A{i}", "a", on="v100", started=LONG) for i in range(4)]
+                    + [run("A4", "a", on="p100", started=LONG), job("P", "b")])
+    prob = problem(snap, weights={"a": 2.0}, tput=tput)
+    st_ = standing(prob, running_of(snap))
+    owed = 8 / 3 + 7 / 3 * 0.8
+    assert abs(share_value(prob, "a") - owed) < 1e-6 and abs(st_.surplus["a"] - (4.8 - owed)) < 1e-6
+    placed = {"P": "v100", "A1": "v100", "A2": "v100", "A3": "v100", "A4": "p100"}
+    assert plan(snap, prob, placed, st_, boundary=True).requeue == ()
+    assert plan(snap, prob, placed, Standing(), boundary=True).requeue == ("A0",)
 
 
 def test_the_rounding_keeps_the_running_jobs_of_a_tenant_at_its_share_with_nothing_waiting():

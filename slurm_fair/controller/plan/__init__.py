@@ -141,7 +141,7 @@ def make_plan(
     seated: set[str] = set()
     st = inputs.standing
     # another tenant's job is rotated away only while its tenant is above its share (..standing)
-    rotation = rq.Budget(dict(st.surplus), st.value, dict(st.excess)) if st.known else None
+    rotation = rq.Budget(dict(st.surplus), st.value, st.share) if st.known else None
     requeue_for = rq.make_room(free, startable, victims, _hosts(settings), seated, rotation)
     right = [t for t in takers if t.job.job_id not in seated and t.job.reason not in rq.NOT_STARTABLE
              and st.tenant_below(pjobs[t.job.job_id].tenant)]
