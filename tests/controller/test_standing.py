@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import event, given, settings, strategies as st
 from hypo_profiles import scaled
 from scipy.optimize import linprog
 
@@ -297,3 +297,43 @@ def test_the_rounding_keeps_the_running_jobs_of_a_tenant_at_its_share_with_nothi
     assert staying(snap, built, 60.0, {}, st_) == {"A1": "k80", "A2": "k80"}
     assert staying(snap, built, 60.0, {}, Standing()) == {}
     assert staying(snap, built, 60.0, {}) == {}
+
+
+@settings(max_examples=scaled(80), deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.booleans(), st.sampled_from([1, 2, 4])), min_size=1, max_size=10),
+       st.dictionaries(st.sampled_from("abc"), st.sampled_from([1.0, 2.0, 3.0])))
+def test_a_rounds_rotation_takes_another_tenants_job_only_from_its_surplus(spec, weights):
+    """Whatever the jobs, at a round boundary with every running job past min_run and the round
+    placing every waiting job: a tenant that loses a job to another tenant's either keeps at
+    least its equal share's value (independent LP), or lost a gang larger than its equal share of
+    the type, and then only out of a surplus it had."""
+    jobs, placed, node_free = [], {}, {"k80-1": 4, "k80-2": 4}
+    for i, (u, running, gpus) in enumerate(spec):
+        jid = f"J{i}"
+        if running:
+            nd = next((n for n, f in node_free.items() if f >= gpus), None)
+            if nd is None:
+                continue
+            node_free[nd] -= gpus
+            jobs.append(job(jid, u, gpus=gpus, state="RUNNING", running_on="k80", started=LONG, on_node=nd, **PRE))
+        else:
+            jobs.append(job(jid, u, gpus=gpus))
+            placed[jid] = "k80"
+    snap = snapshot(cluster(k80=8), jobs)
+    prob = problem(snap, weights)
+    runs = running_of(snap)
+    st_ = standing(prob, runs)
+    got = plan(snap, prob, placed, st_, boundary=True)
+    after = {j: k for j, k in runs.items() if j not in got.requeue}
+    tenant = {j.id: j.tenant for j in prob.jobs}
+    gpus = {j.id: j.gpus for j in prob.jobs}
+    total_w = sum(prob.weight(v) for v in prob.active_tenants)
+    for j in got.requeue:
+        v = tenant[j]
+        event("cross" if any(tenant[t] != v for t in got.requeue_for[j]) else "own")
+        if all(tenant[t] == v for t in got.requeue_for[j]):
+            continue  # its own tenant's job: the tenant's value is its own to share out
+        if held_value(prob, after, v) >= share_value(prob, v) - 1e-6:
+            continue
+        assert gpus[j] > prob.weight(v) / total_w * 8 + 1e-9, (j, v)
+        assert held_value(prob, runs, v) > share_value(prob, v) + 1e-9
