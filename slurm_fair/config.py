@@ -98,7 +98,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
                                "whatever its time limit: its turn within hours when limits are days (0: the "
                                "time limit alone)", C.number(0, 8760)),
         "displace": Key((bool,), True, "a waiting job of a tenant below its equal share may have opted-in jobs of "
-                        "tenants above theirs requeued before min_run, at any cycle (docs/controller.md)"),
+                        "tenants above theirs requeued before min_run, at any cycle, and a round's rotation takes a job "
+                        "for another tenant's only from a tenant above its share (docs/controller.md)"),
         "plan_file": Key((str,), "", "the plan file job_submit.lua reads (empty: state_dir/plan.json)",
                          C.path("file", empty_ok=True)),
     },

@@ -14,6 +14,10 @@ Rules, so a plan is never half-applied *silently* and never left where ``revert`
 * a job that ended or vanished (:class:`JobGone`) is *skipped*: not a failure, and the job's
   remaining actions are skipped too;
 * a failing command marks that action failed (exit 1);
+* a requeue made for waiting jobs (make room, the displacement right: ``params["for"]``) is not
+  carried out when none of them waits any more: Slurm started them elsewhere (or they ended)
+  between the snapshot and this write, and the GPUs freed would go to whoever comes next, not
+  to them (each taker is read once, ``squeue -j``, right before its first requeue);
 * when Slurm becomes unreachable mid-way, or a stop is requested (SIGTERM, SIGINT), nothing
   further is attempted and every remaining action is reported as not attempted.
 
@@ -115,6 +119,8 @@ class _Run:
         self.stop, self.on_requeue = stop, on_requeue
         self.gone: set[str] = set()
         self.not_requeued: set[str] = set()
+        #: takers of requeues read from Slurm this run: job -> still pending
+        self.waiting: dict[str, bool] = {}
         self.failed_jobs_qos: set[str] = set()
         self.halted = ""
 
@@ -274,11 +280,38 @@ def _attempt(st: _Run, port: SlurmPort, action: Action) -> BaseException | None:
 
 def _one(st: _Run, port: SlurmPort, action: Action, index: int, done: Callable[[int, ActionResult], None]) -> None:
     skip = st.precheck(action)
+    if skip is None and action.kind == "requeue":
+        skip = _takers_started(st, port, action)
     if skip is not None:
         done(index, skip)
         return
     st.intend([action])
     done(index, st.outcome(action, _attempt(st, port, action)))
+
+
+def _takers_started(st: _Run, port: SlurmPort, action: Action) -> ActionResult | None:
+    """A requeue made for waiting jobs none of which waits any more (module docstring): its
+    skipped result; None when one still waits, when it was made for none (a move up), or when
+    Slurm cannot say (then the plan is carried out as made)."""
+    takers = [str(t) for t in action.params.get("for") or ()]
+    if not takers:
+        return None
+    for t in takers:
+        if t not in st.waiting:
+            if t in st.gone:  # its own steer found it no longer pending
+                st.waiting[t] = False
+                continue
+            try:
+                st.waiting[t] = port.job_outlook(t).state == "PENDING"
+            except JobGone:
+                st.waiting[t] = False
+            except (SlurmError, ValueError):
+                return None
+        if st.waiting[t]:
+            return None
+    st.not_requeued.add(action.job)
+    return ActionResult(action, False, True, f"not requeued: the jobs it made room for ({', '.join(takers)}) "
+                        "no longer wait (started or ended since the snapshot)")
 
 
 def _accounting(st: _Run, port: SlurmPort, actions: list[Action], run: list[int],

@@ -40,7 +40,7 @@ from .problem import BuiltProblem, build_problem, untouched
 from .requeue import eligible as rq_eligible
 from .reserve import overdue
 from .scope import Pilot, Scope, read_pilot
-from .standing import Standing, displaceable, standing
+from .standing import Standing, displaceable, keeps, standing
 from .settings import Settings
 from .steer import partition_type, partition_types, type_partition_lists
 
@@ -179,17 +179,19 @@ def staying(snapshot: Snapshot, built: BuiltProblem, min_run: float,
             last_requeued: Mapping[str, float], st: Standing | None = None) -> dict[str, str]:
     """Running jobs the controller will not stop this cycle -> their type: those not opted in
     to time-sharing or not run ``min_run`` (:func:`.requeue.eligible`), except the jobs a tenant
-    below its share may displace (:mod:`.standing`). The rounding step keeps them on their
-    nodes, so it never plans a pending job into GPUs that will not be freed."""
+    below its share may displace, and those of a tenant not above its share with nothing of its
+    own waiting (:mod:`.standing`). The rounding step keeps them on their nodes, so it never
+    plans a pending job into GPUs that will not be freed."""
     now = snapshot.taken_at.timestamp()
-    in_problem = {j.id for j in built.problem.jobs}
+    in_problem = {j.id: j.tenant for j in built.problem.jobs}
     fixed = untouched(built.problem)  # counted in their tenant's share, never stopped or moved
     spare = displaceable(snapshot, built.problem, st, fixed) if st is not None else {}
     out = {}
     for sj in snapshot.gpu_jobs():
         if not sj.running or not sj.gpu_type_running or sj.job_id not in in_problem or sj.job_id in spare:
             continue
-        if sj.job_id in fixed or not rq_eligible(sj, now, min_run, last_requeued):
+        if sj.job_id in fixed or not rq_eligible(sj, now, min_run, last_requeued) or \
+                (st is not None and keeps(st, in_problem[sj.job_id])):
             out[sj.job_id] = sj.gpu_type_running
     return out
 

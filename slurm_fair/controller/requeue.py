@@ -11,7 +11,10 @@ started or was last requeued by us (hysteresis):
 runs on type ``k``, and that this cycle sends to ``k``, cannot start in the GPUs free on ``k``
 now, but can once some running jobs that the placement does not keep on ``k`` are stopped.
 The fewest such jobs are chosen, those furthest ahead of their allocation (lowest deficit
-priority) first. A pending job that would not fit even then frees nothing.
+priority) first. A pending job that would not fit even then frees nothing. A job of another
+tenant than the pending job's is chosen only out of its tenant's surplus over its equal share's
+value (:mod:`.standing`, a :class:`Budget`; a gang larger than its tenant's share of the type
+while any surplus is left).
 
 **move up** (any cycle): a job runs on a type much slower than another type whose GPUs are idle
 now and stay idle after this cycle's plan (nobody the plan starts needs them), its gang fits
@@ -130,6 +133,11 @@ class Budget:
     surplus: dict[str, float]
     #: running job -> its value to its tenant now (``n`` on the type it runs on)
     worth: Mapping[str, float]
+    #: rotation (make room at a round): tenant -> its equal share, GPUs per type; a gang larger
+    #: than its tenant's share of the type may go while any surplus is left (a gang cannot be
+    #: split), every other job only within the surplus. None (the displacement right): every
+    #: job only within the surplus
+    share: Mapping[str, Mapping[str, float]] | None = None
 
     def _need(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> dict[str, float]:
         need: dict[str, float] = {}
@@ -138,8 +146,18 @@ class Budget:
                 need[v.account] = need.get(v.account, 0.0) + self.worth.get(v.job_id, math.inf)
         return need
 
+    def _oversize(self, v: SlurmJob) -> bool:
+        """A gang larger than its tenant's equal share of the type it runs on (rotation only)."""
+        if self.share is None:
+            return False
+        g = v.gpu_request.total if v.gpu_request else 0
+        return g > self.share.get(v.account, {}).get(v.gpu_type_running or "", 0.0) + 1e-9
+
     def covers(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> bool:
-        return all(self.surplus.get(u, 0.0) >= n - 1e-9 for u, n in self._need(taker, jobs).items())
+        need = self._need(taker, jobs)
+        return all(self.surplus.get(u, 0.0) >= n - 1e-9
+                   or (self.surplus.get(u, 0.0) > 1e-9 and any(self._oversize(v) for v in jobs if v.account == u))
+                   for u, n in need.items())
 
     def spend(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> None:
         for u, n in self._need(taker, jobs).items():

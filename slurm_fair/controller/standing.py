@@ -21,6 +21,22 @@ tenant than its surplus.
 
 Why this cannot thrash: the victim's tenant stays at or above its share, so it never gains the
 right against the taker's tenant in return, and a tenant below its share is never a victim.
+
+**No rotation away from a tenant not above its share.** Time-sharing (:mod:`.requeue`'s make
+room) stops a running job so that another job of the round runs. When the two jobs belong to
+different tenants and the victim's tenant holds no more than its equal share's value, the
+rotation puts that tenant below its share at once, and the report counts it (a tenant whose jobs
+all fit in its share can never make it up: its share already runs all of them). So a job is
+rotated away for another tenant's job only out of its tenant's surplus (its value beyond its
+share's), like the displacement right; except a gang larger than its tenant's equal share of
+the type, which that tenant can never hold within its share (a gang cannot be split): it may go
+while any surplus is left. A tenant not above its share with no waiting job of its own keeps
+its running jobs whole (:func:`keeps`: the rounding step keeps them where they are, so it does
+not plan another tenant's job into their GPUs). Counting GPUs of a type instead of value let a
+tenant holding one V100 beyond its share of V100s (and less than its share of P100s) lose that
+job to another tenant's, which put it below its share in ``make demo``. On the testbed, ``make demo``'s
+weight-2 tenant lost a 1-GPU job to another tenant's new job this way, then waited out Slurm's
+requeue hold while holding exactly its share.
 """
 
 from __future__ import annotations
@@ -47,9 +63,19 @@ class Standing:
     surplus: Mapping[str, float] = field(default_factory=dict)
     #: running job -> its value to its tenant now, ``n`` on the type it runs on
     value: Mapping[str, float] = field(default_factory=dict)
+    #: tenants with a waiting job in the problem
+    waiting: frozenset[str] = frozenset()
+    #: tenant -> its equal share, GPUs per type
+    share: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: False for the empty standing of a controller with ``displace`` off: nobody is protected
+    known: bool = False
 
     def tenant_below(self, tenant: str) -> bool:
         return tenant in self.below
+
+    def above(self, tenant: str) -> bool:
+        """Whether ``tenant``'s running jobs give it more than its equal share's value now."""
+        return self.surplus.get(tenant, 0.0) > 1e-9
 
 
 def standing(problem: Problem, running: Mapping[str, str], eps: float = BELOW_EPS) -> Standing:
@@ -58,22 +84,25 @@ def standing(problem: Problem, running: Mapping[str, str], eps: float = BELOW_EP
     jobs = {j.id: j for j in problem.jobs}
     x = {j: {k: 1.0} for j, k in running.items() if j in jobs and jobs[j].throughput.get(k, 0.0) > 0}
     held = tenant_utilities(problem, x)
-    waiting = {j.tenant for j in problem.jobs if j.id not in running}
+    waiting = frozenset(j.tenant for j in problem.jobs if j.id not in running)
     below: set[str] = set()
     surplus: dict[str, float] = {}
-    owed: dict[str, float] = {}
-    for u in problem.active_tenants:  # the LPs only where a tenant waits: none below, no surplus needed
-        if u in waiting:
-            owed[u] = bundle_value(problem, u, equal_share(problem, u))
-            if held[u] < (1.0 - eps) * owed[u] - 1e-9:
-                below.add(u)
-    for u in problem.active_tenants if below else ():
-        if u not in below:
-            v = owed[u] if u in owed else bundle_value(problem, u, equal_share(problem, u))
-            if held[u] > v + 1e-9:
-                surplus[u] = held[u] - v
+    shares: dict[str, dict[str, float]] = {}
+    for u in problem.active_tenants:
+        shares[u] = equal_share(problem, u)
+        owed = bundle_value(problem, u, shares[u])
+        if u in waiting and held[u] < (1.0 - eps) * owed - 1e-9:
+            below.add(u)
+        elif held[u] > owed + 1e-9:
+            surplus[u] = held[u] - owed
     value = {j: jobs[j].normalised(running[j]) for j in x}
-    return Standing(frozenset(below), surplus, value)
+    return Standing(frozenset(below), surplus, value, waiting, shares, True)
+
+
+def keeps(st: Standing, tenant: str) -> bool:
+    """A running job of ``tenant`` is kept where it is, whatever the round's rotation (module
+    docstring): its tenant is not above its share and has no waiting job of its own."""
+    return st.known and not st.above(tenant) and tenant not in st.waiting
 
 
 def displaceable(snapshot: Snapshot, problem: Problem, st: Standing, fixed: frozenset[str]) -> dict[str, SlurmJob]:

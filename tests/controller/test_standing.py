@@ -12,12 +12,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import event, given, settings, strategies as st
 from hypo_profiles import scaled
 from scipy.optimize import linprog
 
 from slurm_fair.controller.plan import PlanInputs, make_plan
-from slurm_fair.controller.standing import Standing, standing
+from slurm_fair.controller.standing import Standing, keeps, standing
 from slurm_fair.model import Allocation, Job, Problem
 
 from .builders import T0, cluster, job, snapshot
@@ -186,3 +186,154 @@ def test_the_right_never_pushes_a_tenant_below_its_share_and_only_serves_tenants
             u = tenant[taker]
             assert held_value(prob, runs, u) < share_value(prob, u) - 1e-9
 
+
+
+# --- no rotation away from a tenant not above its share -----------------------------------------
+
+LONG = T0 - timedelta(hours=2)  # ran past any min_run: a round's rotation may stop it
+
+
+def test_a_round_never_rotates_a_job_away_from_a_tenant_at_its_share_for_another_tenants_job():
+    # a and b (weight 1) each hold their share of 4 k80 (2 jobs, worth 2); the round places
+    # b's waiting job on A1's GPU: rotating A1 away would leave a below its share at once
+    snap = snapshot(cluster(k80=4), [run("A1", "a", started=LONG), run("A2", "a", started=LONG),
+                                     run("B1", "b", started=LONG), run("B2", "b", started=LONG), job("P", "b")])
+    prob = problem(snap)
+    st_ = standing(prob, running_of(snap))
+    assert share_value(prob, "a") == 2.0 and not st_.above("a") and st_.below == frozenset()
+    placed = {"P": "k80", "A2": "k80", "B1": "k80", "B2": "k80"}
+    assert plan(snap, prob, placed, st_, boundary=True).requeue == ()
+    # without the standing (displace off) the round rotates it, as before
+    assert plan(snap, prob, placed, Standing(), boundary=True).requeue == ("A1",)
+    # b's own job may still make room for P (same tenant: b's value is b's to share out)
+    assert plan(snap, prob, {"P": "k80", "A1": "k80", "A2": "k80", "B2": "k80"}, st_, boundary=True).requeue == ("B1",)
+
+
+def test_a_tenant_above_its_share_loses_one_job_to_rotation_even_a_gang_worth_more_than_its_surplus():
+    # a's 4-GPU gang holds the k80 node; a's share (2 of 4 GPUs) is worth half the gang to it, so
+    # its surplus (0.5) is less than the gang's value (1): the displacement right could not take
+    # it, the round's rotation may (a gang cannot be split), once
+    snap = snapshot(cluster(k80=4), [run("G", "a", gpus=4, started=LONG), job("P", "b", gpus=4)])
+    prob = problem(snap)
+    st_ = standing(prob, running_of(snap))
+    assert abs(share_value(prob, "a") - 0.5) < 1e-9 and abs(st_.surplus["a"] - 0.5) < 1e-6
+    assert plan(snap, prob, {"P": "k80"}, st_, boundary=True).requeue == ("G",)
+
+
+def test_the_rotation_spends_the_surplus_once():
+    # a holds 3 of 4 k80 (share worth 2: surplus 1); b's two waiting jobs are placed on a's GPUs:
+    # one of a's jobs is rotated away, not two
+    snap = snapshot(cluster(k80=4), [run("A1", "a", started=LONG), run("A2", "a", started=LONG),
+                                     run("A3", "a", started=LONG), run("B1", "b", started=LONG),
+                                     job("P1", "b"), job("P2", "b")])
+    prob = problem(snap)
+    st_ = standing(prob, running_of(snap))
+    got = plan(snap, prob, {"P1": "k80", "P2": "k80", "A3": "k80", "B1": "k80"}, st_, boundary=True)
+    assert len(got.requeue) == 1 and got.requeue[0] in ("A1", "A2")
+
+
+def test_keeps_only_tenants_not_above_their_share_with_nothing_of_their_own_waiting():
+    snap = snapshot(cluster(k80=4), [run("A1", "a", started=LONG), run("A2", "a", started=LONG),
+                                     run("A3", "a", started=LONG), run("B1", "b", started=LONG),
+                                     job("P", "b"), job("Q", "c")])
+    prob = problem(snap)
+    st_ = standing(prob, running_of(snap))
+    # shares of 4/3 GPUs: a holds 3 (above), b holds 1 and waits, c holds nothing and waits
+    assert st_.above("a") and not keeps(st_, "a")
+    assert not keeps(st_, "b") and not keeps(st_, "c")
+    snap2 = snapshot(cluster(k80=4), [run("A1", "a", started=LONG), run("B1", "b", started=LONG), job("P", "b")])
+    st2 = standing(problem(snap2), running_of(snap2))
+    assert keeps(st2, "a") and not keeps(st2, "b") and not keeps(Standing(), "a")
+
+
+def test_value_not_gpus_decides_who_is_above_its_share():
+    # a's four jobs hold the whole k80 node. When they can run only there (their user asked for
+    # k80: the problem knows them on k80 alone) a holds twice its share's value and b's k80 job
+    # may have one rotated away; when a's share of v100s would serve them four times better, a
+    # is below its share in value although it holds 4 k80 of its 2: nothing of a's is rotated
+    only_k80 = {**{f"A{i}": {"k80": 1.0} for i in range(4)}, "P": {"k80": 1.0}}
+    snap = snapshot(cluster(k80=4, v100=4), [run(f"A{i}", "a", started=LONG) for i in range(4)] + [job("P", "b")])
+    placed = {"P": "k80", "A1": "k80", "A2": "k80", "A3": "k80"}
+    prob = problem(snap, tput=only_k80)
+    st_ = standing(prob, running_of(snap))
+    assert st_.above("a") and abs(st_.surplus["a"] - 2.0) < 1e-6 and share_value(prob, "a") == 2.0
+    got = plan(snap, prob, placed, st_, boundary=True)
+    assert got.requeue == ("A0",) and got.requeue_for["A0"] == ("P",)
+    faster = {**{f"A{i}": {"v100": 4.0, "k80": 1.0} for i in range(4)}, "P": {"k80": 1.0}}
+    prob = problem(snap, tput=faster)
+    st_ = standing(prob, running_of(snap))
+    assert not st_.above("a") and held_value(prob, running_of(snap), "a") < share_value(prob, "a")
+    assert plan(snap, prob, placed, st_, boundary=True).requeue == ()
+
+
+def test_a_one_gpu_job_is_not_rotated_away_beyond_its_tenants_surplus():
+    # make demo: physics (weight 2) held one V100 beyond its share of V100s but few P100s, a
+    # surplus of less than one job's value; a job of another tenant took that V100 at a round
+    # and physics fell below its share. a (weight 2) here: 4 v100 jobs + 1 p100 job, its share
+    # 8/3 v100 + 8/3 p100 (worth 8/3 + 7/3 x 0.8 to its five jobs)
+    tput = {**{f"A{i}": {"v100": 1.0, "p100": 0.8} for i in range(5)}, "P": {"v100": 1.0}}
+    snap = snapshot(cluster(v100=4, p100=4), [run(f"A{i}", "a", on="v100", started=LONG) for i in range(4)]
+                    + [run("A4", "a", on="p100", started=LONG), job("P", "b")])
+    prob = problem(snap, weights={"a": 2.0}, tput=tput)
+    st_ = standing(prob, running_of(snap))
+    owed = 8 / 3 + 7 / 3 * 0.8
+    assert abs(share_value(prob, "a") - owed) < 1e-6 and abs(st_.surplus["a"] - (4.8 - owed)) < 1e-6
+    placed = {"P": "v100", "A1": "v100", "A2": "v100", "A3": "v100", "A4": "p100"}
+    assert plan(snap, prob, placed, st_, boundary=True).requeue == ()
+    assert plan(snap, prob, placed, Standing(), boundary=True).requeue == ("A0",)
+
+
+def test_the_rounding_keeps_the_running_jobs_of_a_tenant_at_its_share_with_nothing_waiting():
+    from slurm_fair.controller.decide import staying
+    from slurm_fair.controller.problem import BuiltProblem
+
+    # a holds its share (2 of 4 k80) with nothing waiting: both jobs stay whatever the round;
+    # b (3 jobs on 2 GPUs, one waiting) may rotate its own
+    snap = snapshot(cluster(k80=4), [run("A1", "a", started=LONG), run("A2", "a", started=LONG),
+                                     run("B1", "b", started=LONG), run("B2", "b", started=LONG), job("P", "b")])
+    prob = problem(snap)
+    built = BuiltProblem(prob, {}, {}, {}, {})
+    st_ = standing(prob, running_of(snap))
+    assert staying(snap, built, 60.0, {}, st_) == {"A1": "k80", "A2": "k80"}
+    assert staying(snap, built, 60.0, {}, Standing()) == {}
+    assert staying(snap, built, 60.0, {}) == {}
+
+
+@settings(max_examples=scaled(80), deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.booleans(), st.sampled_from([1, 2, 4])), min_size=1, max_size=10),
+       st.dictionaries(st.sampled_from("abc"), st.sampled_from([1.0, 2.0, 3.0])))
+def test_a_rounds_rotation_takes_another_tenants_job_only_from_its_surplus(spec, weights):
+    """Whatever the jobs, at a round boundary with every running job past min_run and the round
+    placing every waiting job: a tenant that loses a job to another tenant's either keeps at
+    least its equal share's value (independent LP), or lost a gang larger than its equal share of
+    the type, and then only out of a surplus it had."""
+    jobs, placed, node_free = [], {}, {"k80-1": 4, "k80-2": 4}
+    for i, (u, running, gpus) in enumerate(spec):
+        jid = f"J{i}"
+        if running:
+            nd = next((n for n, f in node_free.items() if f >= gpus), None)
+            if nd is None:
+                continue
+            node_free[nd] -= gpus
+            jobs.append(job(jid, u, gpus=gpus, state="RUNNING", running_on="k80", started=LONG, on_node=nd, **PRE))
+        else:
+            jobs.append(job(jid, u, gpus=gpus))
+            placed[jid] = "k80"
+    snap = snapshot(cluster(k80=8), jobs)
+    prob = problem(snap, weights)
+    runs = running_of(snap)
+    st_ = standing(prob, runs)
+    got = plan(snap, prob, placed, st_, boundary=True)
+    after = {j: k for j, k in runs.items() if j not in got.requeue}
+    tenant = {j.id: j.tenant for j in prob.jobs}
+    gpus = {j.id: j.gpus for j in prob.jobs}
+    total_w = sum(prob.weight(v) for v in prob.active_tenants)
+    for j in got.requeue:
+        v = tenant[j]
+        event("cross" if any(tenant[t] != v for t in got.requeue_for[j]) else "own")
+        if all(tenant[t] == v for t in got.requeue_for[j]):
+            continue  # its own tenant's job: the tenant's value is its own to share out
+        if held_value(prob, after, v) >= share_value(prob, v) - 1e-6:
+            continue
+        assert gpus[j] > prob.weight(v) / total_w * 8 + 1e-9, (j, v)
+        assert held_value(prob, runs, v) > share_value(prob, v) + 1e-9

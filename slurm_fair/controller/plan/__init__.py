@@ -139,11 +139,16 @@ def make_plan(
     startable = [t for t in takers if t.job.reason not in rq.NOT_STARTABLE
                  and (inputs.round_boundary or pjobs[t.job.job_id].attained_s <= 0)]
     seated: set[str] = set()
-    requeue_for = rq.make_room(free, startable, victims, _hosts(settings), seated)
+    st = inputs.standing
+    # another tenant's job is rotated away only while its tenant is above its share (..standing)
+    rotation = rq.Budget(dict(st.surplus), st.value, st.share) if st.known else None
+    requeue_for = rq.make_room(free, startable, victims, _hosts(settings), seated, rotation)
     right = [t for t in takers if t.job.job_id not in seated and t.job.reason not in rq.NOT_STARTABLE
-             and inputs.standing.tenant_below(pjobs[t.job.job_id].tenant)]
+             and st.tenant_below(pjobs[t.job.job_id].tenant)]
     if right:
-        requeue_for.update(_displace(snapshot, problem, inputs, right, free, fixed, requeue_for, seated, settings))
+        left = rotation.surplus if rotation is not None else dict(st.surplus)
+        requeue_for.update(_displace(snapshot, problem, inputs, right, free, fixed, requeue_for, seated, settings,
+                                     left))
     rq.make_room(free, [t for t in takers if t not in startable and t.job.job_id not in seated], {},
                  _hosts(settings))  # not idle for moves
     movers = sorted((sj for sj in eligible if sj.job_id not in requeue_for and sj.job_id not in inputs.choices),
@@ -171,11 +176,12 @@ def make_plan(
 
 def _displace(snapshot: Snapshot, problem: Problem, inputs: PlanInputs, right: list[rq.Taker], free: Pool,
               fixed: frozenset[str], chosen: Mapping[str, list[str]], seated: set[str],
-              settings: PlanSettings) -> dict[str, list[str]]:
+              settings: PlanSettings, surplus: Mapping[str, float]) -> dict[str, list[str]]:
     """The displacement right (:mod:`..standing`): waiting jobs of tenants below their share
     (``right``) may have opted-in jobs of tenants above theirs requeued, before their min_run
     and at any cycle, never more of one tenant than its surplus over its equal share's value;
-    those furthest ahead of their allocation first, then the newest started."""
+    those furthest ahead of their allocation first, then the newest started. ``surplus``: what
+    the round's rotations left of each tenant's surplus."""
     st, now = inputs.standing, snapshot.taken_at.timestamp()
     others: dict[str, list[SlurmJob]] = {}
     for sj in displaceable(snapshot, problem, st, fixed).values():
@@ -184,7 +190,7 @@ def _displace(snapshot: Snapshot, problem: Problem, inputs: PlanInputs, right: l
     for k in others:
         others[k].sort(key=lambda sj: (round(inputs.deficit.get(sj.job_id, 0.0), 9),
                                        -(sj.start_time.timestamp() if sj.start_time else now), sj.job_id))
-    return rq.make_room(free, right, others, _hosts(settings), seated, rq.Budget(dict(st.surplus), st.value))
+    return rq.make_room(free, right, others, _hosts(settings), seated, rq.Budget(dict(surplus), st.value))
 
 
 def _hosts(settings: PlanSettings) -> Callable[[SlurmJob, str], bool]:
