@@ -292,7 +292,9 @@ def family_weights(d: Mapping[str, float], var: Mapping[str, float], log_priors:
     top = max(logw.values())
     w = {f: math.exp(v - top) for f, v in logw.items()}
     total = sum(w.values())
-    return {f: v / total for f, v in sorted(w.items()) if v / total > 1e-6}
+    kept = {f: v for f, v in sorted(w.items()) if v / total > 1e-6}  # the top family is always kept
+    total = sum(kept.values())  # the dropped crumbs' mass goes back to the rest: a distribution
+    return {f: v / total for f, v in kept.items()}
 
 
 #: pseudo-groups per family in :func:`family_mix` (a Dirichlet prior): a family no group fits
