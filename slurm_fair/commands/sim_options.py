@@ -115,9 +115,6 @@ history_options = _group([
                       "fairshare: priority/multifactor with fair share and age; shares: --weight)."),
     click.option("--slurm-bf-interval", type=FiniteFloat(0, 86400, lo_open=True), default=30.0, show_default=True,
                  metavar="S", help="With --agnostic-as slurm: the site's backfill interval (bf_interval, seconds)."),
-    click.option("--slurm-calc-period", type=FiniteFloat(0, 86400, lo_open=True), default=300.0, show_default=True,
-                 metavar="S", help="With --slurm-priority fairshare: how often the site's Slurm recomputes the "
-                      "fair-share factors (PriorityCalcPeriod, seconds; Slurm's default 5 minutes)."),
     click.option("--node-weight", "node_weights", multiple=True, metavar="HOSTLIST=W",
                  help="With --agnostic-as slurm: the nodes' Weight in slurm.conf (Slurm fills the lowest first; "
                       "default: all equal, nodes in name order)."),
@@ -126,8 +123,7 @@ history_options = _group([
 
 def _history_source(sacct_file: str | None, from_slurm: bool, days: float | None, inventory: str | None,
                     node_type: tuple[str, ...], tenant_by: str, strict: bool, agnostic_as: str,
-                    slurm_priority: str, slurm_bf_interval: float, slurm_calc_period: float,
-                    node_weights: tuple[str, ...]) -> HistorySource:
+                    slurm_priority: str, slurm_bf_interval: float, node_weights: tuple[str, ...]) -> HistorySource:
     from .speeds import parse_node_types
 
     weights: dict[str, float] = {}
@@ -138,7 +134,7 @@ def _history_source(sacct_file: str | None, from_slurm: bool, days: float | None
             except ValueError:
                 raise UserError(f"--node-weight {item[:80]!r}: the weight {w!r} is not a number") from None
     return HistorySource(sacct_file, from_slurm, days, inventory, parse_node_types(node_type), tenant_by, strict,
-                         agnostic_as, slurm_priority, slurm_bf_interval, slurm_calc_period, weights)
+                         agnostic_as, slurm_priority, slurm_bf_interval, weights)
 
 
 engine_options = _group([

@@ -271,8 +271,7 @@ def _slurm_baseline(replay: Replay | None, history: HistorySource) -> "tuple[Rep
     order = {n.name: i for i, n in enumerate(replay.nodes)}
     nodes = sorted(replay.nodes, key=lambda n: (history.node_weights.get(n.name, 1.0), order[n.name]))
     return (dataclasses.replace(replay, nodes=tuple(nodes)),
-            SlurmModel(priority=history.slurm_priority, bf_interval_s=history.slurm_bf_interval_s,
-                       calc_period_s=history.slurm_calc_period_s))
+            SlurmModel(priority=history.slurm_priority, bf_interval_s=history.slurm_bf_interval_s))
 
 
 def run_policy(scene: scenario.Scenario, info: policies.PolicyInfo, engine: SimConfig,

@@ -314,8 +314,6 @@ class HistorySource:
     agnostic_as: str = "slurm"
     slurm_priority: str = "fifo"
     slurm_bf_interval_s: float = 30.0
-    #: ``PriorityCalcPeriod`` (s): how often the site's Slurm recomputes fair-share factors
-    slurm_calc_period_s: float = 300.0
     #: slurm.conf's node Weight (``--node-weight``; default equal: name order)
     node_weights: Mapping[str, float] = field(default_factory=dict)
 

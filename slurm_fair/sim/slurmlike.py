@@ -10,9 +10,7 @@ so the replay's baseline is the site's scheduler and a policy's gain is a gain o
 * **priority**: ``fifo`` (``priority/basic``: submit order, Slurm 22.05's default) or
   ``fairshare`` (``priority/multifactor`` with a fair-share factor ``2^(-U/S)`` of the tenant's
   usage decayed with a 7-day half-life and an age factor; the weights of
-  :class:`SlurmModel`); the fair-share factors are recomputed every ``calc_period_s``
-  (``PriorityCalcPeriod``), not at every event: a burst in the first period starts in submit
-  order, as on a real Slurm, whatever usage the first jobs of the burst already accrue;
+  :class:`SlurmModel`);
 * **main scheduler** (on every submit and end): pending jobs in priority order, each started
   when its gang fits now; the first that does not fit stops the pass (one partition);
 * **backfill** (every ``bf_interval_s`` after a change): the pending jobs in priority order (at
@@ -58,8 +56,6 @@ class SlurmModel:
     bf_max_job_test: int = 500
     #: ``PriorityDecayHalfLife`` (s), for ``fairshare``
     decay_half_life_s: float = 7 * 86400.0
-    #: ``PriorityCalcPeriod`` (s): how often Slurm recomputes the fair-share factors
-    calc_period_s: float = 300.0
     #: ``PriorityWeightFairshare``, ``PriorityWeightAge``, ``PriorityMaxAge`` (s)
     weight_fairshare: float = 10000.0
     weight_age: float = 1000.0
@@ -134,9 +130,6 @@ class _Scheduler:
         self.pending: list[TraceJob] = []
         self.records: list[JobRecord] = []
         self.usage = _Usage(model.decay_half_life_s)
-        #: the usage the fair-share factors were last computed from, and when (a period's start)
-        self.factor_usage: dict[str, float] = {}
-        self.factor_at = -math.inf
         self.types = sorted({n.gpu_type for n in nodes})
         self.speed = {j.id: {k: table.lookup(j.job_type, j.gpus, k) for k in self.types} for j in workload.jobs}
         self.run_speed = {jid: {k: v if v > 0 else zero_speed.get(k, 0.0) for k, v in s.items()}
@@ -190,13 +183,10 @@ class _Scheduler:
         if self.model.priority == "fifo":
             return sorted(self.pending, key=lambda j: (j.arrival_s, j.id))
         m = self.model
-        period_start = math.floor(now / m.calc_period_s) * m.calc_period_s if m.calc_period_s > 0 else now
-        if period_start > self.factor_at:  # Slurm's decay thread: once per PriorityCalcPeriod
-            self.factor_usage, self.factor_at = dict(self.usage.value), period_start
-        total = sum(self.factor_usage.values()) or 1.0
+        total = sum(self.usage.value.values()) or 1.0
 
         def prio(j: TraceJob) -> float:
-            u = self.factor_usage.get(j.tenant, 0.0) / total
+            u = self.usage.value.get(j.tenant, 0.0) / total
             fs = 2 ** (-u / self.shares[j.tenant]) if self.shares[j.tenant] > 0 else 0.0
             return m.weight_fairshare * fs + m.weight_age * min((now - j.arrival_s) / m.max_age_s, 1.0)
 

@@ -81,18 +81,6 @@ def test_fairshare_puts_the_tenant_that_used_less_first():
     assert fair["light"].start_s < fair["heavy2"].start_s
 
 
-
-def test_fairshare_factors_move_only_once_per_calc_period():
-    """Slurm recomputes fair-share factors every PriorityCalcPeriod: a job that ends inside the
-    first period leaves the factors as they were (all tenants alike), so the queue behind it
-    starts in submit order; with factors recomputed at once, the light tenant would jump ahead."""
-    nodes = [Node("a100-01", "a100", 4)]
-    jobs = [job("heavy1", 4, 100, 0, "heavy"), job("heavy2", 4, 100, 10, "heavy"), job("light", 4, 100, 20, "light")]
-    periodic = run(jobs, {}, nodes, SlurmModel(priority="fairshare", calc_period_s=300.0))
-    at_once = run(jobs, {}, nodes, SlurmModel(priority="fairshare", calc_period_s=1.0))
-    assert periodic["heavy2"].start_s < periodic["light"].start_s
-    assert at_once["light"].start_s < at_once["heavy2"].start_s
-
 @st.composite
 def workloads(draw):
     n = draw(st.integers(1, 14))

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slurm
 
 #: the testbed's slurm.conf (conf/testbed.toml, testbed/templates): what the replay is told
 TESTBED_SLURM = HistorySource(sacct_file="-", tenant_by="account", agnostic_as="slurm", slurm_priority="fairshare",
-                              slurm_bf_interval_s=2.0, slurm_calc_period_s=60.0,
+                              slurm_bf_interval_s=2.0,
                               node_weights={"v100-1": 1, "v100-2": 1, "p100-1": 2, "p100-2": 2, "k80-1": 3})
 
 
