@@ -42,6 +42,9 @@ class _Module:
     def __init__(self, records: dict[int, dict]) -> None:
         self.records = records
         self.found: list[int] = []
+        # libslurm's init and fini: a real pyslurm port of another configuration may have run in
+        # this process before (the real arms of the suite), and the port re-initialises for its own
+        self.api = SimpleNamespace(slurm_init=lambda conf: None, slurm_fini=lambda: None)
         module = self
 
         class Jobs:
