@@ -36,7 +36,7 @@ import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from . import priors as pr
 
@@ -302,6 +302,16 @@ def family_weights(d: Mapping[str, float], var: Mapping[str, float], log_priors:
 MIX_PSEUDO = 1.0
 
 
+def _multi_type_groups(cells: Mapping[GroupKey, Mapping[str, list[float]]], sigma: float) \
+        -> Iterator[tuple[list[str], dict[str, float], dict[str, float]]]:
+    """Each group that ran on two types or more: its seen types, their median log speeds and
+    those medians' variances; the only groups that say anything about families or type offsets."""
+    for by in cells.values():
+        seen = [k for k, v in by.items() if v]
+        if len(seen) >= 2:
+            yield seen, {k: -statistics.median(by[k]) for k in seen}, {k: sigma ** 2 / len(by[k]) for k in seen}
+
+
 def family_mix(cells: Mapping[GroupKey, Mapping[str, list[float]]], log_priors: Mapping[str, Mapping[str, float]],
                spreads: Mapping[str, Mapping[str, float]], sigma: float, rounds: int = 50) -> dict[str, float]:
     """The site's mix of families, learned from every group that ran on two types or more
@@ -310,12 +320,7 @@ def family_mix(cells: Mapping[GroupKey, Mapping[str, list[float]]], log_priors: 
     is predicted with that mix instead of one family guessed from a single ratio."""
     families = sorted(log_priors)
     evid: list[dict[str, float]] = []
-    for by in cells.values():
-        seen = [k for k, v in by.items() if v]
-        if len(seen) < 2:
-            continue
-        d = {k: -statistics.median(by[k]) for k in seen}
-        var = {k: sigma ** 2 / len(by[k]) for k in seen}
+    for seen, d, var in _multi_type_groups(cells, sigma):
         cands = _candidates(seen, log_priors)
         if len(cands) >= 2:
             evid.append({f: _evidence(d, var, log_priors[f], spreads.get(f)) for f in cands})
@@ -353,12 +358,7 @@ def site_offsets(cells: Mapping[GroupKey, Mapping[str, list[float]]], log_priors
     needs the runs of many groups to move and one group's quirk moves it little (a weighted
     median over the groups, not a mean)."""
     residuals: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for by in cells.values():
-        seen = [k for k, v in by.items() if v]
-        if len(seen) < 2:
-            continue
-        d = {k: -statistics.median(by[k]) for k in seen}
-        var = {k: sigma ** 2 / len(by[k]) for k in seen}
+    for seen, d, var in _multi_type_groups(cells, sigma):
         for family, w in family_weights(d, var, log_priors, spreads, mix).items():
             p = log_priors[family]
             if not all(k in p for k in seen):
