@@ -38,6 +38,9 @@ class Climb:
         self.si_rows = self.cm.add_floors(t.si)  # SI: U_u >= V_u((w_u/W) C), re-bounded per step
         self.base = len(self.cm.lp.rows)
         self.solves = 0
+        #: the work bound (:meth:`spent`): a step or climb stops with :class:`OutOfTime` once this
+        #: many LPs are solved, as at the deadline (None: no bound but the deadline)
+        self.lp_limit: int | None = None
         #: per tenant: its columns, their type index and their classes' GPU counts (cut rows)
         self.tenant_cols: list[tuple[list[int], np.ndarray, np.ndarray]] = []
         tix = {k: i for i, k in enumerate(t.types)}
@@ -53,6 +56,16 @@ class Climb:
     def _solve(self) -> None:
         self.cm.solve()
         self.solves += 1
+
+    def spent(self) -> int:
+        """LPs solved so far by the climbs and the tenants' exact envy LPs: the work that
+        :attr:`lp_limit` bounds (a count, so the bound is the same on a loaded machine)."""
+        return self.solves + self.t.envy.exact_solves
+
+    def _out(self, deadline: float | None) -> bool:
+        """Past the work bound or the deadline."""
+        return (self.lp_limit is not None and self.spent() >= self.lp_limit) or \
+            (deadline is not None and time.perf_counter() >= deadline)
 
     def step(self, X: ClassX, deadline: float | None = None) -> dict[int, dict[str, float]]:
         """One linearisation: max E s.t. capacity, demand, SI and an EF cut per pair valid at ``X``.
@@ -70,7 +83,8 @@ class Climb:
         t, cm, envy = self.t, self.cm, self.t.envy
 
         def exact(i: int, j: int) -> None:
-            if deadline is not None and envy.exact_solves % 32 == 0 and time.perf_counter() >= deadline:
+            if (self.lp_limit is not None and self.spent() >= self.lp_limit) or \
+                    (deadline is not None and envy.exact_solves % 32 == 0 and time.perf_counter() >= deadline):
                 raise OutOfTime
             _, P[i, j], Q[i, j] = envy.exact(i, envy.scale[i, j] * Y[j])
 
@@ -110,7 +124,7 @@ class Climb:
         for i, j in np.argwhere(tight):
             add(i, j)
         while True:
-            if deadline is not None and time.perf_counter() >= deadline:
+            if self._out(deadline):
                 raise OutOfTime
             self._solve()
             X_new = feasible_classes(self.problem, t.classes, cm.values())
@@ -212,7 +226,7 @@ class Climb:
         verified point is kept): None when it ran to its end."""
         rounds = 0
         for rounds in range(1, MAX_ROUNDS + 1):
-            if deadline is not None and time.perf_counter() >= deadline:
+            if self._out(deadline):
                 return X, e, rounds - 1, "time limit"
             try:
                 X_new = self.step(X, deadline)

@@ -29,6 +29,8 @@ from ._tenants import ClassX, Tenants, class_efficiency, pareto_ok
 _PRICE_FROM_CLASSES = 200
 #: the price-space CEEI's closing error below which its point is checked as a candidate
 _PRICE_CLOSED = 1e-7
+#: the improvement stages' work bound counts at least this many tenant pairs (``oef.improve_lps``)
+_MIN_PAIRS = 400
 
 
 class Search:
@@ -53,6 +55,8 @@ class Search:
         self.price_info: dict[str, object] = {}
         #: why the improvement stages did not run ("": they ran, as far as time allowed)
         self.not_improved = ""
+        #: the improvement stages' work bound: LPs they may solve (None until they start)
+        self.lp_budget: int | None = None
 
     @property
     def lp(self) -> Climb:
@@ -130,7 +134,7 @@ class Search:
         X, _, more, why = self.lp.climb(self.clean(X), class_efficiency(self.classes, self.clean(X)), self.deadline)
         self.rounds += more
         if why == "time limit":
-            self.skipped.append(f"rest of ccp from {name}")
+            self.skipped.append(f"rest of ccp from {name}" + (" (oef.improve_lps)" if self.out_of_work() else ""))
             if more == 0:
                 return  # not one verified step: the starting point was considered already
         elif why is not None:
@@ -235,10 +239,27 @@ class Search:
                 class_efficiency(self.classes, self.clean(gm)) > class_efficiency(self.classes, X0):
             self.climb("gavel-mmf", gm)
 
+    def out_of_work(self) -> bool:
+        """The improvement stages solved the LPs their work bound allows."""
+        return self.lp_budget is not None and self._lp is not None and self._lp.lp_limit is not None and \
+            self._lp.spent() >= self._lp.lp_limit
+
+    def start_work_bound(self) -> None:
+        """Bound the improvement stages by work: at most ``oef.improve_lps`` LP solves (the
+        climbs' and the exact envy LPs) per ordered pair of tenants, counting at least
+        :data:`_MIN_PAIRS` pairs (a climb step needs an exact LP for up to every pair). A count,
+        not seconds: the same answer and the same cost on an idle or a loaded machine, so a
+        simulation is repeatable; ``oef.improve_s`` stays as a safety net in wall time."""
+        per_pair = self.options.param("oef", "improve_lps")
+        T = len(self.t.names)
+        self.lp_budget = int(per_pair * max(T * (T - 1), _MIN_PAIRS))
+        self.lp.lp_limit = self.lp.spent() + self.lp_budget
+
     def improve(self, X0: ClassX) -> None:
-        """Stage 3, most promising first, while time is left: the climbs from the CEEI and from
-        the equal split, then gavel-mmf's answer and the climb from it; for at most
-        ``oef.improve_s`` seconds (and never past the time limit)."""
+        """Stage 3, most promising first, while work and time are left: the climbs from the
+        CEEI and from the equal split, then gavel-mmf's answer and the climb from it; for at
+        most the work bound (:meth:`start_work_bound`) and ``oef.improve_s`` seconds (and never
+        past the time limit)."""
         below = self.options.param("oef", "improve_below_classes")
         if self.tried.get("ceei-price") == "SI+EF+PE" and len(self.classes) >= below:
             # measured (docs/oef.md, "Time limit"): from a few hundred classes on, the stages
@@ -246,6 +267,7 @@ class Search:
             self.not_improved = f"the price space closed at {len(self.classes)} classes (oef.improve_below_classes)"
             return
         self.deadline = min(self.deadline, time.perf_counter() + self.options.param("oef", "improve_s"))
+        self.start_work_bound()
         eq = self.eq
         stages: list[tuple[str, Callable[[], None]]] = []
         src = "ceei-price" if self.tried.get("ceei-price") == "SI+EF+PE" else "ceei"
@@ -257,6 +279,9 @@ class Search:
         for name, run in stages:
             if self.at_bound():
                 break
+            if self.out_of_work():
+                self.skipped.append(f"{name} (oef.improve_lps)")
+                continue
             if time.perf_counter() >= self.deadline:
                 self.skipped.append(name)
                 continue
@@ -292,6 +317,8 @@ class Search:
                 "pareto_efficient": pe, "pareto_gap": gap,
                 "efficiency_ratio": None if self.e_star is None else fairness.efficiency_ratio(e_best, self.e_star),
                 "ceei_spending_error": None if self.eq is None else self.eq.error, "ceei_price": self.price_info,
-                "improvement_skipped": self.not_improved, "degraded": self.degraded}
+                "improvement_skipped": self.not_improved, "improve_lp_budget": self.lp_budget,
+                "improve_lps_spent": None if self._lp is None or self._lp.lp_limit is None or self.lp_budget is None
+                else self._lp.spent() - (self._lp.lp_limit - self.lp_budget), "degraded": self.degraded}
         return result(self.problem, "oef", self.classes, X, self.options, self.started, info,
                       efficiency_bound=self.e_star)
