@@ -54,20 +54,34 @@ def tree_rss(proc: psutil.Process, cpu: dict[int, float] | None = None) -> int:
     return total
 
 
-def measured(argv: list[str]) -> tuple[float, int, int, dict[int, float]]:
+def measured(argv: list[str], log: Path, every_s: float = 60.0) -> tuple[float, int, int, dict[int, float]]:
     """(wall seconds, peak RSS of the tree, exit code, CPU seconds by pid) of a command (a
-    worker's CPU as last sampled, at most 0.5 s before it ended)."""
+    worker's CPU as last sampled, at most 0.5 s before it ended). Its stderr goes to ``log``;
+    every ``every_s`` a progress line is printed: wall time, load, CPU seconds of each process,
+    memory, and each worker's last line (simulated day, solves, its CPU seconds), so a run
+    stopped early says where it was."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    ps = psutil.Process(proc.pid)
-    peak = 0
-    cpu: dict[int, float] = {}
-    while proc.poll() is None:
-        peak = max(peak, tree_rss(ps, cpu))
-        time.sleep(0.5)
-    err = proc.stderr.read().decode() if proc.stderr else ""
+    with log.open("w") as err_out:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err_out)
+        ps = psutil.Process(proc.pid)
+        peak = 0
+        cpu: dict[int, float] = {}
+        shown = start
+        while proc.poll() is None:
+            rss = tree_rss(ps, cpu)
+            peak = max(peak, rss)
+            time.sleep(0.5)
+            if time.perf_counter() - shown >= every_s:
+                shown = time.perf_counter()
+                last = {}
+                for line in log.read_text().splitlines():
+                    name, _, rest = line.partition(": day ")
+                    if rest:
+                        last[name] = f"day {rest}"
+                print(f"[{shown - start:.0f} s, load {os.getloadavg()[0]:.1f}] CPU s {[round(v) for v in cpu.values()]}, "
+                      f"{rss / 2**30:.2f} GiB; " + "; ".join(f"{k}: {v}" for k, v in last.items()), flush=True)
     if proc.returncode:
-        print(err[-2000:], file=sys.stderr)
+        print(log.read_text()[-2000:], file=sys.stderr)
     return time.perf_counter() - start, peak, proc.returncode, cpu
 
 
@@ -162,8 +176,8 @@ def main() -> None:
     argv = [str(BIN), "simulate", "--sacct-file", str(history), "--inventory", str(inventory), "--policy", "oef",
             "--policy", "agnostic", "--jobs", "2", "--stale-s", f"{a.stale_s:g}", "--stale-changes",
             f"{a.stale_changes:g}", "--round-s", f"{a.round_s:g}",
-            "--json", "-o", str(out), "--quiet"]
-    wall, peak, code, cpu = measured(argv)
+            "--json", "-o", str(out)]
+    wall, peak, code, cpu = measured(argv, d / "simulate.log")
     console.print(f"CPU s by process (parent first): {[round(v) for v in cpu.values()]}")
     load1 = os.getloadavg()
     table = Table(title=f"{a.jobs} jobs, {a.days:g} days, {sum(site.truth['cluster'].values())} GPUs, {a.accounts} "

@@ -12,6 +12,8 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Mapping
 import dataclasses
+import sys
+import time
 
 import click
 from rich.console import Console
@@ -276,14 +278,15 @@ def _slurm_baseline(replay: Replay | None, history: HistorySource) -> "tuple[Rep
 
 def run_policy(scene: scenario.Scenario, info: policies.PolicyInfo, engine: SimConfig,
                slurm: "tuple[Replay, SlurmModel] | None" = None,
-               progress: Callable[[float], None] | None = None) -> SimResult:
+               progress: Callable[[float], None] | None = None,
+               where: Callable[[float, int, int], None] | None = None) -> SimResult:
     """One policy over the scenario; ``agnostic`` over a history is the modelled Slurm
     (:func:`slurm_fair.sim.slurmlike.simulate_slurm`) when ``slurm`` is given."""
     if slurm is not None and info.name == "agnostic":
         replay, model = slurm
         return simulate_slurm(scene.workload, replay.nodes, scene.table, replay.limits, scene.cluster.capacity, model,
                               replay.prior_rel, engine.round_s)
-    return simulate(scene.workload, scene.cluster, scene.table, info, engine, progress)
+    return simulate(scene.workload, scene.cluster, scene.table, info, engine, progress, where)
 
 
 def _run(scene: scenario.Scenario, infos: list[policies.PolicyInfo], engine: SimConfig, console: Console,
@@ -305,21 +308,37 @@ def _advance(progress: Progress, task: TaskID, fraction: float) -> None:
 
 
 #: the scenario a forked worker runs (set before the pool forks, so it is not pickled)
-_SCENE: "tuple[scenario.Scenario, SimConfig, tuple[Replay, SlurmModel] | None, bool] | None" = None
+_SCENE: "tuple[scenario.Scenario, SimConfig, tuple[Replay, SlurmModel] | None, bool, bool] | None" = None
 
 
 def _one(name: str) -> sim_results.Summary:
     """One policy over the inherited scenario, in a worker process: its figures only (the
     records stay in the worker; the tenants' SI ratios, which need them, are computed here)."""
     assert _SCENE is not None
-    scene, engine, slurm, si = _SCENE
-    result = run_policy(scene, policies.get(name), engine, slurm)
+    scene, engine, slurm, si, quiet = _SCENE
+    result = run_policy(scene, policies.get(name), engine, slurm, where=None if quiet else _Where(name))
     out = sim_results.summary(result)
     if si:
         from ..report.simulated import add_si
 
         add_si(out.metrics, result.records, dict(scene.cluster.capacity), dict(scene.workload.weights))
     return out
+
+
+class _Where:
+    """A worker's progress line on stderr about every minute: the simulated day it reached, its
+    solves and reused rounds, its CPU seconds so far (so a run stopped early says where it was)."""
+
+    def __init__(self, name: str, every_s: float = 60.0) -> None:
+        self.name, self.every_s, self.last = name, every_s, time.monotonic()
+
+    def __call__(self, sim_s: float, solves: int, reused: int) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every_s:
+            return
+        self.last = now
+        print(f"{self.name}: day {sim_s / 86400:.1f}, {solves} solves, {reused} reused rounds, "
+              f"{time.process_time():.0f} CPU s", file=sys.stderr, flush=True)
 
 
 def parallel_runs(scene: scenario.Scenario, names: list[str], engine: SimConfig, processes: int, console: Console,
@@ -331,7 +350,7 @@ def parallel_runs(scene: scenario.Scenario, names: list[str], engine: SimConfig,
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    _SCENE = (scene, engine, slurm, si)
+    _SCENE = (scene, engine, slurm, si, quiet)
     try:
         with ProcessPoolExecutor(min(processes, len(names)), mp_context=multiprocessing.get_context("fork")) as pool:
             futures = {pool.submit(_one, name): name for name in names}

@@ -184,6 +184,7 @@ class Simulator:
         policy: PolicyInfo,
         config: SimConfig | None = None,
         progress: Callable[[float], None] | None = None,
+        where: Callable[[float, int, int], None] | None = None,
     ) -> None:
         self.workload = workload
         self.cluster = cluster
@@ -191,6 +192,9 @@ class Simulator:
         self.policy = policy
         self.config = config or SimConfig()
         self.progress = progress
+        #: called each round with the simulated seconds since the first arrival, the solves and
+        #: the reused rounds so far (a long run's progress lines: where a stopped run was)
+        self.where = where
         self.types = sorted(cluster.capacity)
         self.nodes: tuple[NodeCapacity, ...] = cluster.nodes()
         self.node_speed = {n.name: n.speed for n in self.nodes}
@@ -345,6 +349,8 @@ class Simulator:
                 raise too_long(len(samples), cfg.round_s, len(active))
             if self.progress:
                 self.progress((len(states) - len(active)) / max(1, len(self.workload.jobs)))
+            if self.where:
+                self.where(t - self.workload.jobs[0].arrival_s, counts.solves, counts.reused)
 
         return self._result(states, samples, unschedulable, counts, time.perf_counter() - wall0,
                             self.table.fallback_count - fallbacks_before)
@@ -546,6 +552,7 @@ def simulate(
     policy: PolicyInfo,
     config: SimConfig | None = None,
     progress: Callable[[float], None] | None = None,
+    where: Callable[[float, int, int], None] | None = None,
 ) -> SimResult:
     """Run ``policy`` over ``workload`` on ``cluster`` (see the module docstring)."""
-    return Simulator(workload, cluster, table, policy, config, progress).run()
+    return Simulator(workload, cluster, table, policy, config, progress, where).run()
