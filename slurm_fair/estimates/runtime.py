@@ -43,6 +43,11 @@ SITE: GroupKey = (ANY_USER, ANY_USER, 0)
 MIN_RUNS = 3
 #: ratios kept per key: the most recent ones (a group's habits change; a sample stays small)
 MAX_RUNS = 200
+#: keys kept at most: the limit bands and :data:`SITE` always, then the groups and pools whose
+#: last run is the most recent (more runs first among equals). A site's history names ever more
+#: groups (user x job name x GPUs); without a bound the controller's learned table
+#: (``learned-speeds.json``) would grow with them. At most ``MAX_KEYS * MAX_RUNS`` ratios: a few MB
+MAX_KEYS = 2000
 #: the quantile of the past runs still going that is predicted (0.5: their median)
 QUANTILE = 0.5
 #: the key under which a job's sample travels in its ``extra`` (a sorted tuple of ratios)
@@ -66,18 +71,33 @@ def band_key(limit_s: float) -> GroupKey:
     return (ANY_USER, f"{ANY_USER}limit~{2 ** round(math.log2(max(limit_s, 1.0))):.0f}s", 0)
 
 
-def learn_ratios(runs: Iterable[tuple[GroupKey, float, float | None]]) -> dict[GroupKey, tuple[float, ...]]:
+def learn_ratios(runs: Iterable[tuple[GroupKey, float, float | None]],
+                 max_keys: int = MAX_KEYS) -> dict[GroupKey, tuple[float, ...]]:
     """Per group, pool, limit band and :data:`SITE`: the sorted use ratios of ``runs`` (group,
     elapsed seconds, time limit seconds or None), in the order given (oldest first); the last
-    :data:`MAX_RUNS` of each key are kept. Runs with no limit are skipped."""
+    :data:`MAX_RUNS` of each key are kept, and at most ``max_keys`` keys (:data:`MAX_KEYS`: the
+    bands and the site, then the groups and pools used last). Runs with no limit are skipped.
+    A group left out is predicted from its pool, band or the site (:func:`sample`), as a new
+    group is."""
     by: dict[GroupKey, list[float]] = {}
-    for group, elapsed, limit in runs:
+    last: dict[GroupKey, int] = {}
+    for n, (group, elapsed, limit) in enumerate(runs):
         r = use_ratio(elapsed, limit)
         if r is None or limit is None:
             continue
         for key in {group, pool_key(group), band_key(limit), SITE}:
             by.setdefault(key, []).append(r)
+            last[key] = n
+    if len(by) > max_keys:
+        fixed = [k for k in by if k == SITE or _is_band(k)]
+        rest = sorted((k for k in by if k not in fixed), key=lambda k: (last[k], len(by[k]), k), reverse=True)
+        by = {k: by[k] for k in fixed + rest[:max(0, max_keys - len(fixed))]}
     return {key: tuple(sorted(rs[-MAX_RUNS:])) for key, rs in by.items()}
+
+
+def _is_band(key: GroupKey) -> bool:
+    """A key of :func:`band_key` (a name no job has)."""
+    return key[0] == ANY_USER and key[2] == 0 and key[1].startswith(f"{ANY_USER}limit~")
 
 
 def sample(ratios: Ratios, group: GroupKey, limit_s: float) -> tuple[float, ...]:

@@ -111,3 +111,45 @@ def test_known_remaining_uses_the_groups_history_over_the_limit():
     assert fairness.known_remaining_s(job) == pytest.approx(1000.0)
     assert fairness.known_remaining_s(Job(id="j", tenant="t", gpus=1, throughput={"v100": 2.0},
                                           extra={"time_limit_s": 4000.0})) == pytest.approx(4000.0)
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 6), seconds, st.one_of(st.none(), limits)), max_size=80),
+       st.integers(0, 25))
+def test_at_most_max_keys_are_kept_the_site_and_bands_always_then_the_keys_used_last(rows, max_keys):
+    """Checked against a plain computation: every key with the runs that name it (their index
+    in the history), uncapped; the capped result keeps the site and the limit bands, then the
+    groups and pools whose last run is the latest, each with exactly its uncapped ratios."""
+    runs = [((f"u{u}", f"n{n}", 1), e, lim) for u, n, e, lim in rows]
+    full = runtime.learn_ratios(runs, max_keys=10**9)
+    got = runtime.learn_ratios(runs, max_keys=max_keys)
+    last: dict = {}
+    for i, (g, e, lim) in enumerate(runs):
+        if runtime.use_ratio(e, lim) is not None:
+            for key in (g, (ANY_USER, g[1], g[2]), runtime.band_key(lim), runtime.SITE):
+                last[key] = i
+    assert set(last) == set(full)
+    always = {k for k in full if k == runtime.SITE or k[1].startswith(f"{ANY_USER}limit~")}
+    assert always <= set(got)
+    assert len(got) == max(len(always), min(len(full), max_keys))
+    assert all(got[k] == full[k] for k in got)
+    kept = [last[k] for k in got if k not in always]
+    dropped = [last[k] for k in full if k not in got]
+    if kept and dropped:
+        assert min(kept) >= max(dropped)
+
+
+def test_a_history_of_ever_new_groups_keeps_the_learned_table_within_a_bound(tmp_path):
+    """100,000 runs of 50,000 groups (each user's job names new every other run): the controller's
+    table keeps MAX_KEYS keys of ratios, and its file stays a few MB however long the history."""
+    from slurm_fair.controller import learned
+
+    runs = [((f"u{i % 500}", f"job-{i // 2}", 1 + i % 4), 600.0 + i % 3000, 7200.0) for i in range(100_000)]
+    ratios = runtime.learn_ratios(runs)
+    assert len(ratios) == runtime.MAX_KEYS
+    assert ratios[runtime.SITE] == runtime.learn_ratios(runs, max_keys=10**9)[runtime.SITE]
+    newest = runs[-1][0]
+    assert newest in ratios and (ANY_USER, newest[1], newest[2]) in ratios
+    assert runs[0][0] not in ratios
+    assert learned._save(tmp_path, learned.LearnedTable(ratios=ratios)) is None  # the controller's own writer
+    assert (tmp_path / learned.FILE).stat().st_size < 8 * 2**20
+    assert learned.load(tmp_path).ratios == ratios
