@@ -86,6 +86,10 @@ class Param:
     low: float | None = None
     high: float | None = None
     help: str = ""
+    #: the default in a simulation, when it differs (None: ``default``): a bound in wall time
+    #: that a controller needs would make a simulated run depend on the machine's load, so the
+    #: simulator raises it to a safety net (:func:`simulation_params`)
+    simulated: float | None = None
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,12 @@ def get(name: str) -> PolicyInfo:
 def allocate(name: str, problem: Problem, options: PolicyOptions | None = None) -> Allocation:
     """Run the policy called ``name`` on ``problem``."""
     return get(name).allocate(problem, options or PolicyOptions())
+
+
+def simulation_params(info: PolicyInfo) -> dict[str, float]:
+    """The parameters of policy ``info`` whose default differs in a simulation
+    (:attr:`Param.simulated`), keyed ``"policy.key"``; a run's own values override them."""
+    return {f"{info.name}.{k}": p.simulated for k, p in info.params.items() if p.simulated is not None}
 
 
 def check_param(name: str, value: float) -> Param:

@@ -58,7 +58,7 @@ from typing import Callable, Mapping, Sequence
 from .. import rounding
 from ..hysteresis import Moves, min_run_s
 from ..model import Allocation, Job, NodeCapacity, Problem
-from ..policies import FORK_SYNC, PolicyInfo, PolicyOptions
+from ..policies import FORK_SYNC, PolicyInfo, PolicyOptions, simulation_params
 from ..estimates.gavel import ThroughputTable
 from .bounds import MAX_ROUNDS, Fits, check_length, too_long
 from .cluster import ClusterSpec
@@ -375,11 +375,14 @@ class Simulator:
         )
 
     def _policy_options(self) -> PolicyOptions:
-        """What every solve of the run gets (its state carries a dynamic policy's memory)."""
+        """What every solve of the run gets (its state carries a dynamic policy's memory); the
+        policy's parameters at their simulation defaults (:func:`slurm_fair.policies.simulation_params`:
+        oef's wall-time bound raised to a safety net) unless the run sets them."""
         cfg = self.config
+        params = {**simulation_params(self.policy), **cfg.policy_params}
         return PolicyOptions(
             solver=cfg.solver, time_limit_s=cfg.time_limit_s, keep_lp_dir=cfg.keep_lp_dir,
-            round_s=cfg.round_s, fork_sync=cfg.fork_sync, state=self.state, params=dict(cfg.policy_params),
+            round_s=cfg.round_s, fork_sync=cfg.fork_sync, state=self.state, params=params,
         )
 
     def _answer(self, cache: "_Cache", active: list[JobState], t: float, options: PolicyOptions,
