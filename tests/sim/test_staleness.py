@@ -61,3 +61,19 @@ def test_a_policy_that_forks_copies_still_finishes_every_job():
     """HadarE's copies name their parents: an answer with forks is never reused."""
     res = run("hadare", stale_s=3600.0, stale_changes=1.0)
     assert all(r.end_s is not None for r in res.records) and len(res.records) == len(WORKLOAD.jobs)
+
+
+def test_a_runs_progress_lines_follow_it_to_its_end(capsys):
+    """The engine's ``where`` callback: every round, the simulated time since the first arrival
+    (one round further each time), the solves and reused rounds so far, ending at the run's own
+    counts; ``simulate --jobs N``'s worker turns them into a line on stderr."""
+    from slurm_fair.commands.simulate import _Where
+
+    seen: list[tuple[float, int, int]] = []
+    res = simulate(WORKLOAD, CLUSTER, TABLE, policies.get("gavel-mmf"), SimConfig(stale_s=3600.0, stale_changes=1.0),
+                   where=lambda t, s, r: seen.append((t, s, r)))
+    assert len(seen) == len(res.samples) and seen[-1][1:] == (res.solves, res.reused_solutions)
+    assert [b[0] - a[0] for a, b in zip(seen, seen[1:])] == [SimConfig().round_s] * (len(seen) - 1)
+    assert all(b[1] >= a[1] and b[2] >= a[2] for a, b in zip(seen, seen[1:]))
+    _Where("oef", every_s=0.0)(2.5 * 86400, 12, 103)
+    assert capsys.readouterr().err.startswith("oef: day 2.5, 12 solves, 103 reused rounds, ")
