@@ -14,7 +14,10 @@
    per policy, both at once): each stopped after ``--baseline-bound-s`` when not done, with how
    far it was (share of the jobs finished, simulated days, solves) and its CPU seconds.
 
-Prints one table (rich). The machine is shared: the load average is printed with the figures.
+Prints a progress line every minute while step 2 runs (wall seconds, load, CPU seconds of every
+process, memory, and each worker's simulated day, solves and CPU seconds from its stderr, kept
+in ``DIR/simulate.log``), so a run stopped early says where it was; then one table (rich). The
+machine is shared: the load average is printed with the figures.
 """
 
 from __future__ import annotations
