@@ -12,6 +12,7 @@ import math
 from datetime import datetime
 
 import pytest
+from hypothesis import given, settings, strategies as st
 from click.testing import CliRunner
 
 from slurm_fair import policies
@@ -230,3 +231,43 @@ def test_what_if_per_tenant_and_the_jobs_that_gain(history_file, tmp_path):
 def test_what_if_needs_a_history(capsys):
     assert main(["simulate", "--synthetic", "5", "--cluster", "v100=4", "--policy", "fifo", "--what-if", "w.json"]) == 2
     assert "--what-if compares a history" in capsys.readouterr().err
+
+
+# --- speeds drawn on the types a group never completed on (issue 42) ---------------------------
+
+_TYPES = ["h100", "a100", "l40s", "v100"]
+
+
+@given(st.dictionaries(st.sampled_from(_TYPES), st.just(0.0) | st.floats(1e-3, 1.0), min_size=1),
+       st.lists(st.sampled_from(_TYPES), unique=True), st.floats(0.0, 1.0), st.text(max_size=8))
+@settings(max_examples=120, deadline=None)
+def test_drawn_speeds_keep_the_completed_types_ratios_zeros_and_fastest_one(speed, completed, spread, name):
+    """``varied``: the types completed on keep their ratios to each other, a type marked failing
+    (0) stays 0, the fastest is 1.0 (when any type runs), the same group draws the same speeds,
+    and a spread of 0 changes nothing."""
+    from slurm_fair.sim.accounting import varied
+
+    group = ("u", name, 2)
+    out = varied(speed, group, completed, spread)
+    assert set(out) == set(speed) and out == varied(speed, group, completed, spread)
+    assert all(out[k] == 0.0 for k, v in speed.items() if v <= 0)
+    assert varied(speed, group, completed, 0.0) == speed
+    if any(v > 0 for v in speed.values()) and spread > 0:
+        assert max(out.values()) == pytest.approx(1.0)
+        done = [k for k in completed if speed.get(k, 0) > 0]
+        for a, b in zip(done, done[1:]):
+            assert math.log(out[a] / out[b]) == pytest.approx(math.log(speed[a] / speed[b]), abs=1e-9)
+
+
+def test_drawn_deviations_have_the_spread_asked_for():
+    """Over many groups, the log deviation drawn on a type never completed on scatters by the
+    spread (a standard normal each, fixed by group and type), around 0."""
+    from slurm_fair.sim.accounting import varied
+
+    devs = []
+    for i in range(2000):
+        out = varied({"h100": 1.0, "a100": 0.5}, ("u", f"job{i}", 1), ["h100"], 0.3)
+        devs.append(math.log(out["a100"] / out["h100"] / 0.5))
+    mean = sum(devs) / len(devs)
+    sd = math.sqrt(sum((d - mean) ** 2 for d in devs) / len(devs))
+    assert abs(mean) < 0.03 and 0.27 < sd < 0.33
