@@ -4,7 +4,9 @@ For each seed, ``make_site_history.generate`` writes a history made by a heterog
 Slurm (FIFO, backfill with reservations by time limits, nodes in name order) with true per-group speeds it keeps. Then:
 
 1. the history is replayed as ``simulate --sacct-file`` does (:func:`build_replay`: speeds learned
-   from its completed runs, else the priors) and ``agnostic`` is simulated on it (as
+   from its completed runs, else the site's priors; on the types a group never completed on, a
+   deviation of the site's between-group spread drawn per group and type, ``--posterior-mean``:
+   none) and ``agnostic`` is simulated on it (as
    ``simulate`` runs it: the modelled site's Slurm, :mod:`slurm_fair.sim.slurmlike`): its average
    JCT and wait, overall and per tenant, against the history's own (the error an admin sees
    in the table's "history (Slurm)" column);
@@ -129,6 +131,9 @@ def main() -> None:
     ap.add_argument("--seen-truth", action="store_true",
                     help="Also oef's gain with the true speeds on the types each group completed on (learned elsewhere): "
                          "the most the history can tell")
+    ap.add_argument("--posterior-mean", action="store_true",
+                    help="Replay with the learner's posterior mean on the types a group never completed on "
+                         "(no drawn deviation; the replay before issue 42's fidelity work)")
     a = ap.parse_args()
     slurm = SlurmModel() if a.agnostic_as == "slurm" else None
     config = SimConfig(solver=fastest_available(), check_fairness=False, stale_s=a.stale_s, round_s=a.round_s,
@@ -137,19 +142,22 @@ def main() -> None:
     table = Table(title=f"replay against the truth ({a.jobs} jobs, {a.days:g} days, {a.gpus} GPUs in {a.per_node}-GPU "
                         f"nodes, {a.accounts} accounts, load {a.load:g}, agnostic as {a.agnostic_as}; "
                         f"stale_s {a.stale_s:g}, round {a.round_s:g} s, hold {a.requeue_hold_s:g} s"
-                        f"{', filling' if a.fill_between_rounds else ''})")
+                        f"{', filling' if a.fill_between_rounds else ''}"
+                        f"{'; posterior mean where a group never ran' if a.posterior_mean else ''})")
     for c in ("seed", "hist JCT h", "agn JCT h", "JCT err", "hist wait h", "agn wait h", "worst tenant JCT err",
-              "oef gain (learned)", "oef gain (true)", "gain ratio", "oef gain (true where ran)", "ratio", "wall s"):
+              "agn JCT h (true)", "oef JCT h learned / true", "oef gain (learned)", "oef gain (true)", "gain ratio",
+              "oef gain (true where ran)", "ratio", "wall s"):
         table.add_column(c, justify="right")
     for seed in a.seeds:
         t0 = time.perf_counter()
         site = generate(seed, a.jobs, a.days, a.gpus, 4, a.accounts, a.load, a.per_node)
         history = parse_history("\n".join(site.lines) + "\n", f"seed {seed}")
-        replay = build_replay(history, f"seed {seed}")
+        replay = build_replay(history, f"seed {seed}", vary_unseen=not a.posterior_mean)
         hist = summarize(list(replay.history), [], dict(replay.cluster.capacity))
         exact = dataclasses.replace(config, stale_s=0.0)  # staleness changes agnostic's answer (docs/simulator.md)
         agn = run(replay, "agnostic", exact, slurm)
         gain = gain_t = gain_s = float("nan")
+        agn_t = oef = oef_t = {"avg_jct_s": float("nan")}
         if not a.skip_truth:
             oef = run(replay, "oef", config)
             truth = true_replay(replay, site.truth)
