@@ -182,8 +182,12 @@ def varied(speed: Mapping[str, float], group: tuple[str, str, int], completed_on
     group and type), fastest 1.0 again; types it completed on, and types marked failing (0),
     keep what was learned. The site's total gain is then right in distribution; which job
     gains is not known from a type nobody of the group ran on."""
-    done = set(completed_on)
-    logs = {k: math.log(v) + (0.0 if k in done else spread * _draw(group, k)) for k, v in speed.items() if v > 0}
+    done = {k for k in completed_on if speed.get(k, 0.0) > 0}
+    # the group's level is known only through its own deviations on the types it completed on
+    # (their mean, m of them): every type it never ran on shares that error, N(0, spread^2 / m)
+    common = spread * _draw(group, "") / math.sqrt(len(done)) if done else 0.0
+    logs = {k: math.log(v) + (0.0 if k in done else common + spread * _draw(group, k))
+            for k, v in speed.items() if v > 0}
     if not logs or spread <= 0:
         return dict(speed)
     top = max(logs.values())

@@ -259,15 +259,30 @@ def test_drawn_speeds_keep_the_completed_types_ratios_zeros_and_fastest_one(spee
             assert math.log(out[a] / out[b]) == pytest.approx(math.log(speed[a] / speed[b]), abs=1e-9)
 
 
-def test_drawn_deviations_have_the_spread_asked_for():
-    """Over many groups, the log deviation drawn on a type never completed on scatters by the
-    spread (a standard normal each, fixed by group and type), around 0."""
+def _sd(values):
+    mean = sum(values) / len(values)
+    return mean, math.sqrt(sum((d - mean) ** 2 for d in values) / len(values))
+
+
+@pytest.mark.parametrize("m", [1, 2, 3])
+def test_drawn_ratios_scatter_as_a_groups_true_ratios_would(m):
+    """Groups whose speed on each type is the prior times an independent log-normal factor
+    (sd ``s``), seen on ``m`` types: the true log ratio of an unseen type to the seen ones'
+    mean scatters by ``s sqrt(1 + 1/m)`` (its own factor and the seen ones' mean), and two unseen
+    types' by ``s sqrt 2``. Drawn over many groups from the posterior mean, the ratios do the
+    same, around the learned ones."""
     from slurm_fair.sim.accounting import varied
 
-    devs = []
-    for i in range(2000):
-        out = varied({"h100": 1.0, "a100": 0.5}, ("u", f"job{i}", 1), ["h100"], 0.3)
-        devs.append(math.log(out["a100"] / out["h100"] / 0.5))
-    mean = sum(devs) / len(devs)
-    sd = math.sqrt(sum((d - mean) ** 2 for d in devs) / len(devs))
-    assert abs(mean) < 0.03 and 0.27 < sd < 0.33
+    types = ["h100", "a100", "l40s", "v100", "t4"]
+    seen, unseen = types[:m], types[m:]
+    speed = {k: 1.0 / (i + 1) for i, k in enumerate(types)}
+    to_seen, between = [], []
+    for i in range(3000):
+        out = varied(speed, ("u", f"job{i}", 1), seen, 0.3)
+        ref = sum(math.log(out[k] / speed[k]) for k in seen) / m
+        to_seen.append(math.log(out[unseen[0]] / speed[unseen[0]]) - ref)
+        between.append(math.log(out[unseen[0]] / speed[unseen[0]]) - math.log(out[unseen[1]] / speed[unseen[1]]))
+    mean, sd = _sd(to_seen)
+    assert abs(mean) < 0.03 and sd == pytest.approx(0.3 * math.sqrt(1 + 1 / m), rel=0.06)
+    mean, sd = _sd(between)
+    assert abs(mean) < 0.03 and sd == pytest.approx(0.3 * math.sqrt(2), rel=0.06)
