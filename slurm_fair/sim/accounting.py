@@ -53,6 +53,9 @@ from .workload import TraceJob, Workload, make_workload
 History = Any
 HistoryRow = Any
 
+#: a group's speed on a type it never completed a run on: ``drawn`` (:func:`varied`) or the
+#: learner's ``mean``
+UNSEEN_SPEEDS = ("drawn", "mean")
 #: who a tenant is: ``--tenant-by``
 TENANT_LEVELS = ("account", "user")
 #: end states of jobs that ran and stopped before they completed (their work is what they did)
@@ -359,6 +362,8 @@ class HistorySource:
     slurm_bf_interval_s: float = 30.0
     #: slurm.conf's node Weight (``--node-weight``; default equal: name order)
     node_weights: Mapping[str, float] = field(default_factory=dict)
+    #: a group's speed on a type it never completed on (``--unseen-speeds``, :data:`UNSEEN_SPEEDS`)
+    unseen_speeds: str = "drawn"
 
     @property
     def given(self) -> bool:
