@@ -145,7 +145,8 @@ class Model:
     #: types (log; :func:`group_spread`): what a type a group never ran on may hold for it
     group_spread: float = 0.0
     #: the belief for a group with no runs and no pool: the priors moved by the site's offsets,
-    #: averaged over its family mix (None: the model was made without types)
+    #: averaged over its family mix (the generic family's before :data:`MIN_SITE_GROUPS` groups
+    #: ran on two types; None: the model was made without types)
     site: Learned | None = None
 
     def belief(self, group: GroupKey) -> Learned | None:
@@ -386,8 +387,9 @@ def site_offsets(cells: Mapping[GroupKey, Mapping[str, list[float]]], log_priors
 
 #: floor and ceiling of :func:`group_spread` (log): below, runs' noise hides it; above, a factor 3
 MIN_GROUP_SPREAD, MAX_GROUP_SPREAD = 0.0, 1.1
-#: groups (two types or more) :func:`group_spread` needs before it says more than 0
-MIN_SPREAD_GROUPS = 5
+#: groups (two types or more) the site level needs before :func:`group_spread` says more than 0
+#: and the belief of a group with no runs (:attr:`Model.site`) leaves the generic priors for the mix
+MIN_SITE_GROUPS = 5
 
 
 def group_spread(cells: Mapping[GroupKey, Mapping[str, list[float]]], log_priors: Mapping[str, Mapping[str, float]],
@@ -400,7 +402,7 @@ def group_spread(cells: Mapping[GroupKey, Mapping[str, list[float]]], log_priors
     this spread plus its cell's noise, less the share its own fit absorbs (``(m - 1) / m`` of
     the variance for ``m`` seen types). Robust (the median of the squared residuals over their
     chi-square median), the cells' noise ``sigma^2 / n`` taken off; 0 below
-    :data:`MIN_SPREAD_GROUPS` groups."""
+    :data:`MIN_SITE_GROUPS` groups."""
     scaled: list[float] = []
     noise: list[float] = []
     groups = 0
@@ -420,7 +422,7 @@ def group_spread(cells: Mapping[GroupKey, Mapping[str, list[float]]], log_priors
         for k in seen:
             scaled.append((d[k] - a - p[k]) ** 2 * m / (m - 1))
             noise.append(var[k])
-    if groups < MIN_SPREAD_GROUPS:
+    if groups < MIN_SITE_GROUPS:
         return MIN_GROUP_SPREAD
     # the median of a chi-square with one degree of freedom is 0.455 of its mean
     total = statistics.median(scaled) / 0.4549 - statistics.fmean(noise)
@@ -524,7 +526,12 @@ def learn(runs: Iterable[Run], types: Sequence[str] | None = None, failures: Ite
     mix = family_mix(cells, logp, spreads, sigma)
     pools = _pools(cells, all_types, logp, sigma, mix)
     spread = group_spread(cells, logp, spreads, sigma, mix)
-    site = learn_group((ANY_USER, "", 0), {}, all_types, logp, sigma, spreads=spreads, mix=mix) if all_types else None
+    # a group with no runs: the moved priors over the site's mix once enough groups taught it
+    # (before, the mix is its even Dirichlet start, and an even average of the families drags a
+    # type one family is poor on far below the generic prior: the generic family alone)
+    informed = sum(1 for _ in _multi_type_groups(cells, sigma)) >= MIN_SITE_GROUPS
+    site = (learn_group((ANY_USER, "", 0), {}, all_types, logp, sigma, spreads=spreads, mix=mix if informed else None)
+            if all_types else None)
     groups = {}
     for g in sorted(set(cells) | set(marked)):
         prior = _pool_prior(pools.get(pool_key(g)), logp)

@@ -389,3 +389,17 @@ def test_a_group_with_no_runs_takes_the_sites_offsets_not_the_bare_priors():
         abs(math.log(rel["l40s"] / (0.6 * rel["l40s"])))
     assert set(slow.site.sources.values()) == {"prior"}
     assert learn([]).site is None
+
+
+def test_a_site_that_taught_no_mix_gives_a_group_with_no_runs_the_generic_priors():
+    """Too few groups on two types to learn a family mix: the belief of a group with no runs is
+    the generic priors (not an even average over the families, which one poor family drags)."""
+    from slurm_fair.estimates import priors as pr
+
+    types = ["h100", "a100", "l40s", "v100"]
+    model = learn(runs_of(("u", "job", 1), {"h100": 1.0, "a100": 0.5}), types)
+    generic = pr.prior_speeds(types).speed
+    top = max(generic.values())
+    assert model.site is not None
+    for k in types:
+        assert model.site.speed[k] == pytest.approx(generic[k] / top, rel=0.02)
