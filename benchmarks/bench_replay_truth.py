@@ -29,6 +29,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Any, Collection
 
 from rich.console import Console
 from rich.table import Table
@@ -39,7 +40,7 @@ from make_site_history import generate  # noqa: E402
 
 from slurm_fair import policies  # noqa: E402
 from slurm_fair.estimates.gavel import ThroughputTable  # noqa: E402
-from slurm_fair.sim.accounting import Replay, build_replay  # noqa: E402
+from slurm_fair.sim.accounting import Replay, _spanned, build_replay  # noqa: E402
 from slurm_fair.sim.engine import SimConfig, simulate  # noqa: E402
 from slurm_fair.sim.metrics import summarize  # noqa: E402
 from slurm_fair.sim.slurmlike import SlurmModel, simulate_slurm  # noqa: E402
@@ -47,9 +48,11 @@ from slurm_fair.slurm.parse.history import parse_history  # noqa: E402
 from slurm_fair.solver import fastest_available  # noqa: E402
 
 
-def true_replay(replay: Replay, truth: dict) -> Replay:
+def true_replay(replay: Replay, truth: dict, gangs: Collection[str] = ()) -> Replay:
     """The same jobs with the generator's true speeds, and true work (time run on each type
-    times the true speed there)."""
+    times the true speed there; ``gangs``: the Slurm ids of jobs whose one run spanned nodes of
+    several types, which ran at their slowest type's true speed, as the generator ran them and
+    as the replay counts their learned work)."""
     data: dict[str, dict[tuple[str, int], float]] = {k: {} for k in replay.cluster.capacity}
     records = {r.job_id: r for r in replay.history}
     jobs = []
@@ -59,9 +62,18 @@ def true_replay(replay: Replay, truth: dict) -> Replay:
         for k in data:
             data[k][(j.job_type, j.gpus)] = true[k]
         seconds = records[j.id].gpu_seconds
-        jobs.append(dataclasses.replace(j, total_steps=sum(s / j.gpus * true[k] for k, s in seconds.items())))
+        if meta.slurm_id in gangs:
+            work = records[j.id].run_s * min(true[k] for k in seconds)
+        else:
+            work = sum(s / j.gpus * true[k] for k, s in seconds.items())
+        jobs.append(dataclasses.replace(j, total_steps=work))
     return dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, jobs=tuple(jobs)),
                                table=ThroughputTable(data, source="true speeds"))
+
+
+def spanning(history: Any, node_types: dict[str, str]) -> set[str]:
+    """The Slurm ids of jobs whose run spanned nodes of several types (they ran at the slowest)."""
+    return {r.job_id for r in [*history.rows, *history.failed, *history.ended] if _spanned(r, node_types)}
 
 
 def seen_replay(replay: Replay, truth: dict) -> Replay:
@@ -160,7 +172,7 @@ def main() -> None:
         agn_t = oef = oef_t = {"avg_jct_s": float("nan")}
         if not a.skip_truth:
             oef = run(replay, "oef", config)
-            truth = true_replay(replay, site.truth)
+            truth = true_replay(replay, site.truth, spanning(history, site.truth["nodes"]))
             agn_t, oef_t = run(truth, "agnostic", exact, slurm), run(truth, "oef", config)
             gain = 1 - oef["avg_jct_s"] / agn["avg_jct_s"]
             gain_t = 1 - oef_t["avg_jct_s"] / agn_t["avg_jct_s"]

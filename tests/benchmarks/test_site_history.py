@@ -15,7 +15,7 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 from make_site_history import generate  # noqa: E402
-from bench_replay_truth import true_replay  # noqa: E402
+from bench_replay_truth import spanning, true_replay  # noqa: E402
 
 
 def test_a_generated_history_replays_whole():
@@ -103,3 +103,23 @@ def test_the_replay_draws_the_sites_spread_where_a_group_never_ran():
 
     assert sum(len(v) for v in by_pair.values()) > 100
     assert abs(spread(0) - 0.25 * math.sqrt(2)) < 0.08 and spread(1) < 0.05
+
+
+def test_the_true_arm_runs_a_gang_over_several_types_at_its_slowest():
+    """On 4-GPU nodes many gangs span nodes of two types; the generator ran them at their
+    slowest type's true speed, so their true work is the time run times that speed (not the
+    types' mean, which made the true world's jobs up to 3x longer than the history's)."""
+    site = generate(106, n_jobs=500, days=1, gpus=64, n_types=4, accounts=4, per_node=4)
+    history = parse_history("\n".join(site.lines) + "\n", "site")
+    replay = build_replay(history, "site")
+    gangs = spanning(history, site.truth["nodes"])
+    assert gangs
+    truth = true_replay(replay, site.truth, gangs)
+    requeued = {line.split("|")[0] for line in site.lines if "|REQUEUED|" in line}
+    checked = 0
+    for job in truth.workload.jobs:
+        meta = replay.jobs[job.id]
+        if meta.state == "COMPLETED" and meta.slurm_id not in requeued and meta.slurm_id in gangs:
+            assert job.total_steps == pytest.approx(site.truth["work"][meta.slurm_id], rel=0.01)
+            checked += 1
+    assert checked > 5
