@@ -17,7 +17,7 @@ import click
 from ..inputs import FiniteFloat, Integer
 from ..model import MAX_GPUS
 from ..errors import UserError
-from ..sim.accounting import HistorySource
+from ..sim.accounting import UNSEEN_SPEEDS, HistorySource
 from ..sim.slurmlike import PRIORITIES
 from ..sim.engine import SimConfig
 from ..sim.scenario import ClusterSource, WorkloadSource, parse_speeds
@@ -118,12 +118,18 @@ history_options = _group([
     click.option("--node-weight", "node_weights", multiple=True, metavar="HOSTLIST=W",
                  help="With --agnostic-as slurm: the nodes' Weight in slurm.conf (Slurm fills the lowest first; "
                       "default: all equal, nodes in name order)."),
+    click.option("--unseen-speeds", type=click.Choice(UNSEEN_SPEEDS), default="drawn", show_default=True,
+                 help="With a history: a group's speed on a type it never completed a run on: the learned "
+                      "value with a deviation drawn from the site's between-group spread (a site like this "
+                      "one: its total gain is right, not which job gains), or the learned value alone (every "
+                      "group of a family alike there: less for a policy to gain)."),
 ], "history", lambda v: _history_source(**v))
 
 
 def _history_source(sacct_file: str | None, from_slurm: bool, days: float | None, inventory: str | None,
                     node_type: tuple[str, ...], tenant_by: str, strict: bool, agnostic_as: str,
-                    slurm_priority: str, slurm_bf_interval: float, node_weights: tuple[str, ...]) -> HistorySource:
+                    slurm_priority: str, slurm_bf_interval: float, node_weights: tuple[str, ...],
+                    unseen_speeds: str = "drawn") -> HistorySource:
     from .speeds import parse_node_types
 
     weights: dict[str, float] = {}
@@ -134,7 +140,7 @@ def _history_source(sacct_file: str | None, from_slurm: bool, days: float | None
             except ValueError:
                 raise UserError(f"--node-weight {item[:80]!r}: the weight {w!r} is not a number") from None
     return HistorySource(sacct_file, from_slurm, days, inventory, parse_node_types(node_type), tenant_by, strict,
-                         agnostic_as, slurm_priority, slurm_bf_interval, weights)
+                         agnostic_as, slurm_priority, slurm_bf_interval, weights, unseen_speeds)
 
 
 engine_options = _group([

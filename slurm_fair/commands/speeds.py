@@ -90,7 +90,9 @@ def model_document(model: Model, skipped: Counter, usable: int) -> dict[str, Any
         # the site's level, learned across groups: how often each family's priors fit its groups,
         # and how far each type runs from its prior here (log); groups seen on one type lean on them
         "site": {"family_mix": {f: round(v, 4) for f, v in sorted(model.family_mix.items())},
-                 "type_offsets": {k: round(v, 4) for k, v in sorted(model.type_offsets.items())}},
+                 "type_offsets": {k: round(v, 4) for k, v in sorted(model.type_offsets.items())},
+                 # how far one group's speed on a type strays from its family's prior (log sd)
+                 "group_spread": round(model.group_spread, 4)},
     }
 
 
@@ -111,7 +113,8 @@ def site_line(model: Model) -> str:
     """The site's level in one line: the family mix and each type against its prior (x factor)."""
     mix = ", ".join(f"{f} {v:.0%}" for f, v in sorted(model.family_mix.items(), key=lambda fv: -fv[1]))
     offsets = ", ".join(f"{k} x{math.exp(v):.2f}" for k, v in sorted(model.type_offsets.items()))
-    return f"site: family mix {mix or '-'}; types against their priors {offsets or '-'}"
+    return (f"site: family mix {mix or '-'}; types against their priors {offsets or '-'}; "
+            f"groups stray from their family by x{math.exp(model.group_spread):.2f} (one sd)")
 
 
 def _cell(speed: float, source: str) -> str:

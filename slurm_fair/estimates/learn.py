@@ -141,10 +141,22 @@ class Model:
     family_mix: Mapping[str, float] = field(default_factory=dict)
     #: per type, how far the site's GPUs are from their prior (log; :func:`site_offsets`)
     type_offsets: Mapping[str, float] = field(default_factory=dict)
+    #: how far one group's speed on a type strays from its family's prior anchored to its other
+    #: types (log; :func:`group_spread`): what a type a group never ran on may hold for it
+    group_spread: float = 0.0
+    #: the belief for a group with no runs and no pool: the priors moved by the site's offsets,
+    #: averaged over its family mix (the generic family's before :data:`MIN_SITE_GROUPS` groups
+    #: ran on two types; None: the model was made without types)
+    site: Learned | None = None
 
     def belief(self, group: GroupKey) -> Learned | None:
         """What is believed of ``group``: its own learned speeds, else its name's pool."""
         return self.groups.get(group) or self.pools.get(pool_key(group))
+
+    def speeds_for(self, group: GroupKey) -> Learned | None:
+        """:meth:`belief`, else the site's (:attr:`site`): a group with no runs is predicted
+        with what the site's other groups taught (its offsets and family mix), not the bare priors."""
+        return self.belief(group) or self.site
 
 
 def pool_key(group: GroupKey) -> GroupKey:
@@ -373,6 +385,50 @@ def site_offsets(cells: Mapping[GroupKey, Mapping[str, list[float]]], log_priors
     return out
 
 
+#: floor and ceiling of :func:`group_spread` (log): below, runs' noise hides it; above, a factor 3
+MIN_GROUP_SPREAD, MAX_GROUP_SPREAD = 0.0, 1.1
+#: groups (two types or more) the site level needs before :func:`group_spread` says more than 0
+#: and the belief of a group with no runs (:attr:`Model.site`) leaves the generic priors for the mix
+MIN_SITE_GROUPS = 5
+
+
+def group_spread(cells: Mapping[GroupKey, Mapping[str, list[float]]], log_priors: Mapping[str, Mapping[str, float]],
+                 spreads: Mapping[str, Mapping[str, float]], sigma: float, mix: Mapping[str, float]) -> float:
+    """How far a group's speed on a type strays from its family's prior once the group's own
+    level is taken out (log standard deviation, shared by every type): the site's between-group
+    spread, which the learner's posterior mean hides on the types a group never ran on (there
+    every group of a family gets the same ratio). Measured on the groups that ran on two types
+    or more: a group's residual on a seen type (:func:`site_offsets`' residual) scatters by
+    this spread plus its cell's noise, less the share its own fit absorbs (``(m - 1) / m`` of
+    the variance for ``m`` seen types). Robust (the median of the squared residuals over their
+    chi-square median), the cells' noise ``sigma^2 / n`` taken off; 0 below
+    :data:`MIN_SITE_GROUPS` groups."""
+    scaled: list[float] = []
+    noise: list[float] = []
+    groups = 0
+    for seen, d, var in _multi_type_groups(cells, sigma):
+        weights = {f: w for f, w in family_weights(d, var, log_priors, spreads, mix).items()
+                   if all(k in log_priors.get(f, {}) for k in seen)}
+        if not weights:
+            continue
+        # the group's families averaged by their weights: on a site between two families (the
+        # generic priors are their middle) a group's best single family leaves a residual that
+        # is the families' gap, not the group's own
+        total_w = sum(weights.values())
+        p = {k: sum(w * log_priors[f][k] for f, w in weights.items()) / total_w for k in seen}
+        a = sum(d[k] - p[k] for k in seen) / len(seen)  # the level: equal weights, as the moments assume
+        m = len(seen)
+        groups += 1
+        for k in seen:
+            scaled.append((d[k] - a - p[k]) ** 2 * m / (m - 1))
+            noise.append(var[k])
+    if groups < MIN_SITE_GROUPS:
+        return MIN_GROUP_SPREAD
+    # the median of a chi-square with one degree of freedom is 0.455 of its mean
+    total = statistics.median(scaled) / 0.4549 - statistics.fmean(noise)
+    return min(MAX_GROUP_SPREAD, max(MIN_GROUP_SPREAD, math.sqrt(max(0.0, total))))
+
+
 def _weighted_median(values: Sequence[tuple[float, float]]) -> float:
     """The median of ``(value, weight)`` pairs: robust to the odd group whose runs did unrelated
     work (a job name such as ``bash``)."""
@@ -469,6 +525,13 @@ def learn(runs: Iterable[Run], types: Sequence[str] | None = None, failures: Ite
     logp = _offset_priors(raw, offsets)
     mix = family_mix(cells, logp, spreads, sigma)
     pools = _pools(cells, all_types, logp, sigma, mix)
+    spread = group_spread(cells, logp, spreads, sigma, mix)
+    # a group with no runs: the moved priors over the site's mix once enough groups taught it
+    # (before, the mix is its even Dirichlet start, and an even average of the families drags a
+    # type one family is poor on far below the generic prior: the generic family alone)
+    informed = sum(1 for _ in _multi_type_groups(cells, sigma)) >= MIN_SITE_GROUPS
+    site = (learn_group((ANY_USER, "", 0), {}, all_types, logp, sigma, spreads=spreads, mix=mix if informed else None)
+            if all_types else None)
     groups = {}
     for g in sorted(set(cells) | set(marked)):
         prior = _pool_prior(pools.get(pool_key(g)), logp)
@@ -477,7 +540,7 @@ def learn(runs: Iterable[Run], types: Sequence[str] | None = None, failures: Ite
         own = prior is logp
         groups[g] = learn_group(g, cells.get(g, {}), all_types, prior, sigma, marked.get(g),
                                 spreads if own else None, mix if own else None)
-    return Model(groups, sigma, excess, tuple(unknown), pools, mix, offsets)
+    return Model(groups, sigma, excess, tuple(unknown), pools, mix, offsets, spread, site)
 
 
 def _pools(cells: Mapping[GroupKey, Mapping[str, list[float]]], types: Sequence[str],

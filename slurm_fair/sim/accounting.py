@@ -31,7 +31,9 @@ The history as it happened is kept as :class:`~.metrics.JobRecord` (same ids, sa
 
 from __future__ import annotations
 
+import hashlib
 import math
+import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -51,6 +53,9 @@ from .workload import TraceJob, Workload, make_workload
 History = Any
 HistoryRow = Any
 
+#: a group's speed on a type it never completed a run on: ``drawn`` (:func:`varied`) or the
+#: learner's ``mean``
+UNSEEN_SPEEDS = ("drawn", "mean")
 #: who a tenant is: ``--tenant-by``
 TENANT_LEVELS = ("account", "user")
 #: end states of jobs that ran and stopped before they completed (their work is what they did)
@@ -153,10 +158,43 @@ def _cluster_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, s
 
 
 def _source(model: Model, group: tuple[str, str, int]) -> tuple[str, Mapping[str, float] | None]:
+    """Where a group's speeds come from, and them: its own runs, its name's pool, else the
+    site's priors (moved by the site's type offsets, over its family mix: :attr:`Model.site`)."""
     belief = model.belief(group)
     if belief is None or "learned" not in belief.sources.values():
-        return "prior", None
+        return "prior", (model.site.speed if model.site is not None else None)
     return ("pooled" if belief.group[0] == ANY_USER else "learned"), belief.speed
+
+
+def _draw(group: tuple[str, str, int], gpu_type: str) -> float:
+    """A standard normal fixed by the group and type (the same replay every run, any process)."""
+    key = "\0".join((group[0], group[1], str(group[2]), gpu_type)).encode()
+    return random.Random(int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")).gauss(0.0, 1.0)
+
+
+def varied(speed: Mapping[str, float], group: tuple[str, str, int], completed_on: Iterable[str],
+           spread: float) -> dict[str, float]:
+    """A group's speeds with its own deviation drawn on the types it never completed a run on.
+
+    The learner's answer there is the posterior mean: every group of a family gets the same
+    ratio, so a replay built on it has less comparative advantage between groups than the site
+    has, and a policy that places groups where they are comparatively fast (oef) shows less
+    gain than it would have had. A replay wants a site *like* this one, not each group's best
+    guess: each such type gets ``exp(spread * z)`` (``spread``: :attr:`Model.group_spread`, the
+    site's between-group spread measured on the groups that ran on two types; ``z`` fixed by
+    group and type), fastest 1.0 again; types it completed on, and types marked failing (0),
+    keep what was learned. The site's total gain is then right in distribution; which job
+    gains is not known from a type nobody of the group ran on."""
+    done = {k for k in completed_on if speed.get(k, 0.0) > 0}
+    # the group's level is known only through its own deviations on the types it completed on
+    # (their mean, m of them): every type it never ran on shares that error, N(0, spread^2 / m)
+    common = spread * _draw(group, "") / math.sqrt(len(done)) if done else 0.0
+    logs = {k: math.log(v) + (0.0 if k in done else common + spread * _draw(group, k))
+            for k, v in speed.items() if v > 0}
+    if not logs or spread <= 0:
+        return dict(speed)
+    top = max(logs.values())
+    return {k: math.exp(logs[k] - top) if k in logs else 0.0 for k in speed}
 
 
 def _ran(history: History) -> tuple[list[HistoryRow], Counter]:
@@ -206,10 +244,12 @@ class _Built:
 
 def build_replay(history: History, source: str, node_types: Mapping[str, str] | None = None,
                  cluster: ClusterSpec | None = None, tenant_by: str = "account",
-                 nodes: Iterable[Node] | None = None) -> Replay:
+                 nodes: Iterable[Node] | None = None, vary_unseen: bool = True) -> Replay:
     """The history's jobs, cluster and speeds (see the module docstring); a UserError naming
     ``source`` when it cannot be replayed (no timing columns, nothing that ran). ``nodes``: the
-    inventory's, in Slurm's order (given with ``cluster``)."""
+    inventory's, in Slurm's order (given with ``cluster``). ``vary_unseen``: each group's speeds
+    on the types it never completed on carry a drawn deviation of the site's between-group
+    spread (:func:`varied`); False: the learner's posterior mean there."""
     if tenant_by not in TENANT_LEVELS:
         raise UserError(f"--tenant-by {tenant_by!r}: expected one of {', '.join(TENANT_LEVELS)}")
     if not history.timed:
@@ -236,14 +276,14 @@ def build_replay(history: History, source: str, node_types: Mapping[str, str] | 
         spans = _spanned(r, types_of) if seconds is None else None
         if spans is not None and not set(spans) - set(cluster.capacity):
             _add(built, r, {}, float(arrivals[r.job_id] or 0.0) - origin, origin, model, prior_rel, source, tenant_by,
-                 "", spans)
+                 "", spans, vary_unseen)
         elif seconds is None:
             left_out["GPU type unknown"] += 1
         elif set(seconds) - set(cluster.capacity):
             left_out["GPU type not in the inventory"] += 1
         else:
             _add(built, r, seconds, float(arrivals[r.job_id] or 0.0) - origin, origin, model, prior_rel, source,
-                 tenant_by, str(run_type(r, types_of)))
+                 tenant_by, str(run_type(r, types_of)), None, vary_unseen)
     if not built.jobs:
         raise UserError(f"{source}: no job that ran on GPUs of a known type (left out: {dict(left_out) or 'nothing'})")
     table = ThroughputTable(built.data, source=f"speeds of {source}: learned from its completed runs, else the type priors")
@@ -263,11 +303,17 @@ def _spanned(r: HistoryRow, types_of: Mapping[str, str]) -> dict[str, float] | N
 
 def _add(built: _Built, r: HistoryRow, seconds: Mapping[str, float], arrival: float, origin: float, model: Model,
          prior_rel: Mapping[str, float], source: str, tenant_by: str, last_type: str,
-         spans: Mapping[str, float] | None = None) -> None:
+         spans: Mapping[str, float] | None = None, vary: bool = True) -> None:
     """One job of the history: its trace job, its speeds in the table, its record as it ran
     (``spans``: a gang over several types, which ran at the pace of its slowest)."""
-    how, speed = _source(model, (r.user, r.job_name, r.gpus))
+    group = (r.user, r.job_name, r.gpus)
+    how, speed = _source(model, group)
     rel = dict(speed) if speed is not None else dict(prior_rel)
+    if vary and model.group_spread > 0:
+        own = model.groups.get(group)
+        completed = [k for k, n in own.runs.items() if n > 0] if own is not None else []
+        rel = varied(rel, group, completed, model.group_spread)
+        built.counts["speeds drawn on a type the group never completed on"] += len(completed) < len(rel)
     # a type the learner marks failing keeps 0 (never placed there); the work done on it
     # before the job failed there is counted at the prior's ratio
     pace = {k: (rel[k] if rel[k] > 0 else prior_rel[k]) for k in rel}
@@ -316,6 +362,8 @@ class HistorySource:
     slurm_bf_interval_s: float = 30.0
     #: slurm.conf's node Weight (``--node-weight``; default equal: name order)
     node_weights: Mapping[str, float] = field(default_factory=dict)
+    #: a group's speed on a type it never completed on (``--unseen-speeds``, :data:`UNSEEN_SPEEDS`)
+    unseen_speeds: str = "drawn"
 
     @property
     def given(self) -> bool:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from slurm_fair.sim.accounting import build_replay
 from slurm_fair.slurm.parse.history import parse_history
 
@@ -13,7 +15,7 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 from make_site_history import generate  # noqa: E402
-from bench_replay_truth import true_replay  # noqa: E402
+from bench_replay_truth import spanning, true_replay  # noqa: E402
 
 
 def test_a_generated_history_replays_whole():
@@ -58,3 +60,66 @@ def test_truth_options_change_only_the_truth_and_move_it_as_asked():
     fp = prior_speeds(["h100", "l40s"], "fp64").speed
     log_ratio = statistics.mean(math.log(s["l40s"] / s["h100"]) for s in fp64.truth["groups"].values())
     assert abs(log_ratio - math.log(fp["l40s"] / fp["h100"])) < 0.15
+
+
+def test_the_replay_draws_the_sites_spread_where_a_group_never_ran():
+    """The generator's groups stray from the priors by a log-normal factor (sd 0.25) per type,
+    so a group's true log ratio of a type it never ran on to the one type it completed on
+    scatters between groups by 0.25 sqrt 2: the replay's drawn ratios scatter so (the learner
+    measures the spread from the groups that ran on two types), the learner's mean alone not at
+    all; on the types a group completed on both replays agree."""
+    import math
+    from collections import defaultdict
+
+    site = generate(5, n_jobs=1200, days=3, gpus=64, n_types=4, accounts=6)
+    history = parse_history("\n".join(site.lines) + "\n", "site")
+    drawn, mean = build_replay(history, "site"), build_replay(history, "site", vary_unseen=False)
+    assert drawn.counts["speeds drawn on a type the group never completed on"] > 0
+    assert "speeds drawn on a type the group never completed on" not in mean.counts
+    types = sorted(drawn.cluster.capacity)
+    records = {r.job_id: r for r in drawn.history}
+    done: dict[tuple, set] = defaultdict(set)
+    for j in drawn.workload.jobs:
+        if drawn.jobs[j.id].state == "COMPLETED":
+            done[(j.job_type, j.gpus)] |= set(records[j.id].gpu_seconds)
+    by_pair: dict[tuple, list] = defaultdict(list)
+    for key, ran in done.items():  # one entry per group
+        if len(ran) != 1:
+            if len(ran) >= 2:
+                a, b = sorted(ran)[:2]
+                assert drawn.table.data[a][key] / drawn.table.data[b][key] == \
+                    pytest.approx(mean.table.data[a][key] / mean.table.data[b][key], rel=1e-9)
+            continue
+        own = next(iter(ran))
+        for k in types:
+            if k == own or mean.table.data[k][key] <= 0:  # a type marked failing: never placed
+                continue
+            by_pair[(own, k)].append(tuple(math.log(t.data[k][key] / t.data[own][key])
+                                           for t in (drawn.table, mean.table)))
+
+    def spread(i: int) -> float:
+        dev = [x[i] - sum(y[i] for y in v) / len(v) for v in by_pair.values() for x in v]
+        return math.sqrt(sum(d * d for d in dev) / len(dev))
+
+    assert sum(len(v) for v in by_pair.values()) > 100
+    assert abs(spread(0) - 0.25 * math.sqrt(2)) < 0.08 and spread(1) < 0.05
+
+
+def test_the_true_arm_runs_a_gang_over_several_types_at_its_slowest():
+    """On 4-GPU nodes many gangs span nodes of two types; the generator ran them at their
+    slowest type's true speed, so their true work is the time run times that speed (not the
+    types' mean, which made the true world's jobs up to 3x longer than the history's)."""
+    site = generate(106, n_jobs=500, days=1, gpus=64, n_types=4, accounts=4, per_node=4)
+    history = parse_history("\n".join(site.lines) + "\n", "site")
+    replay = build_replay(history, "site")
+    gangs = spanning(history, site.truth["nodes"])
+    assert gangs
+    truth = true_replay(replay, site.truth, gangs)
+    requeued = {line.split("|")[0] for line in site.lines if "|REQUEUED|" in line}
+    checked = 0
+    for job in truth.workload.jobs:
+        meta = replay.jobs[job.id]
+        if meta.state == "COMPLETED" and meta.slurm_id not in requeued and meta.slurm_id in gangs:
+            assert job.total_steps == pytest.approx(site.truth["work"][meta.slurm_id], rel=0.01)
+            checked += 1
+    assert checked > 5

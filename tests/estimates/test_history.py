@@ -99,6 +99,7 @@ def test_speeds_learn_json_and_table(tmp_path):
     assert sum(site["family_mix"].values()) == pytest.approx(1.0, abs=1e-3)
     # one group's ratio (0.53) is the generic prior's: the site's types stay at their priors
     assert set(site["type_offsets"]) == {"a100", "h100"} and all(abs(v) < 0.05 for v in site["type_offsets"].values())
+    assert site["group_spread"] == 0.0  # one group on two types: too few to measure the spread
     res = CliRunner().invoke(cli, ["speeds", "learn", "--sacct-file", str(f)])
     assert res.exit_code == 0 and "bert" in res.output and "learned speeds" in res.output
     assert "site: family mix" in res.output

@@ -12,6 +12,7 @@ import math
 from datetime import datetime
 
 import pytest
+from hypothesis import given, settings, strategies as st
 from click.testing import CliRunner
 
 from slurm_fair import policies
@@ -230,3 +231,58 @@ def test_what_if_per_tenant_and_the_jobs_that_gain(history_file, tmp_path):
 def test_what_if_needs_a_history(capsys):
     assert main(["simulate", "--synthetic", "5", "--cluster", "v100=4", "--policy", "fifo", "--what-if", "w.json"]) == 2
     assert "--what-if compares a history" in capsys.readouterr().err
+
+
+# --- speeds drawn on the types a group never completed on (issue 42) ---------------------------
+
+_TYPES = ["h100", "a100", "l40s", "v100"]
+
+
+@given(st.dictionaries(st.sampled_from(_TYPES), st.just(0.0) | st.floats(1e-3, 1.0), min_size=1),
+       st.lists(st.sampled_from(_TYPES), unique=True), st.floats(0.0, 1.0), st.text(max_size=8))
+@settings(max_examples=120, deadline=None)
+def test_drawn_speeds_keep_the_completed_types_ratios_zeros_and_fastest_one(speed, completed, spread, name):
+    """``varied``: the types completed on keep their ratios to each other, a type marked failing
+    (0) stays 0, the fastest is 1.0 (when any type runs), the same group draws the same speeds,
+    and a spread of 0 changes nothing."""
+    from slurm_fair.sim.accounting import varied
+
+    group = ("u", name, 2)
+    out = varied(speed, group, completed, spread)
+    assert set(out) == set(speed) and out == varied(speed, group, completed, spread)
+    assert all(out[k] == 0.0 for k, v in speed.items() if v <= 0)
+    assert varied(speed, group, completed, 0.0) == speed
+    if any(v > 0 for v in speed.values()) and spread > 0:
+        assert max(out.values()) == pytest.approx(1.0)
+        done = [k for k in completed if speed.get(k, 0) > 0]
+        for a, b in zip(done, done[1:]):
+            assert math.log(out[a] / out[b]) == pytest.approx(math.log(speed[a] / speed[b]), abs=1e-9)
+
+
+def _sd(values):
+    mean = sum(values) / len(values)
+    return mean, math.sqrt(sum((d - mean) ** 2 for d in values) / len(values))
+
+
+@pytest.mark.parametrize("m", [1, 2, 3])
+def test_drawn_ratios_scatter_as_a_groups_true_ratios_would(m):
+    """Groups whose speed on each type is the prior times an independent log-normal factor
+    (sd ``s``), seen on ``m`` types: the true log ratio of an unseen type to the seen ones'
+    mean scatters by ``s sqrt(1 + 1/m)`` (its own factor and the seen ones' mean), and two unseen
+    types' by ``s sqrt 2``. Drawn over many groups from the posterior mean, the ratios do the
+    same, around the learned ones."""
+    from slurm_fair.sim.accounting import varied
+
+    types = ["h100", "a100", "l40s", "v100", "t4"]
+    seen, unseen = types[:m], types[m:]
+    speed = {k: 1.0 / (i + 1) for i, k in enumerate(types)}
+    to_seen, between = [], []
+    for i in range(3000):
+        out = varied(speed, ("u", f"job{i}", 1), seen, 0.3)
+        ref = sum(math.log(out[k] / speed[k]) for k in seen) / m
+        to_seen.append(math.log(out[unseen[0]] / speed[unseen[0]]) - ref)
+        between.append(math.log(out[unseen[0]] / speed[unseen[0]]) - math.log(out[unseen[1]] / speed[unseen[1]]))
+    mean, sd = _sd(to_seen)
+    assert abs(mean) < 0.03 and sd == pytest.approx(0.3 * math.sqrt(1 + 1 / m), rel=0.06)
+    mean, sd = _sd(between)
+    assert abs(mean) < 0.03 and sd == pytest.approx(0.3 * math.sqrt(2), rel=0.06)
