@@ -15,7 +15,7 @@ known (scalars and pointers); anything else (a preprocessor line, a nested struc
 :func:`open_reader` returns None and the port reads these fields through pyslurm's legacy read as
 before. Each value is what that legacy read gives for the field (``pyslurm.pyx``'s conversions:
 NULL strings None, a time limit of NO_VAL ``Partition_Limit`` and INFINITE ``UNLIMITED``, a
-``cpus_per_task`` of NO_VAL16 ``N/A``, the state's name by libslurm's
+``cpus_per_task`` of NO_VAL16 ``N/A``, the memory without its per-CPU bit, the state's name by libslurm's
 ``slurm_job_state_string``), so the job built from it is the same
 (``tests/slurm/test_pyslurm_split.py`` compares both on the real testbed).
 """
@@ -132,6 +132,8 @@ ATTRS: dict[str, tuple[str, str]] = {
     "num_nodes": ("num_nodes", "u32"), "ntasks_per_node": ("ntasks_per_node", "u16"), "cpus": ("num_cpus", "u32one"),
 }
 NICE_OFFSET = 0x80000000
+#: the per-CPU bit of pn_min_memory, which the legacy read clears
+MEM_PER_CPU = 0x8000000000000000
 INFINITE16 = 0xFFFF
 UNLIMITED = "UNLIMITED"
 _POINTER_KINDS = frozenset(("str", "list", "tasks"))
@@ -186,11 +188,12 @@ _string_at = ctypes.string_at
 
 
 def _str(p: int) -> str | None:
-    """``cstr.to_unicode``: NULL, "" and "None" are None."""
+    """``cstr.to_unicode``: NULL and "" are None (its test for "None" compares a pointer with
+    a Python object, never true: a reason ``None`` stays the word, as squeue prints it)."""
     if not p:
         return None
     s = _string_at(p)
-    return None if not s or s == b"None" else s.decode("utf-8", "replace")
+    return s.decode("utf-8", "replace") if s else None
 
 
 def _list(p: int) -> list[str]:
@@ -269,7 +272,7 @@ class JobFieldReader:
                            f"('Partition_Limit' if v[{limit}] == NO_VAL else 'UNLIMITED' if v[{limit}] == INFINITE "
                            f"else v[{limit}])",
                            f"('N/A' if v[{per_task}] == NO_VAL16 else v[{per_task}])",
-                           f"v[{ix['pn_min_memory']}]", f"state(v[{ix['job_state']}])"])
+                           f"(v[{ix['pn_min_memory']}] & ~MEM_PER_CPU)", f"state(v[{ix['job_state']}])"])
         names = {k: v for k, v in globals().items() if k.startswith("_") or k.isupper()}
         names.update(state=self._state_name, reason=self._reason_name)
         return eval(f"lambda v: (({fast},), v[{ix['job_id']}], ({extra}))", names)  # noqa: S307 - see docstring

@@ -129,6 +129,22 @@ def _with_side(ps) -> None:
         time.sleep(0.2)
 
 
+def _direct_read_is_pyslurms(ps) -> None:
+    """The direct read of libslurm's records gives, for every job, the very values of pyslurm's
+    ``Jobs.load`` attributes and of its legacy read's fields (jobs in the same state in the
+    three reads, which a starting job may not be)."""
+    from slurm_fair.slurm import pyslurm_port, pyslurm_side
+
+    values, extra = ps._call("job", lambda: ps._field_reader().read(pyslurm_port._FAST_ATTRS))
+    loaded = {v[0]: v for v in map(pyslurm_port._fast_values, ps.ps.Jobs.load().values())}
+    legacy = {int(i): tuple(r.get(k) for k in pyslurm_side.FIELDS) for i, r in ps.ps.job().get().items()}
+    direct = {v[0]: v for v in values}
+    same = [i for i in direct if i in loaded and i in legacy and direct[i][1] == loaded[i][1] == legacy[i][-1]]
+    assert len(same) >= len(direct) - 2 and len(same) > 20
+    assert {i: direct[i] for i in same} == {i: loaded[i] for i in same}
+    assert {i: extra[i] for i in same} == {i: legacy[i] for i in same}
+
+
 def test_cli_and_pyslurm_snapshots_are_equal_field_by_field_on_a_busy_cluster(testbed, slurm_version, tmp_path):
     why = pyslurm_skip_reason(slurm_version)
     if why:
@@ -161,6 +177,7 @@ def test_cli_and_pyslurm_snapshots_are_equal_field_by_field_on_a_busy_cluster(te
             time.sleep(1)
         assert diffs == []
         assert ps._field_reader() is not None, "libslurm's job records were not read directly"
+        _direct_read_is_pyslurms(ps)
         assert _equal_soon(cli, legacy) == []
         if record := os.environ.get("SLURM_FAIR_RECORD_PYSLURM"):
             from pyslurm_recording import save
