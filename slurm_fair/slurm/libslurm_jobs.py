@@ -231,6 +231,9 @@ class JobFieldReader:
         self.unpack = struct.Struct(fmt + f"{self.size - at}x").iter_unpack
         self.index = {n: i for i, (_, n, _) in enumerate(members)}
         self.last_update = 0
+        #: code -> name, asked of libslurm once per code
+        self._states: dict[int, str] = {}
+        self._reasons: dict[int, str | None] = {}
 
     def read(self, attrs: tuple[str, ...]) -> tuple[list[tuple[Any, ...]], dict[int, tuple[Any, ...]]]:
         """(per job, the values of pyslurm's ``Job`` attributes ``attrs``; {job id: the values
@@ -288,22 +291,16 @@ class JobFieldReader:
         return fast, extra
 
     def _state_name(self, state: int) -> str:
-        name = _STATES.get(state)
+        name = self._states.get(state)
         if name is None:
             raw = self.lib.slurm_job_state_string(state)
-            name = _STATES[state] = (raw or b"").decode(errors="replace")
+            name = self._states[state] = (raw or b"").decode(errors="replace")
         return name
 
     def _reason_name(self, code: int) -> str | None:
-        name = _REASONS.get(code, False)
-        if name is False:
-            raw = self.reason_name(code)
-            name = _REASONS[code] = _str(ctypes.cast(raw, ctypes.c_void_p).value) if raw else None
-        return name  # type: ignore[return-value]
-
-
-_REASONS: dict[int, str | None | bool] = {}
-_STATES: dict[int, str] = {}
+        if code not in self._reasons:
+            self._reasons[code] = _str(self.reason_name(code) or 0)
+        return self._reasons[code]
 
 
 def _text(pointer: int | None) -> str | None:
@@ -325,14 +322,9 @@ def open_reader(pyslurm_version: str | None, major_minor: Callable[[str], tuple[
     version = header_version(base)
     if version is None or version != major_minor(pyslurm_version or ""):
         return None, f"{header} is Slurm {version}, pyslurm {pyslurm_version}"
-    job_fields = struct_members(text, "slurm_job_info_t")
-    msg_fields = struct_members(text, "job_info_msg_t")
-    if not job_fields or not msg_fields:
-        return None, f"{header}: the job record's layout is not plain scalars and pointers"
-    names = {n for n, _ in job_fields}
-    wanted = set(FIELDS) | {m for m, _ in ATTRS.values()} | {"state_desc"}
-    if not wanted <= names or not {"last_update", "record_count", "job_array"} <= {n for n, _ in msg_fields}:
-        return None, f"{header}: the job record lacks {sorted(wanted - names)}"
+    types = record_types(text)
+    if isinstance(types, str):
+        return None, f"{header}: {types}"
     path = loaded_libslurm()
     if path is None:
         return None, "libslurm is not loaded"
@@ -350,6 +342,18 @@ def open_reader(pyslurm_version: str | None, major_minor: Callable[[str], tuple[
     reason_name = getattr(lib, "slurm_job_state_reason_string", None) or lib.slurm_job_reason_string
     reason_name.argtypes = [ctypes.c_int]
     reason_name.restype = ctypes.c_void_p
-    job_type = type("slurm_job_info_t", (ctypes.Structure,), {"_fields_": job_fields})
-    msg_type = type("job_info_msg_t", (ctypes.Structure,), {"_fields_": msg_fields})
-    return JobFieldReader(lib, job_type, msg_type, reason_name), ""
+    return JobFieldReader(lib, *types, reason_name), ""
+
+
+def record_types(header: str) -> tuple[Any, Any] | str:
+    """ctypes structures of slurm.h's ``slurm_job_info_t`` and ``job_info_msg_t``, or why not."""
+    job_fields = struct_members(header, "slurm_job_info_t")
+    msg_fields = struct_members(header, "job_info_msg_t")
+    if not job_fields or not msg_fields:
+        return "the job record's layout is not plain scalars and pointers"
+    names = {n for n, _ in job_fields}
+    wanted = set(FIELDS) | {m for m, _ in ATTRS.values()} | {"state_desc"}
+    if not wanted <= names or not {"last_update", "record_count", "job_array"} <= {n for n, _ in msg_fields}:
+        return f"the job record lacks {sorted(wanted - names)}"
+    return (type("slurm_job_info_t", (ctypes.Structure,), {"_fields_": job_fields}),
+            type("job_info_msg_t", (ctypes.Structure,), {"_fields_": msg_fields}))
