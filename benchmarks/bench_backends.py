@@ -9,10 +9,10 @@ in a partition made DOWN for the run so they stay pending and ``sprio`` lists th
 waiting jobs of a full cluster), then times, one run per arm, arms alternating (the command
 line first at the first size, pyslurm first at the next):
 
-* ``snapshot()`` (every controller cycle's read): *cold*, the first read of a new port (pyslurm's
-  side process not running: a port's second read at a big queue starts it, docs/slurm-adapter.md),
-  then *warm*, ``--rounds`` times per arm once the side process is up (at 1,000 jobs it may
-  not start: the legacy read here is quick), arms alternating in each
+* ``snapshot()`` (every controller cycle's read): *cold*, the first read of a new port, then
+  *warm*, ``--rounds`` times per arm (pyslurm: every job in one read of libslurm's records where
+  Slurm's header is installed; else, at a big queue, once its side process is up:
+  docs/slurm-adapter.md, *The job read*), arms alternating in each
   round (the median and every run printed), and the Problem the controller builds from it
   (``snapshot --json``'s): the two Problems must be equal (the age of each job aside), also after
   a user changes pending jobs' GPU requests in the warm state (``scontrol update`` of one job's
@@ -95,6 +95,7 @@ def main() -> int:
     ap.add_argument("--jobs", default="1000,10000", help="queue sizes, ascending (pending jobs)")
     ap.add_argument("--single-writes", type=int, default=200, help="jobs written one at a time (set_nice)")
     ap.add_argument("--rounds", type=int, default=5, help="snapshots per arm and size, arms alternating (median)")
+    ap.add_argument("--legacy", action="store_true", help="pyslurm without the direct read (the legacy read and side process)")
     args = ap.parse_args()
     sizes = sorted(int(x) for x in args.jobs.split(","))
     env = dict(os.environ)
@@ -108,7 +109,10 @@ def main() -> int:
 
     def new_ports() -> dict[str, Any]:
         pyslurm_port._stop_side(env["SLURM_CONF"])
-        return {"cli": SlurmCli(env=conf, timeout_s=300), "pyslurm": PyslurmPort(SlurmCli(env=conf, timeout_s=300))}
+        ps = PyslurmPort(SlurmCli(env=conf, timeout_s=300))
+        if args.legacy:
+            ps._reader.append(None)
+        return {"cli": SlurmCli(env=conf, timeout_s=300), "pyslurm": ps}
 
     ports = new_ports()
     cli = ports["cli"]
@@ -173,7 +177,8 @@ def main() -> int:
             rows.append((size, "cold", cold))
         print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
         print(f"Slurm: {subprocess.run(['scontrol', '--version'], env=env, capture_output=True, text=True).stdout.strip()}; "
-              f"pyslurm {installed_version()}")
+              f"pyslurm {installed_version()}; its job read: "
+              f"{'libslurm records read directly' if ports['pyslurm']._field_reader() else 'legacy read (side process)'}")
         print()
         print(f"{'pending':>7} {'backend':>8} {'jobs':>6} {'snapshot s':>10} {'problem s':>9} "
               f"{'SiteFactor on':>13} {'s':>7} {'failed':>6} {'set_nice x':>10} {'s':>7}")

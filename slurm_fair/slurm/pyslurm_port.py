@@ -10,8 +10,11 @@ port wraps) because pyslurm 22.5 cannot do it the way the controller needs:
 
 * **reads from slurmctld** (jobs, nodes, partitions, one job's outlook): pyslurm, one RPC each,
   turned into the model by :mod:`.pyslurm_records` through the same parsers as the command
-  line, each job built once. The legacy ``job().get()`` is, in pyslurm 22.5.3 and 24.11.0 alike,
-  the only read carrying the GPU request strings, and nothing of the newer ``Jobs.load()``'s
+  line, each job built once. Every job comes from one ``slurm_load_jobs`` whose records are read
+  directly at the offsets of the site's ``slurm.h`` (:mod:`.libslurm_jobs`: pyslurm's own values,
+  the GPU request strings included) where that header is installed; without it, as follows.
+  The legacy ``job().get()`` is, in pyslurm 22.5.3 and 24.11.0 alike,
+  the only read of pyslurm carrying the GPU request strings, and nothing of the newer ``Jobs.load()``'s
   record changes when a user changes them: at a small queue the jobs come from the legacy read
   alone; at a big one (a port's second legacy read of :data:`SIDE_AFTER_S` or more: a controller's
   loop, not a one-off command) from ``Jobs.load()`` here
@@ -35,7 +38,8 @@ port wraps) because pyslurm 22.5 cannot do it the way the controller needs:
 * **QOS writes** (sacctmgr): the commands.
 
 A pyslurm call is an RPC bounded by Slurm's own ``MessageTimeout``; its errors map to the same
-error tree as the commands' (:func:`_slurm_error`).
+error tree as the commands' (:func:`_slurm_error`), and one Slurm calls transient (``Socket timed
+out``) is retried as a command is (``[slurm] retries``, the same back-off).
 """
 
 from __future__ import annotations
