@@ -220,3 +220,33 @@ def test_a_job_that_changed_state_between_the_reads_is_built_from_a_read_of_its_
     cli = {j["job_id"]: j for j in RECORDED["cli"]["jobs"]}
     assert {j["job_id"]: j for j in as_plain(jobs)} == cli
     assert cli[str(running)]["gpu_type_running"]
+
+
+def test_a_socket_timeout_is_retried_as_a_command_is_then_slurm_unavailable():
+    """pyslurm's ``Socket timed out`` (slurmctld busy) is retried ``retries`` times, as the
+    commands' runner retries it; a refusal is not retried."""
+    from slurm_fair.errors import SlurmCommandError, SlurmUnavailable
+
+    port = _port(_records())
+    port.cli.runner.backoff_s = 0.0
+    calls = []
+
+    def flaky(fails: int, message: str):
+        def call():
+            calls.append(1)
+            if len(calls) <= fails:
+                raise _RPCError(message)
+            return "read"
+        return call
+
+    assert port.cli.runner.retries == 2
+    assert port._call("job", flaky(2, "Socket timed out on send/recv operation")) == "read"
+    assert len(calls) == 3
+    calls.clear()
+    with pytest.raises(SlurmUnavailable):
+        port._call("job", flaky(3, "Socket timed out on send/recv operation"))
+    assert len(calls) == 3
+    calls.clear()
+    with pytest.raises(SlurmCommandError):
+        port._call("update", flaky(1, "Access/permission denied"), "12")
+    assert len(calls) == 1
