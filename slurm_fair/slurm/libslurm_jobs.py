@@ -241,7 +241,7 @@ class JobFieldReader:
         ptr = ctypes.c_void_p()
         rc = self.lib.slurm_load_jobs(0, ctypes.byref(ptr), SHOW_ALL)
         if rc != 0:
-            errno = self.lib.slurm_get_errno()
+            errno = ctypes.get_errno()  # what slurm_get_errno() returns (libslurmfull has no such symbol)
             raise LibslurmError((self.lib.slurm_strerror(errno) or b"").decode(errors="replace")
                                 or f"slurm_load_jobs failed ({errno})", errno)
         try:  # the strings are followed before the reply is freed
@@ -328,12 +328,11 @@ def open_reader(pyslurm_version: str | None, major_minor: Callable[[str], tuple[
     path = loaded_libslurm()
     if path is None:
         return None, "libslurm is not loaded"
-    lib = ctypes.CDLL(path)
+    lib = ctypes.CDLL(path, use_errno=True)  # pyslurm 24.11 loads libslurmfull, 22.5 libslurm
     lib.slurm_load_jobs.argtypes = [ctypes.c_long, ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint16]
     lib.slurm_load_jobs.restype = ctypes.c_int
     lib.slurm_free_job_info_msg.argtypes = [ctypes.c_void_p]
     lib.slurm_free_job_info_msg.restype = None
-    lib.slurm_get_errno.restype = ctypes.c_int
     lib.slurm_strerror.argtypes = [ctypes.c_int]
     lib.slurm_strerror.restype = ctypes.c_char_p
     lib.slurm_job_state_string.argtypes = [ctypes.c_uint32]
