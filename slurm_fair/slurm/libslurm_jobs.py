@@ -188,8 +188,9 @@ _string_at = ctypes.string_at
 
 
 def _str(p: int) -> str | None:
-    """``cstr.to_unicode``: NULL and "" are None (its test for "None" compares a pointer with
-    a Python object, never true: a reason ``None`` stays the word, as squeue prints it)."""
+    """``cstr.to_unicode``: NULL and "" are None (pyslurm built with Cython 3 gives "" for "":
+    the job built is the same); a reason ``None`` stays the word, as squeue prints it (its test
+    for "None" compares a pointer with a Python object, never true)."""
     if not p:
         return None
     s = _string_at(p)

@@ -141,7 +141,13 @@ def _direct_read_is_pyslurms(ps) -> None:
     direct = {v[0]: v for v in values}
     same = [i for i in direct if i in loaded and i in legacy and direct[i][1] == loaded[i][1] == legacy[i][-1]]
     assert len(same) >= len(direct) - 2 and len(same) > 20
-    assert {i: direct[i] for i in same} == {i: loaded[i] for i in same}
+    # an empty string: None from the direct read, None or "" from pyslurm (its to_unicode's test
+    # for "" depends on the Cython it was built with: 0.29 on 22.05's host, 3 on 24.11's Python
+    # 3.13); the job built is the same ("" either way)
+    def plain(values):
+        return tuple(None if v == "" else v for v in values)
+
+    assert {i: direct[i] for i in same} == {i: plain(loaded[i]) for i in same}
     assert {i: extra[i] for i in same} == {i: legacy[i] for i in same}
 
 
