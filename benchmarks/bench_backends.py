@@ -9,10 +9,10 @@ in a partition made DOWN for the run so they stay pending and ``sprio`` lists th
 waiting jobs of a full cluster), then times, one run per arm, arms alternating (the command
 line first at the first size, pyslurm first at the next):
 
-* ``snapshot()`` (every controller cycle's read): *cold*, the first read of a new port (pyslurm's
-  side process not running: a port's second read at a big queue starts it, docs/slurm-adapter.md),
-  then *warm*, ``--rounds`` times per arm once the side process is up (at 1,000 jobs it may
-  not start: the legacy read here is quick), arms alternating in each
+* ``snapshot()`` (every controller cycle's read): *cold*, the first read of a new port, then
+  *warm*, ``--rounds`` times per arm (pyslurm: every job in one read of libslurm's records where
+  Slurm's header is installed; else, at a big queue, once its side process is up:
+  docs/slurm-adapter.md, *The job read*), arms alternating in each
   round (the median and every run printed), and the Problem the controller builds from it
   (``snapshot --json``'s): the two Problems must be equal (the age of each job aside), also after
   a user changes pending jobs' GPU requests in the warm state (``scontrol update`` of one job's
@@ -33,7 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from slurm_fair.commands.snapshot import controller_problem
@@ -83,6 +83,35 @@ def user_changes(env: dict[str, str], cli: SlurmCli) -> bool:
         (seen[js[0].job_id].gpu_request or per_job[0].gpu_request).count == n for js, n in took)
 
 
+def parts(ports: dict[str, Any], rounds: int) -> dict[str, list[float]]:
+    """Each part of pyslurm's snapshot alone (and the whole of both), ``rounds`` times, the order
+    reversed every other round: where the time goes."""
+    ps, cli = ports["pyslurm"], ports["cli"]
+    site: Any = Future()
+    site.set_result(ps._site_factors())
+    reader = ps._field_reader()
+    calls: dict[str, Any] = {}
+    if reader is not None:
+        calls["direct read of every job (one RPC, unpacked)"] = lambda: reader.read(pyslurm_port._FAST_ATTRS)
+    calls.update({
+        "jobs built from the read (warm)": lambda: ps._read_jobs(("PENDING", "RUNNING"), site),
+        "Jobs.load() and its attributes": lambda: [pyslurm_port._fast_values(j) for j in ps.ps.Jobs.load().values()],
+        "legacy job().get()": lambda: ps.ps.job().get(),
+        "sprio (site factors)": ps._site_factors,
+        "sacctmgr accounts": ps.accounts,
+        "sacctmgr QOS": ps.qos,
+        "snapshot, pyslurm": ps.snapshot,
+        "snapshot, commands": cli.snapshot,
+    })
+    runs: dict[str, list[float]] = {k: [] for k in calls}
+    for r in range(rounds):
+        for name, call in (list(calls.items()) if r % 2 == 0 else list(calls.items())[::-1]):
+            t = time.perf_counter()
+            call()
+            runs[name].append(time.perf_counter() - t)
+    return runs
+
+
 def problem(port: Any, config: Any) -> dict[str, Any]:
     doc = problem_to_dict(controller_problem(port, config))
     for job in doc["jobs"]:
@@ -95,6 +124,9 @@ def main() -> int:
     ap.add_argument("--jobs", default="1000,10000", help="queue sizes, ascending (pending jobs)")
     ap.add_argument("--single-writes", type=int, default=200, help="jobs written one at a time (set_nice)")
     ap.add_argument("--rounds", type=int, default=5, help="snapshots per arm and size, arms alternating (median)")
+    ap.add_argument("--parts", action="store_true",
+                    help="at the largest size, also time each part of a snapshot alone (median of --rounds)")
+    ap.add_argument("--legacy", action="store_true", help="pyslurm without the direct read (the legacy read and side process)")
     args = ap.parse_args()
     sizes = sorted(int(x) for x in args.jobs.split(","))
     env = dict(os.environ)
@@ -108,7 +140,10 @@ def main() -> int:
 
     def new_ports() -> dict[str, Any]:
         pyslurm_port._stop_side(env["SLURM_CONF"])
-        return {"cli": SlurmCli(env=conf, timeout_s=300), "pyslurm": PyslurmPort(SlurmCli(env=conf, timeout_s=300))}
+        ps = PyslurmPort(SlurmCli(env=conf, timeout_s=300))
+        if args.legacy:
+            ps._reader.append(None)
+        return {"cli": SlurmCli(env=conf, timeout_s=300), "pyslurm": ps}
 
     ports = new_ports()
     cli = ports["cli"]
@@ -148,6 +183,8 @@ def main() -> int:
                     t = time.perf_counter()
                     ports[arm].snapshot()
                     snap_runs[arm].append(time.perf_counter() - t)
+            if args.parts and size == sizes[-1]:
+                rows.append((size, "parts", parts(ports, args.rounds)))
             for k, arm in enumerate(order):
                 port = ports[arm]
                 snap = port.snapshot()
@@ -173,7 +210,8 @@ def main() -> int:
             rows.append((size, "cold", cold))
         print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
         print(f"Slurm: {subprocess.run(['scontrol', '--version'], env=env, capture_output=True, text=True).stdout.strip()}; "
-              f"pyslurm {installed_version()}")
+              f"pyslurm {installed_version()}; its job read: "
+              f"{'libslurm records read directly' if ports['pyslurm']._field_reader() else 'legacy read (side process)'}")
         print()
         print(f"{'pending':>7} {'backend':>8} {'jobs':>6} {'snapshot s':>10} {'problem s':>9} "
               f"{'SiteFactor on':>13} {'s':>7} {'failed':>6} {'set_nice x':>10} {'s':>7}")
@@ -183,6 +221,11 @@ def main() -> int:
             if r[1] == "cold":
                 print(f"{r[0]:>7} cold (first) snapshot: " + ", ".join(f"{a} {v:.3f} s" for a, v in r[2].items()))
                 colds[r[0]] = r[2]
+                continue
+            if r[1] == "parts":
+                print(f"{r[0]:>7} each part alone (median; the runs):")
+                for name, runs in r[2].items():
+                    print(f"        {name:<52} {statistics.median(runs):.3f}   {' '.join(f'{x:.2f}' for x in runs)}")
                 continue
             if r[1].startswith("same Problem"):
                 print(f"{r[0]:>7} {r[1]} from both backends: {'yes' if r[2] else 'NO'}")

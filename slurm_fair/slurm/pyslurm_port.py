@@ -10,8 +10,11 @@ port wraps) because pyslurm 22.5 cannot do it the way the controller needs:
 
 * **reads from slurmctld** (jobs, nodes, partitions, one job's outlook): pyslurm, one RPC each,
   turned into the model by :mod:`.pyslurm_records` through the same parsers as the command
-  line, each job built once. The legacy ``job().get()`` is, in pyslurm 22.5.3 and 24.11.0 alike,
-  the only read carrying the GPU request strings, and nothing of the newer ``Jobs.load()``'s
+  line, each job built once. Every job comes from one ``slurm_load_jobs`` whose records are read
+  directly at the offsets of the site's ``slurm.h`` (:mod:`.libslurm_jobs`: pyslurm's own values,
+  the GPU request strings included) where that header is installed; without it, as follows.
+  The legacy ``job().get()`` is, in pyslurm 22.5.3 and 24.11.0 alike,
+  the only read of pyslurm carrying the GPU request strings, and nothing of the newer ``Jobs.load()``'s
   record changes when a user changes them: at a small queue the jobs come from the legacy read
   alone; at a big one (a port's second legacy read of :data:`SIDE_AFTER_S` or more: a controller's
   loop, not a one-off command) from ``Jobs.load()`` here
@@ -35,7 +38,8 @@ port wraps) because pyslurm 22.5 cannot do it the way the controller needs:
 * **QOS writes** (sacctmgr): the commands.
 
 A pyslurm call is an RPC bounded by Slurm's own ``MessageTimeout``; its errors map to the same
-error tree as the commands' (:func:`_slurm_error`).
+error tree as the commands' (:func:`_slurm_error`), and one Slurm calls transient (``Socket timed
+out``) is retried as a command is (``[slurm] retries``, the same back-off).
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ from pathlib import Path
 from datetime import datetime
 from functools import partial
 from operator import attrgetter
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from ..errors import JobGone, SlurmCommandError, SlurmError, SlurmUnavailable
 from .cli import SlurmCli
@@ -68,6 +72,7 @@ from .model import (
 from .parse.history import History
 from .parse.squeue import state_name
 from . import pyslurm_side
+from .libslurm_jobs import JobFieldReader, LibslurmError, open_reader
 from .pyslurm_records import job_records, jobs_from, node_record, partition_record
 from .run import JOB_GONE, TRANSIENT
 from .write_rules import UPDATABLE_FIELDS, batch_items, check_job_id, check_value
@@ -295,15 +300,35 @@ class PyslurmPort:
         self.cluster = cli.cluster
         self.conf = conf if conf is not None else cli.runner.env.get("SLURM_CONF")
         self.ps = module if module is not None else load_pyslurm(self.conf)
+        #: libslurm is read directly (:mod:`.libslurm_jobs`) only beside the real pyslurm
+        self._direct = module is None
         self.version = str(getattr(self.ps, "__version__", "") or installed_version() or "")
         #: why this backend (``auto``'s reason); shown by snapshot, run --json and metrics
         self.backend_note = note or f"pyslurm {self.version}"
         self._users: dict[int, str] = {}
         #: job id -> (what its jobs were built from, the jobs): :meth:`_read_split`'s conversions
         self._job_cache: dict[int, tuple[Any, list[SlurmJob]]] = {}
+        #: the reader of the fields pyslurm's fast read lacks (:mod:`.libslurm_jobs`), opened at
+        #: the first job read ([None]: none here, the legacy read and side process instead)
+        self._reader: list[JobFieldReader | None] = []
 
     # --- the pyslurm calls ------------------------------------------------------------------
     def _call(self, op: str, fn: Callable[[], T], job_id: str | None = None) -> T:
+        """One pyslurm (or libslurm) call, its error mapped (:func:`_slurm_error`); one Slurm
+        calls transient (``Socket timed out``, slurmctld unreachable) retried up to the
+        commands' ``retries`` times with their back-off, as :class:`~.run.Runner` does."""
+        attempt = 0
+        while True:
+            try:
+                return self._call_once(op, fn, job_id)
+            except SlurmUnavailable:
+                runner = self.cli.runner
+                if attempt >= int(getattr(runner, "retries", 0)):
+                    raise
+                attempt += 1
+                time.sleep(float(getattr(runner, "backoff_s", 0.5)) * attempt)
+
+    def _call_once(self, op: str, fn: Callable[[], T], job_id: str | None = None) -> T:
         with _lock:
             if _loaded_conf and _loaded_conf[0] != self.conf:
                 self.ps.api.slurm_fini()
@@ -313,7 +338,7 @@ class PyslurmPort:
                 return fn()
             except (JobGone, SlurmError):
                 raise
-            except (self.ps.RPCError, ValueError) as exc:
+            except (self.ps.RPCError, ValueError, LibslurmError) as exc:
                 raise _slurm_error(exc, op, job_id) from None
 
     def _user(self, uid: int) -> str:
@@ -365,10 +390,14 @@ class PyslurmPort:
         only that read has, while this process reads the rest through ``Jobs.load``; else the
         legacy read here, and the side process started when this port's reads were slow (a big
         queue) :data:`SIDE_AFTER_READS` times."""
+        reader = self._field_reader()
+        if reader is not None:
+            values, extra = self._call("job", partial(reader.read, _FAST_ATTRS))
+            return self._read_split(values, extra, states, site)
         side = _side_process(self.conf, start=False)
         if side is not None:
             try:
-                return self._read_split(side, states, site)
+                return self._read_side(side, states, site)
             except _SideFailed as exc:
                 log.warning("pyslurm's side process failed (%s); reading every job here", exc)
                 _stop_side(self.conf)
@@ -380,28 +409,47 @@ class PyslurmPort:
                 _side_process(self.conf, start=True)
         return self._convert(records, states, site.result() if site is not None else None)
 
-    def _read_split(self, side: _Side, states: Sequence[str],
-                    site: Future[dict[str, int]] | None) -> list[SlurmJob]:
-        """Both reads at once (:meth:`_read_jobs`); each job converted once and kept while what
-        it is made of (both reads' fields and its site factor) stays the same."""
+    def _field_reader(self) -> JobFieldReader | None:
+        """:mod:`.libslurm_jobs`'s reader for this Slurm, opened once (None: why is logged)."""
+        if not self._reader and not self._direct:
+            self._reader.append(None)
+        if not self._reader:
+            try:
+                reader, why = open_reader(self.version, major_minor)
+            except (OSError, AttributeError, TypeError, ValueError) as exc:  # a libslurm without a symbol
+                reader, why = None, f"{type(exc).__name__}: {exc}"
+            if reader is None:
+                log.info("pyslurm: reading the GPU request strings through its legacy read (%s)", why)
+            self._reader.append(reader)
+        return self._reader[0]
+
+    def _read_side(self, side: _Side, states: Sequence[str],
+                   site: Future[dict[str, int]] | None) -> list[SlurmJob]:
+        """``Jobs.load`` here while the side process does the legacy read of the fields it
+        lacks (:mod:`.pyslurm_side`), then :meth:`_read_split`."""
         try:
             extra_future = side.read()
         except RuntimeError as exc:  # its thread shut down meanwhile
             raise _SideFailed(str(exc) or type(exc).__name__) from None
         loaded = self._call("job", self.ps.Jobs.load)
-        wanted = {s.upper() for s in states}
-        fast = []
-        for job in loaded.values():
-            values = _fast_values(job)
-            if wanted and state_name(str(values[1] or "")) not in wanted:
-                continue
-            fast.append(values)
+        values = [_fast_values(job) for job in loaded.values()]
         try:
             ok, extra = extra_future.result(timeout=SIDE_TIMEOUT_S)
         except (EOFError, FutureTimeout, OSError, pickle.UnpicklingError) as exc:
             raise _SideFailed(str(exc) or type(exc).__name__) from None
         if not ok:
             raise _slurm_error(RuntimeError(extra), "job")
+        return self._read_split(values, extra, states, site)
+
+    def _read_split(self, records: Iterable[tuple[Any, ...]], extra: Mapping[int, tuple[Any, ...]],
+                    states: Sequence[str], site: Future[dict[str, int]] | None) -> list[SlurmJob]:
+        """Jobs from the values of pyslurm's ``Job`` attributes :data:`_FAST_ATTRS` (``records``)
+        and, per job id, the fields they lack (``extra``: :data:`.pyslurm_side.FIELDS`), both
+        from one read (:mod:`.libslurm_jobs`) or from ``Jobs.load`` and the side process's
+        legacy read; each job converted once and kept while what it is made of (both reads'
+        fields and its site factor) stays the same."""
+        wanted = {s.upper() for s in states}
+        fast = [values for values in records if not wanted or state_name(str(values[1] or "")) in wanted]
         # a job submitted between the two reads, or whose state changed between them (one read
         # saw it pending, the other running): built from a legacy read of its own, one record
         odd = {v[0] for v in fast if v[0] not in extra or extra[v[0]][-1] != v[1]}

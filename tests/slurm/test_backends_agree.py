@@ -5,8 +5,9 @@ tenants in every GPU syntax (typed and untyped gres, ``--gpus``, gangs ``-N 2
 --gpus-per-node``, ``--gpus-per-task``), held, waiting for a begin time or a dependency,
 eligible in a DOWN partition with a site factor and a nice, a pending job array, node lists,
 exclude lists, a constraint, a time limit, several partitions, a hostile comment and name.
-:class:`SlurmCli` (squeue, sinfo, scontrol, sacctmgr) and :class:`PyslurmPort` (libslurm) must
-give equal snapshots, every field of every job, node, partition, account and QOS, and the
+:class:`SlurmCli` (squeue, sinfo, scontrol, sacctmgr) and :class:`PyslurmPort` (libslurm: its job
+records read directly, and without that through pyslurm's legacy read, here and in the side
+process) must give equal snapshots, every field of every job, node, partition, account and QOS, and the
 controller must build the same Problem from both.
 
 With ``SLURM_FAIR_RECORD_PYSLURM=FILE`` the raw pyslurm records of that moment and the command
@@ -128,6 +129,28 @@ def _with_side(ps) -> None:
         time.sleep(0.2)
 
 
+def _direct_read_is_pyslurms(ps) -> None:
+    """The direct read of libslurm's records gives, for every job, the very values of pyslurm's
+    ``Jobs.load`` attributes and of its legacy read's fields (jobs in the same state in the
+    three reads, which a starting job may not be)."""
+    from slurm_fair.slurm import pyslurm_port, pyslurm_side
+
+    values, extra = ps._call("job", lambda: ps._field_reader().read(pyslurm_port._FAST_ATTRS))
+    loaded = {v[0]: v for v in map(pyslurm_port._fast_values, ps.ps.Jobs.load().values())}
+    legacy = {int(i): tuple(r.get(k) for k in pyslurm_side.FIELDS) for i, r in ps.ps.job().get().items()}
+    direct = {v[0]: v for v in values}
+    same = [i for i in direct if i in loaded and i in legacy and direct[i][1] == loaded[i][1] == legacy[i][-1]]
+    assert len(same) >= len(direct) - 2 and len(same) > 20
+    # an empty string: None from the direct read, None or "" from pyslurm (its to_unicode's test
+    # for "" depends on the Cython it was built with: 0.29 on 22.05's host, 3 on 24.11's Python
+    # 3.13); the job built is the same ("" either way)
+    def plain(values):
+        return tuple(None if v == "" else v for v in values)
+
+    assert {i: direct[i] for i in same} == {i: plain(loaded[i]) for i in same}
+    assert {i: extra[i] for i in same} == {i: legacy[i] for i in same}
+
+
 def test_cli_and_pyslurm_snapshots_are_equal_field_by_field_on_a_busy_cluster(testbed, slurm_version, tmp_path):
     why = pyslurm_skip_reason(slurm_version)
     if why:
@@ -137,6 +160,10 @@ def test_cli_and_pyslurm_snapshots_are_equal_field_by_field_on_a_busy_cluster(te
     env = {**os.environ, **testbed.env}
     cli = SlurmCli(env=dict(testbed.env), timeout_s=60)
     ps = PyslurmPort(SlurmCli(env=dict(testbed.env), timeout_s=60))
+    # the same backend without the direct read of libslurm's records (pyslurm's legacy read,
+    # alone or in the side process), as where Slurm's header is not installed
+    legacy = PyslurmPort(SlurmCli(env=dict(testbed.env), timeout_s=60))
+    legacy._reader.append(None)
     tenants = sorted(x.name for x in cli.accounts())
     node = sorted(n.name for n in cli.nodes())[0]
     down = f"sfagree{os.getpid() % 10000}"
@@ -155,6 +182,9 @@ def test_cli_and_pyslurm_snapshots_are_equal_field_by_field_on_a_busy_cluster(te
                 break
             time.sleep(1)
         assert diffs == []
+        assert ps._field_reader() is not None, "libslurm's job records were not read directly"
+        _direct_read_is_pyslurms(ps)
+        assert _equal_soon(cli, legacy) == []
         if record := os.environ.get("SLURM_FAIR_RECORD_PYSLURM"):
             from pyslurm_recording import save
 
@@ -174,11 +204,13 @@ def test_cli_and_pyslurm_snapshots_are_equal_field_by_field_on_a_busy_cluster(te
                 break
             time.sleep(1)
         assert p == q
-        # a big queue's way (the side process's legacy read beside Jobs.load), warm (each job's
-        # conversion kept), then after a user changes pending jobs' requests between two reads
-        _with_side(ps)
+        # the direct read warm, and without it a big queue's way (the side process's legacy read
+        # beside Jobs.load), warm (each job's conversion kept), then after a user changes pending
+        # jobs' requests between two reads
+        _with_side(legacy)
         for _ in range(2):
             assert _equal_soon(cli, ps) == []
+            assert _equal_soon(cli, legacy) == []
         pending = [j for j in cli.jobs(("PENDING",)) if j.job_id in ids and j.gpu_request is not None]
         per_job = next(j for j in pending if j.gpu_request.per == "job" and j.gpu_request.count == 3)
         per_node = next(j for j in pending if j.gpu_request.raw.endswith("gpu:1") and j.gpu_request.per == "node")
@@ -191,15 +223,17 @@ def test_cli_and_pyslurm_snapshots_are_equal_field_by_field_on_a_busy_cluster(te
         changed = {j.job_id: j for j in cli.jobs(("PENDING",))}
         assert changed[per_job.job_id].gpu_request.count == 2 and changed[per_node.job_id].gpu_request.count == 2
         assert _equal_soon(cli, ps) == []
-        assert {j.job_id: j.gpu_request for j in ps.jobs(("PENDING",))}[per_job.job_id].count == 2
+        assert _equal_soon(cli, legacy) == []
+        for port in (ps, legacy):
+            assert {j.job_id: j.gpu_request for j in port.jobs(("PENDING",))}[per_job.job_id].count == 2
         # the side process killed between two reads: the next read is made here, the same
         from slurm_fair.slurm import pyslurm_port
 
-        side = pyslurm_port._sides[ps.conf]
+        side = pyslurm_port._sides[legacy.conf]
         side.proc.kill()
         side.proc.wait(timeout=30)
-        assert _equal_soon(cli, ps) == []
-        assert ps.conf not in pyslurm_port._sides
+        assert _equal_soon(cli, legacy) == []
+        assert legacy.conf not in pyslurm_port._sides
     finally:
         for i in range(0, len(ids), 100):
             subprocess.run(["scancel", *ids[i:i + 100]], env=env, capture_output=True, timeout=60)

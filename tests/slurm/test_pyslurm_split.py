@@ -97,7 +97,7 @@ def test_the_split_read_builds_exactly_the_command_lines_jobs():
     records = _records()
     port = _port(records)
     site = RECORDED["pyslurm"]["site_factors"]
-    jobs = port._read_split(_Side(records), STATES, _site(site))
+    jobs = port._read_side(_Side(records), STATES, _site(site))
     cli = {j["job_id"]: j for j in RECORDED["cli"]["jobs"]}
     assert {j["job_id"]: j for j in as_plain(jobs)} == cli
     assert port.ps.found == []
@@ -108,7 +108,7 @@ def test_a_job_the_side_read_missed_is_read_alone_and_a_gone_one_dropped():
     port = _port(records)
     running = next(i for i, r in records.items() if r["job_state"] == "RUNNING")
     late = max(records)
-    jobs = port._read_split(_Side(records, hide={running, late}), STATES, _site({}))
+    jobs = port._read_side(_Side(records, hide={running, late}), STATES, _site({}))
     assert sorted(port.ps.found) == sorted([running, late])
     assert {j.job_id.split("_")[0] for j in jobs} >= {str(running), str(late)}
     side = _Side(records, hide={late})  # in Jobs.load, then gone before its own read
@@ -121,7 +121,7 @@ def test_a_job_the_side_read_missed_is_read_alone_and_a_gone_one_dropped():
 
     module.job.find_id = find_gone
     try:
-        jobs = port._read_split(side, STATES, _site({}))
+        jobs = port._read_side(side, STATES, _site({}))
     finally:
         module.job.find_id = real_find
     assert str(late) not in {j.job_id.split("_")[0] for j in jobs}
@@ -132,7 +132,7 @@ def test_an_unchanged_job_keeps_its_conversion_and_a_changed_one_is_built_again(
     records = _records()
     port = _port(records)
     site = dict(RECORDED["pyslurm"]["site_factors"])
-    first = {j.job_id: j for j in port._read_split(_Side(records), STATES, _site(site))}
+    first = {j.job_id: j for j in port._read_side(_Side(records), STATES, _site(site))}
     pending = [i for i, r in records.items() if r["job_state"] == "PENDING" and r.get("tres_per_job")
                and not r.get("array_task_str")]
     eligible = next(k for k in site if "_" not in k and int(k) in records)
@@ -142,7 +142,7 @@ def test_an_unchanged_job_keeps_its_conversion_and_a_changed_one_is_built_again(
     records[changed_gpus] = {**records[changed_gpus], "tres_per_job": "gres:gpu:7"}  # the side read's field
     records[changed_nice] = {**records[changed_nice], "nice": 77}  # a Jobs.load field
     site[eligible] = site[eligible] - 5
-    second = {j.job_id: j for j in port._read_split(_Side(records), STATES, _site(site))}
+    second = {j.job_id: j for j in port._read_side(_Side(records), STATES, _site(site))}
     assert second.keys() == first.keys()
     rebuilt = {k for k in second if second[k] is not first[k]}
     assert rebuilt == {str(changed_gpus), str(changed_nice), eligible}
@@ -164,7 +164,7 @@ def test_a_failed_side_read_is_a_slurm_error_and_a_dead_side_falls_back(monkeypa
     from slurm_fair.errors import SlurmUnavailable
 
     with pytest.raises(SlurmUnavailable):
-        port._read_split(Failing(), STATES, None)
+        port._read_side(Failing(), STATES, None)
 
     class Dead:
         def read(self):
@@ -173,7 +173,7 @@ def test_a_failed_side_read_is_a_slurm_error_and_a_dead_side_falls_back(monkeypa
             return f
 
     with pytest.raises(pyslurm_port._SideFailed):
-        port._read_split(Dead(), STATES, None)
+        port._read_side(Dead(), STATES, None)
 
 
 def test_side_messages_round_trip_and_a_cut_stream_is_an_end():
@@ -215,8 +215,38 @@ def test_a_job_that_changed_state_between_the_reads_is_built_from_a_read_of_its_
     port = _port(records)
     running = next(i for i, r in records.items() if r["job_state"] == "RUNNING" and r.get("tres_alloc_str"))
     seen_pending = {**records, running: {**records[running], "job_state": "PENDING", "tres_alloc_str": None}}
-    jobs = port._read_split(_Side(seen_pending), STATES, _site(RECORDED["pyslurm"]["site_factors"]))
+    jobs = port._read_side(_Side(seen_pending), STATES, _site(RECORDED["pyslurm"]["site_factors"]))
     assert port.ps.found == [running]
     cli = {j["job_id"]: j for j in RECORDED["cli"]["jobs"]}
     assert {j["job_id"]: j for j in as_plain(jobs)} == cli
     assert cli[str(running)]["gpu_type_running"]
+
+
+def test_a_socket_timeout_is_retried_as_a_command_is_then_slurm_unavailable():
+    """pyslurm's ``Socket timed out`` (slurmctld busy) is retried ``retries`` times, as the
+    commands' runner retries it; a refusal is not retried."""
+    from slurm_fair.errors import SlurmCommandError, SlurmUnavailable
+
+    port = _port(_records())
+    port.cli.runner.backoff_s = 0.0
+    calls = []
+
+    def flaky(fails: int, message: str):
+        def call():
+            calls.append(1)
+            if len(calls) <= fails:
+                raise _RPCError(message)
+            return "read"
+        return call
+
+    assert port.cli.runner.retries == 2
+    assert port._call("job", flaky(2, "Socket timed out on send/recv operation")) == "read"
+    assert len(calls) == 3
+    calls.clear()
+    with pytest.raises(SlurmUnavailable):
+        port._call("job", flaky(3, "Socket timed out on send/recv operation"))
+    assert len(calls) == 3
+    calls.clear()
+    with pytest.raises(SlurmCommandError):
+        port._call("update", flaky(1, "Access/permission denied"), "12")
+    assert len(calls) == 1
