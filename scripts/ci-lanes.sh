@@ -20,6 +20,7 @@
 # testbed that was not up before this script started. Extra arguments go to every pytest.
 #
 #   CI_LANES="unit slurm-22.05"   run only these lanes (default: all)
+#   CI_HEARTBEAT_S=300            how often a line names the lanes still running
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -123,9 +124,18 @@ done
 set +m
 
 left=${#order[@]}
+beat=$((SECONDS + ${CI_HEARTBEAT_S:-300}))
 while ((left > 0)); do
     sleep 2 &
     wait $! || true
+    if ((SECONDS >= beat)); then  # a line now and then, so a long lane is seen to move
+        beat=$((SECONDS + ${CI_HEARTBEAT_S:-300}))
+        for name in "${order[@]}"; do
+            [[ -n ${status[$name]:-} ]] && continue
+            echo "ci-lanes: $name running ($((SECONDS - start[$name])) s): $(tail -c 2000 "$logdir/$name.log" \
+                | tr '\r' '\n' | grep -v '^[[:space:]]*$' | tail -1 | cut -c1-100)"
+        done
+    fi
     for name in "${order[@]}"; do
         [[ -n ${status[$name]:-} ]] && continue
         kill -0 "${pid[$name]}" 2>/dev/null && continue
