@@ -55,11 +55,13 @@ q() { printf '%q ' "$@"; }  # quote words for a lane's command line
 # pytest's command line in a lane. With extra arguments (a path, a -k) a lane may select nothing:
 # pytest's "no tests collected" (exit 5) then passes; in the full run it fails the lane, as any
 # lane that ran nothing would be a split gone wrong.
-pytest_line() {
+pytest_line() {  # PYTEST ARGS... (nice=1: at a lower priority)
+    local run=("$PYTEST")
+    [[ -z ${nice:-} ]] || run=(nice -n 10 "$PYTEST")
     if [[ ${#extra[@]} -gt 0 ]]; then
-        echo "rc=0; $(q "$PYTEST" "$@" "${extra[@]}") || rc=\$?; [ \$rc = 0 ] || [ \$rc = 5 ] || exit \$rc"
+        echo "rc=0; $(q "${run[@]}" "$@" "${extra[@]}") || rc=\$?; [ \$rc = 0 ] || [ \$rc = 5 ] || exit \$rc"
     else
-        q "$PYTEST" "$@"
+        q "${run[@]}" "$@"
     fi
 }
 
@@ -67,7 +69,9 @@ xdist=()
 if [[ $WORKERS -gt 1 ]] && "$VENV/bin/python" -c 'import xdist' 2>/dev/null; then
     xdist=(-n "$WORKERS")
 fi
-lane unit "$(pytest_line -m "not slurm and not docker" "${xdist[@]}")"
+# niced: the unit tests compute, the real tests wait on Slurm daemons that must get a core when
+# they wake (the tests bound how long Slurm may take to start a job)
+lane unit "$(nice=1 pytest_line -m "not slurm and not docker" "${xdist[@]}")"
 first=1
 for v in "${versions[@]}"; do
     sel=(-m slurm --slurm-versions "$v")
