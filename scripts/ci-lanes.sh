@@ -20,6 +20,8 @@
 # testbed that was not up before this script started. Extra arguments go to every pytest.
 #
 #   CI_LANES="unit slurm-22.05"   run only these lanes (default: all)
+#   SLURM_FAIR_TEST_VERSIONS=22.05,24.11   the versions, hence the lanes (not --slurm-versions in
+#                                 the extra arguments: every lane would then run those versions)
 #   CI_HEARTBEAT_S=300            how often a line names the lanes still running
 set -euo pipefail
 cd "$(dirname "$0")/.."
