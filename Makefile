@@ -41,10 +41,10 @@ pyslurm-rootfs: venv
 	scripts/pyslurm-rootfs.sh $(PYSLURM_ROOTFS)
 
 # the whole suite, then the pyslurm arm of each Slurm the host's Python cannot load (PYSLURM_ROOTFS=
-# leaves it out)
+# leaves it out): in lanes side by side, the unit tests, each Slurm version's real tests (its
+# pyslurm arm after them) and the docker test (scripts/ci-lanes.sh; CI_LANES= picks lanes)
 test: setup lint pyslurm
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
-	$(if $(PYSLURM_ROOTFS),scripts/pyslurm-rootfs.sh $(PYSLURM_ROOTFS))
+	VENV=$(VENV) PYSLURM_ROOTFS="$(PYSLURM_ROOTFS)" scripts/ci-lanes.sh $(PYTEST_ARGS)
 
 test-fast: venv
 	$(VENV)/bin/pytest -m "not slurm" $(PYTEST_ARGS)

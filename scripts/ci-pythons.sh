@@ -77,46 +77,80 @@ smoke() {  # VENV WORKDIR: the smoke set, run from WORKDIR with the venv's slurm
     cd "$REPO"
 }
 
+wheel_one() {  # VERSION: the wheel into a clean virtualenv on that Python, the smoke set from there
+    local v=$1 py tmp t0=$SECONDS
+    py=$(find_python "$v")
+    if [[ -z $py ]]; then skip_or_fail "$v"; return 3; fi
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/slurm-fair-wheel-$v.XXXXXX")
+    echo "== wheel on Python $v ($py) in $tmp"
+    "$py" -m venv "$tmp/venv"
+    "$tmp/venv/bin/python" -m pip install -q --disable-pip-version-check "$wheel_file[highs]" 2>&1 \
+        | { grep -v "^WARNING: Location" || true; }
+    mkdir "$tmp/work"
+    smoke "$tmp/venv" "$tmp/work"
+    rm -rf "$tmp"
+    echo "== wheel on Python $v: smoke set passed ($((SECONDS - t0)) s)"
+}
+
 wheel() {
-    local wheel_file v py tmp ok=0
+    local v
     wheel_file=$(ls "$REPO"/dist/slurm_fair-*.whl 2>/dev/null | head -1)
     [[ -n $wheel_file ]] || { echo "no wheel in dist/: run make dist first" >&2; exit 1; }
     VERSION=$(basename "$wheel_file" | cut -d- -f2)
-    for v in "$@"; do
-        py=$(find_python "$v")
-        if [[ -z $py ]]; then skip_or_fail "$v"; continue; fi
-        tmp=$(mktemp -d "${TMPDIR:-/tmp}/slurm-fair-wheel-$v.XXXXXX")
-        local t0=$SECONDS
-        echo "== wheel on Python $v ($py) in $tmp"
-        "$py" -m venv "$tmp/venv"
-        "$tmp/venv/bin/python" -m pip install -q --disable-pip-version-check "$wheel_file[highs]" 2>&1 \
-            | { grep -v "^WARNING: Location" || true; }
-        mkdir "$tmp/work"
-        smoke "$tmp/venv" "$tmp/work"
-        rm -rf "$tmp"
-        echo "== wheel on Python $v: smoke set passed ($((SECONDS - t0)) s)"
-        ok=$((ok + 1))
-    done
-    echo "wheel: smoke set passed on $ok of $# Python versions"
+    side_by_side wheel_one "$@"
+    echo "wheel: smoke set passed on $passed of $# Python versions"
+}
+
+unit_one() {  # VERSION: the unit tests on that Python, from a virtualenv of its own
+    local v=$1 py venv t0=$SECONDS
+    py=$(find_python "$v")
+    if [[ -z $py ]]; then skip_or_fail "$v"; return 3; fi
+    venv=$REPO/.venv-py$v
+    echo "== unit tests on Python $v ($py)"
+    if [[ ! -f $venv/.installed || $venv/.installed -ot setup.cfg ]]; then
+        rm -rf "$venv"
+        "$py" -m venv "$venv"
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check -e '.[test,highs]'
+        touch "$venv/.installed"
+    fi
+    "$venv/bin/pytest" -q -p no:cacheprovider -m "not slurm and not docker" ${PYTEST_ARGS:-}
+    echo "== unit tests on Python $v passed ($((SECONDS - t0)) s)"
 }
 
 unit() {
-    local v py venv
+    side_by_side unit_one "$@"
+}
+
+# FUNCTION VERSION...: FUNCTION for every version at once (each mostly waits on pip or runs on a
+# core of its own), each into a log printed whole when all are done, in the order given; a
+# skipped version (exit 3) is not a failure. Ctrl-C or SIGTERM stops them all (their temporary
+# directories are under TMPDIR). Sets `passed`; exits 1 naming the versions that failed.
+side_by_side() {
+    local fn=$1 v rc failed=() logs
+    shift
+    logs=$(mktemp -d "${TMPDIR:-/tmp}/slurm-fair-pythons.XXXXXX")
+    declare -A pids
+    trap 'for p in "${pids[@]}"; do kill -- "-$p" 2>/dev/null; done; rm -rf "$logs"; exit 130' INT TERM
+    set -m  # each version in a process group of its own, so a stop reaches pip and pytest too
     for v in "$@"; do
-        py=$(find_python "$v")
-        if [[ -z $py ]]; then skip_or_fail "$v"; continue; fi
-        venv=$REPO/.venv-py$v
-        local t0=$SECONDS
-        echo "== unit tests on Python $v ($py)"
-        if [[ ! -f $venv/.installed || $venv/.installed -ot setup.cfg ]]; then
-            rm -rf "$venv"
-            "$py" -m venv "$venv"
-            "$venv/bin/python" -m pip install -q --disable-pip-version-check -e '.[test,highs]'
-            touch "$venv/.installed"
-        fi
-        "$venv/bin/pytest" -q -p no:cacheprovider -m "not slurm and not docker" ${PYTEST_ARGS:-}
-        echo "== unit tests on Python $v passed ($((SECONDS - t0)) s)"
+        ( set -e; "$fn" "$v" ) >"$logs/$v.log" 2>&1 </dev/null &
+        pids[$v]=$!
     done
+    set +m
+    passed=0
+    for v in "$@"; do
+        rc=0
+        wait "${pids[$v]}" || rc=$?
+        cat "$logs/$v.log"
+        case $rc in
+            0) passed=$((passed + 1)) ;;
+            3) ;;
+            *) echo "FAILED: Python $v (exit $rc)"; failed+=("$v") ;;
+        esac
+    done
+    trap - INT TERM
+    rm -rf "$logs"
+    if [[ ${#failed[@]} -gt 0 ]]; then echo "FAILED on Python ${failed[*]}" >&2; exit 1; fi
 }
 
 case ${1:-} in

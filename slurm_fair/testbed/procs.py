@@ -107,10 +107,22 @@ def bindable(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
-def free_ports(n_slurmd: int, low: int = 30000, high: int = 60000) -> dict[str, int]:
+def ephemeral_low(default: int = 32768) -> int:
+    """The first port of the kernel's ephemeral range (Linux's ip_local_port_range)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return default
+
+
+def free_ports(n_slurmd: int, low: int = 20000, high: int | None = None) -> dict[str, int]:
     """Ports for a private testbed (``[ports]`` of a description): three single ports and a run
     of ``n_slurmd`` consecutive ones, all free right now, at a random place in ``[low, high)`` so
-    that testbeds made at the same time rarely collide."""
+    that testbeds made at the same time rarely collide. ``high`` defaults to the start of the
+    kernel's ephemeral range: any outgoing connection (a client to another testbed's slurmctld or
+    MariaDB) may take a port of that range between this check and the daemon's bind."""
+    if high is None:
+        high = min(60000, max(ephemeral_low(), low + 100))
     rng = random.Random()
     for _ in range(200):
         base = rng.randrange(low, high - 3 - n_slurmd, 10)
