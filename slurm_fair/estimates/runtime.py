@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import deque
 from typing import Iterable, Mapping, Sequence
 
 from .learn import ANY_USER, GroupKey, pool_key
@@ -66,18 +67,37 @@ def band_key(limit_s: float) -> GroupKey:
     return (ANY_USER, f"{ANY_USER}limit~{2 ** round(math.log2(max(limit_s, 1.0))):.0f}s", 0)
 
 
+class RatioBook:
+    """The use ratios of :func:`learn_ratios`, kept up to date one finished run at a time: a run
+    touches its four keys only (each re-sorted from at most :data:`MAX_RUNS` ratios), so a
+    simulation that learns after every finished job stays linear in the jobs, not quadratic.
+    :attr:`ratios` is always ``learn_ratios`` of every run added, in the order added."""
+
+    def __init__(self) -> None:
+        self._recent: dict[GroupKey, deque[float]] = {}
+        #: key -> sorted use ratios of its most recent finished runs (:data:`Ratios`)
+        self.ratios: dict[GroupKey, tuple[float, ...]] = {}
+
+    def add(self, group: GroupKey, elapsed_s: float, limit_s: float | None) -> bool:
+        """One finished run of ``group``; False (nothing learned) when it has no usable limit."""
+        r = use_ratio(elapsed_s, limit_s)
+        if r is None or limit_s is None:
+            return False
+        for key in {group, pool_key(group), band_key(limit_s), SITE}:
+            recent = self._recent.setdefault(key, deque(maxlen=MAX_RUNS))
+            recent.append(r)
+            self.ratios[key] = tuple(sorted(recent))
+        return True
+
+
 def learn_ratios(runs: Iterable[tuple[GroupKey, float, float | None]]) -> dict[GroupKey, tuple[float, ...]]:
     """Per group, pool, limit band and :data:`SITE`: the sorted use ratios of ``runs`` (group,
     elapsed seconds, time limit seconds or None), in the order given (oldest first); the last
     :data:`MAX_RUNS` of each key are kept. Runs with no limit are skipped."""
-    by: dict[GroupKey, list[float]] = {}
+    book = RatioBook()
     for group, elapsed, limit in runs:
-        r = use_ratio(elapsed, limit)
-        if r is None or limit is None:
-            continue
-        for key in {group, pool_key(group), band_key(limit), SITE}:
-            by.setdefault(key, []).append(r)
-    return {key: tuple(sorted(rs[-MAX_RUNS:])) for key, rs in by.items()}
+        book.add(group, elapsed, limit)
+    return book.ratios
 
 
 def sample(ratios: Ratios, group: GroupKey, limit_s: float) -> tuple[float, ...]:

@@ -111,3 +111,28 @@ def test_known_remaining_uses_the_groups_history_over_the_limit():
     assert fairness.known_remaining_s(job) == pytest.approx(1000.0)
     assert fairness.known_remaining_s(Job(id="j", tenant="t", gpus=1, throughput={"v100": 2.0},
                                           extra={"time_limit_s": 4000.0})) == pytest.approx(4000.0)
+
+
+_groups = st.tuples(st.sampled_from(["alice", "bob"]), st.sampled_from(["train", "eval", "tune"]), st.sampled_from([1, 2]))
+_runs = st.lists(st.tuples(_groups, st.floats(0.0, 1e5, allow_nan=False),
+                           st.one_of(st.none(), st.floats(1.0, 1e5, allow_nan=False))), max_size=60)
+
+
+@given(_runs, st.integers(1, 8))
+def test_ratios_learned_one_run_at_a_time_are_those_of_every_run_at_once(runs, keep):
+    """The incremental book (what a simulation updates after each finished job) against a plain
+    computation over all the runs so far: per key, its last MAX_RUNS ratios, sorted; after
+    every run, not only at the end."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(runtime, "MAX_RUNS", keep)
+        book = runtime.RatioBook()
+        for n, (group, elapsed, limit) in enumerate(runs, 1):
+            book.add(group, elapsed, limit)
+            plain: dict = {}
+            for g, e, lim in runs[:n]:
+                if lim is None:
+                    continue
+                r = min(1.0, e / lim)
+                for key in {g, (ANY_USER, g[1], g[2]), runtime.band_key(lim), runtime.SITE}:
+                    plain.setdefault(key, []).append(r)
+            assert book.ratios == {k: tuple(sorted(v[-keep:])) for k, v in plain.items()}
