@@ -46,6 +46,10 @@ MIN_RUNS = 3
 MAX_RUNS = 200
 #: the quantile of the past runs still going that is predicted (0.5: their median)
 QUANTILE = 0.5
+#: which centre of the past runs still going is predicted (:func:`centre`): ``"median"`` (their
+#: :data:`QUANTILE`) or ``"harmonic"`` (their harmonic mean: the run time ``A`` for which a wait
+#: ``W`` costs the latency ratio ``W / A`` that it costs in expectation, ``W E[1 / S]``)
+CENTRE = "median"
 #: the key under which a job's sample travels in its ``extra`` (a sorted tuple of ratios)
 EXTRA_KEY = "run_ratios"
 
@@ -124,7 +128,18 @@ def expected_run_s(limit_s: float, attained_s: float, ratios: Sequence[float] = 
     longer = ratios[bisect.bisect_right(ratios, ran / limit):]
     if not longer:
         return max(limit, ran)
+    mid = centre(longer, limit)
+    return min(max(mid * limit, ran), max(limit, ran))
+
+
+def centre(longer: Sequence[float], limit_s: float) -> float:
+    """The use ratio predicted from ``longer`` (sorted, not empty: the ratios of the past runs
+    still going) for a job with limit ``limit_s``, by :data:`CENTRE`. The harmonic mean weighs
+    the chance that the job is short: a job that may run seconds or hours is expected to pay,
+    for each second it waits, the latency ratio ``E[1 / S]`` of that spread, which the median
+    (a middle run) understates when short runs are common; run times count from 1 s."""
+    if CENTRE == "harmonic":
+        return len(longer) / sum(1.0 / max(r * limit_s, 1.0) for r in longer) / limit_s
     at = QUANTILE * (len(longer) - 1)  # linear interpolation between the two nearest ranks
     lo = int(at)
-    mid = longer[lo] + (longer[min(lo + 1, len(longer) - 1)] - longer[lo]) * (at - lo)
-    return min(max(mid * limit, ran), max(limit, ran))
+    return longer[lo] + (longer[min(lo + 1, len(longer) - 1)] - longer[lo]) * (at - lo)
