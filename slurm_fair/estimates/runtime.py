@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import deque
 from typing import Iterable, Mapping, Sequence
 
 from .learn import ANY_USER, GroupKey, pool_key
@@ -50,6 +51,10 @@ MAX_RUNS = 200
 MAX_KEYS = 2000
 #: the quantile of the past runs still going that is predicted (0.5: their median)
 QUANTILE = 0.5
+#: which centre of the past runs still going is predicted (:func:`centre`): ``"median"`` (their
+#: :data:`QUANTILE`) or ``"harmonic"`` (their harmonic mean: the run time ``A`` for which a wait
+#: ``W`` costs the latency ratio ``W / A`` that it costs in expectation, ``W E[1 / S]``)
+CENTRE = "median"
 #: the key under which a job's sample travels in its ``extra`` (a sorted tuple of ratios)
 EXTRA_KEY = "run_ratios"
 
@@ -71,6 +76,45 @@ def band_key(limit_s: float) -> GroupKey:
     return (ANY_USER, f"{ANY_USER}limit~{2 ** round(math.log2(max(limit_s, 1.0))):.0f}s", 0)
 
 
+class RatioBook:
+    """The use ratios of :func:`learn_ratios`, kept up to date one finished run at a time: a run
+    touches its four keys only (each re-sorted from at most :data:`MAX_RUNS` ratios), so a
+    simulation that learns after every finished job stays linear in the jobs, not quadratic.
+    :attr:`ratios` is always ``learn_ratios`` of every run added, in the order added, before the
+    bound on keys (:meth:`capped`)."""
+
+    def __init__(self) -> None:
+        self._recent: dict[GroupKey, deque[float]] = {}
+        #: key -> (index of the last run added to it, runs added to it in all)
+        self._seen: dict[GroupKey, tuple[int, int]] = {}
+        self._added = 0
+        #: key -> sorted use ratios of its most recent finished runs (:data:`Ratios`)
+        self.ratios: dict[GroupKey, tuple[float, ...]] = {}
+
+    def add(self, group: GroupKey, elapsed_s: float, limit_s: float | None) -> bool:
+        """One finished run of ``group``; False (nothing learned) when it has no usable limit."""
+        r = use_ratio(elapsed_s, limit_s)
+        if r is None or limit_s is None:
+            return False
+        for key in {group, pool_key(group), band_key(limit_s), SITE}:
+            recent = self._recent.setdefault(key, deque(maxlen=MAX_RUNS))
+            recent.append(r)
+            self.ratios[key] = tuple(sorted(recent))
+            self._seen[key] = (self._added, self._seen.get(key, (0, 0))[1] + 1)
+        self._added += 1
+        return True
+
+    def capped(self, max_keys: int = MAX_KEYS) -> dict[GroupKey, tuple[float, ...]]:
+        """:attr:`ratios` with at most ``max_keys`` keys: the bands and the site always, then the
+        groups and pools used last (more runs first among equals)."""
+        if len(self.ratios) <= max_keys:
+            return dict(self.ratios)
+        fixed = [k for k in self.ratios if k == SITE or _is_band(k)]
+        rest = sorted((k for k in self.ratios if k not in fixed),
+                      key=lambda k: (*self._seen[k], k), reverse=True)
+        return {k: self.ratios[k] for k in fixed + rest[:max(0, max_keys - len(fixed))]}
+
+
 def learn_ratios(runs: Iterable[tuple[GroupKey, float, float | None]],
                  max_keys: int = MAX_KEYS) -> dict[GroupKey, tuple[float, ...]]:
     """Per group, pool, limit band and :data:`SITE`: the sorted use ratios of ``runs`` (group,
@@ -79,20 +123,10 @@ def learn_ratios(runs: Iterable[tuple[GroupKey, float, float | None]],
     bands and the site, then the groups and pools used last). Runs with no limit are skipped.
     A group left out is predicted from its pool, band or the site (:func:`sample`), as a new
     group is."""
-    by: dict[GroupKey, list[float]] = {}
-    last: dict[GroupKey, int] = {}
-    for n, (group, elapsed, limit) in enumerate(runs):
-        r = use_ratio(elapsed, limit)
-        if r is None or limit is None:
-            continue
-        for key in {group, pool_key(group), band_key(limit), SITE}:
-            by.setdefault(key, []).append(r)
-            last[key] = n
-    if len(by) > max_keys:
-        fixed = [k for k in by if k == SITE or _is_band(k)]
-        rest = sorted((k for k in by if k not in fixed), key=lambda k: (last[k], len(by[k]), k), reverse=True)
-        by = {k: by[k] for k in fixed + rest[:max(0, max_keys - len(fixed))]}
-    return {key: tuple(sorted(rs[-MAX_RUNS:])) for key, rs in by.items()}
+    book = RatioBook()
+    for group, elapsed, limit in runs:
+        book.add(group, elapsed, limit)
+    return book.capped(max_keys)
 
 
 def _is_band(key: GroupKey) -> bool:
@@ -124,7 +158,18 @@ def expected_run_s(limit_s: float, attained_s: float, ratios: Sequence[float] = 
     longer = ratios[bisect.bisect_right(ratios, ran / limit):]
     if not longer:
         return max(limit, ran)
+    mid = centre(longer, limit)
+    return min(max(mid * limit, ran), max(limit, ran))
+
+
+def centre(longer: Sequence[float], limit_s: float) -> float:
+    """The use ratio predicted from ``longer`` (sorted, not empty: the ratios of the past runs
+    still going) for a job with limit ``limit_s``, by :data:`CENTRE`. The harmonic mean weighs
+    the chance that the job is short: a job that may run seconds or hours is expected to pay,
+    for each second it waits, the latency ratio ``E[1 / S]`` of that spread, which the median
+    (a middle run) understates when short runs are common; run times count from 1 s."""
+    if CENTRE == "harmonic":
+        return len(longer) / sum(1.0 / max(r * limit_s, 1.0) for r in longer) / limit_s
     at = QUANTILE * (len(longer) - 1)  # linear interpolation between the two nearest ranks
     lo = int(at)
-    mid = longer[lo] + (longer[min(lo + 1, len(longer) - 1)] - longer[lo]) * (at - lo)
-    return min(max(mid * limit, ran), max(limit, ran))
+    return longer[lo] + (longer[min(lo + 1, len(longer) - 1)] - longer[lo]) * (at - lo)

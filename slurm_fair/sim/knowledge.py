@@ -31,8 +31,11 @@ whole run that *finished*, as the controller reads them from the accounting
 (:meth:`Knowledge.ran`); a job's own run time counts only once it finished.
 
 A finished job is one observation of its group: the time it ran, on the type it ran on most,
-with the minutes it spent on other types converted by the current belief (a job time-shared
-between types still says how long its work takes).
+with the minutes it spent on other types converted by the belief the last decision read (a job
+time-shared between types still says how long its work takes). The belief is learned again when
+a decision next reads it, not after each finished job, and a finished run adds its use ratio to
+its four keys only (:class:`slurm_fair.estimates.runtime.RatioBook`): a run of ``n`` jobs learns
+its sizes in time linear in ``n`` and its speeds once per decision with news, not ``n`` times.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from typing import Mapping, Sequence
 from ..errors import UserError
 from ..estimates.learn import Failure, Learned, Model, Run, equivalent_seconds, learn
 from ..estimates.priors import prior_speeds
-from ..estimates.runtime import EXTRA_KEY, learn_ratios, sample
+from ..estimates.runtime import EXTRA_KEY, RatioBook, sample
 from ..inputs import parse_number
 
 MODES = ("oracle", "untagged", "tagged")
@@ -92,12 +95,13 @@ class Knowledge:
         self.priors = prior_speeds(self.types).speed
         self.runs: list[Run] = []
         self.failures: list[Failure] = []
-        self.learned: dict[GroupKey, Learned] = {}
-        self.model: Model | None = None
+        self._model: Model | None = None
+        #: the runs or failures changed since :attr:`model` was learned
+        self._stale = False
         self.version = 0
         #: the finished jobs' (group, seconds run, time limit), oldest first, and their use ratios
         self.ended: list[tuple[GroupKey, float, float | None]] = []
-        self.ratios: dict[GroupKey, tuple[float, ...]] = {}
+        self.book = RatioBook()
 
     def knows(self, job_id: str) -> bool:
         return self.spec.mode == "oracle" or job_id in self.tagged
@@ -128,13 +132,20 @@ class Knowledge:
         """A job of ``group`` finished after running ``seconds`` (its elapsed time, as the
         accounting records it) under time limit ``limit_s``: one use ratio of its group."""
         self.ended.append((group, float(seconds), limit_s))
-        self.ratios = learn_ratios(self.ended)
+        self.book.add(group, float(seconds), limit_s)  # its four keys only: linear over a run
         self.version += 1
 
-    def relative(self, group: GroupKey) -> Mapping[str, float]:
+    @property
+    def ratios(self) -> Mapping[GroupKey, tuple[float, ...]]:
+        """:func:`slurm_fair.estimates.runtime.learn_ratios` of the finished runs so far."""
+        return self.book.ratios
+
+    def relative(self, group: GroupKey, fresh: bool = True) -> Mapping[str, float]:
         """The believed relative speeds (fastest 1.0) of a group: learned (its own runs, else
-        its job type's pool over tenants), else the priors."""
-        got = self.model.belief(group) if self.model is not None else None
+        its job type's pool over tenants), else the priors. ``fresh=False``: the belief as last
+        learned, without the changes since (what a decision last read)."""
+        model = self.model if fresh else self._model
+        got = model.belief(group) if model is not None else None
         return got.speed if got is not None else self.priors
 
     def believed(self, job_id: str, group: GroupKey, true: Mapping[str, float],
@@ -157,17 +168,35 @@ class Knowledge:
         self._relearn()
 
     def finished(self, job_id: str, group: GroupKey, seconds_on: Mapping[str, float]) -> None:
-        """Learn from a finished job that ran ``seconds_on[type]`` seconds on each type."""
-        rel = self.relative(group)
+        """Learn from a finished job that ran ``seconds_on[type]`` seconds on each type, its
+        minutes on other types converted by the belief the last decision read (as the controller
+        learns once a cycle: the jobs that finish between two decisions cost one learning)."""
+        rel = self.relative(group, fresh=False)
         ran = {k: s for k, s in seconds_on.items() if s > 0 and rel.get(k, 1.0) > 0}
         if not ran:
             return
-        main, equivalent = equivalent_seconds(ran, self.relative(group))
+        main, equivalent = equivalent_seconds(ran, rel)
         self.runs.append(Run(group, main, equivalent, (), job_id))
         self._relearn()
 
     def _relearn(self) -> None:
-        model = learn(self.runs, self.types, self.failures)
-        self.model = model
-        self.learned = dict(model.groups)
+        """The runs or failures changed: the model is learned again when next read (:attr:`model`),
+        so the jobs that finish between two decisions cost one learning, not one each; what is
+        read is the same as learning after every change."""
+        self._stale = True
         self.version += 1
+
+    @property
+    def model(self) -> Model | None:
+        """What :func:`slurm_fair.estimates.learn.learn` makes of every run and failure so far
+        (None before the first)."""
+        if self._stale:
+            self._model = learn(self.runs, self.types, self.failures)
+            self._stale = False
+        return self._model
+
+    @property
+    def learned(self) -> dict[GroupKey, Learned]:
+        """The learned groups of :attr:`model`."""
+        model = self.model
+        return dict(model.groups) if model is not None else {}

@@ -153,3 +153,57 @@ def test_a_history_of_ever_new_groups_keeps_the_learned_table_within_a_bound(tmp
     assert learned._save(tmp_path, learned.LearnedTable(ratios=ratios)) is None  # the controller's own writer
     assert (tmp_path / learned.FILE).stat().st_size < 8 * 2**20
     assert learned.load(tmp_path).ratios == ratios
+
+
+_groups = st.tuples(st.sampled_from(["alice", "bob"]), st.sampled_from(["train", "eval", "tune"]), st.sampled_from([1, 2]))
+_runs = st.lists(st.tuples(_groups, st.floats(0.0, 1e5, allow_nan=False),
+                           st.one_of(st.none(), st.floats(1.0, 1e5, allow_nan=False))), max_size=60)
+
+
+@given(_runs, st.integers(1, 8))
+def test_ratios_learned_one_run_at_a_time_are_those_of_every_run_at_once(runs, keep):
+    """The incremental book (what a simulation updates after each finished job) against a plain
+    computation over all the runs so far: per key, its last MAX_RUNS ratios, sorted; after
+    every run, not only at the end."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(runtime, "MAX_RUNS", keep)
+        book = runtime.RatioBook()
+        for n, (group, elapsed, limit) in enumerate(runs, 1):
+            book.add(group, elapsed, limit)
+            plain: dict = {}
+            for g, e, lim in runs[:n]:
+                if lim is None:
+                    continue
+                r = min(1.0, e / lim)
+                for key in {g, (ANY_USER, g[1], g[2]), runtime.band_key(lim), runtime.SITE}:
+                    plain.setdefault(key, []).append(r)
+            assert book.ratios == {k: tuple(sorted(v[-keep:])) for k, v in plain.items()}
+
+
+@given(limits, seconds, ratios, st.floats(0.0, 1.0))
+def test_the_harmonic_centre_is_the_harmonic_mean_of_the_runs_still_going_and_keeps_every_bound(limit, ran, rs, frac):
+    """``CENTRE = "harmonic"`` against a plain computation (statistics.harmonic_mean of the past
+    run times longer than what the job ran, from 1 s), and the invariants of the median: in
+    ``[ran, max(limit, ran)]``, never sooner for a job that ran longer."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(runtime, "CENTRE", "harmonic")
+        longer = [max(r * limit, 1.0) for r in rs if r * limit > ran]
+        want = min(max(statistics.harmonic_mean(longer), ran), max(limit, ran)) if longer else max(limit, ran)
+        got = runtime.expected_run_s(limit, ran, rs)
+        assert got == pytest.approx(want, rel=1e-9)
+        assert ran <= got <= max(limit, ran) * (1 + 1e-12)
+        a, b = frac * limit * 0.5, frac * limit
+        assert runtime.expected_run_s(limit, b, rs) >= runtime.expected_run_s(limit, a, rs) - 1e-6 * limit
+
+
+def test_the_harmonic_centre_weighs_the_chance_of_a_short_run():
+    """Half the group's runs take a minute, half ten hours: the median of the four is mid-way
+    (five hours), the harmonic mean about two minutes (a wait of a round costs such a job, in
+    expectation, about the latency ratio of a two-minute job)."""
+    rs = (60 / 36000, 60 / 36000, 1.0, 1.0)
+    assert runtime.expected_run_s(36000.0, 0.0, rs) == pytest.approx(18030.0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(runtime, "CENTRE", "harmonic")
+        assert runtime.expected_run_s(36000.0, 0.0, rs) == pytest.approx(4 / (2 / 60 + 2 / 36000))
+        # once it outlived the short runs it is predicted like the long ones
+        assert runtime.expected_run_s(36000.0, 120.0, rs) == pytest.approx(36000.0)
