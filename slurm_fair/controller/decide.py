@@ -34,7 +34,7 @@ from ..slurm.model import Snapshot
 from .diff import Action, diff, order
 from .history import History
 from .legacy import legacy_actions
-from .plan import PlanInputs, make_plan
+from .plan import PlanInputs, make_plan, turn_owed
 from .plan.types import Plan, PlanSettings
 from .problem import BuiltProblem, build_problem, untouched
 from .requeue import eligible as rq_eligible
@@ -176,7 +176,8 @@ def refused_now(snapshot: Snapshot, asked: Mapping[str, str],
 
 
 def staying(snapshot: Snapshot, built: BuiltProblem, min_run: float,
-            last_requeued: Mapping[str, float], st: Standing | None = None) -> dict[str, str]:
+            last_requeued: Mapping[str, float], st: Standing | None = None,
+            turns: Mapping[str, tuple[float, tuple[str, ...]]] | None = None) -> dict[str, str]:
     """Running jobs the controller will not stop this cycle -> their type: those not opted in
     to time-sharing or not run ``min_run`` (:func:`.requeue.eligible`), except the jobs a tenant
     below its share may displace, and those of a tenant not above its share with nothing of its
@@ -186,6 +187,9 @@ def staying(snapshot: Snapshot, built: BuiltProblem, min_run: float,
     in_problem = {j.id: j.tenant for j in built.problem.jobs}
     fixed = untouched(built.problem)  # counted in their tenant's share, never stopped or moved
     spare = displaceable(snapshot, built.problem, st, fixed) if st is not None else {}
+    if st is not None and turns:  # a turn no tenant below may take back (plan.turn_owed) stays
+        owed = turn_owed(snapshot, turns, now, min_run)
+        spare = {j: sj for j, sj in spare.items() if not st.below <= owed.get(j, frozenset())}
     out = {}
     for sj in snapshot.gpu_jobs():
         if not sj.running or not sj.gpu_type_running or sj.job_id not in in_problem or sj.job_id in spare:
@@ -273,7 +277,7 @@ def _allocate(built: BuiltProblem, history: History, snapshot: Snapshot, ds: Dec
             allocation = Allocation(policy=s.policy, x={}, status="empty")
         with timer.phase("rounding"):
             held = staying(snapshot, built, min_run_or(s.min_run_s, s.round_s, s.requeue_cost_s),
-                           history.last_requeues, st)
+                           history.last_requeues, st, history.turns)
             moves = Moves(frozenset(built.prev_nodes), s.requeue_cost_s, s.move_up_gain)
             placement = place(built.problem, allocation, built.received, built.prev,
                               built.prev_nodes, held, sticky=True, overdue=late, moves=moves)
@@ -319,7 +323,7 @@ def decide(
                 # a policy that names nodes (Hops) has its jobs pinned to the nodes placed
                 {j: tuple(placement.nodes[j]) for j in allocation.nodes if placement.nodes.get(j)},
                 pilot.asked.nodes, pilot.asked.choices, pilot.owned, pilot.released,
-                _head(placement, late), st,
+                _head(placement, late), st, history.turns,
             )
             plan = make_plan(snapshot, built.problem, allocation, inputs, plan_settings(snapshot, whole, ds))
             for job_id, k in sorted(plan.unsteered.items()):

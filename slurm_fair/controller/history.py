@@ -45,6 +45,8 @@ class History:
     refused: Mapping[str, frozenset[str]] = field(default_factory=dict)
     #: job -> when the controller last requeued it
     last_requeues: Mapping[str, float] = field(default_factory=dict)
+    #: job -> when its last turn began and the jobs requeued for it (:meth:`..state.Store.turns`)
+    turns: Mapping[str, tuple[float, tuple[str, ...]]] = field(default_factory=dict)
     #: when the previous cycle's snapshot was taken (service is counted from there)
     last_snapshot_at: float | None = None
     round_started_at: float = 0.0
@@ -57,7 +59,7 @@ class History:
 
     def __post_init__(self) -> None:
         for name in ("online", "reported", "owned", "job_service", "seen", "refused",
-                     "last_requeues", "managed_qos", "policy_state"):
+                     "last_requeues", "turns", "managed_qos", "policy_state"):
             object.__setattr__(self, name, frozen_map(getattr(self, name)))
 
     def advanced(
@@ -104,7 +106,7 @@ def read_history(store: StateStore, policy: str) -> History:
         owned=store.owned(), job_service=store.job_service(),
         seen={j: Sighting(float(r["first_seen"]), r["last_type"]) for j, r in store.jobs_seen().items()},
         refused={j: frozenset(ks) for j, ks in store.refused_types().items()},
-        last_requeues=store.last_requeues(),
+        last_requeues=store.last_requeues(), turns=store.turns(),
         last_snapshot_at=float(last_at) if last_at else None,
         round_started_at=float(store.get_meta("round_started_at") or 0.0),
         managed_qos=store.managed_qos(),

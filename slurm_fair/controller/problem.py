@@ -202,7 +202,7 @@ def build_problem(
         if sj.running and sj.gpu_type_running:
             prev_nodes[sj.job_id] = sj.gpus_on_nodes()
         jobs.append(replace(
-            gang, throughput=tput, age_s=age, attained_s=sum(service.values()), prev_type=p,
+            gang, throughput=tput, age_s=age, attained_s=_attained(sj, service, now), prev_type=p,
             extra=_extra(sj, run_ratios or {}),
         ))
     shares = {a.name: a.shares for a in snapshot.accounts}
@@ -210,6 +210,17 @@ def build_problem(
     problem = Problem(gpu_types={k: c for k, c in capacity.items() if c > 0}, tenants=tenants, jobs=tuple(jobs),
                       nodes=nodes)
     return BuiltProblem(problem, left_out, fixed, received, prev, prev_nodes)
+
+
+def _attained(sj: SlurmJob, service: Mapping[str, float], now: float) -> float:
+    """The seconds a job has run: the service the controller counted, but never less than the
+    run time of its current start as Slurm reports it (``now - StartTime``). The controller
+    counts service only from the cycle it first saw a job, so after a restart (or when it was
+    started beside running jobs) a running job would otherwise look younger than it is to the
+    size estimate and the aging (``known_remaining`` and the wait ``age - attained``)."""
+    counted = float(sum(service.values()))
+    started = _ts(sj.start_time) if sj.running else None
+    return max(counted, now - started) if started is not None else counted
 
 
 def _extra(sj: SlurmJob, run_ratios: runtime.Ratios) -> dict[str, Any]:

@@ -32,7 +32,7 @@ so gangs are fitted exactly as the rounding step fits them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping, Sequence
 
 from ..model import Problem
@@ -138,6 +138,9 @@ class Budget:
     #: split), every other job only within the surplus. None (the displacement right): every
     #: job only within the surplus
     share: Mapping[str, Mapping[str, float]] | None = None
+    #: running job -> tenants that may not take it (:func:`.plan.turn_owed`: its turn, given by
+    #: requeuing their jobs less than ``min_run`` ago)
+    protected: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def _need(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> dict[str, float]:
         need: dict[str, float] = {}
@@ -154,6 +157,8 @@ class Budget:
         return g > self.share.get(v.account, {}).get(v.gpu_type_running or "", 0.0) + 1e-9
 
     def covers(self, taker: SlurmJob, jobs: Sequence[SlurmJob]) -> bool:
+        if any(taker.account in self.protected.get(v.job_id, ()) for v in jobs):
+            return False
         need = self._need(taker, jobs)
         return all(self.surplus.get(u, 0.0) >= n - 1e-9
                    or (self.surplus.get(u, 0.0) > 1e-9 and any(self._oversize(v) for v in jobs if v.account == u))

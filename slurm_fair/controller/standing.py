@@ -37,6 +37,17 @@ tenant holding one V100 beyond its share of V100s (and less than its share of P1
 job to another tenant's, which put it below its share in ``make demo``. On the testbed, ``make demo``'s
 weight-2 tenant lost a 1-GPU job to another tenant's new job this way, then waited out Slurm's
 requeue hold while holding exactly its share.
+
+**A turn is not taken back.** The exception for gangs larger than their tenant's share breaks
+the argument above: a round may rotate such a gang away while its tenant has only a little
+surplus, leaving that tenant below its share, and the displacement right would then let it
+requeue the job that just got the turn at once. On the testbed a chemistry 8-GPU gang a few
+minutes from its end got the K80 node this way and was requeued by biology's right after 194
+trace seconds, then again after 53, and finished 10 500 s after it arrived (491 s alone). So a
+job that got its GPUs by requeues of another tenant's jobs (:meth:`..state.StateStore.turns`)
+is out of the reach of *that* tenant's right until it has run ``min_run`` (the same hysteresis
+every rotation obeys); a third tenant below its share may still displace it
+(:func:`.plan.turn_owed`).
 """
 
 from __future__ import annotations

@@ -74,3 +74,23 @@ def test_an_untouched_job_is_never_requeued_to_make_room():
 
     assert requeued() == ("1",)
     assert requeued(features="fast") == ()
+
+
+def test_a_running_job_seen_late_is_as_old_as_slurm_says():
+    """The controller counts service from the cycle it first sees a job: after a restart (an
+    empty history) a job Slurm started two hours ago ran two hours, not zero, for the size
+    estimate and the aging. Service counted beyond the current start (an earlier run before a
+    requeue) is kept: the larger of the two."""
+    from datetime import timedelta
+
+    from .builders import T0
+
+    run = job("r", "a", state="RUNNING", running_on="v100", started=T0 - timedelta(hours=2), time_limit_min=600)
+    snap = snapshot(cluster(v100=8, k80=4), [run, job("p", "a")])
+    jobs = {j.id: j for j in _built(snap, ["r", "p"]).problem.jobs}
+    assert jobs["r"].attained_s == 7200.0 and jobs["p"].attained_s == 0.0
+    pilot = read_pilot(snap, {}, Scope.of())
+    est = {j: Estimate(j, {"v100": 1.0, "k80": 1.0}, {"v100": "flat", "k80": "flat"}) for j in ("r", "p")}
+    counted = History(job_service={"r": {"k80": 9000.0, "v100": 600.0}})
+    built = build_problem(pilot.view.snapshot, est, counted, {}, partition_types(snap.nodes), False, pilot.asked)
+    assert {j.id: j for j in built.problem.jobs}["r"].attained_s == 9600.0

@@ -348,3 +348,59 @@ def test_a_rounds_rotation_takes_another_tenants_job_only_from_its_surplus(spec,
         assert oversize, (j, v)
         kept = {**after, **{g: runs[g] for g in oversize}}
         assert held_value(prob, kept, v) >= share_value(prob, v) - 1e-6, (j, v)
+
+
+def test_a_turn_given_by_requeuing_a_tenants_jobs_is_not_taken_back_by_that_tenant_within_min_run():
+    """The thrash seen on the testbed: a round rotated b's jobs away on the k80 node (a gang of
+    b larger than its share may go while b has any surplus) so that a's 4-GPU gang got its turn;
+    b, now below its share, used the displacement right at once and requeued that gang after 194
+    trace seconds (then again after 53 s), two requeues for a job a few minutes from its end.
+    The tenant whose jobs were requeued for a turn cannot take it back before ``min_run``; a
+    third tenant below its share still can, and so can b once ``min_run`` has passed."""
+    gang = run("G", "a", gpus=4, started=T0 - timedelta(seconds=5))
+    ones = [run(f"A{i}", "a", on="v100", started=T0 - timedelta(hours=1)) for i in range(4)]  # a's surplus
+    snap = snapshot(cluster(k80=4, v100=4), [gang, *ones, job("B1", "b", gpus=4, **PRE)])
+    prob = problem(snap)
+    st = standing(prob, running_of(snap))
+    assert st.below == {"b"} and st.surplus.get("a", 0.0) > 0
+    placed = {"B1": "k80"}
+
+    def requeued(turn_at):
+        inputs = PlanInputs(placed, {}, standing=st, turns={"G": (turn_at, ("B1",))})
+        return make_plan(snap, prob, Allocation("test", {}), inputs, steering(snap)).requeue
+
+    min_run = steering(snap).min_run
+    just = T0.timestamp() - 6  # B1 was requeued for G 6 s ago, G started a second later
+    assert requeued(just) == ()
+    assert plan(snap, prob, placed, st).requeue == ("G",)  # no turn recorded: the right as before
+    # a gang running since before the requeue did not get its turn from it
+    old = snapshot(cluster(k80=4, v100=4), [run("G", "a", gpus=4, started=T0 - timedelta(seconds=600)), *ones,
+                                            job("B1", "b", gpus=4, **PRE)])
+    st_old = standing(problem(old), running_of(old))
+    inputs = PlanInputs(placed, {}, standing=st_old, turns={"G": (just, ("B1",))})
+    assert make_plan(old, problem(old), Allocation("test", {}), inputs, steering(old)).requeue == ("G",)
+    # a third tenant below its share still may displace it
+    snap3 = snapshot(cluster(k80=4, v100=4), [gang, *ones, job("B1", "b", gpus=4, **PRE), job("C1", "c", gpus=4)])
+    prob3 = problem(snap3)
+    st3 = standing(prob3, running_of(snap3))
+    assert {"b", "c"} <= st3.below
+    inputs = PlanInputs({"C1": "k80"}, {}, standing=st3, turns={"G": (just, ("B1",))})
+    got = make_plan(snap3, prob3, Allocation("test", {}), inputs, steering(snap3))
+    assert got.requeue == ("G",) and got.requeue_for["G"] == ("C1",)
+    # after min_run the turn is over
+    assert requeued(T0.timestamp() - min_run - 1) == ("G",)
+
+
+def test_the_store_remembers_each_jobs_latest_turn(tmp_path):
+    """:meth:`StateStore.turns`: the newest make-room requeue naming a job gives its turn (all
+    the jobs requeued for it at that time); a move up gives nobody a turn."""
+    from slurm_fair.controller.history import read_history
+    from slurm_fair.controller.state import StateStore
+
+    with StateStore(tmp_path / "s.sqlite") as store:
+        store.record_requeue("1", "c1", 10.0, "k80", ["G"])
+        store.record_requeue("2", "c2", 50.0, "k80", ["G", "H"])
+        store.record_requeue("3", "c2", 50.0, "k80", ["G"])
+        store.record_requeue("4", "c3", 60.0, "k80", reason="move-up", to_type="v100")
+        assert store.turns() == {"G": (50.0, ("2", "3")), "H": (50.0, ("2",))}
+        assert read_history(store, "oef").turns == store.turns()

@@ -97,6 +97,9 @@ class PlanInputs:
     head: Mapping[str, str] = field(default_factory=dict)
     #: each tenant against its share now (:mod:`..standing`): who has the displacement right
     standing: Standing = field(default_factory=Standing)
+    #: job -> when its last turn began and the jobs requeued to make room for it
+    #: (:meth:`..state.Store.turns`): the displacement right leaves a turn alone for ``min_run``
+    turns: Mapping[str, tuple[float, tuple[str, ...]]] = field(default_factory=dict)
 
 
 def make_plan(
@@ -190,7 +193,28 @@ def _displace(snapshot: Snapshot, problem: Problem, inputs: PlanInputs, right: l
     for k in others:
         others[k].sort(key=lambda sj: (round(inputs.deficit.get(sj.job_id, 0.0), 9),
                                        -(sj.start_time.timestamp() if sj.start_time else now), sj.job_id))
-    return rq.make_room(free, right, others, _hosts(settings), seated, rq.Budget(dict(surplus), st.value))
+    return rq.make_room(free, right, others, _hosts(settings), seated,
+                        rq.Budget(dict(surplus), st.value, protected=turn_owed(snapshot, inputs.turns, now, settings.min_run)))
+
+
+def turn_owed(snapshot: Snapshot, turns: Mapping[str, tuple[float, tuple[str, ...]]], now: float,
+              min_run: float) -> dict[str, frozenset[str]]:
+    """Running job -> the tenants whose jobs were requeued less than ``min_run`` ago to give it
+    its turn (:mod:`..standing`, "A turn is not taken back"): the displacement right of those
+    tenants does not reach it. A requeued job no longer in the queue names no tenant."""
+    account = {sj.job_id: sj.account for sj in snapshot.jobs}
+    out: dict[str, frozenset[str]] = {}
+    for sj in snapshot.jobs:
+        turn = turns.get(sj.job_id)
+        if not sj.running or turn is None or now - turn[0] >= min_run - 1e-6:
+            continue
+        started = sj.start_time.timestamp() if sj.start_time else now
+        if started + 1.0 < turn[0]:  # Slurm's StartTime has whole seconds
+            continue  # running since before that requeue: not the turn it gave
+        owed = frozenset(account[v] for v in turn[1] if v in account and account[v] != sj.account)
+        if owed:
+            out[sj.job_id] = owed
+    return out
 
 
 def _hosts(settings: PlanSettings) -> Callable[[SlurmJob, str], bool]:

@@ -30,6 +30,21 @@ class ObservationTables(Tables):
         return {r["job_id"]: float(r["at"]) for r in
                 self._exec("SELECT job_id, MAX(at) AS at FROM requeues GROUP BY job_id")}
 
+    def turns(self) -> dict[str, tuple[float, tuple[str, ...]]]:
+        """Job -> when its last turn began and the jobs requeued to make room for it (the latest
+        ``make-room`` requeue naming it): :mod:`..standing`'s turn protection."""
+        out: dict[str, tuple[float, tuple[str, ...]]] = {}
+        for r in self._exec("SELECT job_id, at, for_jobs_json FROM requeues WHERE reason = 'make-room' ORDER BY at"):
+            try:
+                takers = json.loads(r["for_jobs_json"])
+            except json.JSONDecodeError:
+                continue
+            for t in takers if isinstance(takers, list) else ():
+                at, victims = out.get(str(t), (-1.0, ()))
+                at_r = float(r["at"])
+                out[str(t)] = (at_r, (r["job_id"],)) if at_r > at + 1e-6 else (at, victims + (r["job_id"],))
+        return out
+
     def requeues_of(self, job_id: str) -> list[dict[str, Any]]:
         return [dict(r) for r in self._exec("SELECT * FROM requeues WHERE job_id = ? ORDER BY at", (job_id,))]
 
