@@ -360,10 +360,12 @@ def _spread_site(seed: int, spread: float, n_groups: int = 60):
 @given(st.floats(0.0, 0.6), st.integers(0, 10_000))
 @settings(max_examples=15, deadline=None)
 def test_the_between_group_spread_is_measured_from_groups_that_ran_on_two_types(spread, seed):
-    """The spread a group's speed on a type strays from its family's prior is found within 0.12
+    """The spread a group's speed on a type strays from its family's prior is found within 0.15
     (log) of the truth, whatever the truth (0 to a factor 1.8); a family fit absorbs a little of
-    it, so the estimate may sit somewhat low, never far above."""
-    got = _spread_site(seed, spread).group_spread
+    it, so the estimate may sit somewhat low, never far above. 200 groups: the estimate's own
+    sampling error is then about 0.02 at a spread of 0.5 (0.045 with 60 groups, where a seed in
+    a few hundred falls 0.15 low), so the bounds are several of its standard deviations."""
+    got = _spread_site(seed, spread, n_groups=200).group_spread
     assert spread - 0.15 < got < spread + 0.1
 
 
