@@ -403,8 +403,7 @@ def group_spread(cells: Mapping[GroupKey, Mapping[str, list[float]]], log_priors
     the variance for ``m`` seen types). Robust (the median of the squared residuals over their
     chi-square median), the cells' noise ``sigma^2 / n`` taken off; 0 below
     :data:`MIN_SITE_GROUPS` groups."""
-    scaled: list[float] = []
-    noise: list[float] = []
+    per_type: dict[str, list[tuple[float, float, int]]] = defaultdict(list)
     groups = 0
     for seen, d, var in _multi_type_groups(cells, sigma):
         weights = {f: w for f, w in family_weights(d, var, log_priors, spreads, mix).items()
@@ -420,10 +419,20 @@ def group_spread(cells: Mapping[GroupKey, Mapping[str, list[float]]], log_priors
         m = len(seen)
         groups += 1
         for k in seen:
-            scaled.append((d[k] - a - p[k]) ** 2 * m / (m - 1))
-            noise.append(var[k])
+            per_type[k].append((d[k] - a - p[k], var[k], m))
     if groups < MIN_SITE_GROUPS:
         return MIN_GROUP_SPREAD
+    # centred on each type's median residual: what every group shares on a type (a site whose
+    # jobs all run flatter than the priors, more than the shrunk offsets took out) is the site's
+    # level, not a spread between its groups; without the centring, a testbed of sleep jobs
+    # (every group alike) measured 0.69
+    scaled: list[float] = []
+    noise: list[float] = []
+    for rows in per_type.values():
+        centre = statistics.median(r for r, _, _ in rows)
+        for r, v, m in rows:
+            scaled.append((r - centre) ** 2 * m / (m - 1))
+            noise.append(v)
     # the median of a chi-square with one degree of freedom is 0.455 of its mean
     total = statistics.median(scaled) / 0.4549 - statistics.fmean(noise)
     return min(MAX_GROUP_SPREAD, max(MIN_GROUP_SPREAD, math.sqrt(max(0.0, total))))
