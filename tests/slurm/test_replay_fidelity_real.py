@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import statistics
 import subprocess
 import time
 from datetime import datetime, timedelta
@@ -22,9 +23,9 @@ import pytest
 
 from slurm_fair import policies
 from slurm_fair.commands.simulate import _slurm_baseline, run_policy
-from slurm_fair.sim.accounting import HistorySource, build_replay
+from slurm_fair.sim.accounting import HistorySource, Replay, build_replay
 from slurm_fair.sim.engine import SimConfig
-from slurm_fair.sim.metrics import summarize
+from slurm_fair.sim.metrics import JobRecord, summarize
 from slurm_fair.sim.scenario import Scenario
 from slurm_fair.slurm.cli import SlurmCli
 from slurm_fair.slurm.parse.history import parse_history
@@ -52,11 +53,37 @@ def _submit(env, account: str, gpus: int, seconds: int, name: str) -> str:
 CHECKED_ON = "22.05"
 
 
-# Run again once when it fails: one tenant's average over a burst of ten jobs moves by tens of
-# percent when Slurm starts one job a cycle earlier or later, and the model starts from no
-# fair-share usage while real Slurm's factors see the testbed's from the first second (it failed
-# per tenant in one of four runs at this round: physics 46.9 s replayed against 27.9 s).
-@pytest.mark.flaky(reruns=1)
+#: replays of the history, each with its jobs' submit times moved by up to a second: the queue is
+#: chaotic (on one burst a second's shift of submits moves the modelled average JCT from 38 s to
+#: 55 s, and real Slurm's cycles move its own as much), so one real run is compared with the
+#: model's average over such shifts, not with one draw of it
+REPLAYS = 16
+
+
+def jittered(replay: Replay, seed: int) -> Replay:
+    """The history with every submit moved by up to one second (seed 0: as it was)."""
+    if seed == 0:
+        return replay
+    rng = random.Random(seed)
+    jobs = sorted((dataclasses.replace(j, arrival_s=max(0.0, j.arrival_s + rng.uniform(-1.0, 1.0)))
+                   for j in replay.workload.jobs), key=lambda j: (j.arrival_s, j.id))
+    return dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, jobs=tuple(jobs)))
+
+
+def _replayed(replay: Replay) -> list[JobRecord]:
+    slurm = _slurm_baseline(replay, TESTBED_SLURM)
+    assert slurm is not None
+    scene = Scenario(replay.workload, replay.cluster, replay.table)
+    return run_policy(scene, policies.get("agnostic"), SimConfig(check_fairness=False), slurm).records
+
+
+def _mean(runs: list[dict]) -> dict:
+    """The replays' average JCT and wait, overall and per tenant."""
+    def avg(rows: list[dict]) -> dict:
+        return {k: statistics.fmean(r[k] for r in rows) for k in ("avg_jct_s", "avg_wait_s")}
+    return {**avg(runs), "tenants": {t: avg([r["tenants"][t] for r in runs]) for t in runs[0]["tenants"]}}
+
+
 def test_agnostic_replay_of_a_real_slurm_alone_run(testbed, slurm_version):
     if slurm_version != CHECKED_ON:
         pytest.skip(f"the Slurm model is checked against Slurm {CHECKED_ON}'s scheduling only")
@@ -87,14 +114,12 @@ def test_agnostic_replay_of_a_real_slurm_alone_run(testbed, slurm_version):
     replay = build_replay(history, "sacct", node_types)
     weights = {"physics": 2.0} if "physics" in accounts else {}
     replay = dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, weights=weights))
-    slurm = _slurm_baseline(replay, TESTBED_SLURM)
-    assert slurm is not None
-    scene = Scenario(replay.workload, replay.cluster, replay.table)
-    run = run_policy(scene, policies.get("agnostic"), SimConfig(check_fairness=False), slurm)
     capacity = dict(replay.cluster.capacity)
     hist = summarize(list(replay.history), [], capacity)
-    agn = summarize(run.records, [], capacity)
-    print(f"history JCT {hist['avg_jct_s']:.1f} s wait {hist['avg_wait_s']:.1f} s; agnostic replay JCT "
+    runs = [summarize(_replayed(jittered(replay, seed)), [], capacity) for seed in range(REPLAYS)]
+    agn = {"jobs_completed": min(r["jobs_completed"] for r in runs), **_mean(runs)}
+    print(f"history JCT {hist['avg_jct_s']:.1f} s wait {hist['avg_wait_s']:.1f} s; agnostic replay (mean of {REPLAYS}, "
+          f"JCT {min(r['avg_jct_s'] for r in runs):.1f} to {max(r['avg_jct_s'] for r in runs):.1f} s) JCT "
           f"{agn['avg_jct_s']:.1f} s wait {agn['avg_wait_s']:.1f} s; per tenant (history/replay): " + ", ".join(
               f"{t} JCT {h['avg_jct_s']:.1f}/{agn['tenants'][t]['avg_jct_s']:.1f} wait {h['avg_wait_s']:.1f}/"
               f"{agn['tenants'][t]['avg_wait_s']:.1f}" for t, h in sorted(hist["tenants"].items())))
@@ -105,8 +130,8 @@ def test_agnostic_replay_of_a_real_slurm_alone_run(testbed, slurm_version):
     assert abs(agn["avg_wait_s"] - hist["avg_wait_s"]) < 0.5 * hist["avg_wait_s"] + 5, (agn["avg_wait_s"],
                                                                                        hist["avg_wait_s"])
     # per tenant a burst of ten jobs: one job started a cycle earlier or later moves a tenant's
-    # average by tens of percent (measured up to 36 % on a loaded machine); the bound catches a
-    # replay that orders tenants wrongly (the heterogeneity-agnostic policy of before: +161 %)
+    # average by tens of percent; the bound catches a replay that orders tenants wrongly (the
+    # heterogeneity-agnostic policy of before: +161 %)
     for t, h in hist["tenants"].items():
         a = agn["tenants"][t]
         assert abs(a["avg_jct_s"] / h["avg_jct_s"] - 1) < 0.6, (t, a["avg_jct_s"], h["avg_jct_s"])
