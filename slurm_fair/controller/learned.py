@@ -192,7 +192,8 @@ def refresh(port: SlurmPort, config: Any, state_dir: str | Path, types: list[str
         return table, []
     if not table.due(now, refresh_h):
         checked_at = checked(state_dir)
-        if check_s <= 0 or now - checked_at < check_s:
+        backing_off = table.failed_refreshes > 0 and now < table.retry_at  # sacct fails: not every minute
+        if check_s <= 0 or now - checked_at < check_s or backing_off:
             return table, []
         # the window since the last check (the first: one interval), a little wider: sacct
         # selects the jobs active in it, so a job that ended just before a check is read twice,
