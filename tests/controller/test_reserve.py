@@ -186,3 +186,22 @@ def test_an_unplaced_gang_is_not_rewritten_every_other_cycle(fake, tmp_path) -> 
             small = [fake.submit("bob", "--gres=gpu:1", hold=False, partition="v100", priority=5000,
                                  comment="fair:class=a3c", time_limit="5") for _ in range(2)]
     assert len(writes) == 1 and (fake.job(gang).site_factor or 0) < 0
+
+
+def test_a_raised_gang_keeps_its_raise_while_it_waits_and_it_grows_only_past_the_band() -> None:
+    """Issue 39: the raise is not lifted when its competitors have all started (no write every
+    other cycle as new ones come), kept while it covers the need within the band, and doubled
+    (a power of two) once a competitor passes it."""
+    from slurm_fair.controller.state.fields import Owned
+
+    gang = job("g", "a", gpus=4, priority=1000 + 4096, site_factor=4096)
+    owned = {("g", "site_factor"): Owned("g", "site_factor", "a", "0", written="4096")}
+    head = {"g": "v100"}
+    plans = {"g": JobPlan("g", "a", None, 1, True, planned_type="v100")}
+    reach = {"g": ("v100",), "c": ("v100",)}
+    assert site_factors(plans, {"g": gang}, owned, reach, head=head) == {"g": 4096}  # alone: kept
+    for top, want in ((4000, 4096), (5000, 4096), (6000, 8192)):
+        comp = job("c", "b", priority=top, site_factor=0)
+        both = {**plans, "c": JobPlan("c", "b", None, 2, False, planned_type="v100")}
+        out = site_factors(both, {"g": gang, "c": comp}, owned, reach, head=head)
+        assert out["g"] == want and 1000 + out["g"] > top + out.get("c", 0), (top, out)
