@@ -24,11 +24,12 @@ run again inside every cycle.
 Failures are learned **within a minute**, not at the next refresh: every
 ``[throughput].failures_check_s`` seconds (default 60; 0: off) a cycle reads only the jobs of the
 accounting since its last check (``sacct -S``: a window of that length, cheap) and, when one of
-them FAILED or ran OUT_OF_MEMORY on a type its group is not yet marked as failing on, relearns the
-table from the whole history at once, with the same learner and its same rule (a run that failed
-at its start on one type marks it: :func:`slurm_fair.estimates.learn.fails_on`). So the next job
-of the group, a resubmission or a requeued one, is not sent there again (issue 39: a 4-GPU
-ResNet-50 that died at its start on K80 was sent there again for a day).
+them ran OUT_OF_MEMORY or FAILED at its start on a type its group is not yet marked as failing on,
+relearns the table from the whole history at once (as the refresh: at most once per check), with
+the same learner and its same rule (a run that failed at its start on one type marks it:
+:func:`slurm_fair.estimates.learn.fails_on`). So the next job of the group, a resubmission or a
+requeued one, is not sent there again (issue 39: a 4-GPU ResNet-50 that died at its start on K80
+was sent there again for a day).
 
 A type marked as failing for a group is **re-offered after a bound**: each mark is kept with the
 time it was first seen with its number of failed runs, and once it is :data:`FAIL_MARK_DAYS` old
@@ -52,7 +53,7 @@ from typing import Any, Mapping
 from .. import atomic
 from ..errors import SlurmFairError
 from ..estimates.history import failures_from_history, runs_from_history, timed_runs
-from ..estimates.learn import ANY_USER, GroupKey, GroupSpeeds, fails_on, learn
+from ..estimates.learn import ANY_USER, FAST_FAIL_S, GroupKey, GroupSpeeds, fails_on, learn
 from ..estimates.runtime import learn_ratios
 from ..slurm.port import SlurmPort
 
@@ -135,16 +136,19 @@ def settings(config: Any) -> tuple[float, float]:
 
 
 def new_failures(port: SlurmPort, table: LearnedTable, since: float) -> list[tuple[GroupKey, str]]:
-    """The (group, type) pairs of the FAILED / OUT_OF_MEMORY runs of the accounting since
-    ``since`` that the table does not yet mark as failing (raises SlurmFairError when Slurm
-    cannot say). Only these make the learner's answer change before the next refresh: a failure
-    on a marked type changes nothing it decides (the mark holds)."""
+    """The (group, type) pairs of the runs of the accounting since ``since`` that may mark a
+    type on their own (OUT_OF_MEMORY, or FAILED at the start: :data:`FAST_FAIL_S`) and that the
+    table does not yet mark as failing (raises SlurmFairError when Slurm cannot say). Only these
+    call for a relearn before the refresh: a failure on a marked type changes nothing the table
+    decides (the mark holds), and a later failure waits for the refresh, so a site where jobs
+    fail all day does not relearn its 90 days of history every minute for them."""
     history = port.accounting_history(datetime.fromtimestamp(since))
     node_types = {n.name: next(iter(n.gpus_total)) for n in port.nodes() if len(n.gpus_total) == 1}
     out = []
     for f in failures_from_history(history.failed, node_types):
+        alone = f.state == "OUT_OF_MEMORY" or (f.elapsed_s is not None and f.elapsed_s <= FAST_FAIL_S)
         known = table.speeds.get(f.group)
-        if known is None or known.get(f.gpu_type, 1.0) > 0:
+        if alone and (known is None or known.get(f.gpu_type, 1.0) > 0):
             out.append((f.group, f.gpu_type))
     return sorted(set(out))
 
