@@ -168,3 +168,21 @@ def test_the_failure_check_can_be_turned_off(tmp_path, fake):
     fake.now += timedelta(seconds=70)
     res = run_cycle(fake, config, clock=clock)
     assert res.estimates[nxt].throughput["k80"] > 0  # only the daily refresh will learn it
+
+
+def test_a_job_that_failed_late_waits_for_the_refresh(tmp_path, fake):
+    """A run that FAILED after 10 minutes may be its own bug, and alone marks nothing: the
+    failure check does not relearn the table for it (a site where jobs fail all day would
+    relearn its history every minute)."""
+    config = make_config(tmp_path)
+    clock = lambda: fake.now.timestamp()  # noqa: E731
+    assert run_cycle(fake, config, clock=clock).exit_code == 0
+    first = learned.load(tmp_path / "state").refreshed_at
+    j = fake.submit("alice", "--gres=gpu:4", hold=False, name="rn50")
+    fake.start(j, "k80-1", "k80")
+    fake.now += timedelta(minutes=10)
+    fake.finish(j, state="FAILED")
+    fake.now += timedelta(seconds=70)
+    assert run_cycle(fake, config, clock=clock).exit_code == 0
+    assert learned.load(tmp_path / "state").refreshed_at == first
+    assert learned.checked(tmp_path / "state") == pytest.approx(fake.now.timestamp(), abs=0.01)
