@@ -117,6 +117,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
                                C.number(0, 100000)),
         "learn_days": Key(NUM, 90.0, "days of accounting history the learned speed table is learned from",
                           C.number(0, 36500, lo_open=True)),
+        "failures_check_s": Key(NUM, 60.0, "seconds between reads of the jobs that failed since the last one (one that "
+                                "ran out of memory or failed at its start on a type not yet marked for its group "
+                                "relearns the table at once; 0: only at the refresh)", C.number(0, 100000)),
     },
     "slurm": {
         "backend": Key((str,), "cli", "how Slurm is read and written: cli (Slurm's own commands), pyslurm (Slurm's C "

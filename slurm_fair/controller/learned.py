@@ -21,6 +21,16 @@ and **backs off**: the next try is :data:`RETRY_S` later, doubling with each fai
 to the refresh interval (recorded in the table), so a ``sacct`` over months that times out is not
 run again inside every cycle.
 
+Failures are learned **within a minute**, not at the next refresh: every
+``[throughput].failures_check_s`` seconds (default 60; 0: off) a cycle reads only the jobs of the
+accounting since its last check (``sacct -S``: a window of that length, cheap) and, when one of
+them ran OUT_OF_MEMORY or FAILED at its start on a type its group is not yet marked as failing on,
+relearns the table from the whole history at once (as the refresh: at most once per check), with
+the same learner and its same rule (a run that failed at its start on one type marks it:
+:func:`slurm_fair.estimates.learn.fails_on`). So the next job of the group, a resubmission or a
+requeued one, is not sent there again (issue 39: a 4-GPU ResNet-50 that died at its start on K80
+was sent there again for a day).
+
 A type marked as failing for a group is **re-offered after a bound**: each mark is kept with the
 time it was first seen with its number of failed runs, and once it is :data:`FAIL_MARK_DAYS` old
 without a new failure there, the learner no longer counts those failures (the type gets its
@@ -43,11 +53,14 @@ from typing import Any, Mapping
 from .. import atomic
 from ..errors import SlurmFairError
 from ..estimates.history import failures_from_history, runs_from_history, timed_runs
-from ..estimates.learn import ANY_USER, GroupKey, GroupSpeeds, fails_on, learn
+from ..estimates.learn import ANY_USER, FAST_FAIL_S, GroupKey, GroupSpeeds, fails_on, learn
 from ..estimates.runtime import learn_ratios
 from ..slurm.port import SlurmPort
 
 FILE = "learned-speeds.json"
+#: when the recent failures were last read (a file of its own: the table, which may be large,
+#: is written only when relearned)
+CHECKED_FILE = "failures-checked-at"
 DEFAULT_REFRESH_H = 24.0
 DEFAULT_DAYS = 90.0
 #: the wait before the first retry of a failed refresh (doubled per failure in a row, at most the
@@ -122,6 +135,24 @@ def settings(config: Any) -> tuple[float, float]:
     return float(th.get("learn_refresh_h", DEFAULT_REFRESH_H)), float(th.get("learn_days", DEFAULT_DAYS))
 
 
+def new_failures(port: SlurmPort, table: LearnedTable, since: float) -> list[tuple[GroupKey, str]]:
+    """The (group, type) pairs of the runs of the accounting since ``since`` that may mark a
+    type on their own (OUT_OF_MEMORY, or FAILED at the start: :data:`FAST_FAIL_S`) and that the
+    table does not yet mark as failing (raises SlurmFairError when Slurm cannot say). Only these
+    call for a relearn before the refresh: a failure on a marked type changes nothing the table
+    decides (the mark holds), and a later failure waits for the refresh, so a site where jobs
+    fail all day does not relearn its 90 days of history every minute for them."""
+    history = port.accounting_history(datetime.fromtimestamp(since))
+    node_types = {n.name: next(iter(n.gpus_total)) for n in port.nodes() if len(n.gpus_total) == 1}
+    out = []
+    for f in failures_from_history(history.failed, node_types):
+        alone = f.state == "OUT_OF_MEMORY" or (f.elapsed_s is not None and f.elapsed_s <= FAST_FAIL_S)
+        known = table.speeds.get(f.group)
+        if alone and (known is None or known.get(f.gpu_type, 1.0) > 0):
+            out.append((f.group, f.gpu_type))
+    return sorted(set(out))
+
+
 def build(port: SlurmPort, types: list[str], days: float, now: float, before: Marks | None = None) -> LearnedTable:
     """Learn from the last ``days`` of accounting (raises SlurmFairError when Slurm cannot say);
     ``before``: the previous table's marks (their age decides which are re-offered)."""
@@ -160,8 +191,26 @@ def refresh(port: SlurmPort, config: Any, state_dir: str | Path, types: list[str
     now = time.time() if now is None else now
     table = load(state_dir)
     refresh_h, days = settings(config)
-    if dry_run or refresh_h <= 0 or not table.due(now, refresh_h):
+    check_s = float(config["throughput"].get("failures_check_s", 60.0))
+    if dry_run or refresh_h <= 0:
         return table, []
+    if not table.due(now, refresh_h):
+        checked_at = checked(state_dir)
+        backing_off = table.failed_refreshes > 0 and now < table.retry_at  # sacct fails: not every minute
+        if check_s <= 0 or now - checked_at < check_s or backing_off:
+            return table, []
+        # the window since the last check (the first: one interval), a little wider: sacct
+        # selects the jobs active in it, so a job that ended just before a check is read twice,
+        # never missed
+        since = (checked_at or now - check_s) - 5.0
+        try:
+            fresh_fails = new_failures(port, table, since)
+        except SlurmFairError as exc:
+            _mark_checked(state_dir, now)
+            return table, [f"recent failures not read (next try in {check_s:.0f} s): {exc}"]
+        if not fresh_fails:
+            saved = _mark_checked(state_dir, now)
+            return table, ([] if saved is None else [f"failure check not recorded: {saved}"])
     try:
         fresh = build(port, types, days, now, table.marks)
     except SlurmFairError as exc:
@@ -171,8 +220,26 @@ def refresh(port: SlurmPort, config: Any, state_dir: str | Path, types: list[str
         saved = _save(state_dir, kept)
         return kept, [f"learned speeds not refreshed (kept the table of {table.refreshed_at:.0f}; next try in "
                       f"{wait:.0f} s{'' if saved is None else ', not recorded: ' + saved}): {exc}"]
-    saved = _save(state_dir, fresh)
+    saved = _save(state_dir, fresh) or _mark_checked(state_dir, now)
     return fresh, ([] if saved is None else [f"learned speeds not saved: {saved}"])
+
+
+def checked(state_dir: str | Path) -> float:
+    """When the recent failures were last read (0: never, or unreadable: read again)."""
+    try:
+        return float((Path(state_dir) / CHECKED_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return 0.0
+
+
+def _mark_checked(state_dir: str | Path, now: float) -> str | None:
+    try:
+        atomic.write_text(Path(state_dir) / CHECKED_FILE, f"{now:.3f}\n")
+    except atomic.AtomicWriteError as exc:
+        return exc.message()
+    except OSError as exc:
+        return str(exc)
+    return None
 
 
 def _save(state_dir: str | Path, table: LearnedTable) -> str | None:

@@ -89,5 +89,6 @@ def failures_from_history(rows: Iterable[HistoryRow], node_types: Mapping[str, s
         k = run_type(r, node_types)
         if k is not None:
             before = (t or run_type(HistoryRow(0, "", "", "", "", 0, None, n, 0.0), node_types) for t, n, _ in r.earlier)
-            out.append(Failure((r.user, r.job_name, r.gpus), k, r.state, r.job_id, tuple(t for t in before if t)))
+            out.append(Failure((r.user, r.job_name, r.gpus), k, r.state, r.job_id, tuple(t for t in before if t),
+                               r.elapsed_s))
     return out

@@ -75,6 +75,10 @@ class Run:
 FAILING = ("FAILED", "OUT_OF_MEMORY")
 #: FAILED runs on a type (no completion there, none elsewhere) that mark it on their own
 REPEATED_FAILS = 2
+#: a run that failed within this many seconds failed at its start: the job could not even begin
+#: on the type (a CUDA architecture or driver it does not support, a model that does not load);
+#: one such run marks the type unless the group also failed at its start on another type
+FAST_FAIL_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,9 @@ class Failure:
     job_id: str = ""
     #: the types the job ran on before it failed (runs requeued or preempted there, ``sacct -D``)
     ran_on: tuple[str, ...] = ()
+    #: how long the failed run lasted (None: unknown); :data:`FAST_FAIL_S` or less is a failure
+    #: at its start
+    elapsed_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -251,7 +258,11 @@ def fails_on(runs: Iterable[Run], failures: Iterable[Failure], types: Sequence[s
     there (the type's memory is too small), or a FAILED run there while the group completed on
     another type, or the failed job itself ran on another type before (requeued or preempted
     there, not failed: its code runs; that type is the difference), or ``REPEATED_FAILS`` FAILED
-    runs there. A completion on the type clears it. A group is never marked on *every* type of
+    runs there, or one run that failed at its start there (within :data:`FAST_FAIL_S`) while
+    the group failed at its start on no other type (a job that cannot begin anywhere is broken;
+    one that cannot begin on one type only says that type cannot run it: issue 39, a 4-GPU
+    ResNet-50 sent to K80 died at its start and the next job of its group was sent there again).
+    A completion on the type clears it. A group is never marked on *every* type of
     ``types``: failing everywhere is the job's own fault, not a type's, and a job with no type
     left would never be placed at all."""
     done: dict[GroupKey, set[str]] = defaultdict(set)
@@ -259,14 +270,19 @@ def fails_on(runs: Iterable[Run], failures: Iterable[Failure], types: Sequence[s
         done[r.group].add(r.gpu_type)
     failed: dict[GroupKey, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     ran: dict[tuple[GroupKey, str], bool] = defaultdict(bool)
+    at_start: dict[GroupKey, set[str]] = defaultdict(set)
     for f in failures:
         if f.state in FAILING and f.gpu_type not in done[f.group]:
             failed[f.group][f.gpu_type].append(f.state)
             ran[(f.group, f.gpu_type)] |= any(t != f.gpu_type for t in f.ran_on)
+            if f.elapsed_s is not None and f.elapsed_s <= FAST_FAIL_S:
+                at_start[f.group].add(f.gpu_type)
     out: dict[GroupKey, dict[str, int]] = {}
     for g, by in failed.items():
+        only_here = next(iter(at_start[g])) if len(at_start[g]) == 1 else None
         marked = {k: len(st) for k, st in by.items()
-                  if "OUT_OF_MEMORY" in st or len(st) >= REPEATED_FAILS or done[g] - {k} or ran[(g, k)]}
+                  if "OUT_OF_MEMORY" in st or len(st) >= REPEATED_FAILS or done[g] - {k} or ran[(g, k)]
+                  or k == only_here}
         if marked and not set(types) <= set(marked):
             out[g] = marked
     return out

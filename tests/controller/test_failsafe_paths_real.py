@@ -89,13 +89,13 @@ def fill(disk: Path) -> None:
 
 
 def _fill_with(fh, chunk: bytes) -> None:
-    with fh:
-        try:
+    try:  # closing flushes what the last write left in the buffer: ENOSPC there too
+        with fh:
             while True:
                 fh.write(chunk)
                 fh.flush()
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC, exc
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC, exc
 
 
 def loop_config(tmp_path: Path, state: Path, manage) -> Path:

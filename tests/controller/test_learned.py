@@ -119,3 +119,70 @@ def test_a_groups_finished_runs_shrink_what_a_pending_jobs_time_limit_says_of_it
     assert fairness.known_remaining_s(job) == pytest.approx(3600.0, rel=0.05)
     back = learned.load(tmp_path / "state").ratios
     assert back[(g["user"], "train", 1)] == tuple(g["ratios"]) and back[runtime.SITE] == tuple(g["ratios"])
+
+
+def test_a_job_that_fails_at_its_start_on_a_type_is_learned_within_a_minute_not_at_the_refresh(tmp_path, fake):
+    """Issue 39: a 4-GPU group's first job dies at its start on K80 (FAILED after 2 s). The
+    table was refreshed a minute before, the next refresh is a day away; the next cycle after
+    ``failures_check_s`` reads the failure, relearns and no longer plans the group's next job,
+    nor a resubmission, on K80. Without a new failure nothing is relearned."""
+    config = make_config(tmp_path)
+    clock = lambda: fake.now.timestamp()  # noqa: E731
+    ran(fake, "v100", "v100-1", 30, name="other")
+    assert run_cycle(fake, config, clock=clock).exit_code == 0  # the daily refresh: nothing of rn50
+    first = learned.load(tmp_path / "state")
+    j = fake.submit("alice", "--gres=gpu:4", hold=False, name="rn50")
+    fake.start(j, "k80-1", "k80")
+    fake.now += timedelta(seconds=2)
+    fake.finish(j, state="FAILED")
+    nxt = fake.submit("alice", "--gres=gpu:4", hold=False, name="rn50")
+    fake.now += timedelta(seconds=70)
+    res = run_cycle(fake, config, clock=clock)
+    assert res.exit_code == 0, res.message
+    est = res.estimates[nxt]
+    assert est.throughput["k80"] == 0 and est.sources["k80"] == "fails", est
+    assert res.plan.jobs[nxt].planned_type != "k80"
+    table = learned.load(tmp_path / "state")
+    assert table.refreshed_at > first.refreshed_at
+    assert learned.checked(tmp_path / "state") == pytest.approx(fake.now.timestamp(), abs=0.01)
+    # nothing new failed: the next checks only read the window, the table is not relearned
+    fake.now += timedelta(seconds=70)
+    assert run_cycle(fake, config, clock=clock).exit_code == 0
+    again = learned.load(tmp_path / "state")
+    assert again.refreshed_at == table.refreshed_at
+    assert learned.checked(tmp_path / "state") == pytest.approx(fake.now.timestamp(), abs=0.01)
+
+
+def test_the_failure_check_can_be_turned_off(tmp_path, fake):
+    from slurm_fair.config import validate
+
+    config = validate({"controller": {"state_dir": str(tmp_path / "state"), "audit_log": str(tmp_path / "audit.jsonl")},
+                       "throughput": {"failures_check_s": 0}}, str(tmp_path / "slurm-fair.toml"))
+    clock = lambda: fake.now.timestamp()  # noqa: E731
+    assert run_cycle(fake, config, clock=clock).exit_code == 0
+    j = fake.submit("alice", "--gres=gpu:4", hold=False, name="rn50")
+    fake.start(j, "k80-1", "k80")
+    fake.now += timedelta(seconds=2)
+    fake.finish(j, state="FAILED")
+    nxt = fake.submit("alice", "--gres=gpu:4", hold=False, name="rn50")
+    fake.now += timedelta(seconds=70)
+    res = run_cycle(fake, config, clock=clock)
+    assert res.estimates[nxt].throughput["k80"] > 0  # only the daily refresh will learn it
+
+
+def test_a_job_that_failed_late_waits_for_the_refresh(tmp_path, fake):
+    """A run that FAILED after 10 minutes may be its own bug, and alone marks nothing: the
+    failure check does not relearn the table for it (a site where jobs fail all day would
+    relearn its history every minute)."""
+    config = make_config(tmp_path)
+    clock = lambda: fake.now.timestamp()  # noqa: E731
+    assert run_cycle(fake, config, clock=clock).exit_code == 0
+    first = learned.load(tmp_path / "state").refreshed_at
+    j = fake.submit("alice", "--gres=gpu:4", hold=False, name="rn50")
+    fake.start(j, "k80-1", "k80")
+    fake.now += timedelta(minutes=10)
+    fake.finish(j, state="FAILED")
+    fake.now += timedelta(seconds=70)
+    assert run_cycle(fake, config, clock=clock).exit_code == 0
+    assert learned.load(tmp_path / "state").refreshed_at == first
+    assert learned.checked(tmp_path / "state") == pytest.approx(fake.now.timestamp(), abs=0.01)

@@ -80,15 +80,21 @@ def _priority(fake, jid: str) -> int:
     return fake.job(jid).priority
 
 
-def test_an_overdue_gang_becomes_the_top_job_of_its_type_by_pushing_the_others_down(fake, tmp_path) -> None:
+def test_an_overdue_gang_becomes_the_top_job_of_its_type_raised_above_the_others(fake, tmp_path) -> None:
     gang, small, res = _fake_scene(fake, tmp_path, reserve_after_lr=2.0)
     assert res.plan is not None and res.plan.jobs[gang].planned_type == "v100"
     assert res.plan.jobs[gang].rank == 1  # first in the plan's line
     assert dict(res.plan.head) == {gang: "v100"}  # recorded with the plan (run --json, the store)
-    # the gang keeps its own priority (never raised), every competitor is now below it
-    assert _priority(fake, gang) == 1000 and (fake.job(gang).site_factor or 0) == 0
+    # the gang is raised just above its highest competitor (5000: a power of two, 4096 > 4000),
+    # every competitor is now below it and none needed a push
+    assert (fake.job(gang).site_factor or 0) == 4096 and _priority(fake, gang) == 5096
     assert all(_priority(fake, s) < _priority(fake, gang) for s in small)
-    assert all((fake.job(s).site_factor or 0) < 0 for s in small)
+    assert all((fake.job(s).site_factor or 0) == 0 for s in small)
+    # issue 39: a job of the same tenant, QOS and nice submitted after the cycle (no age: at
+    # most its pending jobs' priority) is below the gang before any cycle pushes it
+    late = fake.submit("bob", "--gres=gpu:1", hold=False, partition="v100", priority=5000,
+                       comment="fair:class=a3c", time_limit="5")
+    assert _priority(fake, late) < _priority(fake, gang)
     # nothing was cancelled or requeued: the runners cannot be stopped
     assert not [c for c in fake.calls if c[0] in ("scancel", "requeue")]
 
@@ -112,22 +118,25 @@ def _queues(draw):
 
 @settings(max_examples=scaled(200), deadline=None)
 @given(_queues())
-def test_heads_are_never_raised_and_every_competitor_ends_below_them(q) -> None:
-    """Independent of how the push is computed: every written site factor pushes down (or
-    gives back a push), and after it every other job planned for a head's type is below the
-    head, whose own priority is untouched."""
+def test_only_heads_are_raised_at_most_to_the_top_and_every_competitor_ends_below_them(q) -> None:
+    """Independent of how the factors are computed: only a head is raised, only when a job
+    competing for its type was above it and by less than twice what it took (a power of two,
+    at least 16); every other written site factor pushes down; after it every other job planned
+    for a head's type is below the head."""
     prios, types, placed, heads = q
     jobs = {f"j{i}": job(f"j{i}", "a", priority=p, site_factor=0) for i, p in enumerate(prios)}
     plans = {f"j{i}": JobPlan(f"j{i}", "a", None, i + 1, placed[i], planned_type=types[i]) for i in range(len(prios))}
     head = {f"j{i}": types[i] for i in heads}
     out = site_factors(plans, jobs, {}, {j: ("v100", "k80") for j in jobs}, head=head)
     after = {j: natural(jobs[j], None) + out.get(j, 0) for j in jobs}  # type: ignore[operator]
-    assert all(v <= 0 for v in out.values())
+    assert all(v <= 0 for j, v in out.items() if j not in head)
     for h, k in head.items():
-        assert out.get(h, 0) == 0
+        others = [jobs[j].priority for j in jobs if j not in head and plans[j].planned_type == k]
+        need = max(others, default=-1) - jobs[h].priority + 1
+        assert out.get(h, 0) == 0 if need <= 0 else need <= out[h] < max(2 * need, 16) + 1
         for j in jobs:
             if j not in head and plans[j].planned_type == k:
-                assert after[j] < jobs[h].priority, (j, h)
+                assert after[j] < after[h], (j, h)
 
 
 def test_an_unplaced_job_keeps_its_push_while_the_plan_keeps_it_unplaced() -> None:
@@ -177,3 +186,22 @@ def test_an_unplaced_gang_is_not_rewritten_every_other_cycle(fake, tmp_path) -> 
             small = [fake.submit("bob", "--gres=gpu:1", hold=False, partition="v100", priority=5000,
                                  comment="fair:class=a3c", time_limit="5") for _ in range(2)]
     assert len(writes) == 1 and (fake.job(gang).site_factor or 0) < 0
+
+
+def test_a_raised_gang_keeps_its_raise_while_it_waits_and_it_grows_only_past_the_band() -> None:
+    """Issue 39: the raise is not lifted when its competitors have all started (no write every
+    other cycle as new ones come), kept while it covers the need within the band, and doubled
+    (a power of two) once a competitor passes it."""
+    from slurm_fair.controller.state.fields import Owned
+
+    gang = job("g", "a", gpus=4, priority=1000 + 4096, site_factor=4096)
+    owned = {("g", "site_factor"): Owned("g", "site_factor", "a", "0", written="4096")}
+    head = {"g": "v100"}
+    plans = {"g": JobPlan("g", "a", None, 1, True, planned_type="v100")}
+    reach = {"g": ("v100",), "c": ("v100",)}
+    assert site_factors(plans, {"g": gang}, owned, reach, head=head) == {"g": 4096}  # alone: kept
+    for top, want in ((4000, 4096), (5000, 4096), (6000, 8192)):
+        comp = job("c", "b", priority=top, site_factor=0)
+        both = {**plans, "c": JobPlan("c", "b", None, 2, False, planned_type="v100")}
+        out = site_factors(both, {"g": gang, "c": comp}, owned, reach, head=head)
+        assert out["g"] == want and 1000 + out["g"] > top + out.get("c", 0), (top, out)

@@ -426,3 +426,67 @@ def test_a_site_that_taught_no_mix_gives_a_group_with_no_runs_the_generic_priors
     assert model.site is not None
     for k in types:
         assert model.site.speed[k] == pytest.approx(generic[k] / top, rel=0.02)
+
+
+# --- issue 39: a group that fails at its start on one type -----------------------------------
+
+def _recorded_failures(*job_ids):
+    """Failures of ``sacct -a -X -D -P`` rows recorded on the 22.05 testbed: 691 and 710, a
+    4-GPU ResNet-50 (the testbed's emulator, ``sfr-rn50``) sent to K80 where it has no
+    throughput, exiting 3 at its start; 708 and 709, a script that exits 1 (``sfr-broken``), on
+    V100 and on P100."""
+    from pathlib import Path
+
+    from slurm_fair.estimates.history import failures_from_history
+    from slurm_fair.slurm.parse.history import parse_history
+
+    path = Path(__file__).parent / "data" / "sacct_failed_at_start_22.05.txt"
+    history = parse_history(path.read_text(), str(path))
+    node_types = {"k80-1": "k80", "p100-1": "p100", "p100-2": "p100", "v100-1": "v100", "v100-2": "v100"}
+    return [f for f in failures_from_history(history.failed, node_types) if f.job_id in job_ids]
+
+
+def test_a_recorded_failure_at_the_start_on_one_type_marks_that_type():
+    [rn50] = _recorded_failures("691")
+    assert (rn50.gpu_type, rn50.state, rn50.elapsed_s) == ("k80", "FAILED", 0.0)
+    assert fails_on([], [rn50], TYPES3) == {rn50.group: {"k80": 1}}
+    m = learn([], TYPES3, [rn50])
+    assert m.groups[rn50.group].speed["k80"] == 0 and m.groups[rn50.group].speed["v100"] > 0
+
+
+def test_a_recorded_script_that_fails_at_its_start_everywhere_marks_no_type():
+    """The job's own fault: failing at the start on V100 and P100 says nothing of either type."""
+    broken = _recorded_failures("708", "709")
+    assert sorted(f.gpu_type for f in broken) == ["p100", "v100"]
+    assert fails_on([], broken, TYPES3) == {}
+    # only one of them seen so far: its type is marked (the next job goes elsewhere and fails
+    # there too, which lifts the mark: the rule cannot tell before)
+    assert fails_on([], broken[:1], TYPES3) == {broken[0].group: {broken[0].gpu_type: 1}}
+
+
+def test_a_late_failure_alone_marks_nothing_and_unknown_elapsed_is_not_at_the_start():
+    from slurm_fair.estimates.learn import FAST_FAIL_S
+
+    assert fails_on([], [Failure(G, "k80", "FAILED", elapsed_s=FAST_FAIL_S + 1)], TYPES3) == {}
+    assert fails_on([], [Failure(G, "k80", "FAILED")], TYPES3) == {}
+    assert fails_on([], [Failure(G, "k80", "FAILED", elapsed_s=FAST_FAIL_S)], TYPES3) == {G: {"k80": 1}}
+    # a completion there clears it, as for every other rule
+    assert fails_on(done_on("k80"), [Failure(G, "k80", "FAILED", elapsed_s=1.0)], TYPES3) == {}
+    # not the type's fault: NODE_FAIL, CANCELLED at the start mark nothing
+    assert fails_on([], [Failure(G, "k80", s, elapsed_s=1.0) for s in ("NODE_FAIL", "CANCELLED")], TYPES3) == {}
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(TYPES3), st.sampled_from(["FAILED", "COMPLETED"]),
+                          st.sampled_from([1.0, 50.0, 5000.0])), max_size=8))
+def test_failures_at_the_start_on_two_types_never_mark_by_that_rule(rows):
+    runs = [Run(G, k, 100.0) for k, s, _ in rows if s == "COMPLETED"]
+    fails = [Failure(G, k, s, elapsed_s=e) for k, s, e in rows if s != "COMPLETED"]
+    marked = fails_on(runs, fails, TYPES3).get(G, {})
+    done = {r.gpu_type for r in runs}
+    fast = {f.gpu_type for f in fails if f.elapsed_s <= 300 and f.gpu_type not in done}
+    for k, n in marked.items():
+        assert k not in done
+        # marked by another rule, or the one type the group failed at its start on
+        assert n >= 2 or done - {k} or fast == {k}, (k, rows)
+    assert len(marked) < len(TYPES3)

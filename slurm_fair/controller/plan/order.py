@@ -1,4 +1,4 @@
-"""The plan's order in Slurm's queue: the site factor, pushed down only (pure).
+"""The plan's order in Slurm's queue: the site factor, pushed down (an overdue gang raised) (pure).
 
 Slurm starts pending jobs by priority. The plan wants the jobs this round places to go before
 the pilot's other pending jobs that compete for the same GPUs. Earlier versions gave placed jobs
@@ -13,9 +13,11 @@ included, and it overwrote the job's nice, which is its user's. Now:
   pilot is pushed ahead of anyone, and an outsider only moves relative to pilot jobs that the
   plan holds back for the round.
 * An overdue gang whose GPUs the rounding step keeps (:mod:`..reserve`) is the top job of its
-  type: every other pending pilot job competing for that type, placed or not, is pushed just
-  below it, so Slurm's backfill scheduler reserves the gang's nodes and starts the others only
-  where they do not delay it. The gang keeps its own priority.
+  type: it is **raised** just above the highest pending pilot job competing for that type (the
+  one exception to pushing down only, :func:`_raises` says why), and every other pending pilot
+  job competing for that type, placed or not, that is still above it is pushed just below it,
+  so Slurm's backfill scheduler reserves the gang's nodes and starts the others only where
+  they do not delay it.
 * Pushes are powers of two, at least :data:`MIN_PUSH`, and an existing push is kept while it is
   between the need and :data:`KEEP` times it: priorities drift with age every few minutes, and
   without the band each drift would be a write. A job the plan leaves unplaced keeps a push it
@@ -75,11 +77,14 @@ def site_factors(
 
     ``reachable``: the types each job may run on (its competitors are the placed jobs planned
     for one of them; a job sent to one type competes on that type only). ``head``: overdue
-    gangs -> the type whose GPUs are kept for them (:mod:`..reserve`): every other job
-    competing for that type, placed or not, goes just below the gang (the gang is not raised)."""
+    gangs -> the type whose GPUs are kept for them (:mod:`..reserve`): the gang is raised just
+    above the pilot's other jobs competing for that type, and any still above it, placed or
+    not, goes just below it."""
     prio = {j: natural(jobs[j], owned.get((j, "site_factor"))) for j in plans if j in jobs}
     floor = _floors({j: jp.planned_type for j, jp in plans.items() if jp.placed}, prio)
-    tops = _floors({j: k for j, k in (head or {}).items() if j in plans and plans[j].planned_type == k}, prio)
+    heads = {j: k for j, k in (head or {}).items() if j in plans and plans[j].planned_type == k}
+    raised = _raises(heads, plans, jobs, owned, reachable, prio, released)
+    tops = _floors(heads, {j: (p + raised.get(j, 0) if p is not None else None) for j, p in prio.items()})
     out: dict[str, int] = {}
     for j, jp in plans.items():
         sj = jobs.get(j)
@@ -94,7 +99,7 @@ def site_factors(
                 out[j] = int(row.written)
             continue
         base = own_factor(sj, row) or 0
-        want = base
+        want = base + raised.get(j, 0)
         if j not in (head or {}):
             types = [jp.planned_type] if jp.planned_type else list(reachable.get(j, ()))
             lows = [tops[k] for k in types if k in tops] + ([] if jp.placed else [floor[k] for k in types if k in floor])
@@ -105,7 +110,41 @@ def site_factors(
                 want = base - (pushed if keep else _pow2(need))
             elif not jp.placed and pushed > 0:
                 want = base - pushed  # still held back by the plan: its push stays
-        out[j] = max(-SITE_FACTOR_MAX, want)
+        out[j] = max(-SITE_FACTOR_MAX, min(SITE_FACTOR_MAX, want))
+    return out
+
+
+def _competes(jp: JobPlan, k: str, reachable: Mapping[str, Iterable[str]], j: str) -> bool:
+    """Whether the job competes for type ``k``: planned there, or unplaced and able to run there."""
+    return jp.planned_type == k or (not jp.placed and not jp.planned_type and k in tuple(reachable.get(j, ())))
+
+
+def _raises(heads: Mapping[str, str], plans: Mapping[str, JobPlan], jobs: Mapping[str, SlurmJob],
+            owned: Mapping[tuple[str, str], Owned], reachable: Mapping[str, Iterable[str]],
+            prio: Mapping[str, int | None], released: frozenset[tuple[str, str]]) -> dict[str, int]:
+    """Head gang -> how far it is raised: just above the highest pending job of the pilot that
+    competes for its type (0: it is the highest already), a power of two, an existing raise
+    kept within the band (age drift) and while the gang waits. Why raise at all (issue 39): the
+    pushes below reach only the jobs a cycle saw; a job submitted after it with a priority above
+    the gang was above it until the next cycle, and Slurm started it in a GPU of the gang's node
+    as soon as one freed, so on a loaded testbed a stream of such jobs kept the node from ever
+    draining (the gang waited past 300 s in 3 of 5 full runs). Raised above the pilot's top
+    competitor, the gang is also above every later job of those tenants with the same QOS and
+    nice (a new job has no age), which no longer need a cycle to go below it."""
+    out: dict[str, int] = {}
+    for h, k in heads.items():
+        sj, p = jobs.get(h), prio.get(h)
+        if sj is None or p is None or (h, "site_factor") in released:
+            continue
+        top = max((q for j, q in prio.items() if j != h and j not in heads and q is not None and j in jobs
+                   and jobs[j].pending and _competes(plans[j], k, reachable, j)), default=None)
+        need = (top - p + 1) if top is not None else 0
+        row = owned.get((h, "site_factor"))
+        up = (sj.site_factor or 0) - (own_factor(sj, row) or 0)  # the raise it carries
+        if need > 0:
+            out[h] = up if need <= up <= KEEP * max(need, MIN_PUSH) else _pow2(need)
+        elif up > 0:
+            out[h] = up  # kept while it waits: competitors come and go (no write every cycle)
     return out
 
 
