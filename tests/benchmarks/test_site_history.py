@@ -114,7 +114,7 @@ def test_the_true_arm_runs_a_gang_over_several_types_at_its_slowest():
     replay = build_replay(history, "site")
     gangs = spanning(history, site.truth["nodes"])
     assert gangs
-    truth = true_replay(replay, site.truth, gangs)
+    truth = true_replay(replay, site.truth, history)
     requeued = {line.split("|")[0] for line in site.lines if "|REQUEUED|" in line}
     checked = 0
     for job in truth.workload.jobs:
