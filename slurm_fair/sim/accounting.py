@@ -184,9 +184,9 @@ def varied(speed: Mapping[str, float], group: tuple[str, str, int], completed_on
     gain than it would have had. A replay wants a site *like* this one, not each group's best
     guess: each such type gets ``exp(spread * z)`` (``spread``: :attr:`Model.group_spread`, the
     site's between-group spread measured on the groups that ran on two types; ``z`` fixed by
-    group, type and ``seed``: ``simulate --seed``, another site like it), fastest 1.0 again; types it completed on, and types marked failing (0),
-    keep what was learned. The site's total gain is then right in distribution; which job
-    gains is not known from a type nobody of the group ran on."""
+    group, type and ``seed``: ``simulate --seed``, another site like it), fastest 1.0 again;
+    types it completed on, and types marked failing (0), keep what was learned. The site's
+    total gain is then right in distribution; which job gains is not known from a type nobody of the group ran on."""
     done = {k for k in completed_on if speed.get(k, 0.0) > 0}
     # the group's level is known only through its own deviations on the types it completed on
     # (their mean, m of them): every type it never ran on shares that error, N(0, spread^2 / m)
