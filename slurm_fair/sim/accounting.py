@@ -186,7 +186,8 @@ def varied(speed: Mapping[str, float], group: tuple[str, str, int], completed_on
     site's between-group spread measured on the groups that ran on two types; ``z`` fixed by
     group, type and ``seed``: ``simulate --seed``, another site like it), fastest 1.0 again;
     types it completed on, and types marked failing (0), keep what was learned. The site's
-    total gain is then right in distribution; which job gains is not known from a type nobody of the group ran on."""
+    total gain is then right in distribution; which job gains is not known from a type nobody
+    of the group ran on."""
     done = {k for k in completed_on if speed.get(k, 0.0) > 0}
     # the group's level is known only through its own deviations on the types it completed on
     # (their mean, m of them): every type it never ran on shares that error, N(0, spread^2 / m)
