@@ -158,3 +158,25 @@ def test_a_draw_seed_changes_only_the_speeds_a_history_cannot_show():
             else:
                 differ += ra != pytest.approx(rb)
     assert same > 20 and differ > 20
+
+
+def test_simulate_seed_replays_another_draw(tmp_path):
+    """``simulate --sacct-file H --seed S``: the seed reaches the drawn speeds (the modelled
+    Slurm's jobs placed on a type their group never ran on take another time), and the same
+    seed gives the same figures."""
+    import json
+
+    from slurm_fair.cli import main
+
+    # busy enough that the modelled Slurm starts jobs on types their group never ran on
+    site = generate(106, n_jobs=1500, days=3, gpus=64, n_types=4, accounts=4, load=0.7, per_node=4)
+    history = tmp_path / "h.txt"
+    history.write_text("\n".join(site.lines) + "\n")
+
+    def jct(seed: int) -> float:
+        out = tmp_path / f"out{seed}.json"
+        assert main(["simulate", "--sacct-file", str(history), "--policy", "agnostic", "--seed", str(seed),
+                     "--json", "-o", str(out), "--quiet"]) in (0, None)
+        return json.loads(out.read_text())["policies"]["agnostic"]["avg_jct_s"]
+
+    assert jct(0) == jct(0) != jct(7)
