@@ -29,7 +29,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Collection
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -40,7 +40,7 @@ from make_site_history import generate  # noqa: E402
 
 from slurm_fair import policies  # noqa: E402
 from slurm_fair.estimates.gavel import ThroughputTable  # noqa: E402
-from slurm_fair.sim.accounting import Replay, _spanned, build_replay  # noqa: E402
+from slurm_fair.sim.accounting import Replay, build_replay, job_runs  # noqa: E402
 from slurm_fair.sim.engine import SimConfig, simulate  # noqa: E402
 from slurm_fair.sim.metrics import summarize  # noqa: E402
 from slurm_fair.sim.slurmlike import SlurmModel, simulate_slurm  # noqa: E402
@@ -48,32 +48,36 @@ from slurm_fair.slurm.parse.history import parse_history  # noqa: E402
 from slurm_fair.solver import fastest_available  # noqa: E402
 
 
-def true_replay(replay: Replay, truth: dict, gangs: Collection[str] = ()) -> Replay:
-    """The same jobs with the generator's true speeds, and true work (time run on each type
-    times the true speed there; ``gangs``: the Slurm ids of jobs whose one run spanned nodes of
-    several types, which ran at their slowest type's true speed, as the generator ran them and
-    as the replay counts their learned work)."""
+def true_replay(replay: Replay, truth: dict, history: Any) -> Replay:
+    """The same jobs with the generator's true speeds, and true work: each run of a job (a
+    requeued job's earlier runs too) the time it ran times the true speed of its slowest node's
+    type, as the generator ran it (a gang over nodes of several types goes at its slowest)."""
     data: dict[str, dict[tuple[str, int], float]] = {k: {} for k in replay.cluster.capacity}
-    records = {r.job_id: r for r in replay.history}
+    rows = {r.job_id: r for r in [*history.rows, *history.failed, *history.ended]}
+    kind = truth["nodes"]
     jobs = []
     for j in replay.workload.jobs:
         meta = replay.jobs[j.id]
         true = truth["groups"][f"{meta.user}|{meta.job_name}|{j.gpus}"]
         for k in data:
             data[k][(j.job_type, j.gpus)] = true[k]
-        seconds = records[j.id].gpu_seconds
-        if meta.slurm_id in gangs:
-            work = records[j.id].run_s * min(true[k] for k in seconds)
-        else:
-            work = sum(s / j.gpus * true[k] for k, s in seconds.items())
+        row = rows[meta.slurm_id]
+        runs = [*((nodes, e) for _, nodes, e in row.earlier), (row.nodes, row.elapsed_s)]
+        work = sum(e * min(true[kind[n]] for n in nodes) for nodes, e in runs)
         jobs.append(dataclasses.replace(j, total_steps=work))
     return dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, jobs=tuple(jobs)),
                                table=ThroughputTable(data, source="true speeds"))
 
 
 def spanning(history: Any, node_types: dict[str, str]) -> set[str]:
-    """The Slurm ids of jobs whose run spanned nodes of several types (they ran at the slowest)."""
-    return {r.job_id for r in [*history.rows, *history.failed, *history.ended] if _spanned(r, node_types)}
+    """The Slurm ids of jobs with a run that spanned nodes of several types (it ran at the
+    slowest), a requeued job's earlier runs included."""
+    out = set()
+    for r in [*history.rows, *history.failed, *history.ended]:
+        runs = job_runs(r, node_types)
+        if runs and any(len(shares) > 1 for shares, _ in runs):
+            out.add(r.job_id)
+    return out
 
 
 def seen_replay(replay: Replay, truth: dict) -> Replay:
@@ -134,6 +138,7 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=0.8)
     ap.add_argument("--stale-s", type=float, default=0.0)
     ap.add_argument("--round-s", type=float, default=360.0)
+    ap.add_argument("--slurm-bf-interval", type=float, default=30.0, help="the modelled Slurm's bf_interval (s)")
     ap.add_argument("--requeue-hold-s", type=float, default=0.0, help="Slurm's hold (121 s by default)")
     ap.add_argument("--fill-between-rounds", action="store_true")
     ap.add_argument("--skip-truth", action="store_true", help="Only the agnostic replay against the history.")
@@ -143,6 +148,12 @@ def main() -> None:
     ap.add_argument("--seen-truth", action="store_true",
                     help="Also oef's gain with the true speeds on the types each group completed on (learned elsewhere): "
                          "the most the history can tell")
+    ap.add_argument("--draws", type=int, default=1,
+                    help="Replays with the unseen speeds drawn with seeds 0..K-1 (simulate --seed): the learned gain "
+                         "is their mean (min-max shown)")
+    ap.add_argument("--bf-jitter", action="store_true",
+                    help="Each agnostic arm also with bf_interval 28, 29, 31 and 32 s (the history does not say the "
+                         "phase of Slurm's backfill timer): the gains use the mean of the five, the spread is shown")
     ap.add_argument("--posterior-mean", action="store_true",
                     help="Replay with the learner's posterior mean on the types a group never completed on "
                          "(no drawn deviation; the replay before issue 42's fidelity work)")
@@ -160,32 +171,54 @@ def main() -> None:
               "agn JCT h (true)", "oef JCT h learned / true", "oef gain (learned)", "oef gain (true)", "gain ratio",
               "oef gain (true where ran)", "ratio", "wall s"):
         table.add_column(c, justify="right")
+    bfs = (30.0, 28.0, 29.0, 31.0, 32.0) if a.bf_jitter else (a.slurm_bf_interval,)
+
+    def agnostic(rep: Replay) -> list[dict]:
+        return [run(rep, "agnostic", exact, dataclasses.replace(slurm, bf_interval_s=bf) if slurm else None)
+                for bf in bfs]
+
+    def mean_jct(runs: list[dict]) -> float:
+        return sum(r["avg_jct_s"] for r in runs) / len(runs)
+
+    def spread(runs: list[dict]) -> str:
+        vals = [r["avg_jct_s"] / 3600 for r in runs]
+        return f" ({min(vals):.2f}-{max(vals):.2f})" if len(vals) > 1 else ""
+
+    exact = dataclasses.replace(config, stale_s=0.0)  # staleness changes agnostic's answer (docs/simulator.md)
     for seed in a.seeds:
         t0 = time.perf_counter()
         site = generate(seed, a.jobs, a.days, a.gpus, 4, a.accounts, a.load, a.per_node)
         history = parse_history("\n".join(site.lines) + "\n", f"seed {seed}")
-        replay = build_replay(history, f"seed {seed}", vary_unseen=not a.posterior_mean)
+        replays = [build_replay(history, f"seed {seed}", vary_unseen=not a.posterior_mean, draw_seed=d)
+                   for d in range(a.draws)]
+        replay = replays[0]
         hist = summarize(list(replay.history), [], dict(replay.cluster.capacity))
-        exact = dataclasses.replace(config, stale_s=0.0)  # staleness changes agnostic's answer (docs/simulator.md)
-        agn = run(replay, "agnostic", exact, slurm)
+        agns = [agnostic(r) for r in replays]
+        agn = agns[0][0]
         gain = gain_t = gain_s = float("nan")
-        agn_t = oef = oef_t = {"avg_jct_s": float("nan")}
+        gains: list[float] = []
+        agn_t: list[dict] = [{"avg_jct_s": float("nan")}]
+        oef = oef_t = {"avg_jct_s": float("nan")}
         if not a.skip_truth:
-            oef = run(replay, "oef", config)
-            truth = true_replay(replay, site.truth, spanning(history, site.truth["nodes"]))
-            agn_t, oef_t = run(truth, "agnostic", exact, slurm), run(truth, "oef", config)
-            gain = 1 - oef["avg_jct_s"] / agn["avg_jct_s"]
-            gain_t = 1 - oef_t["avg_jct_s"] / agn_t["avg_jct_s"]
+            oefs = [run(r, "oef", config) for r in replays]
+            oef = oefs[0]
+            gains = [1 - o["avg_jct_s"] / mean_jct(g) for o, g in zip(oefs, agns)]
+            gain = sum(gains) / len(gains)
+            truth = true_replay(replay, site.truth, history)
+            agn_t, oef_t = agnostic(truth), run(truth, "oef", config)
+            gain_t = 1 - oef_t["avg_jct_s"] / mean_jct(agn_t)
             if a.seen_truth:
                 seen = seen_replay(replay, site.truth)
-                gain_s = 1 - run(seen, "oef", config)["avg_jct_s"] / run(seen, "agnostic", exact, slurm)["avg_jct_s"]
-        row = [str(seed), f"{hist['avg_jct_s'] / 3600:.2f}", f"{agn['avg_jct_s'] / 3600:.2f}",
+                gain_s = 1 - run(seen, "oef", config)["avg_jct_s"] / mean_jct(agnostic(seen))
+        drawn = f" ({min(gains):.1%}-{max(gains):.1%})" if len(gains) > 1 else ""
+        row = [str(seed), f"{hist['avg_jct_s'] / 3600:.2f}", f"{agn['avg_jct_s'] / 3600:.2f}{spread(agns[0])}",
                f"{agn['avg_jct_s'] / hist['avg_jct_s'] - 1:+.1%}", f"{hist['avg_wait_s'] / 3600:.2f}",
                f"{agn['avg_wait_s'] / 3600:.2f}", f"{tenant_error(agn, hist, 'avg_jct_s'):.1%}",
-               f"{agn_t['avg_jct_s'] / 3600:.2f}", f"{oef['avg_jct_s'] / 3600:.2f} / {oef_t['avg_jct_s'] / 3600:.2f}",
-               f"{gain:.1%}", f"{gain_t:.1%}", f"{gain / gain_t:.2f}" if gain_t else "-",
+               f"{agn_t[0]['avg_jct_s'] / 3600:.2f}{spread(agn_t)}",
+               f"{oef['avg_jct_s'] / 3600:.2f} / {oef_t['avg_jct_s'] / 3600:.2f}",
+               f"{gain:.1%}{drawn}", f"{gain_t:.1%}", f"{gain / gain_t:.2f}" if gain_t else "-",
                f"{gain_s:.1%}", f"{gain_s / gain_t:.2f}" if gain_t else "-", f"{time.perf_counter() - t0:.0f}"]
-        table.add_row(str(seed), *row[1:])
+        table.add_row(*row)
         console.print(f"seed {seed} done: " + " | ".join(row), style="dim")
     console.print(table)
 

@@ -63,7 +63,8 @@ workload_options = _group([
     click.option("--tenants", type=Integer(1, MAX_SYNTHETIC_JOBS), default=4, show_default=True,
                  help="Tenants of --synthetic."),
     click.option("--seed", type=Integer(0, 2**64 - 1), default=0, show_default=True,
-                 help="Seed of --synthetic and --node-speed-spread."),
+                 help="Seed of --synthetic and --node-speed-spread, and of a history's drawn speeds "
+                      "(--unseen-speeds drawn; 0: the draw of earlier releases)."),
     click.option("--rate", type=FiniteFloat(1e-3, 1e6), default=20.0, show_default=True,
                  help="Arrivals per hour of --synthetic (Poisson)."),
     click.option("--max-duration-h", type=FiniteFloat(MIN_DURATION_H, 1e6), default=None,
@@ -122,7 +123,8 @@ history_options = _group([
                  help="With a history: a group's speed on a type it never completed a run on: the learned "
                       "value with a deviation drawn from the site's between-group spread (a site like this "
                       "one: its total gain is right, not which job gains), or the learned value alone (every "
-                      "group of a family alike there: less for a policy to gain)."),
+                      "group of a family alike there: less for a policy to gain). One draw is one site like "
+                      "this one: --seed S draws another (--array-seed S sweeps them)."),
 ], "history", lambda v: _history_source(**v))
 
 

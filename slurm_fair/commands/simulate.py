@@ -177,7 +177,7 @@ def replay_history(history: HistorySource, workload: scenario.WorkloadSource, cl
         raise InputError(name, parsed.ended_junk)
     report_junk(parsed, name, parsed.ended_junk)
     replay = build_replay(parsed, name, node_types, built, history.tenant_by, nodes,
-                          vary_unseen=history.unseen_speeds == "drawn")
+                          vary_unseen=history.unseen_speeds == "drawn", draw_seed=workload.seed)
     if workload.weights:
         check_weights(workload.weights, replay.workload.tenants, name)
         replay = dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, weights=dict(workload.weights)))

@@ -40,7 +40,7 @@ from typing import Any, Iterable, Mapping
 
 from ..errors import UserError
 from ..estimates.gavel import ThroughputTable
-from ..estimates.history import failures_from_history, nodes_seen_typed, run_type, runs_from_history, seconds_by_type
+from ..estimates.history import failures_from_history, nodes_seen_typed, runs_from_history
 from ..estimates.learn import ANY_USER, Model, learn
 from ..estimates.priors import prior_speeds
 from .cluster import ClusterSpec
@@ -166,14 +166,16 @@ def _source(model: Model, group: tuple[str, str, int]) -> tuple[str, Mapping[str
     return ("pooled" if belief.group[0] == ANY_USER else "learned"), belief.speed
 
 
-def _draw(group: tuple[str, str, int], gpu_type: str) -> float:
-    """A standard normal fixed by the group and type (the same replay every run, any process)."""
-    key = "\0".join((group[0], group[1], str(group[2]), gpu_type)).encode()
+def _draw(group: tuple[str, str, int], gpu_type: str, seed: int = 0) -> float:
+    """A standard normal fixed by the group, type and ``seed`` (the same replay every run, any
+    process; seed 0 is the draw of earlier releases)."""
+    parts = (group[0], group[1], str(group[2]), gpu_type) + ((str(seed),) if seed else ())
+    key = "\0".join(parts).encode()
     return random.Random(int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")).gauss(0.0, 1.0)
 
 
 def varied(speed: Mapping[str, float], group: tuple[str, str, int], completed_on: Iterable[str],
-           spread: float) -> dict[str, float]:
+           spread: float, seed: int = 0) -> dict[str, float]:
     """A group's speeds with its own deviation drawn on the types it never completed a run on.
 
     The learner's answer there is the posterior mean: every group of a family gets the same
@@ -182,14 +184,15 @@ def varied(speed: Mapping[str, float], group: tuple[str, str, int], completed_on
     gain than it would have had. A replay wants a site *like* this one, not each group's best
     guess: each such type gets ``exp(spread * z)`` (``spread``: :attr:`Model.group_spread`, the
     site's between-group spread measured on the groups that ran on two types; ``z`` fixed by
-    group and type), fastest 1.0 again; types it completed on, and types marked failing (0),
-    keep what was learned. The site's total gain is then right in distribution; which job
-    gains is not known from a type nobody of the group ran on."""
+    group, type and ``seed``: ``simulate --seed``, another site like it), fastest 1.0 again;
+    types it completed on, and types marked failing (0), keep what was learned. The site's
+    total gain is then right in distribution; which job gains is not known from a type nobody
+    of the group ran on."""
     done = {k for k in completed_on if speed.get(k, 0.0) > 0}
     # the group's level is known only through its own deviations on the types it completed on
     # (their mean, m of them): every type it never ran on shares that error, N(0, spread^2 / m)
-    common = spread * _draw(group, "") / math.sqrt(len(done)) if done else 0.0
-    logs = {k: math.log(v) + (0.0 if k in done else common + spread * _draw(group, k))
+    common = spread * _draw(group, "", seed) / math.sqrt(len(done)) if done else 0.0
+    logs = {k: math.log(v) + (0.0 if k in done else common + spread * _draw(group, k, seed))
             for k, v in speed.items() if v > 0}
     if not logs or spread <= 0:
         return dict(speed)
@@ -244,12 +247,12 @@ class _Built:
 
 def build_replay(history: History, source: str, node_types: Mapping[str, str] | None = None,
                  cluster: ClusterSpec | None = None, tenant_by: str = "account",
-                 nodes: Iterable[Node] | None = None, vary_unseen: bool = True) -> Replay:
+                 nodes: Iterable[Node] | None = None, vary_unseen: bool = True, draw_seed: int = 0) -> Replay:
     """The history's jobs, cluster and speeds (see the module docstring); a UserError naming
     ``source`` when it cannot be replayed (no timing columns, nothing that ran). ``nodes``: the
     inventory's, in Slurm's order (given with ``cluster``). ``vary_unseen``: each group's speeds
     on the types it never completed on carry a drawn deviation of the site's between-group
-    spread (:func:`varied`); False: the learner's posterior mean there."""
+    spread (:func:`varied`, drawn with ``draw_seed``); False: the learner's posterior mean there."""
     if tenant_by not in TENANT_LEVELS:
         raise UserError(f"--tenant-by {tenant_by!r}: expected one of {', '.join(TENANT_LEVELS)}")
     if not history.timed:
@@ -272,18 +275,14 @@ def build_replay(history: History, source: str, node_types: Mapping[str, str] | 
     arrivals = {r.job_id: history.first_submit.get(r.job_id, r.submit_s) for r in ran}
     origin = min((a for a in arrivals.values() if a is not None), default=0.0)
     for r in ran:
-        seconds = seconds_by_type(r, types_of)
-        spans = _spanned(r, types_of) if seconds is None else None
-        if spans is not None and not set(spans) - set(cluster.capacity):
-            _add(built, r, {}, float(arrivals[r.job_id] or 0.0) - origin, origin, model, prior_rel, source, tenant_by,
-                 "", spans, vary_unseen)
-        elif seconds is None:
+        runs = job_runs(r, types_of)
+        if runs is None:
             left_out["GPU type unknown"] += 1
-        elif set(seconds) - set(cluster.capacity):
+        elif {k for shares, _ in runs for k in shares} - set(cluster.capacity):
             left_out["GPU type not in the inventory"] += 1
         else:
-            _add(built, r, seconds, float(arrivals[r.job_id] or 0.0) - origin, origin, model, prior_rel, source,
-                 tenant_by, str(run_type(r, types_of)), None, vary_unseen)
+            _add(built, r, runs, float(arrivals[r.job_id] or 0.0) - origin, origin, model, prior_rel, source,
+                 tenant_by, vary_unseen, draw_seed)
     if not built.jobs:
         raise UserError(f"{source}: no job that ran on GPUs of a known type (left out: {dict(left_out) or 'nothing'})")
     table = ThroughputTable(built.data, source=f"speeds of {source}: learned from its completed runs, else the type priors")
@@ -292,36 +291,48 @@ def build_replay(history: History, source: str, node_types: Mapping[str, str] | 
                   dict(built.counts), tuple(node_list), prior_rel)
 
 
-def _spanned(r: HistoryRow, types_of: Mapping[str, str]) -> dict[str, float] | None:
-    """The share of a gang's nodes of each type, for a gang over nodes of several known types
-    in one run (``--gres=gpu:G`` names no type; sacct's AllocTRES shows both); else None."""
-    if r.earlier or not r.nodes or any(n not in types_of for n in r.nodes):
-        return None
-    counts = Counter(types_of[n] for n in r.nodes)
-    return {k: c / len(r.nodes) for k, c in counts.items()} if len(counts) > 1 else None
+def job_runs(r: HistoryRow, types_of: Mapping[str, str]) -> list[tuple[dict[str, float], float]] | None:
+    """Each run of a job, a requeued job's earlier runs first: the share of its nodes of each GPU
+    type (one type, or a gang over nodes of several: ``--gres=gpu:G`` names no type, sacct's
+    AllocTRES shows both) and the seconds it ran; None when the type of one run cannot be told."""
+    runs: list[tuple[dict[str, float], float]] = []
+    for typed, nodes, seconds in [*r.earlier, (r.gpu_type, r.nodes, r.elapsed_s)]:
+        if typed:
+            runs.append(({typed: 1.0}, seconds))
+            continue
+        if not nodes or any(n not in types_of for n in nodes):
+            return None
+        counts = Counter(types_of[n] for n in nodes)
+        runs.append(({k: c / len(nodes) for k, c in counts.items()}, seconds))
+    return runs
 
 
-def _add(built: _Built, r: HistoryRow, seconds: Mapping[str, float], arrival: float, origin: float, model: Model,
-         prior_rel: Mapping[str, float], source: str, tenant_by: str, last_type: str,
-         spans: Mapping[str, float] | None = None, vary: bool = True) -> None:
-    """One job of the history: its trace job, its speeds in the table, its record as it ran
-    (``spans``: a gang over several types, which ran at the pace of its slowest)."""
+def _add(built: _Built, r: HistoryRow, runs: list[tuple[dict[str, float], float]], arrival: float, origin: float,
+         model: Model, prior_rel: Mapping[str, float], source: str, tenant_by: str, vary: bool = True,
+         draw_seed: int = 0) -> None:
+    """One job of the history (``runs``: :func:`job_runs`): its trace job, its speeds in the
+    table, its record as it ran. A run of a gang over several types went at the pace of its
+    slowest (Slurm's ranks wait for each other), in the replay's speeds."""
     group = (r.user, r.job_name, r.gpus)
     how, speed = _source(model, group)
     rel = dict(speed) if speed is not None else dict(prior_rel)
     if vary and model.group_spread > 0:
         own = model.groups.get(group)
         completed = [k for k, n in own.runs.items() if n > 0] if own is not None else []
-        rel = varied(rel, group, completed, model.group_spread)
+        rel = varied(rel, group, completed, model.group_spread, draw_seed)
         built.counts["speeds drawn on a type the group never completed on"] += len(completed) < len(rel)
     # a type the learner marks failing keeps 0 (never placed there); the work done on it
     # before the job failed there is counted at the prior's ratio
     pace = {k: (rel[k] if rel[k] > 0 else prior_rel[k]) for k in rel}
-    gpu_seconds = {k: e * r.gpus for k, e in seconds.items()}
-    if spans:
-        last_type = min(spans, key=lambda k: (pace[k], k))
-        seconds = {last_type: r.elapsed_s}
-        gpu_seconds = {k: r.elapsed_s * r.gpus * f for k, f in spans.items()}
+    seconds: dict[str, float] = {}
+    gpu_seconds: dict[str, float] = {}
+    last_type = ""
+    for shares, run_s in runs:
+        last_type = min(shares, key=lambda k: (pace[k], k))
+        seconds[last_type] = seconds.get(last_type, 0.0) + run_s
+        for k, f in shares.items():
+            gpu_seconds[k] = gpu_seconds.get(k, 0.0) + run_s * r.gpus * f
+    if any(len(shares) > 1 for shares, _ in runs):
         built.counts["gangs over several types (at their slowest)"] += 1
     work = sum(e * pace[k] for k, e in seconds.items())
     tenant = _tenant(r, tenant_by)

@@ -7,6 +7,7 @@ cancelled pending job, a running one, a CPU-only job and an unreadable row).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from datetime import datetime
@@ -239,19 +240,20 @@ _TYPES = ["h100", "a100", "l40s", "v100"]
 
 
 @given(st.dictionaries(st.sampled_from(_TYPES), st.just(0.0) | st.floats(1e-3, 1.0), min_size=1),
-       st.lists(st.sampled_from(_TYPES), unique=True), st.floats(0.0, 1.0), st.text(max_size=8))
+       st.lists(st.sampled_from(_TYPES), unique=True), st.floats(0.0, 1.0), st.text(max_size=8),
+       st.integers(0, 2**64 - 1))
 @settings(max_examples=120, deadline=None)
-def test_drawn_speeds_keep_the_completed_types_ratios_zeros_and_fastest_one(speed, completed, spread, name):
+def test_drawn_speeds_keep_the_completed_types_ratios_zeros_and_fastest_one(speed, completed, spread, name, seed):
     """``varied``: the types completed on keep their ratios to each other, a type marked failing
-    (0) stays 0, the fastest is 1.0 (when any type runs), the same group draws the same speeds,
-    and a spread of 0 changes nothing."""
+    (0) stays 0, the fastest is 1.0 (when any type runs), the same group and seed draw the same
+    speeds, and a spread of 0 changes nothing; whatever the seed (``simulate --seed``)."""
     from slurm_fair.sim.accounting import varied
 
     group = ("u", name, 2)
-    out = varied(speed, group, completed, spread)
-    assert set(out) == set(speed) and out == varied(speed, group, completed, spread)
+    out = varied(speed, group, completed, spread, seed)
+    assert set(out) == set(speed) and out == varied(speed, group, completed, spread, seed)
     assert all(out[k] == 0.0 for k, v in speed.items() if v <= 0)
-    assert varied(speed, group, completed, 0.0) == speed
+    assert varied(speed, group, completed, 0.0, seed) == speed
     if any(v > 0 for v in speed.values()) and spread > 0:
         assert max(out.values()) == pytest.approx(1.0)
         done = [k for k in completed if speed.get(k, 0) > 0]
@@ -286,3 +288,51 @@ def test_drawn_ratios_scatter_as_a_groups_true_ratios_would(m):
     assert abs(mean) < 0.03 and sd == pytest.approx(0.3 * math.sqrt(1 + 1 / m), rel=0.06)
     mean, sd = _sd(between)
     assert abs(mean) < 0.03 and sd == pytest.approx(0.3 * math.sqrt(2), rel=0.06)
+
+
+def test_another_seed_draws_another_site_like_it_on_the_unseen_types_only():
+    """``simulate --seed S`` (``draw_seed``): seed 0 is the replay of earlier releases; another
+    seed changes the drawn ratio of the types a group never completed on, never those it did."""
+    from slurm_fair.sim.accounting import varied
+
+    speed = {"h100": 1.0, "a100": 0.7, "l40s": 0.4, "v100": 0.3}
+    seen = ["a100", "v100"]
+    draws = [varied(speed, ("u", f"job{i}", 1), seen, 0.3, seed) for i in range(50) for seed in (0, 1)]
+    assert all(d[0]["a100"] / d[0]["v100"] == pytest.approx(d[1]["a100"] / d[1]["v100"])
+               for d in zip(draws[::2], draws[1::2]))
+    assert sum(a["l40s"] / a["a100"] != pytest.approx(b["l40s"] / b["a100"]) for a, b in zip(draws[::2], draws[1::2])) >= 45
+    assert varied(speed, ("u", "job0", 1), seen, 0.3) == varied(speed, ("u", "job0", 1), seen, 0.3, 0)
+
+
+# a gang over a V100 and an A100 node, untyped (``--gres=gpu:4`` per node), requeued after 20
+# minutes, then completed on the same two nodes in 40 (a100-01 and v100-01 are typed by job 100
+# and 103 of ROWS)
+GANG = [
+    "110|dan|physics|wide|gpu|billing=8,cpu=8,gres/gpu=8,mem=8G,node=2|a100-01,v100-01|2|"
+    "2026-01-05T06:00:00|2026-01-05T06:00:00|2026-01-05T06:20:00|00:20:00|02:00:00|REQUEUED",
+    "110|dan|physics|wide|gpu|billing=8,cpu=8,gres/gpu=8,mem=8G,node=2|a100-01,v100-01|2|"
+    "2026-01-05T06:20:00|2026-01-05T06:21:00|2026-01-05T07:01:00|00:40:00|02:00:00|COMPLETED",
+]
+
+
+def test_a_requeued_gang_over_two_types_is_replayed_at_its_slowest_run_by_run():
+    """Its runs spanned nodes of two types: each went at the pace of the slower (Slurm's ranks
+    wait for each other). It is replayed, not left out (a replay without it had GPUs the site's
+    Slurm did not have), its GPU-seconds split over the two types as held, its work the time of
+    each run at its slower type's speed: placed alone on two such nodes it takes the hour it ran."""
+    from slurm_fair.sim.slurmlike import SlurmModel, replay_slurm
+
+    replay = build_replay(parse_history(history_text(ROWS + GANG), "h.txt"), "h.txt")
+    assert "GPU type unknown" not in replay.left_out
+    job = next(j for j in replay.workload.jobs if j.id == "physics/110")
+    record = next(r for r in replay.history if r.job_id == "physics/110")
+    assert record.gpu_seconds == pytest.approx({"a100": 3600 * 4, "v100": 3600 * 4})
+    assert record.run_s == pytest.approx(3600)
+    speed = {k: replay.table.lookup(job.job_type, job.gpus, k) for k in ("a100", "v100")}
+    slow = min(speed, key=lambda k: speed[k])
+    assert record.gpu_type == slow and job.total_steps == pytest.approx(3600 * speed[slow])
+    assert replay.counts["gangs over several types (at their slowest)"] == 1
+    alone = dataclasses.replace(replay.workload, jobs=(job,))
+    nodes = [n for n in replay.nodes if n.name in ("a100-01", "v100-01")]
+    records, _ = replay_slurm(alone, nodes, replay.table, {job.id: 7200.0}, SlurmModel(), replay.prior_rel)
+    assert records[0].end_s - records[0].start_s == pytest.approx(3600)
