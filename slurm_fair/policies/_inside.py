@@ -46,9 +46,10 @@ INSIDE_EPS = 0.01
 TURN_AFTER_LR = 4.0
 #: the quantile of a predicted run time (a size that is a band: the time limit and the group's
 #: history, :func:`slurm_fair.fairness.predicted_run_s_at`) at which the finish-time ratio is
-#: also taken: a job that may be short ages as one (0.5: only the size estimate; docs/oef.md,
-#: "A size that is a band")
-SIZE_QUANTILE = 0.5
+#: also taken: a job that may be short ages as one. 0: the shortest past run still going, the
+#: upper end of the ``rho`` the band allows (chosen on the Philly trace, checked on fresh draws:
+#: docs/results.md, "Untagged: a size that is a band"); 0.5 or more: the size estimate alone
+SIZE_QUANTILE = 0.0
 #: the policy state key of each job's predicted run time when first seen (the size its
 #: isolated JCT was taken for)
 ISO_RUN = "oef.iso_run_s"
