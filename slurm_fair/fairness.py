@@ -577,6 +577,20 @@ def known_remaining(job: Job) -> float | None:
     return None
 
 
+def predicted_run_s_at(job: Job, q: float) -> float | None:
+    """The ``q`` quantile of the run time a site predicts for ``job`` (seconds at its best
+    rate, the time it ran included: :func:`slurm_fair.estimates.runtime.run_s_at` of its time
+    limit and its group's finished runs), the spread around :func:`known_remaining`'s estimate;
+    None when the size is not a prediction (``remaining_work`` known, or no time limit)."""
+    if job.remaining_work is not None:
+        return None
+    limit = job.extra.get("time_limit_s")
+    if not (isinstance(limit, (int, float)) and limit > 0 and job.best_throughput > 0):
+        return None
+    ratios = job.extra.get(runtime.EXTRA_KEY)
+    return runtime.run_s_at(float(limit), float(job.attained_s), ratios if isinstance(ratios, tuple) else (), q)
+
+
 def known_remaining_s(job: Job) -> float | None:
     """:func:`known_remaining` in seconds at the job's best (believed) rate; None when unknown."""
     rem = known_remaining(job)

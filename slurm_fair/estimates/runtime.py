@@ -162,6 +162,29 @@ def expected_run_s(limit_s: float, attained_s: float, ratios: Sequence[float] = 
     return min(max(mid * limit, ran), max(limit, ran))
 
 
+def run_s_at(limit_s: float, attained_s: float, ratios: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0: the shortest, 1: the longest) of the run times of the past runs
+    still going at ``attained_s`` (scaled to ``limit_s``; ``ratios`` sorted ascending), the
+    spread behind :func:`expected_run_s`: a low ``q`` is how short the job may still turn out,
+    which a finish-time ratio weighs (docs/oef.md, "A size that is a band"). The limit when no
+    past run is longer (or no sample); in ``[attained_s, max(limit_s, attained_s)]``."""
+    limit = max(0.0, float(limit_s))
+    ran = max(0.0, float(attained_s))
+    if limit <= 0:
+        return ran
+    longer = ratios[bisect.bisect_right(ratios, ran / limit):]
+    if not longer:
+        return max(limit, ran)
+    return min(max(_quantile(longer, q) * limit, ran), max(limit, ran))
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of sorted, non-empty ``values`` (linear between the nearest ranks)."""
+    at = min(1.0, max(0.0, q)) * (len(values) - 1)
+    lo = int(at)
+    return values[lo] + (values[min(lo + 1, len(values) - 1)] - values[lo]) * (at - lo)
+
+
 def centre(longer: Sequence[float], limit_s: float) -> float:
     """The use ratio predicted from ``longer`` (sorted, not empty: the ratios of the past runs
     still going) for a job with limit ``limit_s``, by :data:`CENTRE`. The harmonic mean weighs
@@ -170,6 +193,4 @@ def centre(longer: Sequence[float], limit_s: float) -> float:
     (a middle run) understates when short runs are common; run times count from 1 s."""
     if CENTRE == "harmonic":
         return len(longer) / sum(1.0 / max(r * limit_s, 1.0) for r in longer) / limit_s
-    at = QUANTILE * (len(longer) - 1)  # linear interpolation between the two nearest ranks
-    lo = int(at)
-    return longer[lo] + (longer[min(lo + 1, len(longer) - 1)] - longer[lo]) * (at - lo)
+    return _quantile(longer, QUANTILE)

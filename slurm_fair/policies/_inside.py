@@ -44,6 +44,15 @@ INSIDE_EPS = 0.01
 #: on the Philly trace of bench_starvation against 2, docs/results.md: twice the bound of the
 #: simulator's gang reservation, which then finds the turned gang its nodes)
 TURN_AFTER_LR = 4.0
+#: the quantile of a predicted run time (a size that is a band: the time limit and the group's
+#: history, :func:`slurm_fair.fairness.predicted_run_s_at`) at which the finish-time ratio is
+#: also taken: a job that may be short ages as one. 0: the shortest past run still going, the
+#: upper end of the ``rho`` the band allows (chosen on the Philly trace, checked on fresh draws:
+#: docs/results.md, "Untagged: a size that is a band"); 0.5 or more: the size estimate alone
+SIZE_QUANTILE = 0.0
+#: the policy state key of each job's predicted run time when first seen (the size its
+#: isolated JCT was taken for)
+ISO_RUN = "oef.iso_run_s"
 #: a tenant's most overdue waiting job takes its turn once its latency ratio passes this
 #: (``<policy>.turn_first_lr``; 0 turns it off)
 TURN_FIRST_LR = 0.0
@@ -65,7 +74,8 @@ def age(problem: Problem, job: Job) -> float:
 
 
 def priority(problem: Problem, job: Job, keep_bonus: float, iso_jct: float | None = None,
-             rho_weight: float = RHO_WEIGHT) -> float:
+             rho_weight: float = RHO_WEIGHT, iso_run_s: float | None = None,
+             size_quantile: float | None = None) -> float:
     """Aging: ``g_j max(1 + LR_j, w rho_j)``, times ``keep_bonus`` for a running job.
 
     ``LR_j = W_j / A_j`` is Hops' latency ratio so far: ``W_j`` the time in the system not run
@@ -81,12 +91,24 @@ def priority(problem: Problem, job: Job, keep_bonus: float, iso_jct: float | Non
     a running job is stopped only for a job whose value beats its own by that factor. It is
     not what pays for restarts (:mod:`slurm_fair.hysteresis` does that, in the rounding step):
     a large bonus is a floor on every wait, since a waiting job's value must pass
-    ``keep_bonus`` times a running job's before it gets a GPU of its tenant (docs/oef.md)."""
+    ``keep_bonus`` times a running job's before it gets a GPU of its tenant (docs/oef.md).
+
+    When the size is a prediction (``iso_run_s``: the run time predicted when the job was first
+    seen, for which ``iso_jct`` was taken), ``rho_j`` is also taken at the ``size_quantile`` of
+    the predicted run time ``S_q`` (:data:`SIZE_QUANTILE` unless given) (:func:`slurm_fair.fairness.predicted_run_s_at`), its
+    baseline scaled with it: ``(age_s + S_q - attained) / (iso_jct S_q / iso_run_s)``, the
+    larger of the two counting. A job whose group's runs are sometimes short is late sooner, as
+    it would be if it is one of them (docs/oef.md, "A size that is a band")."""
     waited = max(0.0, float(job.age_s or 0.0) - float(job.attained_s))
     value = 1.0 + waited / max(age(problem, job), 1.0)
     rem = remaining(job)
     if iso_jct and rem is not None and job.best_throughput > 0:
         value = max(value, rho_weight * (float(job.age_s or 0.0) + rem / job.best_throughput) / iso_jct)
+        q = SIZE_QUANTILE if size_quantile is None else size_quantile
+        short = fairness.predicted_run_s_at(job, q) if iso_run_s and q < 0.5 else None
+        if short is not None and short > 0 and iso_run_s:
+            ahead = max(0.0, short - float(job.attained_s))
+            value = max(value, rho_weight * (float(job.age_s or 0.0) + ahead) / (iso_jct * short / iso_run_s))
     return job.gpus * value * (keep_bonus if job.prev_type else 1.0)
 
 
@@ -95,13 +117,17 @@ def isolated_jcts(problem: Problem, state: MutableMapping[str, Any]) -> dict[str
     taken the first time the policy sees it, kept in the policy state (``oef.iso_jct``) as the
     finish-time baseline the metrics take at arrival; jobs gone are dropped."""
     memo: dict[str, float] = state.setdefault("oef.iso_jct", {})
+    runs: dict[str, float] = state.setdefault(ISO_RUN, {})
     ids = {j.id for j in problem.jobs}
-    for jid in [j for j in memo if j not in ids]:
-        del memo[jid]
+    for book in (memo, runs):
+        for jid in [j for j in book if j not in ids]:
+            del book[jid]
     for j in problem.jobs:
         rem = remaining(j)
         if j.id not in memo and rem is not None:
             memo[j.id] = fairness.isolated_jct(problem, j.id, rem) or 0.0
+            if fairness.predicted_run_s_at(j, 0.5) is not None:  # a predicted size
+                runs[j.id] = float(j.attained_s) + rem / j.best_throughput
     return memo
 
 
@@ -190,8 +216,9 @@ def _ordered(problem: Problem, tenant: str, jobs: list[Job], bundle: Mapping[str
         floor = min((1.0 - inside_eps) * value + 10 * fairness.eps(value), value) - fairness.slack(value)
         lp.add_row(lp.efficiency(), floor)
     objective: dict[int, float] = {}
+    runs = options.state.get(ISO_RUN, {})
     for g, j in zip(groups, jobs):
-        p = priority(problem, j, keep_bonus, iso.get(j.id), rho_weight)
+        p = priority(problem, j, keep_bonus, iso.get(j.id), rho_weight, runs.get(j.id))
         for col, n in lp.class_rate(g).items():
             objective[col] = p * n
     lp.set_objective(objective)

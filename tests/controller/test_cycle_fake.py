@@ -402,3 +402,22 @@ def test_the_plain_json_part_of_a_policy_state_is_kept_between_cycles(fake, conf
     run_cycle(fake, config, allocate=remembering)
     assert seen[1]["test.entry"] == {"v100": 0.5} and "test.memo" not in seen[1]
     assert seen[1]["oef.ceei_prices"] == kept["oef.ceei_prices"]
+
+
+def test_the_predicted_run_time_each_baseline_was_taken_for_is_kept_between_cycles(fake, config, tmp_path):
+    """oef's inside order takes a predicted job's finish-time ratio also at a low quantile of
+    its run time (docs/oef.md, "A size that is a band"), its baseline scaled from the run time
+    predicted when the job was first seen: that run time is kept in the policy state with the
+    baseline, from the time limit (no history yet: the limit itself), for jobs with a limit
+    only; the controller never sees a true size."""
+    from slurm_fair.controller.history import read_history
+    from slurm_fair.policies._inside import ISO_RUN
+
+    limited = fake.submit("alice", "--gres=gpu:1", hold=False, time_limit="1:00:00")
+    open_ended = fake.submit("bob", "--gres=gpu:1", hold=False)
+    assert run_cycle(fake, config).exit_code == 0
+    with StateStore.in_dir(tmp_path / "state") as store:
+        kept = dict(read_history(store, config.get("controller", "policy")).policy_state)
+    assert kept[ISO_RUN] == {limited: pytest.approx(3600.0)}
+    assert limited in kept["oef.iso_jct"]  # the baseline it belongs to
+    assert open_ended not in kept[ISO_RUN]  # no limit: no predicted size, nothing to scale

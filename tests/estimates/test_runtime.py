@@ -207,3 +207,33 @@ def test_the_harmonic_centre_weighs_the_chance_of_a_short_run():
         assert runtime.expected_run_s(36000.0, 0.0, rs) == pytest.approx(4 / (2 / 60 + 2 / 36000))
         # once it outlived the short runs it is predicted like the long ones
         assert runtime.expected_run_s(36000.0, 120.0, rs) == pytest.approx(36000.0)
+
+
+@given(limits, seconds, ratios, st.floats(0.0, 1.0))
+def test_a_quantile_of_the_runs_still_going_is_a_plain_quantile_within_the_bounds(limit, ran, rs, q):
+    """``run_s_at``, checked against numpy's quantile (linear) of the past runs (scaled to this
+    limit) longer than what the job ran; the limit when there are none; the median at 0.5."""
+    import numpy as np
+
+    longer = [r * limit for r in rs if r * limit > ran]
+    want = min(max(float(np.quantile(longer, q)), ran), max(limit, ran)) if longer else max(limit, ran)
+    got = runtime.run_s_at(limit, ran, rs, q)
+    assert got == pytest.approx(want, rel=1e-9, abs=1e-9)
+    assert ran <= got <= max(limit, ran) * (1 + 1e-12)
+    if runtime.CENTRE == "median":
+        assert runtime.run_s_at(limit, ran, rs, 0.5) == pytest.approx(runtime.expected_run_s(limit, ran, rs), rel=1e-9)
+
+
+@given(limits, seconds, ratios, st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_a_lower_quantile_is_never_a_longer_run(limit, ran, rs, q1, q2):
+    lo, hi = sorted((q1, q2))
+    assert runtime.run_s_at(limit, ran, rs, lo) <= runtime.run_s_at(limit, ran, rs, hi) * (1 + 1e-12)
+
+
+def test_a_known_size_has_no_band_and_a_time_limit_has_one():
+    sure = Job("s", "a", 1, {"v100": 1.0}, remaining_work=600.0)
+    assert fairness.predicted_run_s_at(sure, 0.1) is None
+    band = Job("b", "a", 1, {"v100": 2.0}, extra={"time_limit_s": 1000.0, runtime.EXTRA_KEY: (0.05, 0.2, 0.5, 0.9)})
+    assert fairness.predicted_run_s_at(band, 0.0) == pytest.approx(50.0)
+    assert fairness.predicted_run_s_at(band, 1.0) == pytest.approx(900.0)
+    assert fairness.predicted_run_s_at(Job("n", "a", 1, {"v100": 1.0}), 0.1) is None

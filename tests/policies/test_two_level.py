@@ -341,3 +341,55 @@ def test_the_most_overdue_job_of_a_tenant_takes_its_turn_past_turn_first_lr() ->
     b = _second_round("oef", two, params)
     assert b.info["inside_turns"] == {"a": ["g2"]}
     assert b.x["g2"].get("v100", 0.0) == pytest.approx(1.0)
+
+
+def _band_problem(known: bool) -> Problem:
+    """One tenant, one GPU, two waiting jobs whose predicted run time is 1800 s (time limit
+    3600 s, their groups' runs used half of it); ``band``'s group also ran two jobs of 36 s, so
+    its size is a band from seconds to half an hour, ``sure`` waited longer. ``known``: their
+    true sizes (1800 s) given instead, as under ``--knowledge oracle``."""
+    def job(jid: str, waited: float, rs: tuple[float, ...]) -> Job:
+        if known:
+            return Job(jid, "a", 1, {"v100": 1.0}, remaining_work=1800.0, age_s=waited)
+        return Job(jid, "a", 1, {"v100": 1.0}, age_s=waited, extra={"time_limit_s": 3600.0, "run_ratios": rs})
+    return Problem({"v100": 1}, {"a": 1.0}, (job("band", 600.0, (0.01, 0.01, 0.5, 0.5, 0.5)),
+                                            job("sure", 900.0, (0.5,) * 5)))
+
+
+@pytest.mark.parametrize("known", [False, True])
+def test_a_job_that_may_be_short_is_late_sooner_when_its_size_is_a_band(monkeypatch, known: bool) -> None:
+    """The finish-time ratio at a low quantile of a predicted run time (docs/oef.md, "A size that
+    is a band"): at the median both jobs are predicted 1800 s and ``sure``, which waited longer,
+    goes first; at the 0.1 quantile ``band`` may take 36 s, and a 36-second job that waited 600 s
+    is far later than a 30-minute one that waited 900 s. Known sizes have no band: the order
+    stays."""
+    from slurm_fair.policies import _inside
+
+    p = _band_problem(known)
+    params = {"oef.turn_after_lr": 0}
+    firsts = {}
+    for q in (0.5, 0.1):
+        monkeypatch.setattr(_inside, "SIZE_QUANTILE", q)
+        state: dict = {"oef.iso_jct": {"band": 1800.0, "sure": 1800.0}}
+        if not known:
+            state[_inside.ISO_RUN] = {"band": 1800.0, "sure": 1800.0}
+        a = policies.allocate("oef", p, PolicyOptions(solver="highs", state=state, params=params))
+        firsts[q] = max(a.x, key=lambda jid: a.x[jid].get("v100", 0.0))
+        assert a.x[firsts[q]].get("v100", 0.0) == pytest.approx(1.0)
+    assert firsts[0.5] == "sure"
+    assert firsts[0.1] == ("sure" if known else "band")
+
+
+def test_the_band_s_finish_time_ratio_scales_the_baseline_with_the_size() -> None:
+    """``rho`` at the quantile: ``(age + S_q - attained) / (iso S_q / S_0)``, written out."""
+    from slurm_fair.policies._inside import priority
+
+    p = _band_problem(False)
+    band = next(j for j in p.jobs if j.id == "band")
+    at_median = priority(p, band, 1.0, iso_jct=1800.0, rho_weight=1.0, iso_run_s=1800.0, size_quantile=0.5)
+    assert at_median == pytest.approx(max(1 + 600 / 1800, (600 + 1800) / 1800))
+    # the 0.1 quantile of (36, 36, 1800, 1800, 1800) s is 36 s: rho = (600 + 36) / (1800 x 36 / 1800)
+    short = priority(p, band, 1.0, iso_jct=1800.0, rho_weight=1.0, iso_run_s=1800.0, size_quantile=0.1)
+    assert short == pytest.approx((600 + 36) / 36)
+    # without the size its baseline was taken for (a state from before), the estimate alone
+    assert priority(p, band, 1.0, iso_jct=1800.0, rho_weight=1.0, size_quantile=0.1) == pytest.approx(at_median)
