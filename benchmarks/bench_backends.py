@@ -89,6 +89,7 @@ def parts(ports: dict[str, Any], rounds: int) -> dict[str, list[float]]:
     ps, cli = ports["pyslurm"], ports["cli"]
     site: Any = Future()
     site.set_result(ps._site_factors())
+    prio = ps._prio_reader()
     reader = ps._field_reader()
     calls: dict[str, Any] = {}
     if reader is not None:
@@ -97,7 +98,8 @@ def parts(ports: dict[str, Any], rounds: int) -> dict[str, list[float]]:
         "jobs built from the read (warm)": lambda: ps._read_jobs(("PENDING", "RUNNING"), site),
         "Jobs.load() and its attributes": lambda: [pyslurm_port._fast_values(j) for j in ps.ps.Jobs.load().values()],
         "legacy job().get()": lambda: ps.ps.job().get(),
-        "sprio (site factors)": ps._site_factors,
+        "sprio (site factors)": ps.cli._site_factors,
+        **({"priority factors RPC (site factors, in process)": ps._site_factors} if prio is not None else {}),
         "sacctmgr accounts": ps.accounts,
         "sacctmgr QOS": ps.qos,
         "snapshot, pyslurm": ps.snapshot,
@@ -127,6 +129,7 @@ def main() -> int:
     ap.add_argument("--parts", action="store_true",
                     help="at the largest size, also time each part of a snapshot alone (median of --rounds)")
     ap.add_argument("--legacy", action="store_true", help="pyslurm without the direct read (the legacy read and side process)")
+    ap.add_argument("--sprio", action="store_true", help="pyslurm's site factors through sprio (the previous way)")
     args = ap.parse_args()
     sizes = sorted(int(x) for x in args.jobs.split(","))
     env = dict(os.environ)
@@ -143,6 +146,8 @@ def main() -> int:
         ps = PyslurmPort(SlurmCli(env=conf, timeout_s=300))
         if args.legacy:
             ps._reader.append(None)
+        if args.sprio:
+            ps._prio.append(None)
         return {"cli": SlurmCli(env=conf, timeout_s=300), "pyslurm": ps}
 
     ports = new_ports()
@@ -211,7 +216,8 @@ def main() -> int:
         print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
         print(f"Slurm: {subprocess.run(['scontrol', '--version'], env=env, capture_output=True, text=True).stdout.strip()}; "
               f"pyslurm {installed_version()}; its job read: "
-              f"{'libslurm records read directly' if ports['pyslurm']._field_reader() else 'legacy read (side process)'}")
+              f"{'libslurm records read directly' if ports['pyslurm']._field_reader() else 'legacy read (side process)'}; "
+              f"its site factors: {'priority factors RPC in process' if ports['pyslurm']._prio_reader() else 'sprio'}")
         print()
         print(f"{'pending':>7} {'backend':>8} {'jobs':>6} {'snapshot s':>10} {'problem s':>9} "
               f"{'SiteFactor on':>13} {'s':>7} {'failed':>6} {'set_nice x':>10} {'s':>7}")

@@ -73,6 +73,7 @@ from .parse.history import History
 from .parse.squeue import state_name
 from . import pyslurm_side
 from .libslurm_jobs import JobFieldReader, LibslurmError, open_reader
+from .libslurm_prio import SiteFactorReader, open_prio_reader
 from .pyslurm_records import job_records, jobs_from, node_record, partition_record
 from .run import JOB_GONE, TRANSIENT
 from .write_rules import UPDATABLE_FIELDS, batch_items, check_job_id, check_value
@@ -311,6 +312,9 @@ class PyslurmPort:
         #: the reader of the fields pyslurm's fast read lacks (:mod:`.libslurm_jobs`), opened at
         #: the first job read ([None]: none here, the legacy read and side process instead)
         self._reader: list[JobFieldReader | None] = []
+        #: the reader of sprio's site factors (:mod:`.libslurm_prio`), opened at the first read
+        #: ([None]: none here, sprio instead)
+        self._prio: list[SiteFactorReader | None] = []
 
     # --- the pyslurm calls ------------------------------------------------------------------
     def _call(self, op: str, fn: Callable[[], T], job_id: str | None = None) -> T:
@@ -507,9 +511,30 @@ class PyslurmPort:
         return str(job.state_reason or "")
 
     def _site_factors(self) -> dict[str, int]:
-        """The command line's (sprio; none known where it does not answer, as under
-        ``priority/basic``)."""
+        """sprio's site factors: from its own RPC in this process where the site's ``slurm.h``
+        gives the layout (:mod:`.libslurm_prio`), else (and when that RPC fails) sprio itself
+        (none known where it does not answer, as under ``priority/basic``)."""
+        reader = self._prio_reader()
+        if reader is not None:
+            try:
+                return self._call("priority factors", reader.read)
+            except SlurmError as exc:
+                log.info("pyslurm: the priority factors RPC failed (%s); asking sprio", exc)
         return self.cli._site_factors()
+
+    def _prio_reader(self) -> SiteFactorReader | None:
+        """:mod:`.libslurm_prio`'s reader for this Slurm, opened once (None: why is logged)."""
+        if not self._prio and not self._direct:
+            self._prio.append(None)
+        if not self._prio:
+            try:
+                reader, why = open_prio_reader(self.version, major_minor)
+            except (OSError, AttributeError, TypeError, ValueError) as exc:  # a libslurm without a symbol
+                reader, why = None, f"{type(exc).__name__}: {exc}"
+            if reader is None:
+                log.info("pyslurm: reading the site factors through sprio (%s)", why)
+            self._prio.append(reader)
+        return self._prio[0]
 
     def nodes(self) -> list[Node]:
         """pyslurm's legacy node read (raw gres strings, ``mixed`` computed as sinfo does) with
