@@ -20,9 +20,9 @@ port wraps) because pyslurm 22.5 cannot do it the way the controller needs:
   loop, not a one-off command) from ``Jobs.load()`` here
   and, beside it, the legacy read's few fields from a side process (:mod:`.pyslurm_side`), both
   fresh each snapshot, each job's conversion kept while both reads give the same fields. The jobs' *site factor* is
-  in neither of pyslurm's job records: ``sprio`` (one call, started before the job read and run
-  beside it), as is :meth:`job_priority_factors` (neither release exposes libslurm's
-  ``slurm_load_job_prio``);
+  sprio's (neither release exposes libslurm's ``slurm_load_job_prio``): that RPC called in
+  this process at the offsets of the same header (:mod:`.libslurm_prio`), started before the job
+  read; without the header, or when it fails, ``sprio`` itself, as is :meth:`job_priority_factors`;
 * **slurmdbd** (accounts, QOS, accounting, ``speeds learn``'s history): the commands, beside the
   job read. pyslurm's database API (22.5.3 and 24.11.0) has no account's default QOS and no QOS
   limits in names (the legacy ``qos()`` gives TRES ids), and it keys accounting by job id, so a
@@ -359,7 +359,8 @@ class PyslurmPort:
     # --- read ---------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """Jobs, then nodes, then partitions through pyslurm (three RPCs); meanwhile, beside
-        them, the site factors (sprio) and accounts and QOS (sacctmgr): processes that wait on
+        them, the site factors (sprio's RPC here, one call before the job read: libslurm calls
+        take turns; sprio where it cannot) and accounts and QOS (sacctmgr): processes that wait on
         slurmctld and slurmdbd while this one reads, so the snapshot costs about its longest
         read, not their sum. Each job is built once, its site factor in it."""
         taken = datetime.now()
