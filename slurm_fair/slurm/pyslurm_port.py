@@ -362,20 +362,22 @@ class PyslurmPort:
         them, the site factors (sprio's RPC here, one call before the job read: libslurm calls
         take turns; sprio where it cannot) and accounts and QOS (sacctmgr): processes that wait on
         slurmctld and slurmdbd while this one reads, so the snapshot costs about its longest
-        read, not their sum. Each job is built once, its site factor in it."""
+        read, not their sum; accounts and QOS kept across snapshots as the command line's
+        (:mod:`.dbd_cache`, the same rules). Each job is built once, its site factor in it."""
         taken = datetime.now()
         with ThreadPoolExecutor(3, thread_name_prefix="slurm-fair-read") as pool:
             site = pool.submit(self._site_factors)
-            accounts, qos = pool.submit(self.accounts), pool.submit(self.qos)
+            dbd = self.cli.dbd.begin(pool, self.accounts, self.qos)
             jobs = self._read_jobs(("PENDING", "RUNNING"), site)
             partitions = self.partitions()
             nodes = self._nodes(partitions)
+            accounts, qos = dbd.result(jobs)
             return Snapshot(
                 taken_at=taken,
                 nodes=tuple(nodes),
                 jobs=tuple(jobs),
-                accounts=tuple(accounts.result()),
-                qos=tuple(qos.result()),
+                accounts=tuple(accounts),
+                qos=tuple(qos),
                 cluster=self.cluster,
                 partitions=tuple(partitions),
             )
