@@ -359,16 +359,17 @@ class PyslurmPort:
     # --- read ---------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """Jobs, then nodes, then partitions through pyslurm (three RPCs); meanwhile, beside
-        them, the site factors (sprio's RPC here, one call before the job read: libslurm calls
-        take turns; sprio where it cannot) and accounts and QOS (sacctmgr): processes that wait on
+        them, the site factors (sprio's RPC here, in flight with the job read's: see
+        :meth:`_read_direct_with_site`; sprio where it cannot) and accounts and QOS (sacctmgr): processes that wait on
         slurmctld and slurmdbd while this one reads, so the snapshot costs about its longest
         read, not their sum; accounts and QOS kept across snapshots as the command line's
         (:mod:`.dbd_cache`, the same rules). Each job is built once, its site factor in it."""
         taken = datetime.now()
         with ThreadPoolExecutor(3, thread_name_prefix="slurm-fair-read") as pool:
-            site = pool.submit(self._site_factors)
+            beside = self._direct_site()
+            site = None if beside else pool.submit(self._site_factors)
             dbd = self.cli.dbd.begin(pool, self.accounts, self.qos)
-            jobs = self._read_jobs(("PENDING", "RUNNING"), site)
+            jobs = self._read_jobs(("PENDING", "RUNNING"), site, beside)
             partitions = self.partitions()
             nodes = self._nodes(partitions)
             accounts, qos = dbd.result(jobs)
@@ -391,15 +392,20 @@ class PyslurmPort:
                  site: Mapping[str, int] | None) -> list[SlurmJob]:
         return list(jobs_from(records, states, self._user, self._exact_reason, site))
 
-    def _read_jobs(self, states: Sequence[str], site: Future[dict[str, int]] | None) -> list[SlurmJob]:
+    def _read_jobs(self, states: Sequence[str], site: Future[dict[str, int]] | None,
+                   with_site: bool = False) -> list[SlurmJob]:
         """Every job in ``states`` (all with none), site factors from ``site`` (sprio, running
-        beside). With the side process up (:mod:`.pyslurm_side`): its legacy read of the fields
+        beside), or with ``with_site`` from sprio's RPC in flight with the direct job read's
+        (:meth:`_direct_site`). With the side process up (:mod:`.pyslurm_side`): its legacy read of the fields
         only that read has, while this process reads the rest through ``Jobs.load``; else the
         legacy read here, and the side process started when this port's reads were slow (a big
         queue) :data:`SIDE_AFTER_READS` times."""
         reader = self._field_reader()
         if reader is not None:
-            values, extra = self._call("job", partial(reader.read, _FAST_ATTRS))
+            if with_site:
+                values, extra, site = self._call("job", partial(self._read_direct_with_site, reader))
+            else:
+                values, extra = self._call("job", partial(reader.read, _FAST_ATTRS))
             return self._read_split(values, extra, states, site)
         side = _side_process(self.conf, start=False)
         if side is not None:
@@ -525,6 +531,29 @@ class PyslurmPort:
                 log.info("pyslurm: the priority factors RPC failed (%s); asking sprio", exc)
         return self.cli._site_factors()
 
+    def _direct_site(self) -> bool:
+        """Whether both direct reads are here (the jobs' and the site factors'), so that the
+        site factors are read with the jobs, in flight together (:meth:`_read_direct_with_site`)."""
+        return self._field_reader() is not None and self._prio_reader() is not None
+
+    def _read_direct_with_site(self, reader: JobFieldReader) -> tuple[Any, Any, Future[dict[str, int]]]:
+        """The direct job read and sprio's RPC at once, in one :meth:`_call` (libslurm is
+        initialised for this port's cluster for both: its lock is held): slurmctld serves the two
+        side by side and the factors' objects are read while the jobs are converted. When the
+        RPC fails, sprio (:meth:`_site_factors`' fallback)."""
+        prio = self._prio[0]
+        assert prio is not None
+        with ThreadPoolExecutor(1, thread_name_prefix="slurm-fair-prio") as beside:
+            factors = beside.submit(prio.read)
+            values, extra = reader.read(_FAST_ATTRS)
+            site: Future[dict[str, int]] = Future()
+            try:
+                site.set_result(factors.result())
+            except LibslurmError as exc:
+                log.info("pyslurm: the priority factors RPC failed (%s); asking sprio", exc)
+                site.set_result(self.cli._site_factors())
+        return values, extra, site
+
     def _prio_reader(self) -> SiteFactorReader | None:
         """:mod:`.libslurm_prio`'s reader for this Slurm, opened once (None: why is logged)."""
         if not self._prio and not self._direct:
@@ -556,9 +585,11 @@ class PyslurmPort:
 
     def jobs(self, states: Sequence[str] = ("PENDING", "RUNNING")) -> list[SlurmJob]:
         wanted = {s.upper() for s in states}
+        pending = not wanted or "PENDING" in wanted
+        beside = pending and self._direct_site()
         with ThreadPoolExecutor(1, thread_name_prefix="slurm-fair-read") as pool:
-            site = pool.submit(self._site_factors) if not wanted or "PENDING" in wanted else None
-            return self._read_jobs(states, site)
+            site = pool.submit(self._site_factors) if pending and not beside else None
+            return self._read_jobs(states, site, beside)
 
     def accounts(self) -> list[Account]:
         return self.cli.accounts()

@@ -287,3 +287,43 @@ def test_the_port_takes_the_rpc_and_falls_back_to_sprio():
     assert runner.argv and runner.argv[0][0] == "sprio"
     port, runner = _port(None, _sprio_line("6", -1))  # no reader here: sprio
     assert port._site_factors() == {"6": -1}
+
+
+class _JobReader:
+    """The direct job read: its answer, and whether the factors' RPC was in flight meanwhile."""
+
+    def __init__(self, started) -> None:
+        self.started = started
+        self.overlapped = False
+
+    def read(self, attrs):
+        self.overlapped = self.started.wait(5)
+        return [("values",)], {1: ("extra",)}
+
+
+class _SlowReader:
+    def __init__(self, started, answer) -> None:
+        self.started, self.answer = started, answer
+
+    def read(self):
+        self.started.set()
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_the_factors_are_read_in_flight_with_the_jobs_and_sprio_when_the_rpc_fails():
+    import threading
+
+    started = threading.Event()
+    port, runner = _port(_SlowReader(started, {"7": 12}), _sprio_line("7", 3))
+    jobs = _JobReader(started)
+    values, extra, site = port._read_direct_with_site(jobs)
+    assert jobs.overlapped  # the factors' RPC began while the job read ran
+    assert (values, extra, site.result()) == ([("values",)], {1: ("extra",)}, {"7": 12})
+    assert runner.argv == []
+    started = threading.Event()
+    port, runner = _port(_SlowReader(started, LibslurmError("Socket timed out on send/recv operation", 5)),
+                         _sprio_line("7", 3))
+    _, _, site = port._read_direct_with_site(_JobReader(started))
+    assert site.result() == {"7": 3} and runner.argv[0][0] == "sprio"
