@@ -17,6 +17,10 @@ line first at the first size, pyslurm first at the next):
   (``snapshot --json``'s): the two Problems must be equal (the age of each job aside), also after
   a user changes pending jobs' GPU requests in the warm state (``scontrol update`` of one job's
   ``TresPerJob``, another's ``Gres`` and another's ``NumTasks``);
+* both arms keep accounts and QOS across a port's snapshots as the controller's loop does
+  (``[slurm] accounts_ttl_s``, its default unless ``--accounts-ttl``: the cold snapshot reads
+  them, the warm ones keep them); pyslurm's site factors come from sprio's RPC in process
+  (``--sprio``: sprio, the previous way);
 * ``update_jobs(all, SiteFactor=...)``: the controller's order, written to every pending job;
 * ``set_nice`` on 200 jobs one at a time (a per-job write).
 
@@ -89,6 +93,7 @@ def parts(ports: dict[str, Any], rounds: int) -> dict[str, list[float]]:
     ps, cli = ports["pyslurm"], ports["cli"]
     site: Any = Future()
     site.set_result(ps._site_factors())
+    prio = ps._prio_reader()
     reader = ps._field_reader()
     calls: dict[str, Any] = {}
     if reader is not None:
@@ -97,7 +102,8 @@ def parts(ports: dict[str, Any], rounds: int) -> dict[str, list[float]]:
         "jobs built from the read (warm)": lambda: ps._read_jobs(("PENDING", "RUNNING"), site),
         "Jobs.load() and its attributes": lambda: [pyslurm_port._fast_values(j) for j in ps.ps.Jobs.load().values()],
         "legacy job().get()": lambda: ps.ps.job().get(),
-        "sprio (site factors)": ps._site_factors,
+        "sprio (site factors)": ps.cli._site_factors,
+        **({"priority factors RPC (site factors, in process)": ps._site_factors} if prio is not None else {}),
         "sacctmgr accounts": ps.accounts,
         "sacctmgr QOS": ps.qos,
         "snapshot, pyslurm": ps.snapshot,
@@ -127,6 +133,10 @@ def main() -> int:
     ap.add_argument("--parts", action="store_true",
                     help="at the largest size, also time each part of a snapshot alone (median of --rounds)")
     ap.add_argument("--legacy", action="store_true", help="pyslurm without the direct read (the legacy read and side process)")
+    ap.add_argument("--sprio", action="store_true", help="pyslurm's site factors through sprio (the previous way)")
+    ap.add_argument("--accounts-ttl", type=float, default=None,
+                    help="[slurm] accounts_ttl_s of both arms (default: the configuration's default; 0: sacctmgr "
+                         "at every snapshot, the previous way)")
     args = ap.parse_args()
     sizes = sorted(int(x) for x in args.jobs.split(","))
     env = dict(os.environ)
@@ -137,13 +147,17 @@ def main() -> int:
         print("pyslurm is not installed: scripts/build-pyslurm.sh", file=sys.stderr)
         return 2
     conf = {"SLURM_CONF": env["SLURM_CONF"]}
+    ttl = (validate({}, "defaults")["slurm"]["accounts_ttl_s"] if args.accounts_ttl is None
+           else args.accounts_ttl)
 
     def new_ports() -> dict[str, Any]:
         pyslurm_port._stop_side(env["SLURM_CONF"])
-        ps = PyslurmPort(SlurmCli(env=conf, timeout_s=300))
+        ps = PyslurmPort(SlurmCli(env=conf, timeout_s=300, accounts_ttl_s=ttl))
         if args.legacy:
             ps._reader.append(None)
-        return {"cli": SlurmCli(env=conf, timeout_s=300), "pyslurm": ps}
+        if args.sprio:
+            ps._prio.append(None)
+        return {"cli": SlurmCli(env=conf, timeout_s=300, accounts_ttl_s=ttl), "pyslurm": ps}
 
     ports = new_ports()
     cli = ports["cli"]
@@ -211,7 +225,9 @@ def main() -> int:
         print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
         print(f"Slurm: {subprocess.run(['scontrol', '--version'], env=env, capture_output=True, text=True).stdout.strip()}; "
               f"pyslurm {installed_version()}; its job read: "
-              f"{'libslurm records read directly' if ports['pyslurm']._field_reader() else 'legacy read (side process)'}")
+              f"{'libslurm records read directly' if ports['pyslurm']._field_reader() else 'legacy read (side process)'}; "
+              f"its site factors: {'priority factors RPC in process' if ports['pyslurm']._prio_reader() else 'sprio'}; "
+              f"accounts and QOS kept {ttl:g} s (both arms)")
         print()
         print(f"{'pending':>7} {'backend':>8} {'jobs':>6} {'snapshot s':>10} {'problem s':>9} "
               f"{'SiteFactor on':>13} {'s':>7} {'failed':>6} {'set_nice x':>10} {'s':>7}")

@@ -128,6 +128,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "bin_dir": Key((str,), "", "directory of the Slurm commands (empty: PATH)", C.path("dir", empty_ok=True)),
         "command_timeout_s": Key(NUM, 30.0, "timeout of one Slurm command", _SECONDS),
         "retries": Key((int,), 2, "bounded retries of a failed transient command", C.number(0, 100, integer=True)),
+        "accounts_ttl_s": Key(NUM, 300.0, "seconds a port keeps the accounts and QOS (sacctmgr) across its snapshots: "
+                              "the bound on a site's change no job reveals; a job naming an account or QOS not "
+                              "kept, or the controller's own QOS writes, read them again at once; 0: every "
+                              "snapshot (docs/slurm-adapter.md)", C.number(0, DAY)),
         "parallel_calls": Key((int,), 8, "sacctmgr calls in flight at once when many tenants' QOS change",
                               C.number(1, 256, integer=True)),
     },

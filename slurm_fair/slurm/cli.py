@@ -34,6 +34,7 @@ from .parse.sinfo import SINFO_FIELDS, parse_sinfo
 from .parse.squeue import SQUEUE_FIELDS, parse_excluded, parse_squeue, with_pending_extras
 from . import batch
 from .run import Runner
+from .dbd_cache import DbdCache
 from .sacctmgr import Sacctmgr
 from .write_rules import (
     UPDATABLE_FIELDS, batch_items, check_job_id, check_name, check_value, norm_spec, refuse_retype, split_raw,
@@ -81,10 +82,13 @@ class SlurmCli:
         runner: Runner | None = None,
         separator: Callable[[], str] = _new_fs,
         tres_prefix: str | None = None,
+        accounts_ttl_s: float = 0.0,
     ) -> None:
         self.runner = runner or Runner(env=env, bin_dir=bin_dir, timeout_s=timeout_s, retries=retries)
         self.cluster = cluster
         self.sacctmgr = Sacctmgr(self.runner, cluster)
+        #: the accounts and QOS kept across snapshots (:mod:`.dbd_cache`; 0 s: read every time)
+        self.dbd = DbdCache(accounts_ttl_s)
         self._separator = separator
         #: ``gres:`` or ``gres/`` (:meth:`tres_prefix`); None until asked
         self._prefix: str | None = tres_prefix
@@ -99,6 +103,7 @@ class SlurmCli:
             timeout_s=s["command_timeout_s"],
             retries=s["retries"],
             cluster=config["cluster"]["name"],
+            accounts_ttl_s=s["accounts_ttl_s"],
         )
 
     # --- read ---------------------------------------------------------------------------------
@@ -107,18 +112,21 @@ class SlurmCli:
         between the two reads shows as running on a node still counted free, which the next
         cycle corrects). Accounts, QOS and partitions are read meanwhile, beside them: the two
         sacctmgr calls wait on slurmdbd round trips (~0.3 s each whatever the queue's length),
-        not on slurmctld, so three reads in flight at most, never more."""
+        not on slurmctld, so three reads in flight at most, never more. Accounts and QOS come
+        from :attr:`dbd` while young enough and naming every job's (:mod:`.dbd_cache`)."""
         taken = datetime.now()
         with ThreadPoolExecutor(3, thread_name_prefix="slurm-fair-read") as pool:
-            accounts, qos, partitions = pool.submit(self.accounts), pool.submit(self.qos), pool.submit(self.partitions)
+            dbd = self.dbd.begin(pool, self.accounts, self.qos)
+            partitions = pool.submit(self.partitions)
             jobs = self.jobs()
             nodes = self.nodes()
+            accounts, qos = dbd.result(jobs)
             return Snapshot(
                 taken_at=taken,
                 nodes=tuple(nodes),
                 jobs=tuple(jobs),
-                accounts=tuple(accounts.result()),
-                qos=tuple(qos.result()),
+                accounts=tuple(accounts),
+                qos=tuple(qos),
                 cluster=self.cluster,
                 partitions=tuple(partitions.result()),
             )
@@ -450,13 +458,17 @@ class SlurmCli:
 
     # --- QOS (sacctmgr: :class:`.sacctmgr.Sacctmgr`) ------------------------------------------
     def ensure_qos(self, name: str, grp_tres: Mapping[str, int | None], exists: bool | None = None) -> None:
+        self.dbd.invalidate()
         self.sacctmgr.ensure_qos(name, grp_tres, exists)
 
     def delete_qos(self, name: str) -> None:
+        self.dbd.invalidate()
         self.sacctmgr.delete_qos(name)
 
     def attach_qos(self, account: str, qos: str, default: bool = True) -> None:
+        self.dbd.invalidate()
         self.sacctmgr.attach_qos(account, qos, default)
 
     def detach_qos(self, account: str, qos: str) -> None:
+        self.dbd.invalidate()
         self.sacctmgr.detach_qos(account, qos)

@@ -63,9 +63,10 @@ def _strip_comments(text: str) -> str:
     return re.sub(r"//[^\n]*", "", re.sub(r"/\*.*?\*/", " ", text, flags=re.S))
 
 
-def struct_members(header: str, typedef: str) -> list[tuple[str, Any]] | None:
+def struct_members(header: str, typedef: str, pointer_types: frozenset[str] = frozenset()) -> list[tuple[str, Any]] | None:
     """``typedef struct ... { members } <typedef>;`` of ``header`` as ctypes fields, or None
-    when any member is not a plain scalar or pointer (the layout could not be trusted)."""
+    when any member is not a plain scalar or pointer (the layout could not be trusted);
+    ``pointer_types`` are type names slurm.h defines as pointers (22.05's ``List``)."""
     text = _strip_comments(header)
     m = re.search(r"typedef\s+struct\s+\w*\s*\{([^{}]*)\}\s*" + re.escape(typedef) + r"\s*;", text)
     if not m:
@@ -80,7 +81,7 @@ def struct_members(header: str, typedef: str) -> list[tuple[str, Any]] | None:
         if not mm:
             return None
         ctype, stars, name = mm.groups()
-        if stars:
+        if stars or ctype in pointer_types:
             fields.append((name, ctypes.c_void_p))
         elif ctype in _SCALARS:
             fields.append((name, _SCALARS[ctype]))

@@ -20,9 +20,9 @@ port wraps) because pyslurm 22.5 cannot do it the way the controller needs:
   loop, not a one-off command) from ``Jobs.load()`` here
   and, beside it, the legacy read's few fields from a side process (:mod:`.pyslurm_side`), both
   fresh each snapshot, each job's conversion kept while both reads give the same fields. The jobs' *site factor* is
-  in neither of pyslurm's job records: ``sprio`` (one call, started before the job read and run
-  beside it), as is :meth:`job_priority_factors` (neither release exposes libslurm's
-  ``slurm_load_job_prio``);
+  sprio's (neither release exposes libslurm's ``slurm_load_job_prio``): that RPC called in
+  this process at the offsets of the same header (:mod:`.libslurm_prio`), started before the job
+  read; without the header, or when it fails, ``sprio`` itself, as is :meth:`job_priority_factors`;
 * **slurmdbd** (accounts, QOS, accounting, ``speeds learn``'s history): the commands, beside the
   job read. pyslurm's database API (22.5.3 and 24.11.0) has no account's default QOS and no QOS
   limits in names (the legacy ``qos()`` gives TRES ids), and it keys accounting by job id, so a
@@ -73,6 +73,7 @@ from .parse.history import History
 from .parse.squeue import state_name
 from . import pyslurm_side
 from .libslurm_jobs import JobFieldReader, LibslurmError, open_reader
+from .libslurm_prio import SiteFactorReader, open_prio_reader
 from .pyslurm_records import job_records, jobs_from, node_record, partition_record
 from .run import JOB_GONE, TRANSIENT
 from .write_rules import UPDATABLE_FIELDS, batch_items, check_job_id, check_value
@@ -311,6 +312,9 @@ class PyslurmPort:
         #: the reader of the fields pyslurm's fast read lacks (:mod:`.libslurm_jobs`), opened at
         #: the first job read ([None]: none here, the legacy read and side process instead)
         self._reader: list[JobFieldReader | None] = []
+        #: the reader of sprio's site factors (:mod:`.libslurm_prio`), opened at the first read
+        #: ([None]: none here, sprio instead)
+        self._prio: list[SiteFactorReader | None] = []
 
     # --- the pyslurm calls ------------------------------------------------------------------
     def _call(self, op: str, fn: Callable[[], T], job_id: str | None = None) -> T:
@@ -355,22 +359,26 @@ class PyslurmPort:
     # --- read ---------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """Jobs, then nodes, then partitions through pyslurm (three RPCs); meanwhile, beside
-        them, the site factors (sprio) and accounts and QOS (sacctmgr): processes that wait on
+        them, the site factors (sprio's RPC here, in flight with the job read's: see
+        :meth:`_read_direct_with_site`; sprio where it cannot) and accounts and QOS (sacctmgr): processes that wait on
         slurmctld and slurmdbd while this one reads, so the snapshot costs about its longest
-        read, not their sum. Each job is built once, its site factor in it."""
+        read, not their sum; accounts and QOS kept across snapshots as the command line's
+        (:mod:`.dbd_cache`, the same rules). Each job is built once, its site factor in it."""
         taken = datetime.now()
         with ThreadPoolExecutor(3, thread_name_prefix="slurm-fair-read") as pool:
-            site = pool.submit(self._site_factors)
-            accounts, qos = pool.submit(self.accounts), pool.submit(self.qos)
-            jobs = self._read_jobs(("PENDING", "RUNNING"), site)
+            beside = self._direct_site()
+            site = None if beside else pool.submit(self._site_factors)
+            dbd = self.cli.dbd.begin(pool, self.accounts, self.qos)
+            jobs = self._read_jobs(("PENDING", "RUNNING"), site, beside)
             partitions = self.partitions()
             nodes = self._nodes(partitions)
+            accounts, qos = dbd.result(jobs)
             return Snapshot(
                 taken_at=taken,
                 nodes=tuple(nodes),
                 jobs=tuple(jobs),
-                accounts=tuple(accounts.result()),
-                qos=tuple(qos.result()),
+                accounts=tuple(accounts),
+                qos=tuple(qos),
                 cluster=self.cluster,
                 partitions=tuple(partitions),
             )
@@ -384,15 +392,20 @@ class PyslurmPort:
                  site: Mapping[str, int] | None) -> list[SlurmJob]:
         return list(jobs_from(records, states, self._user, self._exact_reason, site))
 
-    def _read_jobs(self, states: Sequence[str], site: Future[dict[str, int]] | None) -> list[SlurmJob]:
+    def _read_jobs(self, states: Sequence[str], site: Future[dict[str, int]] | None,
+                   with_site: bool = False) -> list[SlurmJob]:
         """Every job in ``states`` (all with none), site factors from ``site`` (sprio, running
-        beside). With the side process up (:mod:`.pyslurm_side`): its legacy read of the fields
+        beside), or with ``with_site`` from sprio's RPC in flight with the direct job read's
+        (:meth:`_direct_site`). With the side process up (:mod:`.pyslurm_side`): its legacy read of the fields
         only that read has, while this process reads the rest through ``Jobs.load``; else the
         legacy read here, and the side process started when this port's reads were slow (a big
         queue) :data:`SIDE_AFTER_READS` times."""
         reader = self._field_reader()
         if reader is not None:
-            values, extra = self._call("job", partial(reader.read, _FAST_ATTRS))
+            if with_site:
+                values, extra, site = self._call("job", partial(self._read_direct_with_site, reader))
+            else:
+                values, extra = self._call("job", partial(reader.read, _FAST_ATTRS))
             return self._read_split(values, extra, states, site)
         side = _side_process(self.conf, start=False)
         if side is not None:
@@ -507,9 +520,53 @@ class PyslurmPort:
         return str(job.state_reason or "")
 
     def _site_factors(self) -> dict[str, int]:
-        """The command line's (sprio; none known where it does not answer, as under
-        ``priority/basic``)."""
+        """sprio's site factors: from its own RPC in this process where the site's ``slurm.h``
+        gives the layout (:mod:`.libslurm_prio`), else (and when that RPC fails) sprio itself
+        (none known where it does not answer, as under ``priority/basic``)."""
+        reader = self._prio_reader()
+        if reader is not None:
+            try:
+                return self._call("priority factors", reader.read)
+            except SlurmError as exc:
+                log.info("pyslurm: the priority factors RPC failed (%s); asking sprio", exc)
         return self.cli._site_factors()
+
+    def _direct_site(self) -> bool:
+        """Whether both direct reads are here (the jobs' and the site factors'), so that the
+        site factors are read with the jobs, in flight together (:meth:`_read_direct_with_site`)."""
+        return self._field_reader() is not None and self._prio_reader() is not None
+
+    def _read_direct_with_site(self, reader: JobFieldReader) -> tuple[Any, Any, Future[dict[str, int]]]:
+        """The direct job read and sprio's RPC at once, in one :meth:`_call` (libslurm is
+        initialised for this port's cluster for both: its lock is held): slurmctld serves the two
+        side by side and the factors' objects are read while the jobs are converted. When the
+        RPC fails, sprio (:meth:`_site_factors`' fallback)."""
+        prio = self._prio[0]
+        assert prio is not None
+        with ThreadPoolExecutor(1, thread_name_prefix="slurm-fair-prio") as beside:
+            factors = beside.submit(prio.read)
+            values, extra = reader.read(_FAST_ATTRS)
+            site: Future[dict[str, int]] = Future()
+            try:
+                site.set_result(factors.result())
+            except LibslurmError as exc:
+                log.info("pyslurm: the priority factors RPC failed (%s); asking sprio", exc)
+                site.set_result(self.cli._site_factors())
+        return values, extra, site
+
+    def _prio_reader(self) -> SiteFactorReader | None:
+        """:mod:`.libslurm_prio`'s reader for this Slurm, opened once (None: why is logged)."""
+        if not self._prio and not self._direct:
+            self._prio.append(None)
+        if not self._prio:
+            try:
+                reader, why = open_prio_reader(self.version, major_minor)
+            except (OSError, AttributeError, TypeError, ValueError) as exc:  # a libslurm without a symbol
+                reader, why = None, f"{type(exc).__name__}: {exc}"
+            if reader is None:
+                log.info("pyslurm: reading the site factors through sprio (%s)", why)
+            self._prio.append(reader)
+        return self._prio[0]
 
     def nodes(self) -> list[Node]:
         """pyslurm's legacy node read (raw gres strings, ``mixed`` computed as sinfo does) with
@@ -528,9 +585,11 @@ class PyslurmPort:
 
     def jobs(self, states: Sequence[str] = ("PENDING", "RUNNING")) -> list[SlurmJob]:
         wanted = {s.upper() for s in states}
+        pending = not wanted or "PENDING" in wanted
+        beside = pending and self._direct_site()
         with ThreadPoolExecutor(1, thread_name_prefix="slurm-fair-read") as pool:
-            site = pool.submit(self._site_factors) if not wanted or "PENDING" in wanted else None
-            return self._read_jobs(states, site)
+            site = pool.submit(self._site_factors) if pending and not beside else None
+            return self._read_jobs(states, site, beside)
 
     def accounts(self) -> list[Account]:
         return self.cli.accounts()

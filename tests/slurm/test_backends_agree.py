@@ -6,8 +6,9 @@ tenants in every GPU syntax (typed and untyped gres, ``--gpus``, gangs ``-N 2
 eligible in a DOWN partition with a site factor and a nice, a pending job array, node lists,
 exclude lists, a constraint, a time limit, several partitions, a hostile comment and name.
 :class:`SlurmCli` (squeue, sinfo, scontrol, sacctmgr) and :class:`PyslurmPort` (libslurm: its job
-records read directly, and without that through pyslurm's legacy read, here and in the side
-process) must give equal snapshots, every field of every job, node, partition, account and QOS, and the
+records read directly and its site factors through sprio's RPC in process, and without those
+through pyslurm's legacy read, here and in the side process, and sprio) must give equal
+snapshots, every field of every job, node, partition, account and QOS, and the
 controller must build the same Problem from both.
 
 With ``SLURM_FAIR_RECORD_PYSLURM=FILE`` the raw pyslurm records of that moment and the command
@@ -164,6 +165,7 @@ def test_cli_and_pyslurm_snapshots_are_equal_field_by_field_on_a_busy_cluster(te
     # alone or in the side process), as where Slurm's header is not installed
     legacy = PyslurmPort(SlurmCli(env=dict(testbed.env), timeout_s=60))
     legacy._reader.append(None)
+    legacy._prio.append(None)  # and its site factors through sprio (the RPC's are ps's)
     tenants = sorted(x.name for x in cli.accounts())
     node = sorted(n.name for n in cli.nodes())[0]
     down = f"sfagree{os.getpid() % 10000}"
@@ -183,6 +185,7 @@ def test_cli_and_pyslurm_snapshots_are_equal_field_by_field_on_a_busy_cluster(te
             time.sleep(1)
         assert diffs == []
         assert ps._field_reader() is not None, "libslurm's job records were not read directly"
+        assert ps._prio_reader() is not None, "the site factors were not read through sprio's RPC"
         _direct_read_is_pyslurms(ps)
         assert _equal_soon(cli, legacy) == []
         if record := os.environ.get("SLURM_FAIR_RECORD_PYSLURM"):
