@@ -14,8 +14,6 @@ import argparse
 import sys
 import xml.etree.ElementTree as ET
 
-from junit_counts import counts
-
 
 def junit_id(nodeid: str) -> tuple[str, str]:
     """A pytest node id as JUnit names it: ``tests/a/test_b.py::C::test_d[x]`` ->
@@ -25,9 +23,24 @@ def junit_id(nodeid: str) -> tuple[str, str]:
     return ".".join([module, *parts[:-1]]), parts[-1]
 
 
-def ran(report: str) -> set[tuple[str, str]]:
-    """The tests a JUnit report has (a test reported twice, as a failure and a teardown error, once)."""
-    return {(c.get("classname") or "", c.get("name") or "") for c in ET.parse(report).getroot().iter("testcase")}
+def outcomes(report: str) -> tuple[dict[tuple[str, str], str], int]:
+    """Each test of a JUnit report with the outcome of its last record, and how many records
+    more there were than tests: a test run again (pytest-rerunfailures) has a record per run,
+    the first one looking passed, and a failure with a teardown error may have two."""
+    last: dict[tuple[str, str], str] = {}
+    records = 0
+    for case in ET.parse(report).getroot().iter("testcase"):
+        records += 1
+        last[(case.get("classname") or "", case.get("name") or "")] = (
+            "skipped" if case.find("skipped") is not None
+            else "failed" if case.find("failure") is not None or case.find("error") is not None else "passed")
+    return last, records - len(last)
+
+
+def summary(found: dict[tuple[str, str], str], again: int) -> str:
+    n = {k: sum(1 for v in found.values() if v == k) for k in ("passed", "failed", "skipped")}
+    return (f"{len(found)} ({n['passed']} passed, {n['failed']} failed, {n['skipped']} skipped"
+            + (f"; {again} more record{'s' if again != 1 else ''}: a test run again" if again else "") + ")")
 
 
 def main() -> int:
@@ -39,12 +52,11 @@ def main() -> int:
     args = ap.parse_args()
     with open(args.collected) as fh:
         wanted = {junit_id(line.strip()) for line in fh if "::" in line and not line.startswith(" ")}
-    a, b = ran(args.a), ran(args.b)
+    (in_a, again_a), (in_b, again_b) = outcomes(args.a), outcomes(args.b)
+    a, b = set(in_a), set(in_b)
     dropped, doubled, extra = wanted - a - b, a & b, (a | b) - wanted
-    ca, cb = counts(args.a, None), counts(args.b, None)
-    print(f"ci-lanes: {args.name} split: {len(wanted)} collected = {len(a)} in a "
-          f"({ca['passed']} passed, {ca['failed']} failed, {ca['skipped']} skipped) + {len(b)} in b "
-          f"({cb['passed']} passed, {cb['failed']} failed, {cb['skipped']} skipped)")
+    print(f"ci-lanes: {args.name} split: {len(wanted)} collected = a {summary(in_a, again_a)} "
+          f"+ b {summary(in_b, again_b)}")
     for what, found in (("ran in neither half", dropped), ("ran in both halves", doubled),
                         ("ran but were not collected", extra)):
         if found:

@@ -60,14 +60,17 @@ def test_the_halves_are_complements_of_the_collection():
     assert a and b and not a & b and a | b == whole
 
 
-def _junit(path: Path, cases: list[tuple[str, str]]) -> str:
-    body = "".join(f'<testcase classname="{c}" name="{n}" time="1.0"/>' for c, n in cases)
+def _junit(path: Path, cases: list[tuple[str, ...]]) -> str:
+    body = "".join(f'<testcase classname="{c[0]}" name="{c[1]}" time="1.0">'
+                   + "".join(f"<{tag}/>" for tag in c[2:]) + "</testcase>" for c in cases)
     path.write_text(f'<testsuites><testsuite name="pytest">{body}</testsuite></testsuites>')
     return str(path)
 
 
 @pytest.mark.parametrize("b_cases, rc, says", [
-    ([("tests.x.test_b", "test_two[slurm22.05]")], 0, "2 collected = 1 in a (1 passed, 0 failed, 0 skipped) + 1 in b"),
+    ([("tests.x.test_b", "test_two[slurm22.05]")], 0, "2 collected = a 1 (1 passed, 0 failed, 0 skipped) + b 1 (1"),
+    ([("tests.x.test_b", "test_two[slurm22.05]"), ("tests.x.test_b", "test_two[slurm22.05]", "failure")], 0,
+     "+ b 1 (0 passed, 1 failed, 0 skipped; 1 more record: a test run again)"),
     ([], 1, "1 ran in neither half: tests.x.test_b::test_two[slurm22.05]"),
     ([("tests.x.test_b", "test_two[slurm22.05]"), ("tests.x.test_a", "test_one")], 1, "1 ran in both halves"),
     ([("tests.x.test_b", "test_two[slurm22.05]"), ("tests.x.test_c", "test_new")], 1, "1 ran but were not collected"),
