@@ -205,7 +205,9 @@ for v in "${split[@]}"; do
     name=split-$v
     order+=("$name")
     took[$name]=0
-    if [[ -s $logdir/slurm-$v.collected && -s $logdir/$a.xml && -s $logdir/$b.xml ]] \
+    if [[ ${status[$a]} != passed || ${status[$b]} != passed ]]; then
+        status[$name]="not checked: a lane failed"
+    elif [[ -s $logdir/slurm-$v.collected && -s $logdir/$a.xml && -s $logdir/$b.xml ]] \
         && "$VENV/bin/python" scripts/lane_split_check.py --name "slurm-$v" "$logdir/slurm-$v.collected" \
             "$logdir/$a.xml" "$logdir/$b.xml"; then
         status[$name]=passed
