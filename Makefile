@@ -42,7 +42,8 @@ pyslurm-rootfs: venv
 
 # the whole suite, then the pyslurm arm of each Slurm the host's Python cannot load (PYSLURM_ROOTFS=
 # leaves it out): in lanes side by side, the unit tests, each Slurm version's real tests (its
-# pyslurm arm after them) and the docker test (scripts/ci-lanes.sh; CI_LANES= picks lanes)
+# pyslurm arm after them; 22.05's as two lanes on two testbeds, CI_SPLIT_VERSIONS) and the docker
+# test (scripts/ci-lanes.sh; CI_LANES= picks lanes)
 test: setup lint pyslurm
 	VENV=$(VENV) PYSLURM_ROOTFS="$(PYSLURM_ROOTFS)" scripts/ci-lanes.sh $(PYTEST_ARGS)
 

@@ -13,6 +13,16 @@
 #                 ports); each lane then runs scripts/pyslurm-rootfs.sh V when V is in PYSLURM_ROOTFS
 #   docker        pytest -m docker (the compose cluster in a private dockerd)
 #
+# A version of CI_SPLIT_VERSIONS (default 22.05, the longest lane) runs as two lanes instead,
+# slurm-V-a and slurm-V-b, each on a testbed of its own: `--slurm-lane b` runs the tests
+# tests/slurm-lane-b.txt names (balanced by measured durations, docs/performance.md "CI time"),
+# `--slurm-lane a` every other one, so a new test file lands in a. The b lane's testbed is the
+# same description with every port moved by CI_SPLIT_PORT_SHIFT (default 500; the versions' own
+# shifts are multiples of 1000) in the state directory <the default one>-b. Lane a first lists
+# the whole selection (pytest --collect-only), both write JUnit reports, and when both have run
+# scripts/lane_split_check.py checks that every collected test ran in exactly one half (a
+# summary row, split-V, fails otherwise).
+#
 # Each lane runs in its own process group under a time limit (CI_LANE_TIMEOUT seconds, default
 # 3600) and writes a log; a lane's log is printed whole when it ends, so the output reads lane by
 # lane, and a summary names every lane with its result and time. Ctrl-C or SIGTERM interrupts
@@ -23,6 +33,7 @@
 #   SLURM_FAIR_TEST_VERSIONS=22.05,24.11   the versions, hence the lanes (not --slurm-versions in
 #                                 the extra arguments: every lane would then run those versions)
 #   CI_HEARTBEAT_S=300            how often a line names the lanes still running
+#   CI_SPLIT_VERSIONS=22.05       the versions run as two lanes ("" : none)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -41,6 +52,12 @@ print("\n".join(v.strip() for v in wanted.split(",") if v.strip()))
 EOF
 )
 rootfs_versions=" ${PYSLURM_ROOTFS:-} "
+split_versions=" ${CI_SPLIT_VERSIONS-22.05} "
+shift_b=${CI_SPLIT_PORT_SHIFT:-500}
+# the b lanes' testbeds: the default state directory's name plus -b (a version's own suffix,
+# -24.11, then follows), every port moved by shift_b
+dir_b="$("$VENV/bin/python" -c 'from slurm_fair.testbed.layout import default_dir; print(default_dir())')-b"
+env_b=(env "SLURM_FAIR_TESTBED_DIR=$dir_b" "SLURM_FAIR_TESTBED_PORT_SHIFT=$shift_b")
 
 logdir=$(mktemp -d "${TMPDIR:-/tmp}/slurm-fair-ci.XXXXXX")
 declare -A cmd pid start status took
@@ -75,23 +92,45 @@ fi
 # they wake (the tests bound how long Slurm may take to start a job)
 lane unit "$(nice=1 pytest_line -m "not slurm and not docker" "${xdist[@]}")"
 first=1
+split=()
 for v in "${versions[@]}"; do
     sel=(-m slurm --slurm-versions "$v")
     # the first lane runs the tests of no version too; the others only their version's
     [[ $first == 1 ]] || sel+=(-k "slurm$v")
-    line="$(pytest_line "${sel[@]}")"
+    pyslurm_arm=""
     if [[ $rootfs_versions == *" $v "* ]]; then
-        line+="; $(q scripts/pyslurm-rootfs.sh "$v")"
+        pyslurm_arm="; $(q scripts/pyslurm-rootfs.sh "$v")"
     fi
-    lane "slurm-$v" "$line"
+    if [[ $split_versions == *" $v "* ]]; then
+        # the whole selection first (what the split check compares with), then half a; half b
+        # on its own testbed; each half's JUnit report for the check
+        collect="rc=0; $(q "$PYTEST" --collect-only -q -p no:cacheprovider "${sel[@]}" "${extra[@]}") \
+>$(q "$logdir/slurm-$v.collected") || rc=\$?; [ \$rc = 0 ] || [ \$rc = 5 ] || exit \$rc"
+        lane "slurm-$v-a" "$collect; $(pytest_line "${sel[@]}" --slurm-lane a --junitxml "$logdir/slurm-$v-a.xml")$pyslurm_arm"
+        lane "slurm-$v-b" "export $(q "${env_b[@]:1}"); $(pytest_line "${sel[@]}" --slurm-lane b --junitxml "$logdir/slurm-$v-b.xml")"
+        split+=("$v")
+    else
+        lane "slurm-$v" "$(pytest_line "${sel[@]}")$pyslurm_arm"
+    fi
     first=0
 done
 lane docker "$(pytest_line -m docker)"
 
 # which testbeds were up before: an interrupted run takes down only the others
-declare -A was_up
+testbeds=()  # "VERSION" or "VERSION b" (a b lane's)
 for v in "${versions[@]}"; do
-    if "$SF" testbed status --slurm "$v" >/dev/null 2>&1; then was_up[$v]=1; fi
+    testbeds+=("$v")
+    [[ $split_versions != *" $v "* ]] || testbeds+=("$v b")
+done
+tb_cmd() {  # TESTBED WORDS...: slurm-fair testbed WORDS for that testbed
+    local tb=$1
+    shift
+    if [[ $tb == *" b" ]]; then "${env_b[@]}" "$SF" testbed "$@" --slurm "${tb% b}"
+    else "$SF" testbed "$@" --slurm "$tb"; fi
+}
+declare -A was_up
+for tb in "${testbeds[@]}"; do
+    if tb_cmd "$tb" status >/dev/null 2>&1; then was_up[$tb]=1; fi
 done
 
 interrupted=0
@@ -108,11 +147,11 @@ stop_lanes() {
         while kill -0 "${pid[$name]}" 2>/dev/null && ((SECONDS < deadline)); do sleep 1; done
         kill -KILL -- "-${pid[$name]}" 2>/dev/null || true
     done
-    for v in "${versions[@]}"; do
-        [[ -n ${was_up[$v]:-} ]] && continue
-        if "$SF" testbed status --slurm "$v" >/dev/null 2>&1; then
-            echo "ci-lanes: taking down the Slurm $v testbed this run brought up" >&2
-            "$SF" testbed down --slurm "$v" >&2 || true
+    for tb in "${testbeds[@]}"; do
+        [[ -n ${was_up[$tb]:-} ]] && continue
+        if tb_cmd "$tb" status >/dev/null 2>&1; then
+            echo "ci-lanes: taking down the Slurm $tb testbed this run brought up" >&2
+            tb_cmd "$tb" down >&2 || true
         fi
     done
     echo "ci-lanes: lane logs in $logdir" >&2
@@ -159,10 +198,28 @@ while ((left > 0)); do
 done
 trap - INT TERM
 
+# every test of a split version ran in exactly one of its two lanes
+for v in "${split[@]}"; do
+    a=slurm-$v-a b=slurm-$v-b
+    [[ -n ${status[$a]:-} && -n ${status[$b]:-} ]] || continue  # CI_LANES left one out
+    name=split-$v
+    order+=("$name")
+    took[$name]=0
+    if [[ ${status[$a]} != passed || ${status[$b]} != passed ]]; then
+        status[$name]="not checked: a lane failed"
+    elif [[ -s $logdir/slurm-$v.collected && -s $logdir/$a.xml && -s $logdir/$b.xml ]] \
+        && "$VENV/bin/python" scripts/lane_split_check.py --name "slurm-$v" "$logdir/slurm-$v.collected" \
+            "$logdir/$a.xml" "$logdir/$b.xml"; then
+        status[$name]=passed
+    else
+        status[$name]="FAILED: a test dropped or run twice"
+    fi
+done
+
 failed=0
 echo "ci-lanes: summary (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
 for name in "${order[@]}"; do
-    printf '  %-14s %-40s %5d s\n' "$name" "${status[$name]}" "${took[$name]}"
+    printf '  %-16s %-40s %5d s\n' "$name" "${status[$name]}" "${took[$name]}"
     [[ ${status[$name]} == passed ]] || failed=1
 done
 if [[ $failed == 1 ]]; then

@@ -14,6 +14,11 @@ remains, which is how CI proves ``down``.
 ``slurm_fair.testbed.jobs`` holds the plain helpers (``submit_job``, ``wait_job_state``), also
 exposed here as the ``submit`` and ``wait_state`` fixtures, so every test module submits as a
 tenant and waits for a state the same way.
+
+``--slurm-lane a|b`` splits the real tests of one Slurm version over two testbeds (CI's two
+22.05 lanes, ``scripts/ci-lanes.sh``): ``b`` keeps the tests that ``tests/slurm-lane-b.txt`` names
+(test files, or single tests by node id), ``a`` every other one, so each test lands in exactly one
+half and a new test file lands in ``a`` until the list names it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from collections.abc import Set as AbstractSet
 
 import hypo_profiles  # noqa: F401  (registers and loads the Hypothesis profile)
 import pytest
+from slurm_lanes import ListError, in_lane_b, lane_b_entries
 
 from slurm_fair.testbed import Testbed
 from slurm_fair.testbed.jobs import TERMINAL, submit_job, wait_job_state
@@ -37,6 +43,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="comma-separated Slurm versions the real-testbed tests run on (default: "
         "$SLURM_FAIR_TEST_VERSIONS, else all: " + ",".join(VERSIONS) + ")",
     )
+    parser.addoption(
+        "--slurm-lane", choices=("a", "b"), default=None,
+        help="run only one half of the tests: b those tests/slurm-lane-b.txt names, a all others "
+        "(CI's two lanes of one Slurm version, each on its own testbed)",
+    )
 
 
 def slurm_versions(config: pytest.Config) -> list[str]:
@@ -49,6 +60,24 @@ def slurm_versions(config: pytest.Config) -> list[str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     slurm_versions(config)  # a typo in --slurm-versions is a usage error before anything runs
+    if config.getoption("--slurm-lane"):
+        try:  # and a stale entry of the lane list
+            lane_b_entries()
+        except ListError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    lane = config.getoption("--slurm-lane")
+    if not lane:
+        return
+    entries = lane_b_entries()
+    keep, drop = [], []
+    for item in items:
+        (keep if in_lane_b(item.nodeid, entries) == (lane == "b") else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

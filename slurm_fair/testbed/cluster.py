@@ -31,7 +31,7 @@ from ..errors import SlurmCommandError, SlurmError, TestbedError
 from ..slurm.admin import SlurmAdmin
 from . import accounts, procs, rootfs
 from . import config as tbconfig
-from .config import TestbedConfig, default_config_path
+from .config import TestbedConfig
 from .daemons import RESPONDING, DaemonStatus, Status, daemon_specs
 from .layout import Layout, default_dir
 from .prepare import SAVED_CONFIG, check_binaries, config_changed, create_database, init_mariadb, prepare_dir
@@ -67,7 +67,7 @@ class Testbed:
         elif self.layout.root != default_dir() and (saved := self.layout.root / SAVED_CONFIG).is_file():
             cfg = tbconfig.validate(json.loads(saved.read_text()), str(saved))
         else:
-            cfg = tbconfig.load(default_config_path())
+            cfg = tbconfig.load_default()
         self.config = tbconfig.with_slurm(cfg, slurm) if slurm is not None else cfg
         self.version = rootfs.version(self.config.slurm)
 

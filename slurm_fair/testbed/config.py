@@ -27,6 +27,10 @@ from .rootfs import VERSIONS, version
 
 #: environment variable naming the testbed description (beats ./conf/testbed.toml)
 CONFIG_ENV = "SLURM_FAIR_TESTBED_CONFIG"
+#: environment variable moving every port of that description by a number: a second testbed of
+#: the same description and Slurm version beside the first (CI's two 22.05 lanes), in its own
+#: directory ($SLURM_FAIR_TESTBED_DIR)
+PORT_SHIFT_ENV = "SLURM_FAIR_TESTBED_PORT_SHIFT"
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # Slurm account / cluster / gres type names we accept
 
@@ -336,10 +340,35 @@ def with_slurm(cfg: TestbedConfig, name: str) -> TestbedConfig:
     if name == cfg.slurm:
         return cfg
     shift = version(name).port_shift - version(cfg.slurm).port_shift
+    return _moved(cfg, shift, name, f"{cfg.source} (Slurm {name}, ports moved by {shift:+d})")
+
+
+def _moved(cfg: TestbedConfig, shift: int, slurm: str, source: str) -> TestbedConfig:
+    """``cfg`` on Slurm ``slurm`` with every port moved by ``shift``, validated again."""
     raw = {k: dict(v) if isinstance(v, Mapping) else v for k, v in dict(cfg.raw).items()}
-    raw["cluster"] = {**raw.get("cluster", {}), "slurm": name}
+    raw["cluster"] = {**raw.get("cluster", {}), "slurm": slurm}
     raw["ports"] = {k: p + shift for k, p in cfg.ports.items()}
-    return validate(raw, f"{cfg.source} (Slurm {name}, ports moved by {shift:+d})")
+    return validate(raw, source)
+
+
+def load_default() -> TestbedConfig:
+    """The description of the default directory: :func:`default_config_path`'s, every port moved
+    by $SLURM_FAIR_TESTBED_PORT_SHIFT when that is set (a whole number; a bad value or a port
+    moved out of range is a ConfigError naming the variable)."""
+    cfg = load(default_config_path())
+    text = os.environ.get(PORT_SHIFT_ENV, "").strip()
+    if not text:
+        return cfg
+    try:
+        shift = int(text)
+    except ValueError:
+        raise ConfigError(f"${PORT_SHIFT_ENV}", [Finding("", f"{text!r} is not a whole number")]) from None
+    if shift == 0:
+        return cfg
+    try:
+        return _moved(cfg, shift, cfg.slurm, f"{cfg.source} (ports moved by {shift:+d}, ${PORT_SHIFT_ENV})")
+    except ConfigError as exc:
+        raise ConfigError(f"${PORT_SHIFT_ENV}={text} on {cfg.source}", exc.problems) from None
 
 
 def load(path: str | os.PathLike[str] | None) -> TestbedConfig:

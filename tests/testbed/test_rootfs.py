@@ -101,6 +101,29 @@ def test_three_versions_each_on_ports_of_their_own():
     assert rootfs.version("26.05").suite == "forky" and rootfs.version("24.11").suite == "trixie"
 
 
+def test_a_port_shift_puts_a_second_testbed_of_a_version_beside_the_first(monkeypatch, tmp_path):
+    """CI's two 22.05 lanes: $SLURM_FAIR_TESTBED_PORT_SHIFT moves every port of the default
+    description, the versions' own shifts come on top, and no port meets another testbed's."""
+    monkeypatch.delenv("SLURM_FAIR_TESTBED_CONFIG", raising=False)
+    monkeypatch.setenv("SLURM_FAIR_TESTBED_DIR", str(tmp_path / "tb"))
+    monkeypatch.delenv("SLURM_FAIR_TESTBED_PORT_SHIFT", raising=False)
+    first = {v: Testbed(slurm=v).config for v in rootfs.VERSIONS}
+    monkeypatch.setenv("SLURM_FAIR_TESTBED_DIR", str(tmp_path / "tb-b"))
+    monkeypatch.setenv("SLURM_FAIR_TESTBED_PORT_SHIFT", "500")
+    second = {v: Testbed(slurm=v).config for v in rootfs.VERSIONS}
+    assert Testbed().dir == tmp_path / "tb-b"
+    for v in rootfs.VERSIONS:
+        assert {k: p - 500 for k, p in second[v].ports.items()} == dict(first[v].ports)
+        assert [n.port - 500 for n in second[v].nodes] == [n.port for n in first[v].nodes]
+    taken = [{*c.ports.values(), *(n.port for n in c.nodes)} for c in [*first.values(), *second.values()]]
+    assert sum(map(len, taken)) == len(set().union(*taken))
+    for bad, says in (("lots", "not a whole number"), ("60000", "between 1024 and 65535")):
+        monkeypatch.setenv("SLURM_FAIR_TESTBED_PORT_SHIFT", bad)
+        with pytest.raises(ConfigError, match=says) as err:
+            Testbed()
+        assert "SLURM_FAIR_TESTBED_PORT_SHIFT" in str(err.value)
+
+
 def test_a_suite_the_hosts_debootstrap_lacks_uses_the_sid_script(tmp_path, monkeypatch):
     """bookworm's debootstrap knows trixie but not forky: forky gets the script every Debian
     suite shares, trixie its own (unchanged); apt runs with a /proc of its own."""
