@@ -375,7 +375,9 @@ def test_what_every_group_shares_on_a_type_is_not_a_spread_between_groups(spread
     """Every group of the site runs the same ratios, flat across the types (a testbed of sleep
     jobs: far from every family's prior, alike each other) or at the priors with one type
     ``exp(spread)`` times faster for all of them: the spread between groups is about 0 (it
-    measured 0.69 on the real testbed's history before the residuals were centred per type)."""
+    measured 0.69 on the real testbed's history before the residuals were centred per type).
+    Eight groups of three noisy runs leave sampling error: over 1,500 flat seeds the median is
+    0.04, the 99th percentile 0.22 and the largest 0.26, so the bound is 0.3."""
     from slurm_fair.estimates import priors as pr
 
     types = ["h100", "a100", "l40s", "v100"]
@@ -387,7 +389,7 @@ def test_what_every_group_shares_on_a_type_is_not_a_spread_between_groups(spread
         seen = rng.sample(types, rng.randint(2, 4))
         speeds = {k: 1.0 if flat else math.exp(table[k] + (spread if k == "l40s" else 0.0)) for k in seen}
         runs += runs_of(("u", f"job{i}", 1), speeds, n=3, spread=0.05, rng=rng)
-    assert learn(runs, types).group_spread < 0.2
+    assert learn(runs, types).group_spread < 0.3
 
 
 def test_too_few_groups_on_two_types_give_no_spread():
