@@ -23,7 +23,9 @@ run again inside every cycle.
 
 Failures are learned **within a minute**, not at the next refresh: every
 ``[throughput].failures_check_s`` seconds (default 60; 0: off) a cycle reads only the jobs of the
-accounting since its last check (``sacct -S``: a window of that length, cheap) and, when one of
+accounting since :data:`OVERLAP_S` before its last check (``sacct -S``: a short window, cheap;
+slurmdbd records an end late when busy, and a failure already read is remembered, so it calls
+for one relearn, not one per check) and, when one of
 them ran OUT_OF_MEMORY or FAILED at its start on a type its group is not yet marked as failing on,
 relearns the table from the whole history at once (as the refresh: at most once per check), with
 the same learner and its same rule (a run that failed at its start on one type marks it:
@@ -68,6 +70,10 @@ DEFAULT_DAYS = 90.0
 RETRY_S = 900.0
 #: how long a type marked as failing for a group stays marked without a new failure there
 FAIL_MARK_DAYS = 14.0
+#: how far before the last failure check the next one reads: slurmdbd records a job's end after
+#: slurmctld, seconds late on a quiet site and minutes when its agent queue is long (a check
+#: that read 5 s before the last one missed a failure recorded late, on a loaded test machine)
+OVERLAP_S = 600.0
 
 #: (group, GPU type) -> (failed runs that marked it, when first seen with that many)
 Marks = Mapping[tuple[GroupKey, str], tuple[int, float]]
@@ -135,22 +141,22 @@ def settings(config: Any) -> tuple[float, float]:
     return float(th.get("learn_refresh_h", DEFAULT_REFRESH_H)), float(th.get("learn_days", DEFAULT_DAYS))
 
 
-def new_failures(port: SlurmPort, table: LearnedTable, since: float) -> list[tuple[GroupKey, str]]:
-    """The (group, type) pairs of the runs of the accounting since ``since`` that may mark a
-    type on their own (OUT_OF_MEMORY, or FAILED at the start: :data:`FAST_FAIL_S`) and that the
-    table does not yet mark as failing (raises SlurmFairError when Slurm cannot say). Only these
-    call for a relearn before the refresh: a failure on a marked type changes nothing the table
-    decides (the mark holds), and a later failure waits for the refresh, so a site where jobs
-    fail all day does not relearn its 90 days of history every minute for them."""
+def new_failures(port: SlurmPort, table: LearnedTable, since: float) -> dict[str, tuple[GroupKey, str]]:
+    """The runs of the accounting since ``since`` that may mark a type on their own
+    (OUT_OF_MEMORY, or FAILED at the start: :data:`FAST_FAIL_S`) and that the table does not yet
+    mark as failing, by job id: (group, type) (raises SlurmFairError when Slurm cannot say). Only
+    these call for a relearn before the refresh: a failure on a marked type changes nothing the
+    table decides (the mark holds), and a later failure waits for the refresh, so a site where
+    jobs fail all day does not relearn its 90 days of history every minute for them."""
     history = port.accounting_history(datetime.fromtimestamp(since))
     node_types = {n.name: next(iter(n.gpus_total)) for n in port.nodes() if len(n.gpus_total) == 1}
-    out = []
+    out: dict[str, tuple[GroupKey, str]] = {}
     for f in failures_from_history(history.failed, node_types):
         alone = f.state == "OUT_OF_MEMORY" or (f.elapsed_s is not None and f.elapsed_s <= FAST_FAIL_S)
         known = table.speeds.get(f.group)
         if alone and (known is None or known.get(f.gpu_type, 1.0) > 0):
-            out.append((f.group, f.gpu_type))
-    return sorted(set(out))
+            out[f.job_id] = (f.group, f.gpu_type)
+    return out
 
 
 def build(port: SlurmPort, types: list[str], days: float, now: float, before: Marks | None = None) -> LearnedTable:
@@ -199,18 +205,21 @@ def refresh(port: SlurmPort, config: Any, state_dir: str | Path, types: list[str
         backing_off = table.failed_refreshes > 0 and now < table.retry_at  # sacct fails: not every minute
         if check_s <= 0 or now - checked_at < check_s or backing_off:
             return table, []
-        # the window since the last check (the first: one interval), a little wider: sacct
-        # selects the jobs active in it, so a job that ended just before a check is read twice,
-        # never missed
-        since = (checked_at or now - check_s) - 5.0
+        # the window since the last check (the first: one interval), OVERLAP_S wider: slurmdbd
+        # records a job's end after slurmctld, so a failure that ended before the last check may
+        # have reached the accounting only after it; one already read calls for no relearn again
+        since = (checked_at or now - check_s) - OVERLAP_S
         try:
-            fresh_fails = new_failures(port, table, since)
+            read = new_failures(port, table, since)
         except SlurmFairError as exc:
-            _mark_checked(state_dir, now)
+            _mark_checked(state_dir, now, seen_failures(state_dir))
             return table, [f"recent failures not read (next try in {check_s:.0f} s): {exc}"]
-        if not fresh_fails:
-            saved = _mark_checked(state_dir, now)
+        seen = frozenset(read)
+        if not seen - seen_failures(state_dir):
+            saved = _mark_checked(state_dir, now, seen)
             return table, ([] if saved is None else [f"failure check not recorded: {saved}"])
+    else:
+        seen = seen_failures(state_dir)
     try:
         fresh = build(port, types, days, now, table.marks)
     except SlurmFairError as exc:
@@ -220,21 +229,36 @@ def refresh(port: SlurmPort, config: Any, state_dir: str | Path, types: list[str
         saved = _save(state_dir, kept)
         return kept, [f"learned speeds not refreshed (kept the table of {table.refreshed_at:.0f}; next try in "
                       f"{wait:.0f} s{'' if saved is None else ', not recorded: ' + saved}): {exc}"]
-    saved = _save(state_dir, fresh) or _mark_checked(state_dir, now)
+    saved = _save(state_dir, fresh) or _mark_checked(state_dir, now, seen)
     return fresh, ([] if saved is None else [f"learned speeds not saved: {saved}"])
+
+
+def _checked_lines(state_dir: str | Path) -> list[str]:
+    try:
+        return (Path(state_dir) / CHECKED_FILE).read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
 
 
 def checked(state_dir: str | Path) -> float:
     """When the recent failures were last read (0: never, or unreadable: read again)."""
+    lines = _checked_lines(state_dir)
     try:
-        return float((Path(state_dir) / CHECKED_FILE).read_text().strip())
-    except (OSError, ValueError):
+        return float(lines[0].strip()) if lines else 0.0
+    except ValueError:
         return 0.0
 
 
-def _mark_checked(state_dir: str | Path, now: float) -> str | None:
+def seen_failures(state_dir: str | Path) -> frozenset[str]:
+    """The job ids of the failures the last check read (its second line; none when unreadable:
+    at worst one relearn too many)."""
+    lines = _checked_lines(state_dir)
+    return frozenset(lines[1].split()) if len(lines) > 1 else frozenset()
+
+
+def _mark_checked(state_dir: str | Path, now: float, seen: frozenset[str] = frozenset()) -> str | None:
     try:
-        atomic.write_text(Path(state_dir) / CHECKED_FILE, f"{now:.3f}\n")
+        atomic.write_text(Path(state_dir) / CHECKED_FILE, f"{now:.3f}\n{' '.join(sorted(seen))}\n")
     except atomic.AtomicWriteError as exc:
         return exc.message()
     except OSError as exc:

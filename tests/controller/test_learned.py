@@ -153,6 +153,55 @@ def test_a_job_that_fails_at_its_start_on_a_type_is_learned_within_a_minute_not_
     assert learned.checked(tmp_path / "state") == pytest.approx(fake.now.timestamp(), abs=0.01)
 
 
+def _fails_at_start(fake, node, gpu_type, name="rn50"):
+    j = fake.submit("alice", "--gres=gpu:4", hold=False, name=name)
+    fake.start(j, node, gpu_type)
+    fake.now += timedelta(seconds=2)
+    fake.finish(j, state="FAILED")
+
+
+def test_a_failure_the_accounting_records_late_is_still_read(tmp_path, fake):
+    """slurmdbd records a job's end after slurmctld (minutes late when it is busy): a failure
+    that ended 30 s before a check but reached the accounting only after it is read by the next
+    check (a window starting 5 s before the last check missed it for a day, on a loaded machine)."""
+    config = make_config(tmp_path)
+    clock = lambda: fake.now.timestamp()  # noqa: E731
+    ran(fake, "v100", "v100-1", 30, name="other")
+    assert run_cycle(fake, config, clock=clock).exit_code == 0  # the daily refresh
+    fake.now += timedelta(seconds=70)
+    assert run_cycle(fake, config, clock=clock).exit_code == 0  # a check: nothing failed yet
+    checked_at = fake.now
+    fake.now = checked_at - timedelta(seconds=32)  # it ended before that check ...
+    _fails_at_start(fake, "k80-1", "k80")
+    fake.now = checked_at + timedelta(seconds=70)  # ... and is in the accounting only now
+    nxt = fake.submit("alice", "--gres=gpu:4", hold=False, name="rn50")
+    res = run_cycle(fake, config, clock=clock)
+    assert res.exit_code == 0, res.message
+    est = res.estimates[nxt]
+    assert est.throughput["k80"] == 0 and est.sources["k80"] == "fails", est
+
+
+def test_a_failure_read_once_calls_for_one_relearn_only(tmp_path, fake):
+    """A group that failed at its start on two types is broken, not the types: the learner marks
+    neither, so each later check within the overlap reads the same failures again; they were
+    read, so the table is relearned once for them, not at every check."""
+    config = make_config(tmp_path)
+    clock = lambda: fake.now.timestamp()  # noqa: E731
+    ran(fake, "v100", "v100-1", 30, name="other")
+    assert run_cycle(fake, config, clock=clock).exit_code == 0
+    _fails_at_start(fake, "k80-1", "k80")
+    _fails_at_start(fake, "p100-1", "p100")
+    fake.now += timedelta(seconds=70)
+    assert run_cycle(fake, config, clock=clock).exit_code == 0
+    once = learned.load(tmp_path / "state").refreshed_at
+    assert once == pytest.approx(fake.now.timestamp(), abs=0.01)  # relearned for them
+    for _ in range(3):
+        fake.now += timedelta(seconds=70)
+        assert run_cycle(fake, config, clock=clock).exit_code == 0
+    assert learned.load(tmp_path / "state").refreshed_at == once
+    assert learned.seen_failures(tmp_path / "state")  # still read, and known
+
+
 def test_the_failure_check_can_be_turned_off(tmp_path, fake):
     from slurm_fair.config import validate
 

@@ -129,9 +129,11 @@ def test_agnostic_replay_of_a_real_slurm_alone_run(testbed, slurm_version):
     assert abs(agn["avg_jct_s"] / hist["avg_jct_s"] - 1) < 0.25, (agn["avg_jct_s"], hist["avg_jct_s"])
     assert abs(agn["avg_wait_s"] - hist["avg_wait_s"]) < 0.5 * hist["avg_wait_s"] + 5, (agn["avg_wait_s"],
                                                                                        hist["avg_wait_s"])
-    # per tenant a burst of ten jobs: one job started a cycle earlier or later moves a tenant's
-    # average by tens of percent; the bound catches a replay that orders tenants wrongly (the
-    # heterogeneity-agnostic policy of before: +161 %)
+    # per tenant a burst of ten jobs is one draw of a chaotic queue: real Slurm's own per-tenant
+    # averages moved that much between six runs of this very burst (chemistry 29 to 67 s, physics
+    # 27 to 47 s), so what Slurm did for a tenant must be among what the model gives for submits
+    # moved by up to a second, a quarter either side of the replays' range; that still catches a
+    # replay that orders tenants wrongly (the heterogeneity-agnostic policy of before: +161 %)
     for t, h in hist["tenants"].items():
-        a = agn["tenants"][t]
-        assert abs(a["avg_jct_s"] / h["avg_jct_s"] - 1) < 0.6, (t, a["avg_jct_s"], h["avg_jct_s"])
+        seen = [r["tenants"][t]["avg_jct_s"] for r in runs]
+        assert 0.75 * min(seen) <= h["avg_jct_s"] <= 1.25 * max(seen), (t, h["avg_jct_s"], min(seen), max(seen))
