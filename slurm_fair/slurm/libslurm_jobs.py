@@ -312,18 +312,29 @@ def _text(pointer: int | None) -> str | None:
     return ctypes.string_at(pointer).decode("utf-8", "replace")
 
 
-def open_reader(pyslurm_version: str | None, major_minor: Callable[[str], tuple[int, int] | None],
-                include_dir: str | None = None) -> tuple[JobFieldReader | None, str]:
-    """The reader, and "" ; or None and why not (the port then uses the legacy read)."""
+def site_header(pyslurm_version: str | None, major_minor: Callable[[str], tuple[int, int] | None],
+                include_dir: str | None = None) -> tuple[Path, str] | str:
+    """The site's ``slurm.h`` and its text when it is of pyslurm's major.minor; else why not.
+    The one check every direct read (jobs, site factors) makes before trusting its layout."""
     base = Path(include_dir or os.environ.get("SLURM_INCLUDE_DIR") or "/usr/include")
     header = base / "slurm" / "slurm.h"
     try:
         text = header.read_text(errors="replace")
     except OSError as exc:
-        return None, f"no slurm.h ({header}: {exc.strerror})"
+        return f"no slurm.h ({header}: {exc.strerror})"
     version = header_version(base)
     if version is None or version != major_minor(pyslurm_version or ""):
-        return None, f"{header} is Slurm {version}, pyslurm {pyslurm_version}"
+        return f"{header} is Slurm {version}, pyslurm {pyslurm_version}"
+    return header, text
+
+
+def open_reader(pyslurm_version: str | None, major_minor: Callable[[str], tuple[int, int] | None],
+                include_dir: str | None = None) -> tuple[JobFieldReader | None, str]:
+    """The reader, and "" ; or None and why not (the port then uses the legacy read)."""
+    found = site_header(pyslurm_version, major_minor, include_dir)
+    if isinstance(found, str):
+        return None, found
+    header, text = found
     types = record_types(text)
     if isinstance(types, str):
         return None, f"{header}: {types}"

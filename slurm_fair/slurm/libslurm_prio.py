@@ -19,12 +19,10 @@ always did, nothing under ``priority/basic``).
 from __future__ import annotations
 
 import ctypes
-import os
 import re
-from pathlib import Path
 from typing import Any, Callable
 
-from .libslurm_jobs import LibslurmError, header_version, loaded_libslurm, struct_members
+from .libslurm_jobs import LibslurmError, loaded_libslurm, site_header, struct_members
 
 #: slurm.h's NICE_OFFSET: a stored site factor (and nice) is the value plus this
 NICE_OFFSET = 0x80000000
@@ -132,15 +130,10 @@ class SiteFactorReader:
 def open_prio_reader(pyslurm_version: str | None, major_minor: Callable[[str], tuple[int, int] | None],
                      include_dir: str | None = None) -> tuple[SiteFactorReader | None, str]:
     """The reader, and "" ; or None and why not (the port then runs sprio)."""
-    base = Path(include_dir or os.environ.get("SLURM_INCLUDE_DIR") or "/usr/include")
-    header = base / "slurm" / "slurm.h"
-    try:
-        text = header.read_text(errors="replace")
-    except OSError as exc:
-        return None, f"no slurm.h ({header}: {exc.strerror})"
-    version = header_version(base)
-    if version is None or version != major_minor(pyslurm_version or ""):
-        return None, f"{header} is Slurm {version}, pyslurm {pyslurm_version}"
+    found = site_header(pyslurm_version, major_minor, include_dir)
+    if isinstance(found, str):
+        return None, found
+    header, text = found
     layout = prio_layout(text)
     if isinstance(layout, str):
         return None, f"{header}: {layout}"
