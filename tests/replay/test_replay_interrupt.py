@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -75,9 +74,9 @@ class _Config:
 class FakeTestbed:
     """sbatch hands out ids 100, 101, ...; squeue shows them RUNNING until scancel."""
 
-    def __init__(self, extra_env: dict[str, str]) -> None:
+    def __init__(self, extra_env: dict[str, str], state_dir: Path) -> None:
         self.config = _Config()
-        self.layout = SimpleNamespace(plan_file=Path(tempfile.mkdtemp(prefix="fake-tb-")) / "plan.json")
+        self.layout = SimpleNamespace(plan_file=state_dir / "plan.json")
         self.env: dict[str, str] = {}
         self.extra_env = extra_env
         self.calls: list[list[str]] = []
@@ -193,7 +192,8 @@ def _rig(tmp_path: Path, policy: str | None = "oef", controller: str = "polite",
     python.write_text(FAKE_PYTHON.format(python=sys.executable))
     python.chmod(0o755)
     log, pids = tmp_path / "fake.log", tmp_path / "fake.pids"
-    tb = FakeTestbed({"FAKE_REPLAY_LOG": str(log), "FAKE_REPLAY_PIDS": str(pids), "FAKE_CONTROLLER": controller})
+    tb = FakeTestbed({"FAKE_REPLAY_LOG": str(log), "FAKE_REPLAY_PIDS": str(pids), "FAKE_CONTROLLER": controller},
+                     tmp_path)
     fake_time = FakeTime(hooks)
     spec = ReplaySpec(_trace(tmp_path / "t.csv"), 60.0, policy, tmp_path / "run", timeout_real_s=timeout_real_s,
                        solver="cbc", python=str(python))
