@@ -18,6 +18,7 @@ from ..inputs import FiniteFloat, Integer
 from ..model import MAX_GPUS
 from ..errors import UserError
 from ..sim.accounting import UNSEEN_SPEEDS, HistorySource
+from ..sim.fairtree import FAIRSHARE_ALGORITHMS
 from ..sim.slurmlike import PRIORITIES
 from ..sim.engine import SimConfig
 from ..sim.scenario import ClusterSource, WorkloadSource, parse_speeds
@@ -114,6 +115,11 @@ history_options = _group([
     click.option("--slurm-priority", type=click.Choice(PRIORITIES), default="fifo", show_default=True,
                  help="With a history and --agnostic-as slurm: the site's PriorityType (fifo: priority/basic; "
                       "fairshare: priority/multifactor with fair share and age; shares: --weight)."),
+    click.option("--slurm-fairshare", type=click.Choice(FAIRSHARE_ALGORITHMS), default="fair-tree",
+                 show_default=True,
+                 help="With --slurm-priority fairshare: the site's fair-share factor (fair-tree: Slurm's default, "
+                      "accounts then their users ranked by level fair-share; classic: 2^(-U/S), "
+                      "PriorityFlags=NO_FAIR_TREE)."),
     click.option("--slurm-bf-interval", type=FiniteFloat(0, 86400, lo_open=True), default=30.0, show_default=True,
                  metavar="S", help="With --agnostic-as slurm: the site's backfill interval (bf_interval, seconds)."),
     click.option("--node-weight", "node_weights", multiple=True, metavar="HOSTLIST=W",
@@ -131,7 +137,7 @@ history_options = _group([
 def _history_source(sacct_file: str | None, from_slurm: bool, days: float | None, inventory: str | None,
                     node_type: tuple[str, ...], tenant_by: str, strict: bool, agnostic_as: str,
                     slurm_priority: str, slurm_bf_interval: float, node_weights: tuple[str, ...],
-                    unseen_speeds: str = "drawn") -> HistorySource:
+                    unseen_speeds: str = "drawn", slurm_fairshare: str = "fair-tree") -> HistorySource:
     from .speeds import parse_node_types
 
     weights: dict[str, float] = {}
@@ -142,7 +148,7 @@ def _history_source(sacct_file: str | None, from_slurm: bool, days: float | None
             except ValueError:
                 raise UserError(f"--node-weight {item[:80]!r}: the weight {w!r} is not a number") from None
     return HistorySource(sacct_file, from_slurm, days, inventory, parse_node_types(node_type), tenant_by, strict,
-                         agnostic_as, slurm_priority, slurm_bf_interval, weights, unseen_speeds)
+                         agnostic_as, slurm_priority, slurm_fairshare, slurm_bf_interval, weights, unseen_speeds)
 
 
 engine_options = _group([

@@ -119,7 +119,9 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
     doc = sim_results.document(results, scene.workload, scene.cluster, engine, scene.table.source,
                                replay=replay)
     if replay is not None:
-        doc["agnostic_as"] = (f"the site's Slurm as modelled ({slurm[1].priority} priority, backfill by time limits, "
+        prio = slurm[1].priority + (f" ({slurm[1].fairshare})" if slurm[1].priority == "fairshare" else "") \
+            if slurm else ""
+        doc["agnostic_as"] = (f"the site's Slurm as modelled ({prio} priority, backfill by time limits, "
                               "nodes in name order)" if slurm else "slurm-fair's agnostic policy")
     if si and replay is not None:
         _add_si(doc, results, replay, scene)
@@ -264,9 +266,9 @@ def _slurm_baseline(replay: Replay | None, history: HistorySource) -> "tuple[Rep
     """With a history and ``--agnostic-as slurm``: the replay and the Slurm that runs
     ``agnostic`` (docs/simulator.md, "The agnostic arm is the site's Slurm")."""
     if replay is None or history.agnostic_as != "slurm":
-        if history.node_weights or history.slurm_priority != "fifo":
-            raise UserError("--node-weight and --slurm-priority describe the Slurm that runs agnostic in a replay "
-                            "(--agnostic-as slurm)")
+        if history.node_weights or history.slurm_priority != "fifo" or history.slurm_fairshare != "fair-tree":
+            raise UserError("--node-weight, --slurm-priority and --slurm-fairshare describe the Slurm that runs "
+                            "agnostic in a replay (--agnostic-as slurm)")
         return None
     unknown = sorted(set(history.node_weights) - {n.name for n in replay.nodes})
     if unknown:
@@ -274,7 +276,8 @@ def _slurm_baseline(replay: Replay | None, history: HistorySource) -> "tuple[Rep
     order = {n.name: i for i, n in enumerate(replay.nodes)}
     nodes = sorted(replay.nodes, key=lambda n: (history.node_weights.get(n.name, 1.0), order[n.name]))
     return (dataclasses.replace(replay, nodes=tuple(nodes)),
-            SlurmModel(priority=history.slurm_priority, bf_interval_s=history.slurm_bf_interval_s))
+            SlurmModel(priority=history.slurm_priority, fairshare=history.slurm_fairshare,
+                       bf_interval_s=history.slurm_bf_interval_s))
 
 
 def run_policy(scene: scenario.Scenario, info: policies.PolicyInfo, engine: SimConfig,
@@ -285,8 +288,9 @@ def run_policy(scene: scenario.Scenario, info: policies.PolicyInfo, engine: SimC
     (:func:`slurm_fair.sim.slurmlike.simulate_slurm`) when ``slurm`` is given."""
     if slurm is not None and info.name == "agnostic":
         replay, model = slurm
+        users = {jid: meta.user for jid, meta in replay.jobs.items()}
         return simulate_slurm(scene.workload, replay.nodes, scene.table, replay.limits, scene.cluster.capacity, model,
-                              replay.prior_rel, engine.round_s)
+                              replay.prior_rel, engine.round_s, users=users)
     return simulate(scene.workload, scene.cluster, scene.table, info, engine, progress, where)
 
 

@@ -370,6 +370,8 @@ class HistorySource:
     #: ``agnostic`` in a replay: ``slurm`` (:mod:`.slurmlike`, the site's scheduler) or ``policy``
     agnostic_as: str = "slurm"
     slurm_priority: str = "fifo"
+    #: the fair-share factor of ``fairshare`` (:data:`.fairtree.FAIRSHARE_ALGORITHMS`)
+    slurm_fairshare: str = "fair-tree"
     slurm_bf_interval_s: float = 30.0
     #: slurm.conf's node Weight (``--node-weight``; default equal: name order)
     node_weights: Mapping[str, float] = field(default_factory=dict)
