@@ -24,7 +24,7 @@ from ..sim import results as sim_results, scenario
 from ..sim.engine import SimConfig, SimResult, simulate
 from ..sim.workload import csv_text
 from ..errors import UserError
-from ..inputs import Integer
+from ..inputs import FiniteFloat, Integer
 from ..sim.accounting import HistorySource, Replay, build_replay
 from ..sim.cluster import ClusterSpec
 from ..sim.slurmlike import Node, SlurmModel, simulate_slurm
@@ -50,6 +50,14 @@ from .sim_options import cluster_options, engine_options, history_options, workl
 @click.option("--jobs", "parallel", type=Integer(1, 64), default=1, show_default=True, metavar="N",
               help="Run the policies in N processes at once (the results merge into one report; no --plot).")
 @what_if_option
+@click.option("--draws", type=Integer(1, 100), default=1, show_default=True, metavar="K",
+              help="With a history: also run every policy on K draws of the speeds of groups on types they never "
+                   "completed on (--seed S, S+1, ...): the table and what-if show each policy's mean and range, "
+                   "overall and per tenant (the report's other figures are the first draw's).")
+@click.option("--bf-jitter", type=FiniteFloat(0, 3600), default=0.0, show_default=True, metavar="S",
+              help="With --agnostic-as slurm: also run agnostic with the backfill interval S and S/2 seconds either "
+                   "side of --slurm-bf-interval (a history does not say the phase of Slurm's backfill timer); "
+                   "shown as with --draws.")
 @click.option("--array-script", type=click.Path(dir_okay=False), default=None, metavar="FILE", callback=check_file_output,
               help="Run nothing: write an sbatch script whose array tasks each run one policy (and --array-seed) "
                    "with these options, and its manifest; merge the parts with `slurm-fair simulate-merge DIR`.")
@@ -68,7 +76,8 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
             cluster: scenario.ClusterSource, throughputs: str | None, engine: SimConfig, as_json: bool,
             output: str | None, plot_out: str | None, save_workload: str | None, what_if_out: str | None,
             parallel: int, quiet: bool, config_path: str | None, array_script: str | None, array_dir: str | None,
-            array_seeds: tuple[int, ...], sbatch_options: tuple[str, ...], array_part: str | None) -> None:
+            array_seeds: tuple[int, ...], sbatch_options: tuple[str, ...], array_part: str | None,
+            draws: int = 1, bf_jitter: float = 0.0) -> None:
     """Simulate policies on a trace and compare JCT, fairness and efficiency.
 
     Repeat --policy to compare several. Jobs come from --trace files, --synthetic N, or the site's
@@ -80,10 +89,16 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
     infos = [policies.get(name) for name in dict.fromkeys(policy_names)]
     policies.check_params_run(engine.policy_params, [info.name for info in infos])
     replay = None
+    if (draws > 1 or bf_jitter > 0) and not history.given:
+        raise UserError("--draws and --bf-jitter vary a replay: give --sacct-file FILE or --from-slurm")
+    if bf_jitter > 0 and history.agnostic_as != "slurm":
+        raise UserError("--bf-jitter varies the modelled Slurm's backfill: it needs --agnostic-as slurm")
     if what_if_out and not history.given:
         raise UserError("--what-if compares a history with the policies: give --sacct-file FILE or --from-slurm")
     if history.given:
-        replay = replay_history(history, workload, cluster, throughputs, config_path)
+        replays = replay_draws(history, workload, cluster, throughputs, config_path,
+                               [workload.seed + d for d in range(draws)])
+        replay = replays[0]
         scene = scenario.Scenario(replay.workload, replay.cluster, replay.table)
     else:
         if history.days is not None or history.inventory or history.node_types or history.strict \
@@ -94,6 +109,9 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
             raise UserError("give --cluster SPEC (or replay a history: --sacct-file FILE, --from-slurm)")
         scene = scenario.build(workload, cluster, throughputs)
     engine = dataclasses.replace(engine, knowledge_seed=workload.seed)
+    if array_script and (draws > 1 or bf_jitter > 0):
+        raise UserError("--array-script sweeps draws as tasks: give --array-seed S (one task per draw), "
+                        "not --draws or --bf-jitter")
     if array_script:
         _write_sweep(array_script, array_dir, [i.name for i in infos], array_seeds, sbatch_options,
                      bool(output or as_json or plot_out or what_if_out or save_workload or array_part), console_quiet=quiet)
@@ -102,6 +120,8 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
         raise UserError("--array-dir, --array-seed and --sbatch-option go with --array-script FILE")
     if array_part and len(infos) != 1:
         raise UserError("--array-part is one array task's output: give exactly one --policy")
+    if array_part and (draws > 1 or bf_jitter > 0):
+        raise UserError("--array-part is one run: sweep draws with --array-seed, not --draws or --bf-jitter")
     also: dict[str, tuple[str, str | bytes]] = {}
     if save_workload:
         also["--save-workload"] = (save_workload, csv_text(scene.workload))
@@ -118,6 +138,8 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
         results = _run(scene, infos, engine, console, quiet, slurm)
     doc = sim_results.document(results, scene.workload, scene.cluster, engine, scene.table.source,
                                replay=replay)
+    if replay is not None and (draws > 1 or bf_jitter > 0):
+        doc["spread"] = _spread(replays, infos, engine, slurm, results, parallel, console, quiet, bf_jitter)
     if replay is not None:
         prio = slurm[1].priority + (f" ({slurm[1].fairshare})" if slurm[1].priority == "fairshare" else "") \
             if slurm else ""
@@ -135,7 +157,14 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
     if array_part:
         also["--array-part"] = (array_part, _part(doc, results, replay, workload.seed))
     shown = sim_results.comparison_table(doc)
-    table_or_json(sim_results.with_tenants(shown, doc) if replay else shown, doc, as_json, output, also)
+    if replay is not None and "spread" in doc:
+        from rich.console import Group
+
+        from ..sim.spread import spread_table
+
+        table_or_json(Group(sim_results.with_tenants(shown, doc), spread_table(doc)), doc, as_json, output, also)
+    else:
+        table_or_json(sim_results.with_tenants(shown, doc) if replay else shown, doc, as_json, output, also)
     for note in _notes(results):
         console.print(f"note: {note}")
 
@@ -144,6 +173,13 @@ def replay_history(history: HistorySource, workload: scenario.WorkloadSource, cl
                    throughputs: str | None, config_path: str | None) -> Replay:
     """The history of ``--sacct-file`` or ``--from-slurm`` read by the one sacct parser (the rows
     ``speeds learn`` reads, its junk named the same way) and made a workload."""
+    return replay_draws(history, workload, cluster, throughputs, config_path, [workload.seed])[0]
+
+
+def replay_draws(history: HistorySource, workload: scenario.WorkloadSource, cluster: scenario.ClusterSource,
+                 throughputs: str | None, config_path: str | None, seeds: list[int]) -> list[Replay]:
+    """:func:`replay_history` with the unseen speeds drawn with each of ``seeds`` (the history
+    read once)."""
     from ..inputs import read_text
     from ..sim.workload import check_weights
     from ..slurm.parse.history import parse_history
@@ -178,12 +214,74 @@ def replay_history(history: HistorySource, workload: scenario.WorkloadSource, cl
 
         raise InputError(name, parsed.ended_junk)
     report_junk(parsed, name, parsed.ended_junk)
-    replay = build_replay(parsed, name, node_types, built, history.tenant_by, nodes,
-                          vary_unseen=history.unseen_speeds == "drawn", draw_seed=workload.seed)
-    if workload.weights:
-        check_weights(workload.weights, replay.workload.tenants, name)
-        replay = dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, weights=dict(workload.weights)))
-    return replay
+    out = []
+    for seed in seeds:
+        replay = build_replay(parsed, name, node_types, built, history.tenant_by, nodes,
+                              vary_unseen=history.unseen_speeds == "drawn", draw_seed=seed)
+        if workload.weights:
+            check_weights(workload.weights, replay.workload.tenants, name)
+            replay = dataclasses.replace(replay, workload=dataclasses.replace(replay.workload,
+                                                                              weights=dict(workload.weights)))
+        out.append(replay)
+    return out
+
+
+def _spread(replays: list[Replay], infos: list[policies.PolicyInfo], engine: SimConfig,
+            slurm: "tuple[Replay, SlurmModel] | None", results: Mapping[str, SimResult | sim_results.Summary],
+            parallel: int, console: Console, quiet: bool, bf_jitter: float) -> dict:
+    """``--draws K`` / ``--bf-jitter S``: every policy on every draw (``agnostic`` as the
+    modelled Slurm at each backfill interval too), the first draw at the site's interval being
+    the run already made; reduced to a mean and range (:mod:`slurm_fair.sim.spread`)."""
+    from ..sim.spread import bf_intervals, spread
+
+    intervals = bf_intervals(slurm[1].bf_interval_s, bf_jitter) if slurm else [0.0]
+    tasks: list[tuple[int, str, float]] = []
+    for d in range(len(replays)):
+        for info in infos:
+            for i, bf in enumerate(intervals if slurm and info.name == "agnostic" else intervals[:1]):
+                if d or i:
+                    tasks.append((d, info.name, bf))
+    scenes = [scenario.Scenario(r.workload, r.cluster, r.table) for r in replays]
+    models = [(r, slurm[1]) if slurm else None for r in replays]
+    metrics: dict[str, list[dict]] = {info.name: [sim_results.summary(results[info.name]).metrics] for info in infos}
+    if not quiet:
+        console.print(f"spread: {len(tasks)} more run(s) ({len(replays)} draw(s), backfill intervals "
+                      f"{', '.join(f'{v:g}' for v in intervals)} s)")
+    for (_, name, _), m in zip(tasks, _spread_runs(scenes, models, engine, tasks, parallel)):
+        metrics[name].append(m)
+    return spread(metrics, len(replays), intervals if slurm else [])
+
+
+#: what a forked worker of ``--draws`` runs (set before the pool forks)
+_DRAWS: "tuple[list[scenario.Scenario], list[tuple[Replay, SlurmModel] | None], SimConfig] | None" = None
+
+
+def _one_draw(task: tuple[int, str, float]) -> dict:
+    """One (draw, policy, backfill interval) run in a worker: its metrics only."""
+    assert _DRAWS is not None
+    scenes, models, engine = _DRAWS
+    d, name, bf = task
+    slurm = models[d]
+    if slurm is not None:
+        slurm = (slurm[0], dataclasses.replace(slurm[1], bf_interval_s=bf))
+    return sim_results.summary(run_policy(scenes[d], policies.get(name), engine, slurm)).metrics
+
+
+def _spread_runs(scenes: list[scenario.Scenario], models: "list[tuple[Replay, SlurmModel] | None]",
+                 engine: SimConfig, tasks: list[tuple[int, str, float]], processes: int) -> list[dict]:
+    """The runs of ``tasks`` in order, in ``processes`` forked processes (``--jobs N``)."""
+    global _DRAWS
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    _DRAWS = (scenes, models, engine)
+    try:
+        if processes <= 1 or len(tasks) <= 1:
+            return [_one_draw(t) for t in tasks]
+        with ProcessPoolExecutor(min(processes, len(tasks)), mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_one_draw, tasks))
+    finally:
+        _DRAWS = None
 
 
 def _add_si(doc: dict, results: Mapping[str, SimResult | sim_results.Summary], replay: Replay,
