@@ -16,7 +16,8 @@ import sys
 import time
 
 import click
-from rich.console import Console
+from rich.console import Console, Group
+from rich.table import Table
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from .. import policies
@@ -89,10 +90,7 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
     infos = [policies.get(name) for name in dict.fromkeys(policy_names)]
     policies.check_params_run(engine.policy_params, [info.name for info in infos])
     replay = None
-    if (draws > 1 or bf_jitter > 0) and not history.given:
-        raise UserError("--draws and --bf-jitter vary a replay: give --sacct-file FILE or --from-slurm")
-    if bf_jitter > 0 and history.agnostic_as != "slurm":
-        raise UserError("--bf-jitter varies the modelled Slurm's backfill: it needs --agnostic-as slurm")
+    _check_spread(draws, bf_jitter, history, array_script, array_part)
     if what_if_out and not history.given:
         raise UserError("--what-if compares a history with the policies: give --sacct-file FILE or --from-slurm")
     if history.given:
@@ -109,9 +107,6 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
             raise UserError("give --cluster SPEC (or replay a history: --sacct-file FILE, --from-slurm)")
         scene = scenario.build(workload, cluster, throughputs)
     engine = dataclasses.replace(engine, knowledge_seed=workload.seed)
-    if array_script and (draws > 1 or bf_jitter > 0):
-        raise UserError("--array-script sweeps draws as tasks: give --array-seed S (one task per draw), "
-                        "not --draws or --bf-jitter")
     if array_script:
         _write_sweep(array_script, array_dir, [i.name for i in infos], array_seeds, sbatch_options,
                      bool(output or as_json or plot_out or what_if_out or save_workload or array_part), console_quiet=quiet)
@@ -120,8 +115,6 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
         raise UserError("--array-dir, --array-seed and --sbatch-option go with --array-script FILE")
     if array_part and len(infos) != 1:
         raise UserError("--array-part is one array task's output: give exactly one --policy")
-    if array_part and (draws > 1 or bf_jitter > 0):
-        raise UserError("--array-part is one run: sweep draws with --array-seed, not --draws or --bf-jitter")
     also: dict[str, tuple[str, str | bytes]] = {}
     if save_workload:
         also["--save-workload"] = (save_workload, csv_text(scene.workload))
@@ -156,17 +149,36 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
         also["--what-if"] = (what_if_out, _what_if(doc, results, replay, what_if_out))
     if array_part:
         also["--array-part"] = (array_part, _part(doc, results, replay, workload.seed))
-    shown = sim_results.comparison_table(doc)
-    if replay is not None and "spread" in doc:
-        from rich.console import Group
-
-        from ..sim.spread import spread_table
-
-        table_or_json(Group(sim_results.with_tenants(shown, doc), spread_table(doc)), doc, as_json, output, also)
-    else:
-        table_or_json(sim_results.with_tenants(shown, doc) if replay else shown, doc, as_json, output, also)
+    table_or_json(_shown(doc), doc, as_json, output, also)
     for note in _notes(results):
         console.print(f"note: {note}")
+
+
+def _check_spread(draws: int, bf_jitter: float, history: HistorySource, array_script: str | None,
+                  array_part: str | None) -> None:
+    """``--draws`` and ``--bf-jitter`` vary a replay run here (a sweep's tasks are one run each)."""
+    if draws == 1 and bf_jitter == 0:
+        return
+    if not history.given:
+        raise UserError("--draws and --bf-jitter vary a replay: give --sacct-file FILE or --from-slurm")
+    if bf_jitter > 0 and history.agnostic_as != "slurm":
+        raise UserError("--bf-jitter varies the modelled Slurm's backfill: it needs --agnostic-as slurm")
+    if array_script or array_part:
+        raise UserError("--array-script sweeps draws as tasks (--array-seed S, one task per draw) and "
+                        "--array-part is one run: no --draws or --bf-jitter with them")
+
+
+def _shown(doc: dict) -> "Table | Group":
+    """The comparison table; with a history, the per-tenant table; with ``--draws`` or
+    ``--bf-jitter``, the spread's."""
+    shown = sim_results.comparison_table(doc)
+    if "history" not in doc:
+        return shown
+    if "spread" in doc:
+        from ..sim.spread import spread_table
+
+        return Group(sim_results.with_tenants(shown, doc), spread_table(doc))
+    return sim_results.with_tenants(shown, doc)
 
 
 def replay_history(history: HistorySource, workload: scenario.WorkloadSource, cluster: scenario.ClusterSource,

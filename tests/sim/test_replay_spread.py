@@ -97,7 +97,7 @@ def test_the_what_if_shows_the_range_per_tenant(history_file, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--cluster", "a100=8", "--synthetic", "5", "--draws", "2"], "--draws and --bf-jitter vary a replay"),
     (["--sacct-file", "{h}", "--bf-jitter", "2", "--agnostic-as", "policy"], "--bf-jitter varies the modelled"),
-    (["--sacct-file", "{h}", "--draws", "2", "--array-script", "{d}/s.sh"], "--array-script sweeps draws"),
+    (["--sacct-file", "{h}", "--draws", "2", "--array-script", "{d}/s.sh"], "--array-script sweeps draws as tasks"),
     (["--sacct-file", "{h}", "--draws", "0"], "--draws"),
 ])
 def test_mistakes_exit_2(history_file, tmp_path, args, message, capsys):
