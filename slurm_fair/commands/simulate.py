@@ -376,18 +376,22 @@ def _slurm_baseline(replay: Replay | None, history: HistorySource) -> "tuple[Rep
     """With a history and ``--agnostic-as slurm``: the replay and the Slurm that runs
     ``agnostic`` (docs/simulator.md, "The agnostic arm is the site's Slurm")."""
     if replay is None or history.agnostic_as != "slurm":
-        if history.node_weights or history.slurm_priority != "fifo" or history.slurm_fairshare != "fair-tree":
-            raise UserError("--node-weight, --slurm-priority and --slurm-fairshare describe the Slurm that runs "
-                            "agnostic in a replay (--agnostic-as slurm)")
+        if history.node_weights or history.slurm_priority != "fifo" or history.slurm_fairshare != "fair-tree" \
+                or history.slurm_billing:
+            raise UserError("--node-weight, --slurm-priority, --slurm-fairshare and --slurm-billing describe the "
+                            "Slurm that runs agnostic in a replay (--agnostic-as slurm)")
         return None
     unknown = sorted(set(history.node_weights) - {n.name for n in replay.nodes})
     if unknown:
         raise UserError(f"--node-weight: no node {', '.join(unknown[:5])} in the replayed cluster")
+    unknown = sorted(set(history.slurm_billing) - {n.gpu_type for n in replay.nodes})
+    if unknown:
+        raise UserError(f"--slurm-billing: no GPU type {', '.join(unknown[:5])} in the replayed cluster")
     order = {n.name: i for i, n in enumerate(replay.nodes)}
     nodes = sorted(replay.nodes, key=lambda n: (history.node_weights.get(n.name, 1.0), order[n.name]))
     return (dataclasses.replace(replay, nodes=tuple(nodes)),
             SlurmModel(priority=history.slurm_priority, fairshare=history.slurm_fairshare,
-                       bf_interval_s=history.slurm_bf_interval_s))
+                       bf_interval_s=history.slurm_bf_interval_s, billing=dict(history.slurm_billing)))
 
 
 def run_policy(scene: scenario.Scenario, info: policies.PolicyInfo, engine: SimConfig,

@@ -377,6 +377,9 @@ class HistorySource:
     node_weights: Mapping[str, float] = field(default_factory=dict)
     #: a group's speed on a type it never completed on (``--unseen-speeds``, :data:`UNSEEN_SPEEDS`)
     unseen_speeds: str = "drawn"
+    #: the partition's ``TRESBillingWeights`` per GPU type (``--slurm-billing``; default: a GPU-second
+    #: charges 1 whatever its type)
+    slurm_billing: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def given(self) -> bool:

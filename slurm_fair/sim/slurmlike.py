@@ -33,7 +33,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from ..estimates.gavel import ThroughputTable
@@ -62,6 +62,9 @@ class SlurmModel:
     fairshare: str = "fair-tree"
     #: ``PriorityDecayHalfLife`` (s), for ``fairshare``
     decay_half_life_s: float = 7 * 86400.0
+    #: ``TRESBillingWeights`` per GPU type: the usage a GPU-second there charges (a type not
+    #: named: 1, every type alike when empty)
+    billing: Mapping[str, float] = field(default_factory=dict)
     #: ``PriorityWeightFairshare``, ``PriorityWeightAge``, ``PriorityMaxAge`` (s)
     weight_fairshare: float = 10000.0
     weight_age: float = 1000.0
@@ -92,8 +95,10 @@ class _Run:
 class _Usage:
     """Each (tenant, user)'s GPU-seconds, decayed (``fairshare``): updated lazily at each event."""
 
-    def __init__(self, half_life: float, users: Mapping[str, str]) -> None:
+    def __init__(self, half_life: float, users: Mapping[str, str], billing: Mapping[str, float],
+                 nodes: Sequence[Node]) -> None:
         self.half_life = half_life
+        self.billing, self.nodes = billing, nodes
         self.users = users
         self.value: dict[tuple[str, str], float] = {}
         self.at = 0.0
@@ -110,8 +115,14 @@ class _Usage:
             self.value[t] *= decay
         for r in running:  # accrued over the step (close enough for a factor that moves over days)
             k = self.key(r.job)
-            self.value[k] = self.value.get(k, 0.0) + r.job.gpus * dt
+            self.value[k] = self.value.get(k, 0.0) + self.rate(r) * dt
         self.at = now
+
+    def rate(self, r: _Run) -> float:
+        """The usage a run charges a second: its GPUs at their type's billing weight."""
+        if not self.billing:
+            return float(r.job.gpus)
+        return sum(r.per * self.billing.get(self.nodes[x].gpu_type, 1.0) for x in r.nodes)
 
     def by_tenant(self) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -151,7 +162,7 @@ class _Scheduler:
         self.running: dict[str, _Run] = {}
         self.pending: list[TraceJob] = []
         self.records: list[JobRecord] = []
-        self.usage = _Usage(model.decay_half_life_s, users)
+        self.usage = _Usage(model.decay_half_life_s, users, model.billing, nodes)
         #: each tenant's users (Fair Tree's leaves): every user that has a job, from the start
         self.tenant_users: dict[str, set[str]] = {}
         for j in workload.jobs:

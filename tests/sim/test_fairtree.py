@@ -149,3 +149,24 @@ def test_the_modelled_slurm_ranks_an_accounts_users_by_their_own_usage():
 
     assert order("fair-tree") == ["h0", "b1", "l1", "h1"]
     assert order("classic") == ["h0", "b1", "h1", "l1"]
+
+
+def test_billing_weights_charge_a_cheap_type_less():
+    # A ran 4 GPUs on the k80 node, B 2 GPUs on the v100 node, both for 1,000 s; then each queues
+    # a job for a whole node, B's first, while C holds both. By GPU-seconds A used more (4,000 against 2,000):
+    # B goes first. At the partition's billing (k80 0.25) A used 1,000 against 2,000: A first.
+    nodes = [Node("k80-1", "k80", 4), Node("v100-1", "v100", 4)]
+    jobs = [TraceJob("a0", "A", "x", 4, 1000, 0, 1), TraceJob("b0", "B", "x", 2, 1000, 0, 1),
+            TraceJob("b1", "B", "x", 4, 100, 1100, 1), TraceJob("a1", "A", "x", 4, 100, 1101, 1),
+            TraceJob("f", "C", "x", 4, 2000, 1000, 1),  # holds the k80 node
+            TraceJob("g", "C", "x", 4, 200, 1000, 1)]  # and the v100 node until 1,200: both wait
+
+    def first(billing: dict[str, float]) -> str:
+        records, _ = replay_slurm(make_workload(jobs, {}, ["test"]), nodes,
+                                  _table(jobs, {"k80": 1.0, "v100": 1.0}), {},
+                                  SlurmModel(priority="fairshare", billing=billing))
+        starts = {r.job_id: r.start_s for r in records}
+        return min(("a1", "b1"), key=lambda j: starts[j])
+
+    assert first({}) == "b1"
+    assert first({"k80": 0.25}) == "a1"

@@ -5,7 +5,8 @@ A burst of short jobs from three accounts (1 to 8 GPUs, `sleep`, so a job takes 
 every type and the learner finds its group's speeds flat) queues on the testbed's 24 GPUs; its
 accounting is read back through the adapter and replayed with ``agnostic`` as the site's Slurm
 (the testbed's slurm.conf: fair-share priority with physics' share 2, the fair-share factor the
-testbed's ``scontrol show config`` names (Fair Tree unless ``PriorityFlags=NO_FAIR_TREE``), ``bf_interval=2``, node
+testbed's ``scontrol show config`` names (Fair Tree unless ``PriorityFlags=NO_FAIR_TREE``), the
+partition's ``TRESBillingWeights`` per GPU type (the fair-share usage), ``bf_interval=2``, node
 ``Weight`` v100 1, p100 2, k80 3). The replay's average JCT and wait, overall and per tenant,
 must be near the history's (bounds below; the measured error is in docs/simulator.md).
 """
@@ -38,6 +39,17 @@ pytestmark = pytest.mark.slurm
 TESTBED_SLURM = HistorySource(sacct_file="-", tenant_by="account", agnostic_as="slurm", slurm_priority="fairshare",
                               slurm_bf_interval_s=2.0,
                               node_weights={"v100-1": 1, "v100-2": 1, "p100-1": 2, "p100-2": 2, "k80-1": 3})
+
+
+def _billing(env) -> dict[str, float]:
+    """The default partition's ``TRESBillingWeights`` per GPU type (``GRES/gpu:TYPE=W``)."""
+    out = subprocess.run(["scontrol", "show", "partition", "-o"], env=env, capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if "Default=YES" in ln)
+    weights = next((w.split("=", 1)[1] for w in line.split() if w.startswith("TRESBillingWeights=")), "")
+    return {k.split(":", 1)[1]: float(v) for k, _, v in (p.partition("=") for p in weights.split(","))
+            if k.lower().startswith("gres/gpu:")}
 
 
 def _submit(env, account: str, gpus: int, seconds: int, name: str) -> str:
@@ -119,7 +131,7 @@ def test_agnostic_replay_of_a_real_slurm_alone_run(testbed, slurm_version):
     hist = summarize(list(replay.history), [], capacity)
     # the fair-share factor the testbed's Slurm computes (PriorityFlags: Fair Tree unless NO_FAIR_TREE)
     algorithm = port.fairshare_algorithm()
-    source = dataclasses.replace(TESTBED_SLURM, slurm_fairshare=algorithm)
+    source = dataclasses.replace(TESTBED_SLURM, slurm_fairshare=algorithm, slurm_billing=_billing(env))
     runs = [summarize(_replayed(jittered(replay, seed), source), [], capacity) for seed in range(REPLAYS)]
     other = "classic" if algorithm == "fair-tree" else "fair-tree"
     alt = _mean([summarize(_replayed(jittered(replay, seed), dataclasses.replace(source, slurm_fairshare=other)),
