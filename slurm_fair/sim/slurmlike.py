@@ -12,7 +12,8 @@ so the replay's baseline is the site's scheduler and a policy's gain is a gain o
   half-life, and an age factor; the weights of :class:`SlurmModel`). The fair-share factor is
   Fair Tree's (:mod:`.fairtree`: accounts, then their users, ranked by level fair-share; Slurm's
   default) or, with ``fairshare="classic"`` (``PriorityFlags=NO_FAIR_TREE``), the classic
-  ``2^(-U/S)`` of the tenant's usage;
+  ``2^(-U/S)`` of the tenant's usage; usage is GPU-seconds, each type's at its
+  ``TRESBillingWeights`` (``SlurmModel.billing``) when the site bills types differently;
 * **main scheduler** (on every submit and end): pending jobs in priority order, each started
   when its gang fits now; the first that does not fit stops the pass (one partition);
 * **backfill** (every ``bf_interval_s`` after a change): the pending jobs in priority order (at
