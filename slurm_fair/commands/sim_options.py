@@ -9,6 +9,8 @@ and the command receives ``workload=``, ``cluster=``, ``engine=`` instead of 25 
 
 from __future__ import annotations
 
+import math
+
 import functools
 from typing import Any, Callable
 
@@ -18,6 +20,7 @@ from ..inputs import FiniteFloat, Integer
 from ..model import MAX_GPUS
 from ..errors import UserError
 from ..sim.accounting import UNSEEN_SPEEDS, HistorySource
+from ..sim.fairtree import FAIRSHARE_ALGORITHMS
 from ..sim.slurmlike import PRIORITIES
 from ..sim.engine import SimConfig
 from ..sim.scenario import ClusterSource, WorkloadSource, parse_speeds
@@ -114,11 +117,19 @@ history_options = _group([
     click.option("--slurm-priority", type=click.Choice(PRIORITIES), default="fifo", show_default=True,
                  help="With a history and --agnostic-as slurm: the site's PriorityType (fifo: priority/basic; "
                       "fairshare: priority/multifactor with fair share and age; shares: --weight)."),
+    click.option("--slurm-fairshare", type=click.Choice(FAIRSHARE_ALGORITHMS), default="fair-tree",
+                 show_default=True,
+                 help="With --slurm-priority fairshare: the site's fair-share factor (fair-tree: Slurm's default, "
+                      "accounts then their users ranked by level fair-share; classic: 2^(-U/S), "
+                      "PriorityFlags=NO_FAIR_TREE)."),
     click.option("--slurm-bf-interval", type=FiniteFloat(0, 86400, lo_open=True), default=30.0, show_default=True,
                  metavar="S", help="With --agnostic-as slurm: the site's backfill interval (bf_interval, seconds)."),
     click.option("--node-weight", "node_weights", multiple=True, metavar="HOSTLIST=W",
                  help="With --agnostic-as slurm: the nodes' Weight in slurm.conf (Slurm fills the lowest first; "
                       "default: all equal, nodes in name order)."),
+    click.option("--slurm-billing", "slurm_billing", multiple=True, metavar="TYPE=W",
+                 help="With --slurm-priority fairshare: the partition's TRESBillingWeights for a GPU type "
+                      "(GRES/gpu:TYPE=W): the fair-share usage a GPU-second there charges (default 1 on every type)."),
     click.option("--unseen-speeds", type=click.Choice(UNSEEN_SPEEDS), default="drawn", show_default=True,
                  help="With a history: a group's speed on a type it never completed a run on: the learned "
                       "value with a deviation drawn from the site's between-group spread (a site like this "
@@ -131,7 +142,8 @@ history_options = _group([
 def _history_source(sacct_file: str | None, from_slurm: bool, days: float | None, inventory: str | None,
                     node_type: tuple[str, ...], tenant_by: str, strict: bool, agnostic_as: str,
                     slurm_priority: str, slurm_bf_interval: float, node_weights: tuple[str, ...],
-                    unseen_speeds: str = "drawn") -> HistorySource:
+                    unseen_speeds: str = "drawn", slurm_fairshare: str = "fair-tree",
+                    slurm_billing: tuple[str, ...] = ()) -> HistorySource:
     from .speeds import parse_node_types
 
     weights: dict[str, float] = {}
@@ -141,8 +153,19 @@ def _history_source(sacct_file: str | None, from_slurm: bool, days: float | None
                 weights[node] = float(w)
             except ValueError:
                 raise UserError(f"--node-weight {item[:80]!r}: the weight {w!r} is not a number") from None
+    billing: dict[str, float] = {}
+    for item in slurm_billing:
+        kind, eq, w = item.partition("=")
+        try:
+            value = float(w) if eq and kind.strip() else -1.0
+        except ValueError:
+            value = -1.0
+        if not math.isfinite(value) or value < 0:
+            raise UserError(f"--slurm-billing {item[:80]!r}: expected TYPE=W with W a number >= 0, e.g. k80=0.25")
+        billing[kind.strip()] = value
     return HistorySource(sacct_file, from_slurm, days, inventory, parse_node_types(node_type), tenant_by, strict,
-                         agnostic_as, slurm_priority, slurm_bf_interval, weights, unseen_speeds)
+                         agnostic_as, slurm_priority, slurm_fairshare, slurm_bf_interval, weights, unseen_speeds,
+                         billing)
 
 
 engine_options = _group([

@@ -16,7 +16,8 @@ import sys
 import time
 
 import click
-from rich.console import Console
+from rich.console import Console, Group
+from rich.table import Table
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from .. import policies
@@ -24,7 +25,7 @@ from ..sim import results as sim_results, scenario
 from ..sim.engine import SimConfig, SimResult, simulate
 from ..sim.workload import csv_text
 from ..errors import UserError
-from ..inputs import Integer
+from ..inputs import FiniteFloat, Integer
 from ..sim.accounting import HistorySource, Replay, build_replay
 from ..sim.cluster import ClusterSpec
 from ..sim.slurmlike import Node, SlurmModel, simulate_slurm
@@ -50,6 +51,14 @@ from .sim_options import cluster_options, engine_options, history_options, workl
 @click.option("--jobs", "parallel", type=Integer(1, 64), default=1, show_default=True, metavar="N",
               help="Run the policies in N processes at once (the results merge into one report; no --plot).")
 @what_if_option
+@click.option("--draws", type=Integer(1, 100), default=1, show_default=True, metavar="K",
+              help="With a history: also run every policy on K draws of the speeds of groups on types they never "
+                   "completed on (--seed S, S+1, ...): the table and what-if show each policy's mean and range, "
+                   "overall and per tenant (the report's other figures are the first draw's).")
+@click.option("--bf-jitter", type=FiniteFloat(0, 3600), default=0.0, show_default=True, metavar="S",
+              help="With --agnostic-as slurm: also run agnostic with the backfill interval S and S/2 seconds either "
+                   "side of --slurm-bf-interval (a history does not say the phase of Slurm's backfill timer); "
+                   "shown as with --draws.")
 @click.option("--array-script", type=click.Path(dir_okay=False), default=None, metavar="FILE", callback=check_file_output,
               help="Run nothing: write an sbatch script whose array tasks each run one policy (and --array-seed) "
                    "with these options, and its manifest; merge the parts with `slurm-fair simulate-merge DIR`.")
@@ -68,7 +77,8 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
             cluster: scenario.ClusterSource, throughputs: str | None, engine: SimConfig, as_json: bool,
             output: str | None, plot_out: str | None, save_workload: str | None, what_if_out: str | None,
             parallel: int, quiet: bool, config_path: str | None, array_script: str | None, array_dir: str | None,
-            array_seeds: tuple[int, ...], sbatch_options: tuple[str, ...], array_part: str | None) -> None:
+            array_seeds: tuple[int, ...], sbatch_options: tuple[str, ...], array_part: str | None,
+            draws: int = 1, bf_jitter: float = 0.0) -> None:
     """Simulate policies on a trace and compare JCT, fairness and efficiency.
 
     Repeat --policy to compare several. Jobs come from --trace files, --synthetic N, or the site's
@@ -80,10 +90,13 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
     infos = [policies.get(name) for name in dict.fromkeys(policy_names)]
     policies.check_params_run(engine.policy_params, [info.name for info in infos])
     replay = None
+    _check_spread(draws, bf_jitter, history, array_script, array_part)
     if what_if_out and not history.given:
         raise UserError("--what-if compares a history with the policies: give --sacct-file FILE or --from-slurm")
     if history.given:
-        replay = replay_history(history, workload, cluster, throughputs, config_path)
+        replays = replay_draws(history, workload, cluster, throughputs, config_path,
+                               [workload.seed + d for d in range(draws)])
+        replay = replays[0]
         scene = scenario.Scenario(replay.workload, replay.cluster, replay.table)
     else:
         if history.days is not None or history.inventory or history.node_types or history.strict \
@@ -118,8 +131,12 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
         results = _run(scene, infos, engine, console, quiet, slurm)
     doc = sim_results.document(results, scene.workload, scene.cluster, engine, scene.table.source,
                                replay=replay)
+    if replay is not None and (draws > 1 or bf_jitter > 0):
+        doc["spread"] = _spread(replays, infos, engine, slurm, results, parallel, console, quiet, bf_jitter)
     if replay is not None:
-        doc["agnostic_as"] = (f"the site's Slurm as modelled ({slurm[1].priority} priority, backfill by time limits, "
+        prio = slurm[1].priority + (f" ({slurm[1].fairshare})" if slurm[1].priority == "fairshare" else "") \
+            if slurm else ""
+        doc["agnostic_as"] = (f"the site's Slurm as modelled ({prio} priority, backfill by time limits, "
                               "nodes in name order)" if slurm else "slurm-fair's agnostic policy")
     if si and replay is not None:
         _add_si(doc, results, replay, scene)
@@ -132,16 +149,49 @@ def command(policy_names: tuple[str, ...], workload: scenario.WorkloadSource, hi
         also["--what-if"] = (what_if_out, _what_if(doc, results, replay, what_if_out))
     if array_part:
         also["--array-part"] = (array_part, _part(doc, results, replay, workload.seed))
-    shown = sim_results.comparison_table(doc)
-    table_or_json(sim_results.with_tenants(shown, doc) if replay else shown, doc, as_json, output, also)
+    table_or_json(_shown(doc), doc, as_json, output, also)
     for note in _notes(results):
         console.print(f"note: {note}")
+
+
+def _check_spread(draws: int, bf_jitter: float, history: HistorySource, array_script: str | None,
+                  array_part: str | None) -> None:
+    """``--draws`` and ``--bf-jitter`` vary a replay run here (a sweep's tasks are one run each)."""
+    if draws == 1 and bf_jitter == 0:
+        return
+    if not history.given:
+        raise UserError("--draws and --bf-jitter vary a replay: give --sacct-file FILE or --from-slurm")
+    if bf_jitter > 0 and history.agnostic_as != "slurm":
+        raise UserError("--bf-jitter varies the modelled Slurm's backfill: it needs --agnostic-as slurm")
+    if array_script or array_part:
+        raise UserError("--array-script sweeps draws as tasks (--array-seed S, one task per draw) and "
+                        "--array-part is one run: no --draws or --bf-jitter with them")
+
+
+def _shown(doc: dict) -> "Table | Group":
+    """The comparison table; with a history, the per-tenant table; with ``--draws`` or
+    ``--bf-jitter``, the spread's."""
+    shown = sim_results.comparison_table(doc)
+    if "history" not in doc:
+        return shown
+    if "spread" in doc:
+        from ..sim.spread import spread_table
+
+        return Group(sim_results.with_tenants(shown, doc), spread_table(doc))
+    return sim_results.with_tenants(shown, doc)
 
 
 def replay_history(history: HistorySource, workload: scenario.WorkloadSource, cluster: scenario.ClusterSource,
                    throughputs: str | None, config_path: str | None) -> Replay:
     """The history of ``--sacct-file`` or ``--from-slurm`` read by the one sacct parser (the rows
     ``speeds learn`` reads, its junk named the same way) and made a workload."""
+    return replay_draws(history, workload, cluster, throughputs, config_path, [workload.seed])[0]
+
+
+def replay_draws(history: HistorySource, workload: scenario.WorkloadSource, cluster: scenario.ClusterSource,
+                 throughputs: str | None, config_path: str | None, seeds: list[int]) -> list[Replay]:
+    """:func:`replay_history` with the unseen speeds drawn with each of ``seeds`` (the history
+    read once)."""
     from ..inputs import read_text
     from ..sim.workload import check_weights
     from ..slurm.parse.history import parse_history
@@ -176,12 +226,74 @@ def replay_history(history: HistorySource, workload: scenario.WorkloadSource, cl
 
         raise InputError(name, parsed.ended_junk)
     report_junk(parsed, name, parsed.ended_junk)
-    replay = build_replay(parsed, name, node_types, built, history.tenant_by, nodes,
-                          vary_unseen=history.unseen_speeds == "drawn", draw_seed=workload.seed)
-    if workload.weights:
-        check_weights(workload.weights, replay.workload.tenants, name)
-        replay = dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, weights=dict(workload.weights)))
-    return replay
+    out = []
+    for seed in seeds:
+        replay = build_replay(parsed, name, node_types, built, history.tenant_by, nodes,
+                              vary_unseen=history.unseen_speeds == "drawn", draw_seed=seed)
+        if workload.weights:
+            check_weights(workload.weights, replay.workload.tenants, name)
+            replay = dataclasses.replace(replay, workload=dataclasses.replace(replay.workload,
+                                                                              weights=dict(workload.weights)))
+        out.append(replay)
+    return out
+
+
+def _spread(replays: list[Replay], infos: list[policies.PolicyInfo], engine: SimConfig,
+            slurm: "tuple[Replay, SlurmModel] | None", results: Mapping[str, SimResult | sim_results.Summary],
+            parallel: int, console: Console, quiet: bool, bf_jitter: float) -> dict:
+    """``--draws K`` / ``--bf-jitter S``: every policy on every draw (``agnostic`` as the
+    modelled Slurm at each backfill interval too), the first draw at the site's interval being
+    the run already made; reduced to a mean and range (:mod:`slurm_fair.sim.spread`)."""
+    from ..sim.spread import bf_intervals, spread
+
+    intervals = bf_intervals(slurm[1].bf_interval_s, bf_jitter) if slurm else [0.0]
+    tasks: list[tuple[int, str, float]] = []
+    for d in range(len(replays)):
+        for info in infos:
+            for i, bf in enumerate(intervals if slurm and info.name == "agnostic" else intervals[:1]):
+                if d or i:
+                    tasks.append((d, info.name, bf))
+    scenes = [scenario.Scenario(r.workload, r.cluster, r.table) for r in replays]
+    models = [(r, slurm[1]) if slurm else None for r in replays]
+    metrics: dict[str, list[dict]] = {info.name: [sim_results.summary(results[info.name]).metrics] for info in infos}
+    if not quiet:
+        console.print(f"spread: {len(tasks)} more run(s) ({len(replays)} draw(s), backfill intervals "
+                      f"{', '.join(f'{v:g}' for v in intervals)} s)")
+    for (_, name, _), m in zip(tasks, _spread_runs(scenes, models, engine, tasks, parallel)):
+        metrics[name].append(m)
+    return spread(metrics, len(replays), intervals if slurm else [])
+
+
+#: what a forked worker of ``--draws`` runs (set before the pool forks)
+_DRAWS: "tuple[list[scenario.Scenario], list[tuple[Replay, SlurmModel] | None], SimConfig] | None" = None
+
+
+def _one_draw(task: tuple[int, str, float]) -> dict:
+    """One (draw, policy, backfill interval) run in a worker: its metrics only."""
+    assert _DRAWS is not None
+    scenes, models, engine = _DRAWS
+    d, name, bf = task
+    slurm = models[d]
+    if slurm is not None:
+        slurm = (slurm[0], dataclasses.replace(slurm[1], bf_interval_s=bf))
+    return sim_results.summary(run_policy(scenes[d], policies.get(name), engine, slurm)).metrics
+
+
+def _spread_runs(scenes: list[scenario.Scenario], models: "list[tuple[Replay, SlurmModel] | None]",
+                 engine: SimConfig, tasks: list[tuple[int, str, float]], processes: int) -> list[dict]:
+    """The runs of ``tasks`` in order, in ``processes`` forked processes (``--jobs N``)."""
+    global _DRAWS
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    _DRAWS = (scenes, models, engine)
+    try:
+        if processes <= 1 or len(tasks) <= 1:
+            return [_one_draw(t) for t in tasks]
+        with ProcessPoolExecutor(min(processes, len(tasks)), mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_one_draw, tasks))
+    finally:
+        _DRAWS = None
 
 
 def _add_si(doc: dict, results: Mapping[str, SimResult | sim_results.Summary], replay: Replay,
@@ -264,17 +376,22 @@ def _slurm_baseline(replay: Replay | None, history: HistorySource) -> "tuple[Rep
     """With a history and ``--agnostic-as slurm``: the replay and the Slurm that runs
     ``agnostic`` (docs/simulator.md, "The agnostic arm is the site's Slurm")."""
     if replay is None or history.agnostic_as != "slurm":
-        if history.node_weights or history.slurm_priority != "fifo":
-            raise UserError("--node-weight and --slurm-priority describe the Slurm that runs agnostic in a replay "
-                            "(--agnostic-as slurm)")
+        if history.node_weights or history.slurm_priority != "fifo" or history.slurm_fairshare != "fair-tree" \
+                or history.slurm_billing:
+            raise UserError("--node-weight, --slurm-priority, --slurm-fairshare and --slurm-billing describe the "
+                            "Slurm that runs agnostic in a replay (--agnostic-as slurm)")
         return None
     unknown = sorted(set(history.node_weights) - {n.name for n in replay.nodes})
     if unknown:
         raise UserError(f"--node-weight: no node {', '.join(unknown[:5])} in the replayed cluster")
+    unknown = sorted(set(history.slurm_billing) - {n.gpu_type for n in replay.nodes})
+    if unknown:
+        raise UserError(f"--slurm-billing: no GPU type {', '.join(unknown[:5])} in the replayed cluster")
     order = {n.name: i for i, n in enumerate(replay.nodes)}
     nodes = sorted(replay.nodes, key=lambda n: (history.node_weights.get(n.name, 1.0), order[n.name]))
     return (dataclasses.replace(replay, nodes=tuple(nodes)),
-            SlurmModel(priority=history.slurm_priority, bf_interval_s=history.slurm_bf_interval_s))
+            SlurmModel(priority=history.slurm_priority, fairshare=history.slurm_fairshare,
+                       bf_interval_s=history.slurm_bf_interval_s, billing=dict(history.slurm_billing)))
 
 
 def run_policy(scene: scenario.Scenario, info: policies.PolicyInfo, engine: SimConfig,
@@ -285,8 +402,9 @@ def run_policy(scene: scenario.Scenario, info: policies.PolicyInfo, engine: SimC
     (:func:`slurm_fair.sim.slurmlike.simulate_slurm`) when ``slurm`` is given."""
     if slurm is not None and info.name == "agnostic":
         replay, model = slurm
+        users = {jid: meta.user for jid, meta in replay.jobs.items()}
         return simulate_slurm(scene.workload, replay.nodes, scene.table, replay.limits, scene.cluster.capacity, model,
-                              replay.prior_rel, engine.round_s)
+                              replay.prior_rel, engine.round_s, users=users)
     return simulate(scene.workload, scene.cluster, scene.table, info, engine, progress, where)
 
 

@@ -370,11 +370,16 @@ class HistorySource:
     #: ``agnostic`` in a replay: ``slurm`` (:mod:`.slurmlike`, the site's scheduler) or ``policy``
     agnostic_as: str = "slurm"
     slurm_priority: str = "fifo"
+    #: the fair-share factor of ``fairshare`` (:data:`.fairtree.FAIRSHARE_ALGORITHMS`)
+    slurm_fairshare: str = "fair-tree"
     slurm_bf_interval_s: float = 30.0
     #: slurm.conf's node Weight (``--node-weight``; default equal: name order)
     node_weights: Mapping[str, float] = field(default_factory=dict)
     #: a group's speed on a type it never completed on (``--unseen-speeds``, :data:`UNSEEN_SPEEDS`)
     unseen_speeds: str = "drawn"
+    #: the partition's ``TRESBillingWeights`` per GPU type (``--slurm-billing``; default: a GPU-second
+    #: charges 1 whatever its type)
+    slurm_billing: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def given(self) -> bool:

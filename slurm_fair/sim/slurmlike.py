@@ -8,9 +8,12 @@ module is what a stock Slurm (``sched/backfill``, ``select/cons_tres``) does wit
 so the replay's baseline is the site's scheduler and a policy's gain is a gain over it:
 
 * **priority**: ``fifo`` (``priority/basic``: submit order, Slurm 22.05's default) or
-  ``fairshare`` (``priority/multifactor`` with a fair-share factor ``2^(-U/S)`` of the tenant's
-  usage decayed with a 7-day half-life and an age factor; the weights of
-  :class:`SlurmModel`);
+  ``fairshare`` (``priority/multifactor``: a fair-share factor of the usage decayed with a 7-day
+  half-life, and an age factor; the weights of :class:`SlurmModel`). The fair-share factor is
+  Fair Tree's (:mod:`.fairtree`: accounts, then their users, ranked by level fair-share; Slurm's
+  default) or, with ``fairshare="classic"`` (``PriorityFlags=NO_FAIR_TREE``), the classic
+  ``2^(-U/S)`` of the tenant's usage; usage is GPU-seconds, each type's at its
+  ``TRESBillingWeights`` (``SlurmModel.billing``) when the site bills types differently;
 * **main scheduler** (on every submit and end): pending jobs in priority order, each started
   when its gang fits now; the first that does not fit stops the pass (one partition);
 * **backfill** (every ``bf_interval_s`` after a change): the pending jobs in priority order (at
@@ -31,11 +34,12 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from dataclasses import dataclass
-from typing import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
 
 from ..estimates.gavel import ThroughputTable
 from .engine import SimResult
+from .fairtree import FAIRSHARE_ALGORITHMS, fair_tree, flat_tree
 from .metrics import JobRecord
 from .workload import TraceJob, Workload
 
@@ -54,8 +58,14 @@ class SlurmModel:
     bf_window_s: float = 86400.0
     #: ``bf_max_job_test``
     bf_max_job_test: int = 500
+    #: the fair-share factor (:data:`.fairtree.FAIRSHARE_ALGORITHMS`): ``fair-tree`` (Slurm's
+    #: default) or ``classic`` (``PriorityFlags=NO_FAIR_TREE``)
+    fairshare: str = "fair-tree"
     #: ``PriorityDecayHalfLife`` (s), for ``fairshare``
     decay_half_life_s: float = 7 * 86400.0
+    #: ``TRESBillingWeights`` per GPU type: the usage a GPU-second there charges (a type not
+    #: named: 1, every type alike when empty)
+    billing: Mapping[str, float] = field(default_factory=dict)
     #: ``PriorityWeightFairshare``, ``PriorityWeightAge``, ``PriorityMaxAge`` (s)
     weight_fairshare: float = 10000.0
     weight_age: float = 1000.0
@@ -84,12 +94,18 @@ class _Run:
 
 
 class _Usage:
-    """Each tenant's GPU-seconds, decayed (``fairshare``): updated lazily at each event."""
+    """Each (tenant, user)'s GPU-seconds, decayed (``fairshare``): updated lazily at each event."""
 
-    def __init__(self, half_life: float) -> None:
+    def __init__(self, half_life: float, users: Mapping[str, str], billing: Mapping[str, float],
+                 nodes: Sequence[Node]) -> None:
         self.half_life = half_life
-        self.value: dict[str, float] = {}
+        self.billing, self.nodes = billing, nodes
+        self.users = users
+        self.value: dict[tuple[str, str], float] = {}
         self.at = 0.0
+
+    def key(self, job: TraceJob) -> tuple[str, str]:
+        return job.tenant, self.users.get(job.id, job.tenant)
 
     def advance(self, now: float, running: Sequence[_Run]) -> None:
         dt = now - self.at
@@ -99,26 +115,44 @@ class _Usage:
         for t in self.value:
             self.value[t] *= decay
         for r in running:  # accrued over the step (close enough for a factor that moves over days)
-            self.value[r.job.tenant] = self.value.get(r.job.tenant, 0.0) + r.job.gpus * dt
+            k = self.key(r.job)
+            self.value[k] = self.value.get(k, 0.0) + self.rate(r) * dt
         self.at = now
+
+    def rate(self, r: _Run) -> float:
+        """The usage a run charges a second: its GPUs at their type's billing weight."""
+        if not self.billing:
+            return float(r.job.gpus)
+        return sum(r.per * self.billing.get(self.nodes[x].gpu_type, 1.0) for x in r.nodes)
+
+    def by_tenant(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for (t, _), v in self.value.items():
+            out[t] = out.get(t, 0.0) + v
+        return out
 
 
 def replay_slurm(workload: Workload, nodes: Sequence[Node], table: ThroughputTable,
                  limits: Mapping[str, float | None], model: SlurmModel = SlurmModel(),
-                 zero_speed: Mapping[str, float] | None = None) -> tuple[list[JobRecord], float]:
+                 zero_speed: Mapping[str, float] | None = None,
+                 users: Mapping[str, str] | None = None) -> tuple[list[JobRecord], float]:
     """Every job's record under the modelled Slurm, and the wall seconds it took; a job whose
     gang fits no node set is left out (the engine counts it unschedulable). ``zero_speed``: the
     speed per type of a job whose table says 0 there (it ran there and failed: Slurm does not
-    know, and runs it there at that speed)."""
+    know, and runs it there at that speed). ``users``: each job's user (Fair Tree ranks the users
+    of an account; default: one user per tenant)."""
     t0 = time.perf_counter()
-    sched = _Scheduler(workload, list(nodes), table, limits, model, zero_speed or {})
+    sched = _Scheduler(workload, list(nodes), table, limits, model, zero_speed or {}, users or {})
     sched.run()
     return sched.records, time.perf_counter() - t0
 
 
 class _Scheduler:
     def __init__(self, workload: Workload, nodes: list[Node], table: ThroughputTable,
-                 limits: Mapping[str, float | None], model: SlurmModel, zero_speed: Mapping[str, float]) -> None:
+                 limits: Mapping[str, float | None], model: SlurmModel, zero_speed: Mapping[str, float],
+                 users: Mapping[str, str]) -> None:
+        if model.fairshare not in FAIRSHARE_ALGORITHMS:
+            raise ValueError(f"unknown fair-share algorithm {model.fairshare!r}")
         self.w, self.nodes, self.table, self.model = workload, nodes, table, model
         known = [v for v in limits.values() if v]
         #: a job without a limit gets the partition's longest seen (Slurm's MaxTime stands in)
@@ -129,7 +163,11 @@ class _Scheduler:
         self.running: dict[str, _Run] = {}
         self.pending: list[TraceJob] = []
         self.records: list[JobRecord] = []
-        self.usage = _Usage(model.decay_half_life_s)
+        self.usage = _Usage(model.decay_half_life_s, users, model.billing, nodes)
+        #: each tenant's users (Fair Tree's leaves): every user that has a job, from the start
+        self.tenant_users: dict[str, set[str]] = {}
+        for j in workload.jobs:
+            self.tenant_users.setdefault(j.tenant, set()).add(self.usage.key(j)[1])
         self.types = sorted({n.gpu_type for n in nodes})
         self.speed = {j.id: {k: table.lookup(j.job_type, j.gpus, k) for k in self.types} for j in workload.jobs}
         self.run_speed = {jid: {k: v if v > 0 else zero_speed.get(k, 0.0) for k, v in s.items()}
@@ -183,14 +221,28 @@ class _Scheduler:
         if self.model.priority == "fifo":
             return sorted(self.pending, key=lambda j: (j.arrival_s, j.id))
         m = self.model
-        total = sum(self.usage.value.values()) or 1.0
+        fs = self._fair_tree() if m.fairshare == "fair-tree" else self._classic()
 
         def prio(j: TraceJob) -> float:
-            u = self.usage.value.get(j.tenant, 0.0) / total
-            fs = 2 ** (-u / self.shares[j.tenant]) if self.shares[j.tenant] > 0 else 0.0
-            return m.weight_fairshare * fs + m.weight_age * min((now - j.arrival_s) / m.max_age_s, 1.0)
+            return m.weight_fairshare * fs(j) + m.weight_age * min((now - j.arrival_s) / m.max_age_s, 1.0)
 
         return sorted(self.pending, key=lambda j: (-prio(j), j.arrival_s, j.id))
+
+    def _classic(self) -> Callable[[TraceJob], float]:
+        """``2^(-U/S)`` of the job's tenant (``PriorityFlags=NO_FAIR_TREE``, a flat tree)."""
+        usage = self.usage.by_tenant()
+        total = sum(usage.values()) or 1.0
+
+        def fs(j: TraceJob) -> float:
+            s = self.shares[j.tenant]
+            return 2 ** (-(usage.get(j.tenant, 0.0) / total) / s) if s > 0 else 0.0
+        return fs
+
+    def _fair_tree(self) -> Callable[[TraceJob], float]:
+        """The job's user's Fair Tree rank over the users (root -> tenants -> their users)."""
+        tree = flat_tree(self.w.weights, self.usage.value, self.tenant_users)
+        factors = fair_tree(tree)
+        return lambda j: factors[self.usage.key(j)]
 
     def _main(self, now: float, ends: list, seq: int) -> int:
         for job in self._priority_order(now):
@@ -283,12 +335,12 @@ def _shape(job: TraceJob, largest: int = 0) -> tuple[int, int]:
 def simulate_slurm(workload: Workload, nodes: Sequence[Node], table: ThroughputTable,
                    limits: Mapping[str, float | None], capacity: Mapping[str, int], model: SlurmModel = SlurmModel(),
                    zero_speed: Mapping[str, float] | None = None, round_s: float = 360.0,
-                   name: str = "agnostic") -> SimResult:
+                   name: str = "agnostic", users: Mapping[str, str] | None = None) -> SimResult:
     """:func:`replay_slurm` as a run of the engine's shape (rounds sampled from the records, as
     the history's are), so ``simulate``'s table and what-if score it like every policy."""
     from .metrics import samples_from_records
 
-    records, wall = replay_slurm(workload, nodes, table, limits, model, zero_speed)
+    records, wall = replay_slurm(workload, nodes, table, limits, model, zero_speed, users)
     done = {r.job_id for r in records}
     unfit = [j.id for j in workload.jobs if j.id not in done]
     return SimResult(policy=name, records=records, samples=samples_from_records(records, dict(capacity), round_s),

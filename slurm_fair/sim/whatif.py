@@ -49,6 +49,7 @@ def what_if(doc: Mapping[str, Any], jcts: Mapping[str, Mapping[str, float]], his
             "types": sorted(doc["cluster"]["capacity"]), "history": {k: doc["history"][k] for k in
                                                                      ("ended", "left_out", "speed_sources", "counts")},
             "agnostic": doc.get("agnostic_as"),
+            "spread": doc.get("spread"),
             "not_computed": [f"si_ratio of {name}: no tenant had a valued equal share" for name, m in columns.items()
                              if not any(r.get("si_ratio") is not None for r in m.get("tenants", {}).values())]}
 

@@ -343,6 +343,15 @@ class SlurmCli:
         name = m.group(1) if m else ""
         return "" if name in ("", "(null)", "site_factor/none") else name
 
+    def fairshare_algorithm(self) -> str:
+        """The fair-share factor this Slurm computes: ``classic`` with ``PriorityFlags`` holding
+        ``NO_FAIR_TREE``, else ``fair-tree`` (the default since 19.05); the modelled Slurm of a
+        replay takes it (:mod:`slurm_fair.sim.fairtree`)."""
+        out = self.runner.run(["scontrol", "show", "config"])
+        m = re.search(r"^PriorityFlags\s*=\s*(.*?)\s*$", out, re.MULTILINE)
+        flags = {f.strip().upper() for f in (m.group(1) if m else "").split(",")}
+        return "classic" if "NO_FAIR_TREE" in flags else "fair-tree"
+
     def _refuse_retype(self, job: SlurmJob, have: str | None, want: str | None) -> None:
         refuse_retype(job, have, want, self.can_retype_gpu(), "this Slurm (before 23.11)")
 

@@ -71,3 +71,23 @@ def test_a_gang_over_two_types_is_replayed_at_its_slowest():
     assert job.total_steps == 3600 * speed[slowest]  # placed as it ran, it takes the hour it took
     assert dict(rec.gpu_seconds) == {"a100": 2 * 3600.0, "v100": 2 * 3600.0}
     assert replay.counts["gangs over several types (at their slowest)"] == 1
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--slurm-billing", "v100"], "--slurm-billing 'v100': expected TYPE=W"),
+    (["--slurm-billing", "v100=-1"], "expected TYPE=W with W a number >= 0"),
+    (["--slurm-billing", "h100=1"], "--slurm-billing: no GPU type h100 in the replayed cluster"),
+    (["--agnostic-as", "policy", "--slurm-billing", "v100=1"], "describe the Slurm that runs agnostic"),
+    (["--agnostic-as", "policy", "--slurm-fairshare", "classic"], "describe the Slurm that runs agnostic"),
+])
+def test_fair_share_mistakes_exit_2(history_file, extra, message, capsys):
+    assert main(["simulate", "--sacct-file", str(history_file), "--policy", "agnostic", "--quiet", *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_fair_share_algorithm_is_named_and_classic_kept(history_file, tmp_path):
+    tree = _doc(history_file, tmp_path / "t.json", "--slurm-priority", "fairshare")
+    classic = _doc(history_file, tmp_path / "c.json", "--slurm-priority", "fairshare", "--slurm-fairshare", "classic",
+                   "--slurm-billing", "v100=0.5")
+    assert "fairshare (fair-tree) priority" in tree["agnostic_as"]
+    assert "fairshare (classic) priority" in classic["agnostic_as"]

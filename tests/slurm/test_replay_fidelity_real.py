@@ -4,7 +4,9 @@
 A burst of short jobs from three accounts (1 to 8 GPUs, `sleep`, so a job takes the same time on
 every type and the learner finds its group's speeds flat) queues on the testbed's 24 GPUs; its
 accounting is read back through the adapter and replayed with ``agnostic`` as the site's Slurm
-(the testbed's slurm.conf: fair-share priority with physics' share 2, ``bf_interval=2``, node
+(the testbed's slurm.conf: fair-share priority with physics' share 2, the fair-share factor the
+testbed's ``scontrol show config`` names (Fair Tree unless ``PriorityFlags=NO_FAIR_TREE``), the
+partition's ``TRESBillingWeights`` per GPU type (the fair-share usage), ``bf_interval=2``, node
 ``Weight`` v100 1, p100 2, k80 3). The replay's average JCT and wait, overall and per tenant,
 must be near the history's (bounds below; the measured error is in docs/simulator.md).
 """
@@ -39,6 +41,17 @@ TESTBED_SLURM = HistorySource(sacct_file="-", tenant_by="account", agnostic_as="
                               node_weights={"v100-1": 1, "v100-2": 1, "p100-1": 2, "p100-2": 2, "k80-1": 3})
 
 
+def _billing(env) -> dict[str, float]:
+    """The default partition's ``TRESBillingWeights`` per GPU type (``GRES/gpu:TYPE=W``)."""
+    out = subprocess.run(["scontrol", "show", "partition", "-o"], env=env, capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if "Default=YES" in ln)
+    weights = next((w.split("=", 1)[1] for w in line.split() if w.startswith("TRESBillingWeights=")), "")
+    return {k.split(":", 1)[1]: float(v) for k, _, v in (p.partition("=") for p in weights.split(","))
+            if k.lower().startswith("gres/gpu:")}
+
+
 def _submit(env, account: str, gpus: int, seconds: int, name: str) -> str:
     argv = ["sbatch", "--parsable", "-o", "/dev/null", "-A", account, "-J", name, f"--gres=gpu:{gpus}", "-t", "2",
             "-N", "1", "--wrap", f"sleep {seconds}"]
@@ -70,8 +83,8 @@ def jittered(replay: Replay, seed: int) -> Replay:
     return dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, jobs=tuple(jobs)))
 
 
-def _replayed(replay: Replay) -> list[JobRecord]:
-    slurm = _slurm_baseline(replay, TESTBED_SLURM)
+def _replayed(replay: Replay, source: HistorySource = TESTBED_SLURM) -> list[JobRecord]:
+    slurm = _slurm_baseline(replay, source)
     assert slurm is not None
     scene = Scenario(replay.workload, replay.cluster, replay.table)
     return run_policy(scene, policies.get("agnostic"), SimConfig(check_fairness=False), slurm).records
@@ -116,7 +129,16 @@ def test_agnostic_replay_of_a_real_slurm_alone_run(testbed, slurm_version):
     replay = dataclasses.replace(replay, workload=dataclasses.replace(replay.workload, weights=weights))
     capacity = dict(replay.cluster.capacity)
     hist = summarize(list(replay.history), [], capacity)
-    runs = [summarize(_replayed(jittered(replay, seed)), [], capacity) for seed in range(REPLAYS)]
+    # the fair-share factor the testbed's Slurm computes (PriorityFlags: Fair Tree unless NO_FAIR_TREE)
+    algorithm = port.fairshare_algorithm()
+    source = dataclasses.replace(TESTBED_SLURM, slurm_fairshare=algorithm, slurm_billing=_billing(env))
+    runs = [summarize(_replayed(jittered(replay, seed), source), [], capacity) for seed in range(REPLAYS)]
+    other = "classic" if algorithm == "fair-tree" else "fair-tree"
+    alt = _mean([summarize(_replayed(jittered(replay, seed), dataclasses.replace(source, slurm_fairshare=other)),
+                           [], capacity) for seed in range(REPLAYS)])
+    print(f"fair share {algorithm} (the testbed's); with {other}: JCT {alt['avg_jct_s']:.1f} s wait "
+          f"{alt['avg_wait_s']:.1f} s; per tenant " + ", ".join(
+              f"{t} JCT {v['avg_jct_s']:.1f} wait {v['avg_wait_s']:.1f}" for t, v in sorted(alt["tenants"].items())))
     agn = {"jobs_completed": min(r["jobs_completed"] for r in runs), **_mean(runs)}
     print(f"history JCT {hist['avg_jct_s']:.1f} s wait {hist['avg_wait_s']:.1f} s; agnostic replay (mean of {REPLAYS}, "
           f"JCT {min(r['avg_jct_s'] for r in runs):.1f} to {max(r['avg_jct_s'] for r in runs):.1f} s) JCT "
