@@ -134,6 +134,9 @@ def main() -> int:
                     help="at the largest size, also time each part of a snapshot alone (median of --rounds)")
     ap.add_argument("--legacy", action="store_true", help="pyslurm without the direct read (the legacy read and side process)")
     ap.add_argument("--sprio", action="store_true", help="pyslurm's site factors through sprio (the previous way)")
+    ap.add_argument("--touch", action="store_true",
+                    help="before each warm snapshot (untimed) change one pending job (scontrol update Nice): "
+                         "slurmctld's 'no change since' answer never comes, pyslurm reads every record")
     ap.add_argument("--accounts-ttl", type=float, default=None,
                     help="[slurm] accounts_ttl_s of both arms (default: the configuration's default; 0: sacctmgr "
                          "at every snapshot, the previous way)")
@@ -194,9 +197,15 @@ def main() -> int:
             snap_runs: dict[str, list[float]] = {arm: [] for arm in order}
             for r in range(args.rounds):
                 for arm in (order if r % 2 == 0 else order[::-1]):
+                    if args.touch:
+                        subprocess.run(["scontrol", "update", f"JobId={ids[r % len(ids)]}", f"Nice={r + 1}"],
+                                       env=env, check=True, capture_output=True, timeout=30)
                     t = time.perf_counter()
                     ports[arm].snapshot()
                     snap_runs[arm].append(time.perf_counter() - t)
+            reader = ports["pyslurm"]._field_reader()
+            if reader is not None:
+                rows.append((size, "answers", (reader.full_reads, reader.unchanged_reads)))
             if args.parts and size == sizes[-1]:
                 rows.append((size, "parts", parts(ports, args.rounds)))
             for k, arm in enumerate(order):
@@ -237,6 +246,9 @@ def main() -> int:
             if r[1] == "cold":
                 print(f"{r[0]:>7} cold (first) snapshot: " + ", ".join(f"{a} {v:.3f} s" for a, v in r[2].items()))
                 colds[r[0]] = r[2]
+                continue
+            if r[1] == "answers":
+                print(f"{r[0]:>7} pyslurm's job reads until then: {r[2][0]} full, {r[2][1]} 'no change since' answers")
                 continue
             if r[1] == "parts":
                 print(f"{r[0]:>7} each part alone (median; the runs):")
