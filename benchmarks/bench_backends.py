@@ -17,6 +17,10 @@ line first at the first size, pyslurm first at the next):
   (``snapshot --json``'s): the two Problems must be equal (the age of each job aside), also after
   a user changes pending jobs' GPU requests in the warm state (``scontrol update`` of one job's
   ``TresPerJob``, another's ``Gres`` and another's ``NumTasks``);
+* pyslurm's direct job read asks slurmctld with its last reply's time and gets "no change since"
+  (no record sent) while no job changed: on the untouched queue its warm snapshots are that
+  answer; ``--touch`` updates one pending job (``Nice``, untimed) before every warm snapshot of
+  either arm, so that each reads every record (the count of each kind of answer is printed);
 * both arms keep accounts and QOS across a port's snapshots as the controller's loop does
   (``[slurm] accounts_ttl_s``, its default unless ``--accounts-ttl``: the cold snapshot reads
   them, the warm ones keep them); pyslurm's site factors come from sprio's RPC in process
