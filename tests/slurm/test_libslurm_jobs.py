@@ -204,6 +204,29 @@ class _Slurmctld:
         self.asked: list[int] = []
         self.fail = 0
         self._keep: list[object] = []
+        self.conf_time = self.now - 100
+        self.conf_asked: list[int] = []
+
+    def restart(self, keep_jobs: bool) -> None:
+        """slurmctld started again: a new configuration time; without its jobs (a clean start)
+        no job is created, so ``last_job_update`` stays 0."""
+        self.conf_time = self.now
+        if not keep_jobs:
+            self.nice = {}
+        self.last_job_update = self.now if self.nice else 0
+
+    def slurm_load_ctl_conf(self, update_time: int, pp: object) -> int:
+        self.conf_asked.append(update_time)
+        if update_time and update_time - 1 >= self.conf_time:
+            ctypes.set_errno(lj.NO_CHANGE)
+            return -1
+        conf = ctypes.c_long(self.now)  # slurm_conf_t's first member: the pack time (_fill_ctld_conf)
+        self._keep.append(conf)
+        pp._obj.value = ctypes.addressof(conf)  # type: ignore[attr-defined]
+        return 0
+
+    def slurm_free_ctl_conf(self, ptr: object) -> None:
+        pass
 
     def change(self, job_id: int, nice: int) -> None:
         self.nice[job_id] = nice
@@ -217,6 +240,11 @@ class _Slurmctld:
         if update_time and update_time - 1 >= self.last_job_update:
             ctypes.set_errno(lj.NO_CHANGE)
             return -1
+        if not self.nice:
+            msg = self.msg_type(last_update=self.now, record_count=0, job_array=None)
+            self._keep.append(msg)
+            pp._obj.value = ctypes.addressof(msg)  # type: ignore[attr-defined]
+            return 0
         records = (self.job_type * len(self.nice))(*(self.job_type(job_id=i, nice=0x80000000 + n, time_limit=30)
                                                      for i, n in sorted(self.nice.items())))
         msg = self.msg_type(last_update=self.now, record_count=len(self.nice), job_array=ctypes.addressof(records))
@@ -282,15 +310,35 @@ def test_a_failed_read_is_an_error_and_the_next_asks_for_everything():
     assert reader.unchanged
 
 
-@given(st.lists(st.sampled_from(["tick", "change", "read"]), max_size=40))
+def test_a_slurmctld_started_again_without_its_jobs_is_read_in_full():
+    reader, ctld = _nochange_reader()
+    assert len(reader.read(("id",))[0]) == 2 and reader.conf_time == ctld.now
+    ctld.now += 5
+    reader.read(("id",))
+    assert reader.unchanged and ctld.conf_asked[-1] == ctld.now - 5  # the small "no change" RPC
+    ctld.now += 60
+    ctld.restart(keep_jobs=False)  # last_job_update 0: its job answer alone says "no change"
+    ctld.now += 5
+    assert reader.read(("id",)) == ([], {}) and not reader.unchanged
+    assert reader.conf_time == ctld.now
+    ctld.restart(keep_jobs=False)  # again, in the very second of the last configuration reply
+    ctld.change(1, 3)
+    ctld.last_job_update = 0
+    assert [v[0] for v in reader.read(("id",))[0]] == [1]
+
+
+@given(st.lists(st.sampled_from(["tick", "change", "read", "restart", "clean start"]), max_size=40))
 def test_every_read_gives_the_jobs_as_slurmctld_holds_them_then(steps):
-    """Whatever the order of ticks of slurmctld's clock, changes and reads: a read never gives
-    a job as it was before a change (the answer is trusted only where slurmctld gives it)."""
+    """Whatever the order of ticks of slurmctld's clock, changes, restarts (with or without its
+    jobs) and reads: a read never gives a job as it was before a change, nor a job slurmctld
+    no longer holds (the answer is trusted only where slurmctld gives it)."""
     reader, ctld = _nochange_reader()
     for n, step in enumerate(steps):
         if step == "tick":
             ctld.now += 1
         elif step == "change":
             ctld.change(1 + n % 2, n)
+        elif step in ("restart", "clean start"):
+            ctld.restart(keep_jobs=step == "restart")
         else:
             assert _nices(reader.read(("id", "nice"))) == ctld.nice

@@ -8,7 +8,8 @@ very next snapshot after it changes: a job submitted, one updated with ``scontro
 limit, GPU request, comment), a priority set, a nice, a hold and a release, a job cancelled, a
 node drained and resumed. Each change is made right after a snapshot answered "no change"
 (within the same second, where slurmctld's one-second margin matters), and each next snapshot is
-compared field by field with the command line's.
+compared field by field with the command line's. (A slurmctld started again, whose "no change"
+is not about the last reply, is replayed by ``test_libslurm_jobs.py``.)
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ def test_no_change_answer_reuses_the_last_read_and_every_change_shows_next(testb
         # the answer gives the very jobs of the last full read: equal, and equal to the commands'
         assert again.jobs == before.jobs and len(again.jobs) >= 3
         assert reader.unchanged_reads >= 1
+        # the answer was trusted after slurmctld's configuration answered "no change" too (the
+        # same slurmctld: not started again since); its reply's first member read as its pack time
+        assert abs(reader.conf_time - time.time()) < 120
         assert _equal_soon(cli, ps) == []
 
         def shows(change: Callable[[], None], seen: Callable[[object], bool], what: str) -> None:
