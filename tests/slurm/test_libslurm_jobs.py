@@ -298,7 +298,7 @@ def test_no_change_gives_the_last_read_again_and_a_change_within_its_second_is_r
     assert ctld.asked[-1] == 0
 
 
-def test_a_failed_read_is_an_error_and_the_next_asks_for_everything():
+def test_a_failed_read_is_an_error_and_the_last_reply_stays_the_one_compared_with():
     reader, ctld = _nochange_reader()
     reader.read(("id",))
     ctld.fail = 5004
