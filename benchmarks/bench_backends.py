@@ -17,6 +17,10 @@ line first at the first size, pyslurm first at the next):
   (``snapshot --json``'s): the two Problems must be equal (the age of each job aside), also after
   a user changes pending jobs' GPU requests in the warm state (``scontrol update`` of one job's
   ``TresPerJob``, another's ``Gres`` and another's ``NumTasks``);
+* pyslurm's direct job read asks slurmctld with its last reply's time and gets "no change since"
+  (no record sent) while no job changed: on the untouched queue its warm snapshots are that
+  answer; ``--touch`` updates one pending job (``Nice``, untimed) before every warm snapshot of
+  either arm, so that each reads every record (the count of each kind of answer is printed);
 * both arms keep accounts and QOS across a port's snapshots as the controller's loop does
   (``[slurm] accounts_ttl_s``, its default unless ``--accounts-ttl``: the cold snapshot reads
   them, the warm ones keep them); pyslurm's site factors come from sprio's RPC in process
@@ -97,7 +101,12 @@ def parts(ports: dict[str, Any], rounds: int) -> dict[str, list[float]]:
     reader = ps._field_reader()
     calls: dict[str, Any] = {}
     if reader is not None:
-        calls["direct read of every job (one RPC, unpacked)"] = lambda: reader.read(pyslurm_port._FAST_ATTRS)
+        def full() -> Any:
+            reader.forget()  # every record, not slurmctld's "no change since" answer
+            return reader.read(pyslurm_port._FAST_ATTRS)
+
+        calls["direct read of every job (one RPC, unpacked)"] = full
+        calls["direct read, 'no change since' answered"] = lambda: reader.read(pyslurm_port._FAST_ATTRS)
     calls.update({
         "jobs built from the read (warm)": lambda: ps._read_jobs(("PENDING", "RUNNING"), site),
         "Jobs.load() and its attributes": lambda: [pyslurm_port._fast_values(j) for j in ps.ps.Jobs.load().values()],
@@ -134,6 +143,9 @@ def main() -> int:
                     help="at the largest size, also time each part of a snapshot alone (median of --rounds)")
     ap.add_argument("--legacy", action="store_true", help="pyslurm without the direct read (the legacy read and side process)")
     ap.add_argument("--sprio", action="store_true", help="pyslurm's site factors through sprio (the previous way)")
+    ap.add_argument("--touch", action="store_true",
+                    help="before each warm snapshot (untimed) change one pending job (scontrol update Nice): "
+                         "slurmctld's 'no change since' answer never comes, pyslurm reads every record")
     ap.add_argument("--accounts-ttl", type=float, default=None,
                     help="[slurm] accounts_ttl_s of both arms (default: the configuration's default; 0: sacctmgr "
                          "at every snapshot, the previous way)")
@@ -194,9 +206,15 @@ def main() -> int:
             snap_runs: dict[str, list[float]] = {arm: [] for arm in order}
             for r in range(args.rounds):
                 for arm in (order if r % 2 == 0 else order[::-1]):
+                    if args.touch:
+                        subprocess.run(["scontrol", "update", f"JobId={ids[r % len(ids)]}", f"Nice={r + 1}"],
+                                       env=env, check=True, capture_output=True, timeout=30)
                     t = time.perf_counter()
                     ports[arm].snapshot()
                     snap_runs[arm].append(time.perf_counter() - t)
+            reader = ports["pyslurm"]._field_reader()
+            if reader is not None:
+                rows.append((size, "answers", (reader.full_reads, reader.unchanged_reads)))
             if args.parts and size == sizes[-1]:
                 rows.append((size, "parts", parts(ports, args.rounds)))
             for k, arm in enumerate(order):
@@ -237,6 +255,9 @@ def main() -> int:
             if r[1] == "cold":
                 print(f"{r[0]:>7} cold (first) snapshot: " + ", ".join(f"{a} {v:.3f} s" for a, v in r[2].items()))
                 colds[r[0]] = r[2]
+                continue
+            if r[1] == "answers":
+                print(f"{r[0]:>7} pyslurm's job reads until then: {r[2][0]} full, {r[2][1]} 'no change since' answers")
                 continue
             if r[1] == "parts":
                 print(f"{r[0]:>7} each part alone (median; the runs):")

@@ -17,9 +17,10 @@
 # 4. runs there, against the running testbed: the contract suite's pyslurm arm
 #    (SLURM_FAIR_TEST_SLURM_CONF: the suite's "site" Slurm), then both backends' snapshots
 #    compared field by field, the site factors of the priority factors RPC against sprio's,
-#    the accounts and QOS kept across snapshots, and the chaos suite's pyslurm arm (the testbed
+#    the accounts and QOS kept across snapshots, slurmctld's "no change since" answer (every
+#    change shows in the next snapshot), and the chaos suite's pyslurm arm (the testbed
 #    is found up and reused; SLURM_FAIR_TESTBED_CONFIG as outside);
-# 5. counts what ran (pytest's JUnit reports): it fails unless each of the five ran tests with
+# 5. counts what ran (pytest's JUnit reports): it fails unless each of the six ran tests with
 #    backend=pyslurm and none of them was skipped (a skip here would hide a missing pyslurm).
 set -euo pipefail
 
@@ -95,8 +96,10 @@ echo "pyslurm-rootfs: both backends compared, and the chaos suite's pyslurm arm,
 inside "${venv}/bin/python" -m pytest -m slurm --slurm-versions "$version" -p no:cacheprovider -q \
   -k "pyslurm or agree" --junitxml "${reports}/agree-chaos.xml" \
   "${here}/tests/slurm/test_backends_agree.py" "${here}/tests/slurm/test_libslurm_prio_real.py" \
-  "${here}/tests/slurm/test_dbd_cache_real.py" "${here}/tests/controller/test_pilot_real.py" "$@"
+  "${here}/tests/slurm/test_dbd_cache_real.py" "${here}/tests/slurm/test_pyslurm_nochange_real.py" \
+  "${here}/tests/controller/test_pilot_real.py" "$@"
 "$host_py" "${here}/scripts/junit_counts.py" --version "$version" --took $((SECONDS - start)) \
   "contract=${reports}/contract.xml" "agree=${reports}/agree-chaos.xml:test_backends_agree" \
   "prio=${reports}/agree-chaos.xml:test_libslurm_prio_real" "kept=${reports}/agree-chaos.xml:test_dbd_cache_real" \
+  "nochange=${reports}/agree-chaos.xml:test_pyslurm_nochange_real" \
   "chaos=${reports}/agree-chaos.xml:test_pilot_real"

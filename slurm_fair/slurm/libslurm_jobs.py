@@ -232,29 +232,92 @@ class JobFieldReader:
             at = offset + size
         self.unpack = struct.Struct(fmt + f"{self.size - at}x").iter_unpack
         self.index = {n: i for i, (_, n, _) in enumerate(members)}
+        #: the pack time of the last full reply (slurmctld's clock), the update time asked next
         self.last_update = 0
+        #: (the attributes asked, the values read) of that reply: given again, unchanged, when
+        #: slurmctld answers that nothing changed since (:meth:`read`)
+        self._last: tuple[tuple[str, ...], tuple[list[tuple[Any, ...]], dict[int, tuple[Any, ...]]]] | None = None
+        #: whether the last :meth:`read` was that answer (no record sent, none converted)
+        self.unchanged = False
+        #: the pack time of slurmctld's last configuration reply (0: not asked yet): see
+        #: :meth:`_same_controller`
+        self.conf_time = 0
+        #: full replies and "no change" answers so far (the benchmark and the tests read them)
+        self.full_reads = 0
+        self.unchanged_reads = 0
         #: code -> name, asked of libslurm once per code
         self._states: dict[int, str] = {}
         self._reasons: dict[int, str | None] = {}
 
     def read(self, attrs: tuple[str, ...]) -> tuple[list[tuple[Any, ...]], dict[int, tuple[Any, ...]]]:
         """(per job, the values of pyslurm's ``Job`` attributes ``attrs``; {job id: the values
-        of :data:`FIELDS`}); a failed RPC raises :class:`LibslurmError` with libslurm's message."""
+        of :data:`FIELDS`}); a failed RPC raises :class:`LibslurmError` with libslurm's message.
+
+        After a full reply the RPC carries that reply's pack time, as ``squeue --iterate`` does:
+        slurmctld answers ``SLURM_NO_CHANGE_IN_DATA`` (no record packed, sent or converted) when
+        its ``last_job_update`` is older than that second, and the last reply's values are given
+        again, the same objects (:attr:`unchanged`). slurmctld moves ``last_job_update`` on every
+        change of a job it holds: a submission, an end, ``scontrol update``, a hold, a pending
+        reason the scheduler sets, each priority the multifactor plugin recomputes
+        (docs/slurm-adapter.md, *Nothing changed since*). A change within the reply's own second
+        gets a full reply (slurmctld compares with the time less one second)."""
+        last = self._last if self._last is not None and self._last[0] == attrs else None
         ptr = ctypes.c_void_p()
-        rc = self.lib.slurm_load_jobs(0, ctypes.byref(ptr), SHOW_ALL)
+        rc = self.lib.slurm_load_jobs(self.last_update if last is not None else 0, ctypes.byref(ptr), SHOW_ALL)
         if rc != 0:
             errno = ctypes.get_errno()  # what slurm_get_errno() returns (libslurmfull has no such symbol)
+            if errno == NO_CHANGE and last is not None:
+                if self._same_controller():
+                    self.unchanged = True
+                    self.unchanged_reads += 1
+                    return last[1]
+                self.forget()  # restarted (or reconfigured): its "no change" is not about our reply
+                return self.read(attrs)
             raise LibslurmError((self.lib.slurm_strerror(errno) or b"").decode(errors="replace")
                                 or f"slurm_load_jobs failed ({errno})", errno)
+        self._last, self.unchanged = None, False
         try:  # the strings are followed before the reply is freed
             msg = self.msg_type.from_address(ptr.value)
-            self.last_update = int(msg.last_update)
             count = int(msg.record_count)
-            if not count or not msg.job_array:
-                return [], {}
-            return self._convert(ctypes.string_at(msg.job_array, count * self.size), attrs)
+            read: tuple[list[tuple[Any, ...]], dict[int, tuple[Any, ...]]] = ([], {})
+            if count and msg.job_array:
+                read = self._convert(ctypes.string_at(msg.job_array, count * self.size), attrs)
+            self.last_update = int(msg.last_update)
+            if not self.conf_time:
+                self._same_controller()
+            self._last = (attrs, read)
+            self.full_reads += 1
+            return read
         finally:
             self.lib.slurm_free_job_info_msg(ptr)
+
+    def _same_controller(self) -> bool:
+        """Whether slurmctld is the one of the last full reply: ``slurm_load_ctl_conf`` asked
+        with the time of its last configuration reply answers "no change" (nothing sent) while
+        its configuration time (``slurm_conf.last_update``: its start, its last ``scontrol
+        reconfigure``) is older. A slurmctld started again with an empty queue has created no
+        job since, so its ``last_job_update`` is older than any reply: its "no change" would hide
+        that every job is gone. A configuration sent (a restart, a reconfiguration) and the
+        caller reads every record; a failed RPC raises :class:`LibslurmError` as the job read
+        does. The reply's ``last_update`` (slurm_conf_t's first member, 22.05 to 24.11) is its
+        pack time, the time asked next."""
+        ptr = ctypes.c_void_p()
+        rc = self.lib.slurm_load_ctl_conf(self.conf_time, ctypes.byref(ptr))
+        if rc != 0:
+            errno = ctypes.get_errno()
+            if errno == NO_CHANGE and self.conf_time:
+                return True
+            raise LibslurmError((self.lib.slurm_strerror(errno) or b"").decode(errors="replace")
+                                or f"slurm_load_ctl_conf failed ({errno})", errno)
+        try:
+            self.conf_time = ctypes.c_long.from_address(ptr.value).value if ptr.value else 0
+        finally:
+            self.lib.slurm_free_ctl_conf(ptr)
+        return False
+
+    def forget(self) -> None:
+        """Ask for every record at the next read (the last reply is not given again)."""
+        self._last, self.last_update = None, 0
 
     def _row(self, attrs: tuple[str, ...]) -> Callable[[tuple[int, ...]], tuple[Any, ...]]:
         """One function turning a record's unpacked members into (the attributes' values,
@@ -346,6 +409,10 @@ def open_reader(pyslurm_version: str | None, major_minor: Callable[[str], tuple[
     lib.slurm_load_jobs.restype = ctypes.c_int
     lib.slurm_free_job_info_msg.argtypes = [ctypes.c_void_p]
     lib.slurm_free_job_info_msg.restype = None
+    lib.slurm_load_ctl_conf.argtypes = [ctypes.c_long, ctypes.POINTER(ctypes.c_void_p)]
+    lib.slurm_load_ctl_conf.restype = ctypes.c_int
+    lib.slurm_free_ctl_conf.argtypes = [ctypes.c_void_p]
+    lib.slurm_free_ctl_conf.restype = None
     lib.slurm_strerror.argtypes = [ctypes.c_int]
     lib.slurm_strerror.restype = ctypes.c_char_p
     lib.slurm_job_state_string.argtypes = [ctypes.c_uint32]

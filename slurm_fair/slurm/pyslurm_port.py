@@ -315,6 +315,9 @@ class PyslurmPort:
         #: the reader of sprio's site factors (:mod:`.libslurm_prio`), opened at the first read
         #: ([None]: none here, sprio instead)
         self._prio: list[SiteFactorReader | None] = []
+        #: the direct read's values, (the states asked, the site factors) and the jobs built from
+        #: them: given again while slurmctld says no job changed and the factors are the same
+        self._last_jobs: tuple[Any, tuple[Any, ...], list[SlurmJob]] | None = None
 
     # --- the pyslurm calls ------------------------------------------------------------------
     def _call(self, op: str, fn: Callable[[], T], job_id: str | None = None) -> T:
@@ -406,7 +409,13 @@ class PyslurmPort:
                 values, extra, site = self._call("job", partial(self._read_direct_with_site, reader))
             else:
                 values, extra = self._call("job", partial(reader.read, _FAST_ATTRS))
-            return self._read_split(values, extra, states, site)
+            key = (tuple(states), site.result() if site is not None else None)
+            last = self._last_jobs
+            if reader.unchanged and last is not None and last[0] is values and last[1] == key:
+                return list(last[2])  # slurmctld: no job changed; the same site factors
+            jobs = self._read_split(values, extra, states, site)
+            self._last_jobs = (values, key, jobs)
+            return list(jobs)
         side = _side_process(self.conf, start=False)
         if side is not None:
             try:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ctypes
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from slurm_fair.slurm import libslurm_jobs as lj
 from slurm_fair.slurm import pyslurm_port
@@ -187,3 +189,156 @@ def test_the_header_version_and_a_missing_header_are_reasons_not_errors(tmp_path
     assert lj.header_version(tmp_path) == (24, 11)
     reader, why = lj.open_reader("22.5.3", pyslurm_port.major_minor, str(tmp_path))
     assert reader is None and "24, 11" in why
+
+
+class _Slurmctld:
+    """``slurm_load_jobs`` as slurmctld answers it (``_slurm_rpc_dump_jobs``): with an update
+    time, ``SLURM_NO_CHANGE_IN_DATA`` when ``last_job_update`` is not past that time less one
+    second; else every record, stamped with the pack time (its clock, whole seconds)."""
+
+    def __init__(self, job_type: type, msg_type: type) -> None:
+        self.job_type, self.msg_type = job_type, msg_type
+        self.now = 1_700_000_000
+        self.last_job_update = self.now - 10  # the queue settled before the first read
+        self.nice = {1: 0, 2: 0}
+        self.asked: list[int] = []
+        self.fail = 0
+        self._keep: list[object] = []
+        self.conf_time = self.now - 100
+        self.conf_asked: list[int] = []
+
+    def restart(self, keep_jobs: bool) -> None:
+        """slurmctld started again: a new configuration time; without its jobs (a clean start)
+        no job is created, so ``last_job_update`` stays 0."""
+        self.conf_time = self.now
+        if not keep_jobs:
+            self.nice = {}
+        self.last_job_update = self.now if self.nice else 0
+
+    def slurm_load_ctl_conf(self, update_time: int, pp: object) -> int:
+        self.conf_asked.append(update_time)
+        if update_time and update_time - 1 >= self.conf_time:
+            ctypes.set_errno(lj.NO_CHANGE)
+            return -1
+        conf = ctypes.c_long(self.now)  # slurm_conf_t's first member: the pack time (_fill_ctld_conf)
+        self._keep.append(conf)
+        pp._obj.value = ctypes.addressof(conf)  # type: ignore[attr-defined]
+        return 0
+
+    def slurm_free_ctl_conf(self, ptr: object) -> None:
+        pass
+
+    def change(self, job_id: int, nice: int) -> None:
+        self.nice[job_id] = nice
+        self.last_job_update = self.now
+
+    def slurm_load_jobs(self, update_time: int, pp: object, flags: int) -> int:
+        self.asked.append(update_time)
+        if self.fail:
+            ctypes.set_errno(self.fail)
+            return -1
+        if update_time and update_time - 1 >= self.last_job_update:
+            ctypes.set_errno(lj.NO_CHANGE)
+            return -1
+        if not self.nice:
+            msg = self.msg_type(last_update=self.now, record_count=0, job_array=None)
+            self._keep.append(msg)
+            pp._obj.value = ctypes.addressof(msg)  # type: ignore[attr-defined]
+            return 0
+        records = (self.job_type * len(self.nice))(*(self.job_type(job_id=i, nice=0x80000000 + n, time_limit=30)
+                                                     for i, n in sorted(self.nice.items())))
+        msg = self.msg_type(last_update=self.now, record_count=len(self.nice), job_array=ctypes.addressof(records))
+        self._keep += [records, msg]
+        pp._obj.value = ctypes.addressof(msg)  # type: ignore[attr-defined]
+        return 0
+
+    def slurm_free_job_info_msg(self, ptr: object) -> None:
+        pass
+
+    def slurm_strerror(self, errno: int) -> bytes:
+        return b"Socket timed out on send/recv operation"
+
+    def slurm_job_state_string(self, state: int) -> bytes:
+        return b"PENDING"
+
+
+def _nochange_reader() -> tuple[lj.JobFieldReader, _Slurmctld]:
+    types = lj.record_types(HEADER)
+    assert not isinstance(types, str), types
+    ctld = _Slurmctld(*types)
+    return lj.JobFieldReader(ctld, *types, lambda code: 0), ctld
+
+
+def _nices(read) -> dict[int, int]:
+    return {v[0]: v[1] for v in read[0]}
+
+
+def test_no_change_gives_the_last_read_again_and_a_change_within_its_second_is_read():
+    reader, ctld = _nochange_reader()
+    attrs = ("id", "nice")
+    first = reader.read(attrs)
+    assert ctld.asked == [0] and not reader.unchanged and _nices(first) == {1: 0, 2: 0}
+    ctld.now += 1  # a second later, nothing changed: the same objects, nothing converted
+    again = reader.read(attrs)
+    assert ctld.asked[-1] == 1_700_000_000 and reader.unchanged and again is first
+    assert (reader.full_reads, reader.unchanged_reads) == (1, 1)
+    reader.read(attrs)
+    ctld.change(2, 5)  # in the second of the last pack (the next read asks with that pack time)
+    changed = reader.read(attrs)
+    assert not reader.unchanged and _nices(changed) == {1: 0, 2: 5}
+    assert reader.read(attrs) is not changed  # the same second again: read in full, slurmctld's margin
+    ctld.now += 2
+    last = reader.read(attrs)
+    assert reader.read(attrs) is last and reader.unchanged
+    # other attributes, or forget(): every record asked
+    reader.read(("id", "priority"))
+    assert ctld.asked[-1] == 0
+    reader.forget()
+    reader.read(("id", "priority"))
+    assert ctld.asked[-1] == 0
+
+
+def test_a_failed_read_is_an_error_and_the_last_reply_stays_the_one_compared_with():
+    reader, ctld = _nochange_reader()
+    reader.read(("id",))
+    ctld.fail = 5004
+    with pytest.raises(lj.LibslurmError, match="Socket timed out"):
+        reader.read(("id",))
+    ctld.fail = 0
+    ctld.now += 1
+    reader.read(("id",))  # the last reply is still the one to compare with: no change here
+    assert reader.unchanged
+
+
+def test_a_slurmctld_started_again_without_its_jobs_is_read_in_full():
+    reader, ctld = _nochange_reader()
+    assert len(reader.read(("id",))[0]) == 2 and reader.conf_time == ctld.now
+    ctld.now += 5
+    reader.read(("id",))
+    assert reader.unchanged and ctld.conf_asked[-1] == ctld.now - 5  # the small "no change" RPC
+    ctld.now += 60
+    ctld.restart(keep_jobs=False)  # last_job_update 0: its job answer alone says "no change"
+    ctld.now += 5
+    assert reader.read(("id",)) == ([], {}) and not reader.unchanged
+    assert reader.conf_time == ctld.now
+    ctld.restart(keep_jobs=False)  # again, in the very second of the last configuration reply
+    ctld.change(1, 3)
+    ctld.last_job_update = 0
+    assert [v[0] for v in reader.read(("id",))[0]] == [1]
+
+
+@given(st.lists(st.sampled_from(["tick", "change", "read", "restart", "clean start"]), max_size=40))
+def test_every_read_gives_the_jobs_as_slurmctld_holds_them_then(steps):
+    """Whatever the order of ticks of slurmctld's clock, changes, restarts (with or without its
+    jobs) and reads: a read never gives a job as it was before a change, nor a job slurmctld
+    no longer holds (the answer is trusted only where slurmctld gives it)."""
+    reader, ctld = _nochange_reader()
+    for n, step in enumerate(steps):
+        if step == "tick":
+            ctld.now += 1
+        elif step == "change":
+            ctld.change(1 + n % 2, n)
+        elif step in ("restart", "clean start"):
+            ctld.restart(keep_jobs=step == "restart")
+        else:
+            assert _nices(reader.read(("id", "nice"))) == ctld.nice
