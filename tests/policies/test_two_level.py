@@ -405,24 +405,23 @@ def _turn_on_a_slow_type_problem() -> Problem:
         Job("gang", "a", 2, {"v100": 10.0, "k80": 1.0}, remaining_work=36000.0, age_s=200000.0)))
 
 
-def test_a_turn_runs_the_job_only_where_it_runs_well() -> None:
+@pytest.mark.parametrize("min_speed", [0.0, 0.5])
+def test_a_turn_runs_the_job_on_its_good_type_when_its_tenant_holds_it(min_speed: float) -> None:
     """``turn_min_speed`` (docs/oef.md, "A turn on a type where the job runs"): the gang's turn
-    has come and its tenant holds v100, so it runs there whatever the 1-GPU jobs lose, as
-    without the bound; the k80 go to the 1-GPU jobs."""
+    has come and its tenant holds v100, so it runs there whatever the 1-GPU jobs lose, with
+    the bound or without; the k80 go to the 1-GPU jobs."""
     p = _turn_on_a_slow_type_problem()
-    a = _second_round("oef", p)
+    a = _second_round("oef", p, {"oef.turn_min_speed": min_speed})
     assert a.info["inside_turns"] == {"a": ["gang"]}
     assert a.x["gang"].get("v100", 0.0) == pytest.approx(1.0)
     assert a.x["gang"].get("k80", 0.0) == pytest.approx(0.0, abs=1e-9)
     assert sum(a.x["s1"].values()) + sum(a.x["s2"].values()) == pytest.approx(2.0)
-    any_type = _second_round("oef", p, {"oef.turn_min_speed": 0})
-    assert dict(any_type.x["gang"]) == pytest.approx(dict(a.x["gang"]))
 
 
 def test_a_turned_job_with_no_good_type_in_the_bundle_waits_for_one() -> None:
     """The tenant's bundle holds only k80 (the other tenant has the v100), a tenth of the gang's
-    best rate: its turn gives it nothing this round (it keeps its turn), and the 1-GPU job uses
-    the bundle; at 0 the gang takes the k80."""
+    best rate: with ``turn_min_speed`` 0.5 its turn gives it nothing this round (it keeps its
+    turn), and the 1-GPU jobs use the bundle; at 0 (the default) the gang takes the k80."""
     from slurm_fair.policies._inside import isolated_jcts, share_bundle
 
     p = _turn_on_a_slow_type_problem()
