@@ -58,9 +58,9 @@ ISO_RUN = "oef.iso_run_s"
 TURN_FIRST_LR = 0.0
 #: a job taking its turn runs only on the types where its rate is at least this fraction of
 #: its best (``<policy>.turn_min_speed``; 0: any type, the default). The value floor does not
-#: bind turned jobs, so a turn may start a gang on a type ten times slower than its best; the
-#: bound shortened one run and lengthened two others of the five it was tuned on, so it is off
-#: (docs/oef.md, "A turn on a type where the job runs")
+#: bind turned jobs, so a turn may start a gang on a type ten times slower than its best; at
+#: 0.5 the bound shortened one run of the five it was tuned on and lengthened three, so it is
+#: off (docs/oef.md, "A turn on a type where the job runs")
 TURN_MIN_SPEED = 0.0
 
 
