@@ -56,6 +56,12 @@ ISO_RUN = "oef.iso_run_s"
 #: a tenant's most overdue waiting job takes its turn once its latency ratio passes this
 #: (``<policy>.turn_first_lr``; 0 turns it off)
 TURN_FIRST_LR = 0.0
+#: a job taking its turn runs only on the types where its rate is at least this fraction of
+#: its best (``<policy>.turn_min_speed``; 0: any type, the default). The value floor does not
+#: bind turned jobs, so a turn may start a gang on a type ten times slower than its best; at
+#: 0.5 the bound shortened one run of the five it was tuned on and lengthened three, so it is
+#: off (docs/oef.md, "A turn on a type where the job runs")
+TURN_MIN_SPEED = 0.0
 
 
 def remaining(job: Job) -> float | None:
@@ -167,10 +173,12 @@ def turns(problem: Problem, jobs: list[Job], bound: float | None, seen: Containe
 def share_bundle(problem: Problem, tenant: str, x: XMap, options: PolicyOptions, keep_bonus: float,
                  rho_weight: float, iso: Mapping[str, float], inside_eps: float = INSIDE_EPS,
                  turn_after_lr: float | None = None, seen: Container[str] = (),
-                 turn_first_lr: float | None = None) -> tuple[dict[str, dict[str, float]], bool, list[str]]:
+                 turn_first_lr: float | None = None,
+                 turn_min_speed: float = TURN_MIN_SPEED) -> tuple[dict[str, dict[str, float]], bool, list[str]]:
     """Tenant ``tenant``'s jobs' shares of its bundle ``y_u`` in ``x`` (module docstring):
     first the jobs whose turn has come (:func:`turns`) take what they can of it, highest
-    priority first; the others then share the rest ``y'`` by ``max sum_j p_j r_j`` (``p_j``
+    priority first, each only on the types where its rate is at least ``turn_min_speed`` of its
+    best (:func:`runnable_types`); the others then share the rest ``y'`` by ``max sum_j p_j r_j`` (``p_j``
     :func:`priority`, ``r_j`` the job's normalised rate) subject to ``sum_j r_j >= (1 - eps)
     V_u(y')``, the floor that keeps the tenant's value (docs/oef.md, "Two levels"). A vertex of
     this LP runs most jobs all the time or not at all, highest priority first among the
@@ -187,7 +195,8 @@ def share_bundle(problem: Problem, tenant: str, x: XMap, options: PolicyOptions,
     first = [j for j in jobs if j.id in turned]
     rest = [j for j in jobs if j.id not in turned]
     try:
-        out = _ordered(problem, tenant, first, bundle, options, keep_bonus, rho_weight, iso, None)
+        out = _ordered(problem, tenant, first, bundle, options, keep_bonus, rho_weight, iso, None,
+                       turn_min_speed)
         used = {k: sum(gpus[jid] * row.get(k, 0.0) for jid, row in out.items()) for k in bundle}
         left = {k: max(0.0, b - used.get(k, 0.0)) for k, b in bundle.items()}
         out.update(_ordered(problem, tenant, rest, left, options, keep_bonus, rho_weight, iso, inside_eps))
@@ -196,14 +205,29 @@ def share_bundle(problem: Problem, tenant: str, x: XMap, options: PolicyOptions,
     return _within(out, bundle, gpus), True, sorted(turned)
 
 
+def runnable_types(job: Job, types: list[str], min_speed: float) -> dict[str, float]:
+    """``job``'s normalised rates on the types where it runs at least ``min_speed`` times its best
+    rate (all the types it can use when ``min_speed`` is 0). Why: a turn exempts a job from its
+    tenant's value floor, the one thing that keeps a job off a type where it is slow; a gang
+    started there holds its GPUs several times longer than on its best type, and it is those
+    GPU-hours, not the wait, that stretch the run (docs/oef.md, "A turn on a type where the job
+    runs")."""
+    n = normalised_vector(job, types)
+    if min_speed <= 0 or not n:
+        return n
+    top = max(n.values())
+    return {k: v for k, v in n.items() if v >= min_speed * top}
+
+
 def _ordered(problem: Problem, tenant: str, jobs: list[Job], bundle: Mapping[str, float], options: PolicyOptions,
              keep_bonus: float, rho_weight: float, iso: Mapping[str, float],
-             inside_eps: float | None) -> dict[str, dict[str, float]]:
+             inside_eps: float | None, min_speed: float = 0.0) -> dict[str, dict[str, float]]:
     """``jobs``' rows: ``max sum_j p_j r_j`` inside ``bundle``, with ``sum_j r_j >= (1 - eps)
     V(bundle)`` (``V`` the best use by ``jobs``, :func:`slurm_fair.fairness.best_use`) unless
-    ``inside_eps`` is None."""
+    ``inside_eps`` is None; each job only on the types where it runs at least ``min_speed`` of
+    its best rate (:func:`runnable_types`)."""
     types = problem.types
-    groups = [JobGroup(i, tenant, j.gpus, normalised_vector(j, types), (j.id,)) for i, j in enumerate(jobs)]
+    groups = [JobGroup(i, tenant, j.gpus, runnable_types(j, types, min_speed), (j.id,)) for i, j in enumerate(jobs)]
     held = {k: v for k, v in bundle.items() if v > 1e-12}
     backend = "cbc" if options.resolved_solver == "cbc" else None
     lp = GroupLP(groups, held, f"inside_{tenant}", backend=backend,
@@ -251,7 +275,8 @@ def _within(x: dict[str, dict[str, float]], bundle: Mapping[str, float],
 
 def two_level(problem: Problem, x: XMap, options: PolicyOptions, keep_bonus: float, rho_weight: float,
               inside_eps: float = INSIDE_EPS, turn_after_lr: float | None = None,
-              turn_first_lr: float | None = None) -> tuple[dict[str, dict[str, float]], int, dict[str, list[str]]]:
+              turn_first_lr: float | None = None,
+              turn_min_speed: float = TURN_MIN_SPEED) -> tuple[dict[str, dict[str, float]], int, dict[str, list[str]]]:
     """Every tenant's bundle in ``x`` shared among its jobs by :func:`share_bundle`; the new
     rows, how many tenants' rows were re-shared, and the jobs whose turn came, by tenant."""
     out: dict[str, dict[str, float]] = {}
@@ -261,7 +286,7 @@ def two_level(problem: Problem, x: XMap, options: PolicyOptions, keep_bonus: flo
     iso = isolated_jcts(problem, options.state)
     for u in problem.active_tenants:
         rows, done, late = share_bundle(problem, u, x, options, keep_bonus, rho_weight, iso, inside_eps,
-                                        turn_after_lr, seen, turn_first_lr)
+                                        turn_after_lr, seen, turn_first_lr, turn_min_speed)
         out.update(rows)
         changed += done
         if late:
@@ -284,7 +309,9 @@ def params(default: float) -> dict[str, Param]:
             "turn_after_lr": Param(TURN_AFTER_LR, 0.0, 1e6, "a waiting job whose latency ratio passed this takes its "
                                    "turn in its tenant's bundle before the value floor (0: never)"),
             "turn_first_lr": Param(TURN_FIRST_LR, 0.0, 1e6, "the waiting job of a tenant with the highest latency "
-                                   "ratio takes its turn once that ratio passes this (0: never)")}
+                                   "ratio takes its turn once that ratio passes this (0: never)"),
+            "turn_min_speed": Param(TURN_MIN_SPEED, 0.0, 1.0, "a job taking its turn runs only on the types where "
+                                    "its rate is at least this fraction of its best (0: any type)")}
 
 
 def tenant_key(problem: Problem) -> tuple[Any, ...]:
@@ -314,7 +341,8 @@ def split(name: str, problem: Problem, options: PolicyOptions,
     x, changed, turned = two_level(problem, top.x, options, options.param(name, "keep_bonus"),
                                    options.param(name, "rho_weight"), eps,
                                    options.param(name, "turn_after_lr") or None,
-                                   options.param(name, "turn_first_lr") or None)
+                                   options.param(name, "turn_first_lr") or None,
+                                   options.param(name, "turn_min_speed"))
     return dataclasses.replace(top, x=x, tenant_x=top.x, solve_seconds=time.perf_counter() - started,
                                info={**top.info, "inside": "latency-ratio aging within the value floor",
                                      "inside_eps": eps, "inside_tenants": changed, "inside_turns": turned})

@@ -74,7 +74,8 @@ def resplit(problem: Problem, bundles: Mapping[str, Mapping[str, float]], previo
         got, _, _ = inside.share_bundle(problem, u, x0, options, options.param(name, "keep_bonus"),
                                         options.param(name, "rho_weight"), iso, options.param(name, "inside_eps"),
                                         options.param(name, "turn_after_lr") or None, seen,
-                                        options.param(name, "turn_first_lr") or None)
+                                        options.param(name, "turn_first_lr") or None,
+                                        options.param(name, "turn_min_speed"))
         rows.update(got)
     jobs = [j for j in problem.jobs if j.tenant in redo]
     for u in redo:

@@ -393,3 +393,69 @@ def test_the_band_s_finish_time_ratio_scales_the_baseline_with_the_size() -> Non
     assert short == pytest.approx((600 + 36) / 36)
     # without the size its baseline was taken for (a state from before), the estimate alone
     assert priority(p, band, 1.0, iso_jct=1800.0, rho_weight=1.0, size_quantile=0.1) == pytest.approx(at_median)
+
+
+def _turn_on_a_slow_type_problem() -> Problem:
+    """One tenant holding 2 k80 and 2 v100; a 2-GPU gang that waited 55 h for a 1-hour run on
+    v100 (10 h on k80; past ``turn_after_lr`` with Hops' age averaged over the types) runs ten
+    times slower on k80; two running 1-GPU jobs run as fast on both types."""
+    return Problem({"v100": 2, "k80": 2}, {"a": 1.0}, (
+        Job("s1", "a", 1, {"v100": 1.0, "k80": 1.0}, remaining_work=3600.0, age_s=0.0, prev_type="v100"),
+        Job("s2", "a", 1, {"v100": 1.0, "k80": 1.0}, remaining_work=3600.0, age_s=0.0, prev_type="v100"),
+        Job("gang", "a", 2, {"v100": 10.0, "k80": 1.0}, remaining_work=36000.0, age_s=200000.0)))
+
+
+@pytest.mark.parametrize("min_speed", [0.0, 0.5])
+def test_a_turn_runs_the_job_on_its_good_type_when_its_tenant_holds_it(min_speed: float) -> None:
+    """``turn_min_speed`` (docs/oef.md, "A turn on a type where the job runs"): the gang's turn
+    has come and its tenant holds v100, so it runs there whatever the 1-GPU jobs lose, with
+    the bound or without; the k80 go to the 1-GPU jobs."""
+    p = _turn_on_a_slow_type_problem()
+    a = _second_round("oef", p, {"oef.turn_min_speed": min_speed})
+    assert a.info["inside_turns"] == {"a": ["gang"]}
+    assert a.x["gang"].get("v100", 0.0) == pytest.approx(1.0)
+    assert a.x["gang"].get("k80", 0.0) == pytest.approx(0.0, abs=1e-9)
+    assert sum(a.x["s1"].values()) + sum(a.x["s2"].values()) == pytest.approx(2.0)
+
+
+def test_a_turned_job_with_no_good_type_in_the_bundle_waits_for_one() -> None:
+    """The tenant's bundle holds only k80 (the other tenant has the v100), a tenth of the gang's
+    best rate: with ``turn_min_speed`` 0.5 its turn gives it nothing this round (it keeps its
+    turn), and the 1-GPU jobs use the bundle; at 0 (the default) the gang takes the k80."""
+    from slurm_fair.policies._inside import isolated_jcts, share_bundle
+
+    p = _turn_on_a_slow_type_problem()
+    bundle = {"gang": {"k80": 1.0}}  # 2 k80 GPUs as a gang's row: the inside level reads the sums
+    for min_speed, gang_k80 in ((0.5, 0.0), (0.0, 1.0)):
+        state: dict = {}
+        iso = isolated_jcts(p, state)
+        rows, done, turned = share_bundle(p, "a", bundle, PolicyOptions(solver="highs", state=state), 1.25, 1.5,
+                                          iso, EPS, 4.0, {"gang", "s1", "s2"}, None, min_speed)
+        assert done and turned == ["gang"]
+        assert rows["gang"].get("k80", 0.0) == pytest.approx(gang_k80, abs=1e-6)
+        assert rows["gang"].get("v100", 0.0) == 0.0
+        small = sum(rows["s1"].values()) + sum(rows["s2"].values())
+        assert small == pytest.approx(2.0 * (1.0 - gang_k80), abs=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.sampled_from(["v100", "p100", "k80", "a100"]), st.just(0.0) | st.floats(0.01, 100.0), min_size=1),
+       st.floats(0.0, 1.0))
+def test_runnable_types_keep_the_best_type_and_only_types_fast_enough(speeds: dict, min_speed: float) -> None:
+    """:func:`runnable_types`, checked against the raw speeds: every type kept runs the job at
+    least ``min_speed`` times its best speed, every type dropped below it, the best type is
+    always kept (a turned job can run somewhere whenever it can run at all), and 0 keeps every
+    type it can use."""
+    from slurm_fair.policies._inside import runnable_types
+
+    job = Job("j", "a", 1, speeds)
+    types = sorted(speeds)
+    kept = runnable_types(job, types, min_speed)
+    usable = {k for k, v in speeds.items() if v > 0}
+    assert set(kept) <= usable
+    if usable:
+        top = max(speeds[k] for k in usable)
+        assert {k for k in usable if speeds[k] == top} <= set(kept)
+        for k in usable:
+            assert (k in kept) == (speeds[k] >= min_speed * top - 1e-9 * top) or abs(speeds[k] - min_speed * top) <= 1e-9 * top
+    assert set(runnable_types(job, types, 0.0)) == usable
