@@ -33,6 +33,9 @@ waiting behind a stream of shorter ones). Sizes are what a site knows (:func:`sl
 known_remaining_s`: the time limit and the group's history); a job of unknown size rotates as
 before. On the testbed two 4-GPU jobs of one tenant swapped V100 and P100 eight times in five
 minutes, and a 1-GPU job 87 % through its run was stopped for a job of its tenant ten times longer.
+The controller applies it (:mod:`slurm_fair.controller.standing`, the plan's make room); the
+simulator still rotates inside a tenant at every round (not yet ported: its figures are the
+policy's schedule without this rule).
 """
 
 from __future__ import annotations
