@@ -177,11 +177,13 @@ def refused_now(snapshot: Snapshot, asked: Mapping[str, str],
 
 def staying(snapshot: Snapshot, built: BuiltProblem, min_run: float,
             last_requeued: Mapping[str, float], st: Standing | None = None,
-            turns: Mapping[str, tuple[float, tuple[str, ...]]] | None = None) -> dict[str, str]:
+            turns: Mapping[str, tuple[float, tuple[str, ...]]] | None = None,
+            round_s: float = 0.0) -> dict[str, str]:
     """Running jobs the controller will not stop this cycle -> their type: those not opted in
     to time-sharing or not run ``min_run`` (:func:`.requeue.eligible`), except the jobs a tenant
     below its share may displace, and those of a tenant not above its share with nothing of its
-    own waiting (:mod:`.standing`). The rounding step keeps them on their nodes, so it never
+    own waiting that a rotation inside the tenant pays for (:func:`.standing.keeps`). The
+    rounding step keeps them on their nodes, so it never
     plans a pending job into GPUs that will not be freed."""
     now = snapshot.taken_at.timestamp()
     in_problem = {j.id: j.tenant for j in built.problem.jobs}
@@ -190,12 +192,15 @@ def staying(snapshot: Snapshot, built: BuiltProblem, min_run: float,
     if st is not None and turns:  # a turn no tenant below may take back (plan.turn_owed) stays
         owed = turn_owed(snapshot, turns, now, min_run)
         spare = {j: sj for j, sj in spare.items() if not st.below <= owed.get(j, frozenset())}
+    pjobs = {j.id: j for j in built.problem.jobs}
+    run_ids = {sj.job_id for sj in snapshot.gpu_jobs() if sj.running}
+    waiting = [j for j in built.problem.jobs if j.id not in run_ids]
     out = {}
     for sj in snapshot.gpu_jobs():
         if not sj.running or not sj.gpu_type_running or sj.job_id not in in_problem or sj.job_id in spare:
             continue
         if sj.job_id in fixed or not rq_eligible(sj, now, min_run, last_requeued) or \
-                (st is not None and keeps(st, in_problem[sj.job_id])):
+                (st is not None and keeps(st, in_problem[sj.job_id], pjobs[sj.job_id], waiting, round_s)):
             out[sj.job_id] = sj.gpu_type_running
     return out
 
@@ -277,7 +282,7 @@ def _allocate(built: BuiltProblem, history: History, snapshot: Snapshot, ds: Dec
             allocation = Allocation(policy=s.policy, x={}, status="empty")
         with timer.phase("rounding"):
             held = staying(snapshot, built, min_run_or(s.min_run_s, s.round_s, s.requeue_cost_s),
-                           history.last_requeues, st, history.turns)
+                           history.last_requeues, st, history.turns, s.round_s)
             moves = Moves(frozenset(built.prev_nodes), s.requeue_cost_s, s.move_up_gain)
             placement = place(built.problem, allocation, built.received, built.prev,
                               built.prev_nodes, held, sticky=True, overdue=late, moves=moves)

@@ -11,7 +11,9 @@ started or was last requeued by us (hysteresis):
 runs on type ``k``, and that this cycle sends to ``k``, cannot start in the GPUs free on ``k``
 now, but can once some running jobs that the placement does not keep on ``k`` are stopped.
 The fewest such jobs are chosen, those furthest ahead of their allocation (lowest deficit
-priority) first. A pending job that would not fit even then frees nothing. A job of another
+priority) first; a job of the pending job's own tenant only when the swap pays
+(:func:`slurm_fair.hysteresis.swap_pays`: the pending job is predicted to finish sooner, or has
+waited its own run). A pending job that would not fit even then frees nothing. A job of another
 tenant than the pending job's is chosen only out of its tenant's surplus over its equal share's
 value (:mod:`.standing`, a :class:`Budget`; a gang larger than its tenant's share of the type
 while any surplus is left).
@@ -92,6 +94,7 @@ def make_room(
     hosts: Callable[[SlurmJob, str], bool],
     seated: set[str] | None = None,
     budget: Budget | None = None,
+    may: Callable[[SlurmJob, SlurmJob], bool] | None = None,
 ) -> dict[str, list[str]]:
     """Jobs to requeue -> the takers they make room for (the rule of the module docstring).
 
@@ -100,7 +103,8 @@ def make_room(
     should be given up (furthest ahead of their allocation first). ``seated`` (when given)
     receives the takers that got their GPUs. ``budget``: how much of each tenant's value may be
     requeued for other tenants' jobs (the displacement right, :mod:`.standing`); a victim it does
-    not cover is skipped.
+    not cover is skipped. ``may(taker, victim)``: whether ``victim`` may be stopped for
+    ``taker`` at all (a rotation inside a tenant: :func:`slurm_fair.hysteresis.swap_pays`).
     """
     chosen: dict[str, list[str]] = {}
     for t in takers:
@@ -109,7 +113,8 @@ def make_room(
             if seated is not None:
                 seated.add(sj.job_id)
             continue
-        left = [v for v in victims.get(k, ()) if v.job_id not in chosen and (budget is None or budget.covers(sj, [v]))]
+        left = [v for v in victims.get(k, ()) if v.job_id not in chosen and (budget is None or budget.covers(sj, [v]))
+                and (may is None or may(sj, v))]
         pick = _fewest(sj, k, pool, left, hosts)
         if pick is None or (budget is not None and not budget.covers(sj, pick)):
             continue

@@ -32,7 +32,10 @@ share's), like the displacement right; except a gang larger than its tenant's eq
 the type, which that tenant can never hold within its share (a gang cannot be split): it may go
 while any surplus is left. A tenant not above its share with no waiting job of its own keeps
 its running jobs whole (:func:`keeps`: the rounding step keeps them where they are, so it does
-not plan another tenant's job into their GPUs). Counting GPUs of a type instead of value let a
+not plan another tenant's job into their GPUs); so does one whose waiting jobs all are
+predicted to run longer than the running job and have not waited their own run yet (a rotation
+inside a tenant pays only for a shorter or a long-waiting job: :func:`..hysteresis.swap_pays`,
+which :func:`.plan.make_plan` applies to each pair too). Counting GPUs of a type instead of value let a
 tenant holding one V100 beyond its share of V100s (and less than its share of P100s) lose that
 job to another tenant's, which put it below its share in ``make demo``. On the testbed, ``make demo``'s
 weight-2 tenant lost a 1-GPU job to another tenant's new job this way, then waited out Slurm's
@@ -53,11 +56,12 @@ every rotation obeys); a third tenant below its share may still displace it
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from ..estimates.tags import preemptible
 from ..fairness import bundle_value, equal_share, tenant_utilities
-from ..model import Problem
+from ..hysteresis import swap_pays
+from ..model import Job, Problem
 from ..slurm.model import Snapshot, SlurmJob
 
 #: a tenant is below its share when it gets less than (1 - BELOW_EPS) of its equal share's value
@@ -110,10 +114,17 @@ def standing(problem: Problem, running: Mapping[str, str], eps: float = BELOW_EP
     return Standing(frozenset(below), surplus, value, waiting, shares, True)
 
 
-def keeps(st: Standing, tenant: str) -> bool:
+def keeps(st: Standing, tenant: str, job: Job | None = None, waiting: Iterable[Job] = (),
+          round_s: float = 0.0) -> bool:
     """A running job of ``tenant`` is kept where it is, whatever the round's rotation (module
-    docstring): its tenant is not above its share and has no waiting job of its own."""
-    return st.known and not st.above(tenant) and tenant not in st.waiting
+    docstring): its tenant is not above its share and has no waiting job of its own, or none of
+    its waiting jobs (``waiting``, any tenant's: those of ``tenant`` are read) that a rotation
+    inside the tenant would pay for (:func:`slurm_fair.hysteresis.swap_pays` against ``job``)."""
+    if not st.known or st.above(tenant):
+        return False
+    if tenant not in st.waiting:
+        return True
+    return job is not None and not any(swap_pays(t, job, round_s) for t in waiting if t.tenant == tenant)
 
 
 def displaceable(snapshot: Snapshot, problem: Problem, st: Standing, fixed: frozenset[str]) -> dict[str, SlurmJob]:

@@ -415,3 +415,42 @@ def test_a_gang_that_fails_at_its_start_on_k80_goes_elsewhere_within_a_minute(te
     table = learned.load(tmp_path / "state")
     assert table.refreshed_at > refreshed  # relearned by the failure, not by the daily refresh
     _run(["scancel", nxt], sub.full_env, check=False)
+
+
+def test_a_round_rotates_a_tenants_own_job_only_for_a_job_predicted_to_finish_sooner(sub, accounts, tmp_path):
+    # tenant a fills the k80 node with opted-in jobs of a 5-minute limit; a's own job of an
+    # hour's limit waits through several rounds without stopping one of them (the swap would
+    # cost a restart and buy nothing: hysteresis.swap_pays), a's job of a minute's limit gets
+    # one at the next round
+    # (no learned table: the testbed's history is of other tests' jobs, cancelled within
+    # seconds, and would predict every job a run of seconds; the time limits alone say the sizes)
+    a, _ = accounts
+    cfg = config(tmp_path, accounts, throughput={"learn_refresh_h": 0}, min_run_s=3, round_s=4, interval_s=2)
+    port = make_port(cfg, env=sub.env)
+    tag = secrets.token_hex(4)
+    hogs = [running(sub, a, "-J", f"hog-{tag}", "-p", "k80", "-t", "5", "--requeue", "--gres=gpu:2",
+                    comment=f"fair:class=a3c {PRE}") for _ in range(4)]
+    for j in hogs:
+        wait_for(port, j, lambda j: j.running, timeout=30)
+    long_ = running(sub, a, "-J", f"long-{tag}", "-p", "k80", "-t", "60", "--gres=gpu:2", comment="fair:class=a3c")
+    time.sleep(4)  # the hogs have run min_run_s
+    deadline = time.time() + 16  # four rounds
+    while time.time() < deadline:
+        res = run_cycle(port, cfg)
+        assert res.exit_code == 0, res.to_dict()
+        assert not res.plan.requeue_for, res.plan.requeue_for
+        time.sleep(2)
+    assert all({x.job_id: x for x in port.jobs()}[h].running for h in hogs)
+    short = running(sub, a, "-J", f"short-{tag}", "-p", "k80", "-t", "1", "--gres=gpu:2", comment="fair:class=a3c")
+    requeued: dict[str, tuple[str, ...]] = {}
+    deadline = time.time() + 40
+    while time.time() < deadline and not requeued:
+        res = run_cycle(port, cfg)
+        assert res.exit_code == 0, res.to_dict()
+        requeued = dict(res.plan.requeue_for)
+        if not requeued:
+            time.sleep(2)
+    assert len(requeued) == 1 and list(requeued.values()) == [(short,)], requeued
+    assert wait_for(port, short, lambda j: j.running, timeout=30).gpu_type_running == "k80"
+    assert {x.job_id: x for x in port.jobs()}[long_].pending
+    revert(port, cfg)

@@ -53,7 +53,8 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
 from ...fairness import equal_share, tenant_bundles
-from ...model import Allocation, Problem
+from ...hysteresis import swap_pays
+from ...model import Allocation, Job, Problem
 from ...rounding import Pool
 from ...slurm.model import Snapshot, SlurmJob
 from .. import requeue as rq
@@ -145,7 +146,8 @@ def make_plan(
     st = inputs.standing
     # another tenant's job is rotated away only while its tenant is above its share (..standing)
     rotation = rq.Budget(dict(st.surplus), st.value, st.share) if st.known else None
-    requeue_for = rq.make_room(free, startable, victims, _hosts(settings), seated, rotation)
+    requeue_for = rq.make_room(free, startable, victims, _hosts(settings), seated, rotation,
+                               _swap_pays(pjobs, settings.round_s))
     right = [t for t in takers if t.job.job_id not in seated and t.job.reason not in rq.NOT_STARTABLE
              and st.tenant_below(pjobs[t.job.job_id].tenant)]
     if right:
@@ -215,6 +217,15 @@ def turn_owed(snapshot: Snapshot, turns: Mapping[str, tuple[float, tuple[str, ..
         if owed:
             out[sj.job_id] = owed
     return out
+
+
+def _swap_pays(pjobs: Mapping[str, Job], round_s: float) -> Callable[[SlurmJob, SlurmJob], bool]:
+    """A running job may be rotated away for a job of its own tenant only when the swap pays
+    (:func:`slurm_fair.hysteresis.swap_pays`); for another tenant's job the budget decides."""
+    def may(taker: SlurmJob, victim: SlurmJob) -> bool:
+        t, v = pjobs.get(taker.job_id), pjobs.get(victim.job_id)
+        return t is None or v is None or t.tenant != v.tenant or swap_pays(t, v, round_s)
+    return may
 
 
 def _hosts(settings: PlanSettings) -> Callable[[SlurmJob, str], bool]:
