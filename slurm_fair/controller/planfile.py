@@ -21,7 +21,7 @@ commas and backslashes::
     "shapes/v100": "4x16x64000x2",
     "tier/v100": "3",
     "speeds/resnet-50-bs32": "k80=0.1588 p100=0.6277 v100=1",
-    "speeds/*": "k80=1 p100=1 v100=1",
+    "speeds/*": "k80=0.2455 p100=0.7905 v100=1",
     "room/physics": "v100 p100",
     "room/*": "k80"
     }
@@ -33,7 +33,9 @@ commas and backslashes::
 * ``shapes/<type>``: that partition's schedulable nodes, ``GPUSxCPUSxMEM_MBxCOUNT`` per distinct
   node size, so the plugin only lists partitions some node of which can hold the job (GPUs per
   node, node count, CPUs, memory): Slurm refuses a job none of whose partitions can;
-* ``speeds/<C>`` (class ``C`` from ``fair:class=C``, else ``speeds/*``: flat): ``n_jk`` per type;
+* ``speeds/<C>`` (class ``C`` from ``fair:class=C``, else ``speeds/*``: the type priors, what the
+  controller assumes of a job it knows nothing of, :func:`~slurm_fair.estimates.priors.prior_speeds`;
+  flat when no type is a known model): ``n_jk`` per type;
   ``speeds/<C>@<G>``: the same measured on a gang of ``G`` GPUs (a job of ``g`` GPUs reads the
   largest ``G <= g`` there is, :func:`speed_key`; a type missing from the list cannot run it);
 * ``room/<A>`` (else ``room/*``): the types where tenant ``A`` has room (below).
@@ -70,6 +72,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from ..inputs import fullmatch
 from .. import atomic
 from ..estimates.classes import ClassTable
+from ..estimates.priors import prior_speeds
 from ..slurm.model import Node, Partition, Snapshot
 from .steer import current_type, partition_types, type_partition_lists
 
@@ -187,7 +190,9 @@ def plan_entries(plan: Plan, snapshot: Snapshot, table: ClassTable,
             shapes = _shapes(snapshot.nodes, part, k)
             if shapes:
                 out[f"shapes/{k}"] = shapes
-    out["speeds/*"] = _speeds({k: 1.0 for k in types})
+    # a job of no known class: the type priors, as the controller's own estimate of such a job
+    # (flat, the plugin would list the types by name: k80 first, where Slurm starts it at once)
+    out["speeds/*"] = _speeds(prior_speeds(types).speed)
     for c, row in table.rows.items():
         if fullmatch(_SAFE, c):
             out[f"speeds/{c}"] = _speeds({k: row.get(k, 0.0) for k in types})

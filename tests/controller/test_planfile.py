@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 from hypo_profiles import scaled
 
 from slurm_fair.controller import planfile
+from slurm_fair.estimates import estimate
 from slurm_fair.estimates.classes import ClassTable
 from slurm_fair.controller.plan import PlanInputs, make_plan
 from slurm_fair.controller.plan.types import PlanSettings
@@ -50,7 +51,12 @@ def test_plan_file_round_trip_and_line_format(tmp_path):
     assert (doc["tier/v100"], doc["tier/k80"]) == ("3", "1")
     # one 4-GPU v100 node; two 4-GPU k80 nodes (32 CPUs, 64000 MB each)
     assert doc["shapes/v100"] == "4x32x64000x1" and doc["shapes/k80"] == "4x32x64000x2"
-    assert doc["speeds/resnet"] == "k80=0.125 v100=1" and doc["speeds/*"] == "k80=1 v100=1"
+    assert doc["speeds/resnet"] == "k80=0.125 v100=1"
+    # a job of no known class: what the controller assumes of an untagged job it has never seen
+    # (the type priors), not flat, where the plugin would offer k80 first
+    guess, _ = estimate.untagged(job("9", "carol"), ["k80", "v100"], {}, set())
+    assert doc["speeds/*"] == planfile._speeds(guess)
+    assert [float(v.split("=")[1]) for v in doc["speeds/*"].split()][0] < 0.5  # k80 well below v100
     # room: the larger of the limit and the fair share (half of each type), minus what is held:
     # alice's 2-GPU job is on v100, bob's 1-GPU job on k80
     assert doc["room/alice"] == "k80" and doc["room/bob"] == "k80 v100"
