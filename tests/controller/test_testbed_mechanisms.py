@@ -190,20 +190,27 @@ def test_round_boundary_requeues_a_running_job_to_make_room(sub, accounts, tmp_p
         wait_for(port, j, lambda j: j.running, timeout=30)
     waiting = running(sub, b, "-p", "k80", "--gres=gpu:2", comment="fair:class=a3c")
     time.sleep(4)  # the hogs have run min_run_s
-    requeued: dict[str, tuple[str, ...]] = {}
-    deadline = time.time() + 40
-    while time.time() < deadline and not requeued:
-        res = run_cycle(port, cfg)
-        assert res.exit_code == 0, res.to_dict()
-        requeued = dict(res.plan.requeue_for)
-        if not requeued:
-            time.sleep(2)
+    requeued = _cycle_until_a_requeue(port, cfg)
     # exactly the GPUs the waiting job needs: one 2-GPU hog, for the waiting job
     assert len(requeued) == 1 and list(requeued.values()) == [(waiting,)], requeued
     j = wait_for(port, waiting, lambda j: j.running, timeout=30)
     assert j.gpu_type_running == "k80"
     [victim] = requeued
     assert {x.job_id: x for x in port.jobs()}[victim].pending  # requeued, never cancelled
+
+
+def _cycle_until_a_requeue(port, cfg, timeout_s: float = 40.0) -> dict[str, tuple[str, ...]]:
+    """Run cycles, 2 s apart, until one plans a requeue (its ``requeue_for``; {} after
+    ``timeout_s``); every cycle must succeed."""
+    requeued: dict[str, tuple[str, ...]] = {}
+    deadline = time.time() + timeout_s
+    while time.time() < deadline and not requeued:
+        res = run_cycle(port, cfg)
+        assert res.exit_code == 0, res.to_dict()
+        requeued = dict(res.plan.requeue_for)
+        if not requeued:
+            time.sleep(2)
+    return requeued
 
 
 def _small(sub, account: str, seconds: int, limit: str = "1") -> str:
@@ -442,14 +449,7 @@ def test_a_round_rotates_a_tenants_own_job_only_for_a_job_predicted_to_finish_so
         time.sleep(2)
     assert all({x.job_id: x for x in port.jobs()}[h].running for h in hogs)
     short = running(sub, a, "-J", f"short-{tag}", "-p", "k80", "-t", "1", "--gres=gpu:2", comment="fair:class=a3c")
-    requeued: dict[str, tuple[str, ...]] = {}
-    deadline = time.time() + 40
-    while time.time() < deadline and not requeued:
-        res = run_cycle(port, cfg)
-        assert res.exit_code == 0, res.to_dict()
-        requeued = dict(res.plan.requeue_for)
-        if not requeued:
-            time.sleep(2)
+    requeued = _cycle_until_a_requeue(port, cfg)
     assert len(requeued) == 1 and list(requeued.values()) == [(short,)], requeued
     assert wait_for(port, short, lambda j: j.running, timeout=30).gpu_type_running == "k80"
     assert {x.job_id: x for x in port.jobs()}[long_].pending

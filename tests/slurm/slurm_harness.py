@@ -117,6 +117,21 @@ def pyslurm_skip_reason(version: str | None) -> str:
     return ""
 
 
+def both_backends(testbed, slurm_version: str | None):
+    """``(env, cli, pyslurm port)`` on a real testbed, both backends over its environment; the
+    test is skipped, saying why, where the pyslurm arm cannot run (:func:`pyslurm_skip_reason`).
+    ``env``: the process environment with the testbed's, for the commands a test runs itself."""
+    import pytest
+
+    why = pyslurm_skip_reason(slurm_version)
+    if why:
+        pytest.skip(why)
+    from slurm_fair.slurm.pyslurm_port import PyslurmPort
+
+    env = {**os.environ, **testbed.env}
+    return env, SlurmCli(env=dict(testbed.env), timeout_s=60), PyslurmPort(SlurmCli(env=dict(testbed.env), timeout_s=60))
+
+
 def make_real_port(env: dict[str, str], backend: str = "cli"):
     """The port a real harness tests: Slurm's commands, or pyslurm over them (its side process
     started by the first job read, not only at a big queue, so that the reads after it go the

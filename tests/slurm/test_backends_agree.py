@@ -31,7 +31,7 @@ from slurm_fair.config import validate
 from slurm_fair.problem_io import problem_to_dict
 from slurm_fair.slurm.cli import SlurmCli
 
-from slurm_harness import pyslurm_skip_reason
+from slurm_harness import both_backends
 
 pytestmark = pytest.mark.slurm
 
@@ -153,14 +153,9 @@ def _direct_read_is_pyslurms(ps) -> None:
 
 
 def test_cli_and_pyslurm_snapshots_are_equal_field_by_field_on_a_busy_cluster(testbed, slurm_version, tmp_path):
-    why = pyslurm_skip_reason(slurm_version)
-    if why:
-        pytest.skip(why)
+    env, cli, ps = both_backends(testbed, slurm_version)
     from slurm_fair.slurm.pyslurm_port import PyslurmPort
 
-    env = {**os.environ, **testbed.env}
-    cli = SlurmCli(env=dict(testbed.env), timeout_s=60)
-    ps = PyslurmPort(SlurmCli(env=dict(testbed.env), timeout_s=60))
     # the same backend without the direct read of libslurm's records (pyslurm's legacy read,
     # alone or in the side process), as where Slurm's header is not installed
     legacy = PyslurmPort(SlurmCli(env=dict(testbed.env), timeout_s=60))

@@ -16,9 +16,8 @@ from contextlib import suppress
 
 import pytest
 
-from slurm_fair.slurm.cli import SlurmCli
 
-from slurm_harness import pyslurm_skip_reason
+from slurm_harness import both_backends
 
 pytestmark = pytest.mark.slurm
 
@@ -30,14 +29,7 @@ def _run(env, *argv: str) -> str:
 
 
 def test_pyslurm_site_factors_from_the_rpc_are_sprios(testbed, slurm_version):
-    why = pyslurm_skip_reason(slurm_version)
-    if why:
-        pytest.skip(why)
-    from slurm_fair.slurm.pyslurm_port import PyslurmPort
-
-    env = {**os.environ, **testbed.env}
-    cli = SlurmCli(env=dict(testbed.env), timeout_s=60)
-    ps = PyslurmPort(SlurmCli(env=dict(testbed.env), timeout_s=60))
+    env, cli, ps = both_backends(testbed, slurm_version)
     tenant = sorted(a.name for a in cli.accounts())[0]
     nodes = ",".join(sorted(n.name for n in cli.nodes()))
     parts = [f"sfprio{os.getpid() % 10000}{x}" for x in "ab"]

@@ -24,7 +24,7 @@ import pytest
 
 from slurm_fair.slurm.cli import SlurmCli
 
-from slurm_harness import pyslurm_skip_reason
+from slurm_harness import both_backends
 from test_backends_agree import _equal_soon
 
 pytestmark = pytest.mark.slurm
@@ -52,14 +52,9 @@ def _quiet(ps):
 
 
 def test_no_change_answer_reuses_the_last_read_and_every_change_shows_next(testbed, slurm_version):
-    why = pyslurm_skip_reason(slurm_version)
-    if why:
-        pytest.skip(why)
+    env, cli, ps = both_backends(testbed, slurm_version)
     from slurm_fair.slurm.pyslurm_port import PyslurmPort
 
-    env = {**os.environ, **testbed.env}
-    cli = SlurmCli(env=dict(testbed.env), timeout_s=60)
-    ps = PyslurmPort(SlurmCli(env=dict(testbed.env), timeout_s=60))
     reader = ps._field_reader()
     assert reader is not None, "libslurm's job records are not read directly here"
     account = sorted(a.name for a in cli.accounts())[0]
