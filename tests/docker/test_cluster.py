@@ -142,10 +142,20 @@ def test_cluster(compose_client: list[str], context: Path, engine: PrivateDocker
                 f"{t}: " + ", ".join(f"{j['id']} {j['partition']} {j['gres']}" for j in js)
                 for t, js in steered_jobs.items()))
         with phases.run(f"[{label}] slurm-fair report"):
-            report = c.exec("controller", "slurm-fair", "report", timeout_s=180).stdout
-            # tenants with GPU-hours (the running jobs' tenant) and the controller's cycles
+            # tenants with GPU-hours (the running jobs' tenants) and the controller's cycles. The
+            # report reads the accounting, where slurmdbd records a start a moment after
+            # slurmctld: a job started a second ago may not be there yet
             running = {j["account"] for j in _jobs(c) if j["state"] == "RUNNING"}
-            assert running and all(t in report for t in running), report[-3000:]
+            assert running
+
+            def reported() -> str | None:
+                out = c.exec("controller", "slurm-fair", "report", timeout_s=180).stdout
+                return out if all(t in out for t in running) else None
+
+            try:
+                report = _wait("the report to show the running jobs' tenants", reported, 60, 3)
+            except AssertionError:
+                raise AssertionError(c.exec("controller", "slurm-fair", "report", timeout_s=180).stdout[-3000:]) from None
             assert re.search(r"Controller: \d+ cycles \(0 failed\)", report), report[-3000:]
     except BaseException:
         logs = c("logs", "--no-color", "--tail", "40", check=False, timeout_s=60)

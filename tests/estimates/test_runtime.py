@@ -6,7 +6,7 @@ import math
 import statistics
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import example, given, strategies as st
 
 from slurm_fair import fairness
 from slurm_fair.estimates import runtime
@@ -28,10 +28,13 @@ def test_the_prediction_is_between_the_time_run_and_the_limit(limit, ran, rs):
 
 
 @given(limits, seconds, ratios)
+@example(limit=1.5, ran=5e-324, rs=(5e-324,))
 def test_the_prediction_is_a_median_of_the_past_runs_still_going_or_the_limit(limit, ran, rs):
     """Checked against a plain computation: the past runs (scaled to this limit) longer than
-    what the job ran, their median; the limit when there are none."""
-    longer = [r * limit for r in rs if r * limit > ran]
+    what the job ran, their median; the limit when there are none. "Longer" compares use
+    ratios, as a run's record is one (``r > ran / limit``; ``r * limit > ran`` is the same in
+    reals but not in floats: 5e-324 * 1.5 rounds up)."""
+    longer = [r * limit for r in rs if r > ran / limit]
     want = min(max(statistics.median(longer), ran), max(limit, ran)) if longer else max(limit, ran)
     assert runtime.expected_run_s(limit, ran, rs) == pytest.approx(want, rel=1e-9)
 
@@ -187,7 +190,7 @@ def test_the_harmonic_centre_is_the_harmonic_mean_of_the_runs_still_going_and_ke
     ``[ran, max(limit, ran)]``, never sooner for a job that ran longer."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(runtime, "CENTRE", "harmonic")
-        longer = [max(r * limit, 1.0) for r in rs if r * limit > ran]
+        longer = [max(r * limit, 1.0) for r in rs if r > ran / limit]
         want = min(max(statistics.harmonic_mean(longer), ran), max(limit, ran)) if longer else max(limit, ran)
         got = runtime.expected_run_s(limit, ran, rs)
         assert got == pytest.approx(want, rel=1e-9)
@@ -215,7 +218,7 @@ def test_a_quantile_of_the_runs_still_going_is_a_plain_quantile_within_the_bound
     limit) longer than what the job ran; the limit when there are none; the median at 0.5."""
     import numpy as np
 
-    longer = [r * limit for r in rs if r * limit > ran]
+    longer = [r * limit for r in rs if r > ran / limit]
     want = min(max(float(np.quantile(longer, q)), ran), max(limit, ran)) if longer else max(limit, ran)
     got = runtime.run_s_at(limit, ran, rs, q)
     assert got == pytest.approx(want, rel=1e-9, abs=1e-9)
