@@ -85,14 +85,22 @@ def prepare_dir(config: TestbedConfig, layout: Layout, rendered: Mapping[str, st
 
 
 def init_mariadb(layout: Layout, program: Callable[[str], str], timeout: float) -> None:
-    """MariaDB's data directory, once (before its first start)."""
-    if (layout.mysql_data / "mysql").is_dir():
+    """MariaDB's data directory, once (before its first start). Made beside it and renamed into
+    place when ``mariadb-install-db`` succeeded: an install cut short (a timeout, a crash of its
+    bootstrap server) leaves no half-made directory that the next ``up`` would take for a whole
+    one and start MariaDB on, without its system tables (every login refused, in CI once)."""
+    data = layout.mysql_data
+    if (data / "mysql").is_dir():
         return
+    fresh = data.with_name(data.name + ".init")
+    shutil.rmtree(fresh, ignore_errors=True)
     procs.run(
-        [program("mariadb-install-db"), f"--defaults-file={layout.my_cnf}", "--skip-test-db",
-         "--auth-root-authentication-method=socket"],
+        [program("mariadb-install-db"), f"--defaults-file={layout.my_cnf}", f"--datadir={fresh}",
+         "--skip-test-db", "--auth-root-authentication-method=socket"],
         timeout=timeout,
     )
+    shutil.rmtree(data, ignore_errors=True)  # nothing of ours: no system tables were there
+    fresh.rename(data)
 
 
 def create_database(layout: Layout, program: Callable[[str], str]) -> None:
