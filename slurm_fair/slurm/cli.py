@@ -338,19 +338,21 @@ class SlurmCli:
     def site_factor_plugin(self) -> str:
         """``scontrol show config``'s ``PrioritySiteFactorPlugin`` ("" for ``(null)`` or
         ``site_factor/none``)."""
-        out = self.runner.run(["scontrol", "show", "config"])
-        m = re.search(r"^PrioritySiteFactorPlugin\s*=\s*(\S*)\s*$", out, re.MULTILINE)
-        name = m.group(1) if m else ""
+        name = self._config_value("PrioritySiteFactorPlugin")
         return "" if name in ("", "(null)", "site_factor/none") else name
 
     def fairshare_algorithm(self) -> str:
         """The fair-share factor this Slurm computes: ``classic`` with ``PriorityFlags`` holding
         ``NO_FAIR_TREE``, else ``fair-tree`` (the default since 19.05); the modelled Slurm of a
         replay takes it (:mod:`slurm_fair.sim.fairtree`)."""
-        out = self.runner.run(["scontrol", "show", "config"])
-        m = re.search(r"^PriorityFlags\s*=\s*(.*?)\s*$", out, re.MULTILINE)
-        flags = {f.strip().upper() for f in (m.group(1) if m else "").split(",")}
+        flags = {f.strip().upper() for f in self._config_value("PriorityFlags").split(",")}
         return "classic" if "NO_FAIR_TREE" in flags else "fair-tree"
+
+    def _config_value(self, key: str) -> str:
+        """``key``'s value in ``scontrol show config`` ("" when it is not listed)."""
+        out = self.runner.run(["scontrol", "show", "config"])
+        m = re.search(rf"^{re.escape(key)}\s*=\s*(.*?)\s*$", out, re.MULTILINE)
+        return m.group(1) if m else ""
 
     def _refuse_retype(self, job: SlurmJob, have: str | None, want: str | None) -> None:
         refuse_retype(job, have, want, self.can_retype_gpu(), "this Slurm (before 23.11)")
